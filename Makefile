@@ -1,0 +1,37 @@
+# kafka_sink — PGXS build
+EXTENSION = kafka_sink
+MODULE_big = kafka_sink
+OBJS = \
+	src/kafka_sink.o \
+	src/guc.o \
+	src/shmem.o \
+	src/launcher.o \
+	src/worker.o \
+	src/consumer.o \
+	src/decode.o \
+	src/apply.o \
+	src/catalog.o \
+	src/api.o
+
+DATA = kafka_sink--0.1.0.sql
+PGFILEDESC = "kafka_sink - exactly-once Kafka sink"
+
+REGRESS = create validation
+REGRESS_OPTS = --dbname=kafka_sink_regress
+
+PG_CONFIG ?= pg_config
+RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)
+RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)
+
+PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS) -isystem $(shell $(PG_CONFIG) --includedir-server)
+PG_CFLAGS = -Wall -Wextra
+SHLIB_LINK = $(RDKAFKA_LIBS)
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: test demo bench
+test:
+	bash test/run_tests.sh
+demo:
+	bash test/demo.sh

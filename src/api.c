@@ -1,0 +1,259 @@
+/*-------------------------------------------------------------------------
+ *
+ * api.c
+ *		SQL-callable C functions.  The pipeline-defining functions are
+ *		written in SQL (kafka_sink--*.sql); these are the parts that need
+ *		librdkafka or shared memory.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+
+PG_FUNCTION_INFO_V1(kafka_sink_check_kafka_options);
+PG_FUNCTION_INFO_V1(kafka_sink_is_secret_option);
+PG_FUNCTION_INFO_V1(kafka_sink_produce);
+PG_FUNCTION_INFO_V1(kafka_sink_watermarks);
+PG_FUNCTION_INFO_V1(kafka_sink_batch_rows);
+PG_FUNCTION_INFO_V1(kafka_sink_wake_launcher);
+PG_FUNCTION_INFO_V1(kafka_sink_worker_pids);
+
+/*
+ * A jsonb object of scalars -> list of KsOption.  JSON nulls are skipped
+ * (alter_pipeline uses them to remove an option).
+ */
+static List *
+options_from_jsonb(Jsonb *jb, const char *what)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	List	   *result = NIL;
+	char	   *key = NULL;
+
+	if (!JB_ROOT_IS_OBJECT(jb))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a JSON object", what),
+				 errhint("Pass a JSON object such as '{\"security.protocol\": \"SASL_SSL\"}'.")));
+	it = JsonbIteratorInit(&jb->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			key = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE)
+		{
+			KsOption   *o;
+
+			if (v.type == jbvNull)
+				continue;
+			o = palloc(sizeof(KsOption));
+			o->name = key;
+			switch (v.type)
+			{
+				case jbvString:
+					o->value = pnstrdup(v.val.string.val, v.val.string.len);
+					break;
+				case jbvNumeric:
+					o->value = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+					break;
+				case jbvBool:
+					o->value = v.val.boolean ? "true" : "false";
+					break;
+				default:
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("%s value for \"%s\" must be a string, number or boolean", what, key),
+							 errhint("librdkafka properties take scalar values.")));
+			}
+			result = lappend(result, o);
+		}
+	}
+	return result;
+}
+
+Datum
+kafka_sink_check_kafka_options(PG_FUNCTION_ARGS)
+{
+	ks_check_options(options_from_jsonb(PG_GETARG_JSONB_P(0), "kafka_options"));
+	PG_RETURN_VOID();
+}
+
+Datum
+kafka_sink_is_secret_option(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(ks_option_is_secret(text_to_cstring(PG_GETARG_TEXT_PP(0))));
+}
+
+/*
+ * produce(bootstrap_servers, topic, key, value, headers, partition)
+ * Waits for the acknowledgement; not transactional.
+ */
+Datum
+kafka_sink_produce(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *servers;
+	char	   *topic;
+	text	   *key = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
+	text	   *value = PG_ARGISNULL(3) ? NULL : PG_GETARG_TEXT_PP(3);
+	List	   *headers = PG_ARGISNULL(4) ? NIL : options_from_jsonb(PG_GETARG_JSONB_P(4), "headers");
+	int32		partition = PG_ARGISNULL(5) ? -1 : PG_GETARG_INT32(5);
+	int32		out_partition;
+	int64		out_offset;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("bootstrap_servers and topic cannot be null"),
+				 errhint("Pass bootstrap_servers => 'localhost:9092', topic => 'orders.v1'.")));
+	servers = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (topic[0] == '\0' || strlen(topic) > 249)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid topic name \"%s\"", topic),
+				 errhint("Kafka topic names have 1 to 249 characters.")));
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5) && partition < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partition must not be negative"),
+				 errhint("Pass NULL to let the partitioner choose by key.")));
+
+	ks_produce(servers, topic,
+			   key ? VARDATA_ANY(key) : NULL, key ? VARSIZE_ANY_EXHDR(key) : 0,
+			   value ? VARDATA_ANY(value) : NULL, value ? VARSIZE_ANY_EXHDR(value) : 0,
+			   headers, partition, &out_partition, &out_offset);
+
+	InitMaterializedSRF(fcinfo, 0);
+	values[0] = Int32GetDatum(out_partition);
+	values[1] = Int64GetDatum(out_offset);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}
+
+/*
+ * _watermarks(pipeline): low and high watermarks of every partition the
+ * pipeline reads, asked of the broker now.  Used by kafka_sink.wait().
+ */
+Datum
+kafka_sink_watermarks(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	KsPipeline *p;
+	KsConsumer *c;
+	List	   *tps;
+	char	   *err = NULL;
+	ListCell   *lc;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		argv[1] = {CStringGetTextDatum(name)};
+	int64		id;
+	bool		isnull;
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT id FROM kafka_sink.pipeline_definitions WHERE name = $1",
+							  1, argtypes, argv, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline \"%s\" does not exist", name),
+				 errhint("SELECT name FROM kafka_sink.pipelines lists the pipelines you can see.")));
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	p = ks_load_pipeline(id, CurrentMemoryContext);
+	/* secrets of other roles are invisible here (row level security) */
+	{
+		MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+		KsPipeline *copy = palloc(sizeof(KsPipeline));
+
+		*copy = *p;
+		p = copy;
+		MemoryContextSwitchTo(old);
+	}
+
+	c = ks_consumer_create(p, ".wait");
+	PG_TRY();
+	{
+		if (p->assign != NIL)
+			tps = p->assign;
+		else
+			tps = ks_consumer_list_partitions(c, p->subscribe, p->subscribe_pattern, 10000, &err);
+		if (err)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not read the topics of pipeline \"%s\"", name),
+					 errdetail("%s.", err)));
+		foreach(lc, tps)
+		{
+			KsTopicPartition *tp = lfirst(lc);
+			int64		low,
+						high;
+			Datum		values[4];
+			bool		nulls[4] = {false, false, false, false};
+
+			if (!ks_consumer_watermarks(c, tp->topic, tp->partition, &low, &high, 10000, &err))
+				ereport(ERROR,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("could not read the watermarks of pipeline \"%s\"", name),
+						 errdetail("%s.", err)));
+			values[0] = CStringGetTextDatum(tp->topic);
+			values[1] = Int32GetDatum(tp->partition);
+			values[2] = Int64GetDatum(low);
+			values[3] = Int64GetDatum(high);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	PG_FINALLY();
+	{
+		ks_consumer_destroy(c);
+	}
+	PG_END_TRY();
+	ks_consumer_emit_logs();
+	SPI_finish();
+	return (Datum) 0;
+}
+
+Datum
+kafka_sink_wake_launcher(PG_FUNCTION_ARGS)
+{
+	ks_wake_launcher();
+	PG_RETURN_VOID();
+}
+
+/* The live worker slots: pipeline, worker index, pid, state, detail. */
+Datum
+kafka_sink_worker_pids(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (ks_shared == NULL)
+		return (Datum) 0;
+	LWLockAcquire(ks_shared->lock, LW_SHARED);
+	for (int i = 0; i < ks_shared->nslots; i++)
+	{
+		KsWorkerSlot *s = &ks_shared->slots[i];
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+
+		if (!s->in_use)
+			continue;
+		values[0] = Int64GetDatum(s->pipeline_id);
+		values[1] = Int32GetDatum(s->worker_index);
+		values[2] = Int32GetDatum(s->pid);
+		values[3] = CStringGetTextDatum(s->pid > 0 ? "running" : "starting");
+		values[4] = CStringGetTextDatum(s->detail);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(ks_shared->lock);
+	return (Datum) 0;
+}

@@ -1,0 +1,333 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *		Reads and writes of the extension's own tables by the workers.
+ *
+ * Every statement is schema-qualified; the workers also pin search_path to
+ * pg_catalog, pg_temp so that no object of a user can be picked up by name.
+ * All functions here run inside a transaction with SPI connected (see
+ * ks_xact_begin), except those that say they open their own.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "pgstat.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+void
+ks_xact_begin(const char *activity)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+void
+ks_xact_commit(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/* Runs a statement with one bigint parameter; errors unless it succeeds. */
+static void
+exec_id(const char *sql, int64 id, int expected)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1];
+	int			rc;
+
+	values[0] = Int64GetDatum(id);
+	rc = SPI_execute_with_args(sql, 1, argtypes, values, NULL, false, 0);
+	if (rc != expected)
+		elog(ERROR, "kafka_sink: catalog statement failed (%d): %s", rc, sql);
+}
+
+static char *
+getstr(int row, int col, MemoryContext mcxt)
+{
+	char	   *v = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
+
+	return v ? MemoryContextStrdup(mcxt, v) : NULL;
+}
+
+static int64
+getint8(int row, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
+
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+static int32
+getint4(int row, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
+
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
+/*
+ * Loads the definition of a pipeline, secrets included, into mcxt.
+ * Returns NULL when the pipeline no longer exists.
+ */
+KsPipeline *
+ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
+{
+	KsPipeline *p;
+	char	   *mode;
+	MemoryContext old;
+
+	exec_id("SELECT id, name, owner, state, bootstrap_servers, subscribe_pattern,"
+			" target::oid::int8, order_column, mode, coalesce(batch_function::oid, 0)::int8,"
+			" starting_offsets, fail_on_data_loss::int::int8, max_offsets_per_batch, max_batch_bytes,"
+			" (extract(epoch FROM trigger_interval) * 1000)::int8, workers::int8"
+			" FROM kafka_sink.pipeline_definitions WHERE id = $1",
+			pipeline_id, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return NULL;
+
+	p = MemoryContextAllocZero(mcxt, sizeof(KsPipeline));
+	p->id = getint8(0, 1);
+	p->name = getstr(0, 2, mcxt);
+	p->owner = (Oid) getint8(0, 3);
+	p->state = getstr(0, 4, mcxt);
+	p->bootstrap_servers = getstr(0, 5, mcxt);
+	p->subscribe_pattern = getstr(0, 6, mcxt);
+	p->target = (Oid) getint8(0, 7);
+	p->order_column = getstr(0, 8, mcxt);
+	mode = getstr(0, 9, mcxt);
+	p->mode = strcmp(mode, "append") == 0 ? KS_MODE_APPEND :
+		strcmp(mode, "function") == 0 ? KS_MODE_FUNCTION : KS_MODE_MERGE;
+	p->batch_function = (Oid) getint8(0, 10);
+	p->starting_offsets = getstr(0, 11, mcxt);
+	p->fail_on_data_loss = getint8(0, 12) != 0;
+	p->max_offsets_per_batch = getint8(0, 13);
+	p->max_batch_bytes = getint8(0, 14);
+	p->trigger_interval_ms = (int) getint8(0, 15);
+	p->workers = (int) getint8(0, 16);
+
+	exec_id("SELECT unnest(subscribe) FROM kafka_sink.pipeline_definitions WHERE id = $1",
+			pipeline_id, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *t = getstr(i, 1, mcxt);
+
+		old = MemoryContextSwitchTo(mcxt);
+		p->subscribe = lappend(p->subscribe, t);
+		MemoryContextSwitchTo(old);
+	}
+
+	exec_id("SELECT k FROM kafka_sink.pipeline_definitions, unnest(key_columns) WITH ORDINALITY AS u(k, n)"
+			" WHERE id = $1 ORDER BY n",
+			pipeline_id, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *k = getstr(i, 1, mcxt);
+
+		old = MemoryContextSwitchTo(mcxt);
+		p->key_columns = lappend(p->key_columns, k);
+		MemoryContextSwitchTo(old);
+	}
+
+	exec_id("SELECT t.key, (e.value #>> '{}')::int8"
+			" FROM kafka_sink.pipeline_definitions d, jsonb_each(d.assign) t, jsonb_array_elements(t.value) e"
+			" WHERE d.id = $1 ORDER BY 1, 2",
+			pipeline_id, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		KsTopicPartition *tp = MemoryContextAlloc(mcxt, sizeof(KsTopicPartition));
+
+		tp->topic = getstr(i, 1, mcxt);
+		tp->partition = (int32) getint8(i, 2);
+		old = MemoryContextSwitchTo(mcxt);
+		p->assign = lappend(p->assign, tp);
+		MemoryContextSwitchTo(old);
+	}
+
+	exec_id("SELECT key, value FROM kafka_sink.pipeline_definitions d, jsonb_each_text(d.kafka_options)"
+			" WHERE d.id = $1"
+			" UNION ALL SELECT name, value FROM kafka_sink.secrets WHERE pipeline_id = $1",
+			pipeline_id, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		KsOption   *o = MemoryContextAlloc(mcxt, sizeof(KsOption));
+
+		o->name = getstr(i, 1, mcxt);
+		o->value = getstr(i, 2, mcxt);
+		old = MemoryContextSwitchTo(mcxt);
+		p->options = lappend(p->options, o);
+		MemoryContextSwitchTo(old);
+	}
+	if (p->starting_offsets[0] == '{')
+	{
+		exec_id("SELECT t.key, p.key::int8, (p.value #>> '{}')::int8"
+				" FROM kafka_sink.pipeline_definitions d,"
+				" jsonb_each(d.starting_offsets::jsonb) t, jsonb_each(t.value) p WHERE d.id = $1",
+				pipeline_id, SPI_OK_SELECT);
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			KsPartition *sp = MemoryContextAllocZero(mcxt, sizeof(KsPartition));
+
+			sp->topic = getstr(i, 1, mcxt);
+			sp->partition = (int32) getint8(i, 2);
+			sp->committed = getint8(i, 3);
+			old = MemoryContextSwitchTo(mcxt);
+			p->start_offsets = lappend(p->start_offsets, sp);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	else if (strcmp(p->starting_offsets, "earliest") != 0 && strcmp(p->starting_offsets, "latest") != 0)
+	{
+		exec_id("SELECT (extract(epoch FROM starting_offsets::timestamptz) * 1000)::int8"
+				" FROM kafka_sink.pipeline_definitions WHERE id = $1",
+				pipeline_id, SPI_OK_SELECT);
+		p->start_ts_ms = getint8(0, 1);
+	}
+	return p;
+}
+
+/* The pipeline's state, or NULL when it was dropped. */
+char *
+ks_pipeline_state(int64 pipeline_id)
+{
+	exec_id("SELECT state FROM kafka_sink.pipeline_definitions WHERE id = $1",
+			pipeline_id, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return NULL;
+	return getstr(0, 1, CurrentMemoryContext);
+}
+
+bool
+ks_pipeline_has_offsets(int64 pipeline_id)
+{
+	exec_id("SELECT 1 FROM kafka_sink.offsets WHERE pipeline_id = $1 LIMIT 1",
+			pipeline_id, SPI_OK_SELECT);
+	return SPI_processed > 0;
+}
+
+/*
+ * Fills parts[i].committed from the checkpoint.  Partitions with no row get
+ * -1.  Returns true when every partition has a checkpoint.
+ */
+bool
+ks_load_offsets(int64 pipeline_id, KsPartition *parts, int nparts)
+{
+	bool		all = true;
+
+	exec_id("SELECT topic, partition, next_offset FROM kafka_sink.offsets WHERE pipeline_id = $1",
+			pipeline_id, SPI_OK_SELECT);
+	for (int i = 0; i < nparts; i++)
+	{
+		parts[i].committed = -1;
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			char	   *topic = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+
+			if (strcmp(topic, parts[i].topic) == 0 &&
+				getint4(r, 2) == parts[i].partition)
+			{
+				parts[i].committed = getint8(r, 3);
+				break;
+			}
+		}
+		if (parts[i].committed < 0)
+			all = false;
+		parts[i].end = parts[i].committed;
+	}
+	return all;
+}
+
+/*
+ * Writes the first checkpoint of partitions that have none (committed was
+ * resolved from starting_offsets by the caller).  ON CONFLICT DO NOTHING:
+ * another worker of the same pipeline may have written it first, and then
+ * its value wins; the caller reloads.
+ */
+void
+ks_insert_initial_offsets(int64 pipeline_id, KsPartition *parts, int nparts)
+{
+	Oid			argtypes[4] = {INT8OID, TEXTOID, INT4OID, INT8OID};
+
+	for (int i = 0; i < nparts; i++)
+	{
+		Datum		values[4];
+		int			rc;
+
+		values[0] = Int64GetDatum(pipeline_id);
+		values[1] = CStringGetTextDatum(parts[i].topic);
+		values[2] = Int32GetDatum(parts[i].partition);
+		values[3] = Int64GetDatum(parts[i].committed);
+		rc = SPI_execute_with_args("INSERT INTO kafka_sink.offsets (pipeline_id, topic, partition, next_offset)"
+								   " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+								   4, argtypes, values, NULL, false, 0);
+		if (rc != SPI_OK_INSERT)
+			elog(ERROR, "kafka_sink: could not write the initial checkpoint");
+	}
+}
+
+/*
+ * Records an error of a pipeline, in its own transaction.  Must be called
+ * outside any transaction.
+ */
+void
+ks_record_error(int64 pipeline_id, const char *kind, int sqlerrcode,
+				const char *message, const char *detail)
+{
+	Oid			argtypes[5] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+
+	ks_xact_begin("kafka_sink: recording an error");
+	values[0] = Int64GetDatum(pipeline_id);
+	values[1] = CStringGetTextDatum(kind);
+	if (sqlerrcode != 0)
+		values[2] = CStringGetTextDatum(unpack_sql_state(sqlerrcode));
+	else
+		nulls[2] = 'n';
+	values[3] = CStringGetTextDatum(message ? message : "");
+	if (detail)
+		values[4] = CStringGetTextDatum(detail);
+	else
+		nulls[4] = 'n';
+	SPI_execute_with_args("INSERT INTO kafka_sink.errors (pipeline_id, kind, sqlstate, message, detail)"
+						  " SELECT $1, $2, $3, $4, $5"
+						  " WHERE EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions WHERE id = $1)",
+						  5, argtypes, values, nulls, false, 0);
+	/* keep the table short: the last 100 errors of each pipeline */
+	exec_id("DELETE FROM kafka_sink.errors WHERE pipeline_id = $1 AND id <= ("
+			" SELECT id FROM kafka_sink.errors WHERE pipeline_id = $1"
+			" ORDER BY id DESC OFFSET 100 LIMIT 1)",
+			pipeline_id, SPI_OK_DELETE);
+	ks_xact_commit();
+}
+
+/* Sets the state of a pipeline, in its own transaction. */
+void
+ks_set_state(int64 pipeline_id, const char *state)
+{
+	Oid			argtypes[2] = {INT8OID, TEXTOID};
+	Datum		values[2];
+
+	ks_xact_begin("kafka_sink: setting the pipeline state");
+	values[0] = Int64GetDatum(pipeline_id);
+	values[1] = CStringGetTextDatum(state);
+	SPI_execute_with_args("UPDATE kafka_sink.pipeline_definitions SET state = $2, updated_at = now()"
+						  " WHERE id = $1",
+						  2, argtypes, values, NULL, false, 0);
+	ks_xact_commit();
+}

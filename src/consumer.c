@@ -1,0 +1,664 @@
+/*-------------------------------------------------------------------------
+ *
+ * consumer.c
+ *		Everything that talks to Kafka: the pipeline consumer, metadata and
+ *		watermark queries, option checks, and the producer behind
+ *		kafka_sink.produce.  The only file that includes rdkafka.h.
+ *
+ * librdkafka's own threads never call into PostgreSQL: logs and errors are
+ * routed to the consumer queue (log.queue) and served by the worker's
+ * thread in ks_consumer_poll; the log callback only copies lines into a
+ * small ring that ks_consumer_emit_logs turns into ereport(LOG) later.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "catalog/pg_collation.h"
+#include "regex/regex.h"
+#include "utils/builtins.h"
+#include "utils/formatting.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+struct KsConsumer
+{
+	rd_kafka_t *rk;
+	rd_kafka_queue_t *queue;
+	int			pipefd[2];
+	KsPipeline *pipeline;
+};
+
+/* Options that kafka_sink sets itself; users cannot override them. */
+static const char *const managed_options[] = {
+	"bootstrap.servers", "metadata.broker.list", "group.id",
+	"enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset",
+	"enable.partition.eof", "log.queue", "consume.callback.max.messages",
+	"interceptors", "plugin.library.paths", NULL
+};
+
+/* ---- log ring: filled by any thread, emitted by the backend's thread ---- */
+
+#define KS_LOG_RING 32
+#define KS_LOG_LEN 400
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char log_ring[KS_LOG_RING][KS_LOG_LEN];
+static int	log_level[KS_LOG_RING];
+static int	log_head = 0;
+static int	log_count = 0;
+
+static void
+log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	(void) rk;
+	pthread_mutex_lock(&log_lock);
+	snprintf(log_ring[log_head], KS_LOG_LEN, "%s: %s", fac, buf);
+	log_level[log_head] = level;
+	log_head = (log_head + 1) % KS_LOG_RING;
+	if (log_count < KS_LOG_RING)
+		log_count++;
+	pthread_mutex_unlock(&log_lock);
+}
+
+void
+ks_consumer_emit_logs(void)
+{
+	char		lines[KS_LOG_RING][KS_LOG_LEN];
+	int			n;
+
+	pthread_mutex_lock(&log_lock);
+	n = log_count;
+	for (int i = 0; i < n; i++)
+	{
+		int			idx = (log_head - n + i + KS_LOG_RING) % KS_LOG_RING;
+
+		memcpy(lines[i], log_ring[idx], KS_LOG_LEN);
+	}
+	log_count = 0;
+	pthread_mutex_unlock(&log_lock);
+
+	for (int i = 0; i < n; i++)
+		ereport(LOG,
+				(errmsg("librdkafka: %s", lines[i])));
+}
+
+/* ---- options ---- */
+
+/* True for librdkafka properties whose values must be kept secret. */
+bool
+ks_option_is_secret(const char *name)
+{
+	char	   *lower = asc_tolower(name, strlen(name));
+
+
+	return strstr(lower, "password") != NULL ||
+		strstr(lower, "secret") != NULL ||
+		strcmp(lower, "sasl.oauthbearer.config") == 0 ||
+		strcmp(lower, "ssl.key.pem") == 0 ||
+		strcmp(lower, "ssl_key") == 0;
+}
+
+static void
+conf_set(rd_kafka_conf_t *conf, const char *name, const char *value)
+{
+	char		errstr[512];
+
+	if (rd_kafka_conf_set(conf, name, value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
+	{
+		rd_kafka_conf_destroy(conf);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid Kafka option \"%s\"", name),
+				 errdetail("librdkafka: %s.", errstr),
+				 errhint("See the librdkafka CONFIGURATION.md for the valid properties and values.")));
+	}
+}
+
+/*
+ * Checks each option against librdkafka, without ever echoing a value (it
+ * may be a secret).
+ */
+void
+ks_check_options(List *options)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		KsOption   *o = lfirst(lc);
+		char		errstr[512];
+
+		for (int i = 0; managed_options[i]; i++)
+			if (strcmp(o->name, managed_options[i]) == 0)
+			{
+				rd_kafka_conf_destroy(conf);
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("Kafka option \"%s\" is managed by kafka_sink", o->name),
+						 errhint("Remove it from kafka_options; bootstrap servers are a parameter of their own.")));
+			}
+		if (rd_kafka_conf_set(conf, o->name, o->value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
+		{
+			rd_kafka_conf_destroy(conf);
+			if (ks_option_is_secret(o->name))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid value for Kafka option \"%s\"", o->name),
+						 errhint("See the librdkafka CONFIGURATION.md for the valid properties and values.")));
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid Kafka option \"%s\"", o->name),
+					 errdetail("librdkafka: %s.", errstr),
+					 errhint("See the librdkafka CONFIGURATION.md for the valid properties and values.")));
+		}
+	}
+	rd_kafka_conf_destroy(conf);
+}
+
+/* ---- the pipeline consumer ---- */
+
+static void
+error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	(void) opaque;
+	/* served on the worker's thread through the consumer queue */
+	log_cb(rk, err == RD_KAFKA_RESP_ERR__FATAL ? 3 : 4, "ERROR", reason);
+}
+
+KsConsumer *
+ks_consumer_create(KsPipeline *p, const char *group_suffix)
+{
+	KsConsumer *c = palloc0(sizeof(KsConsumer));
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char		errstr[512];
+	char	   *group;
+	ListCell   *lc;
+
+	c->pipeline = p;
+	c->pipefd[0] = c->pipefd[1] = -1;
+
+	conf_set(conf, "bootstrap.servers", p->bootstrap_servers);
+	group = psprintf("kafka_sink.%s%s", p->name, group_suffix ? group_suffix : "");
+	conf_set(conf, "group.id", group);
+	conf_set(conf, "client.id", "kafka_sink");
+	conf_set(conf, "enable.auto.commit", "false");
+	conf_set(conf, "enable.auto.offset.store", "false");
+	conf_set(conf, "auto.offset.reset", "error");
+	conf_set(conf, "enable.partition.eof", "true");
+	conf_set(conf, "isolation.level", "read_committed");
+	conf_set(conf, "log.queue", "true");
+	/*
+	 * librdkafka 2.0.2 backs a partition's fetcher off for
+	 * fetch.error.backoff.ms whenever queued.min.messages is exceeded (its
+	 * issue 2879).  Keep the pre-fetch queue above a whole batch so the
+	 * threshold is rarely hit, and the backoff short when it is.
+	 */
+	conf_set(conf, "queued.min.messages",
+			 psprintf("%lld", (long long) Max(100000, Min(p->max_offsets_per_batch * 2, 10000000))));
+	conf_set(conf, "fetch.error.backoff.ms", "10");
+	conf_set(conf, "reconnect.backoff.max.ms", "2000");
+	rd_kafka_conf_set_log_cb(conf, log_cb);
+	rd_kafka_conf_set_error_cb(conf, error_cb);
+
+	foreach(lc, p->options)
+	{
+		KsOption   *o = lfirst(lc);
+
+		conf_set(conf, o->name, o->value);
+	}
+
+	c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+	if (c->rk == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not create a Kafka consumer"),
+				 errdetail("librdkafka: %s.", errstr)));
+	rd_kafka_set_log_queue(c->rk, NULL);
+	rd_kafka_poll_set_consumer(c->rk);
+	c->queue = rd_kafka_queue_get_consumer(c->rk);
+
+	if (pipe(c->pipefd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create a pipe: %m")));
+	fcntl(c->pipefd[0], F_SETFL, O_NONBLOCK);
+	fcntl(c->pipefd[1], F_SETFL, O_NONBLOCK);
+	rd_kafka_queue_io_event_enable(c->queue, c->pipefd[1], "1", 1);
+	return c;
+}
+
+void
+ks_consumer_destroy(KsConsumer *c)
+{
+	if (c == NULL)
+		return;
+	if (c->queue)
+	{
+		rd_kafka_queue_io_event_enable(c->queue, -1, NULL, 0);
+		rd_kafka_queue_destroy(c->queue);
+	}
+	if (c->rk)
+	{
+		rd_kafka_assign(c->rk, NULL);
+		rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+	}
+	if (c->pipefd[0] >= 0)
+		close(c->pipefd[0]);
+	if (c->pipefd[1] >= 0)
+		close(c->pipefd[1]);
+	pfree(c);
+}
+
+int
+ks_consumer_fd(KsConsumer *c)
+{
+	return c->pipefd[0];
+}
+
+void
+ks_consumer_drain_fd(KsConsumer *c)
+{
+	char		buf[256];
+
+	while (read(c->pipefd[0], buf, sizeof(buf)) > 0)
+		;
+}
+
+/*
+ * Takes one event off the consumer queue without blocking.  Returns false
+ * when the queue is empty.
+ */
+bool
+ks_consumer_poll(KsConsumer *c, KsEvent *ev)
+{
+	rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 0);
+
+	memset(ev, 0, sizeof(KsEvent));
+	if (m == NULL)
+	{
+		ev->kind = KS_EV_NONE;
+		return false;
+	}
+	if (m->rkt)
+		ev->msg.topic = rd_kafka_topic_name(m->rkt);
+	ev->msg.partition = m->partition;
+	ev->msg.offset = m->offset;
+
+	if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		rd_kafka_timestamp_type_t tstype;
+
+		ev->kind = KS_EV_MESSAGE;
+		ev->msg.key = m->key;
+		ev->msg.key_len = m->key_len;
+		ev->msg.value = m->payload;
+		ev->msg.value_len = m->len;
+		ev->msg.timestamp_ms = rd_kafka_message_timestamp(m, &tstype);
+		ev->msg.handle = m;
+		return true;
+	}
+
+	if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+		ev->kind = KS_EV_EOF;
+	else if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+			 m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
+		ev->kind = KS_EV_OUT_OF_RANGE;
+	else
+	{
+		ev->kind = KS_EV_ERROR;
+		ev->fatal = (m->err == RD_KAFKA_RESP_ERR__FATAL);
+		snprintf(ev->errstr, sizeof(ev->errstr), "%s", rd_kafka_message_errstr(m));
+	}
+	/* topic names live as long as the consumer; copy nothing else */
+	if (ev->msg.topic)
+		ev->msg.topic = pstrdup(ev->msg.topic);
+	rd_kafka_message_destroy(m);
+	return true;
+}
+
+void
+ks_message_release(KsMessage *msg)
+{
+	if (msg->handle)
+		rd_kafka_message_destroy((rd_kafka_message_t *) msg->handle);
+	msg->handle = NULL;
+}
+
+static int
+cmp_tp(const ListCell *a, const ListCell *b)
+{
+	KsTopicPartition *x = lfirst(a);
+	KsTopicPartition *y = lfirst(b);
+	int			r = strcmp(x->topic, y->topic);
+
+	if (r != 0)
+		return r;
+	return (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+/*
+ * Lists the partitions of the given topics, or of every topic matching
+ * pattern (a PostgreSQL regular expression).  Returns NULL and sets errmsg
+ * when the broker cannot be asked.
+ */
+List *
+ks_consumer_list_partitions(KsConsumer *c, List *topics, const char *pattern,
+							int timeout_ms, char **errmsg)
+{
+	const struct rd_kafka_metadata *md;
+	rd_kafka_resp_err_t err;
+	List	   *result = NIL;
+	text	   *pat = pattern ? cstring_to_text(pattern) : NULL;
+
+	*errmsg = NULL;
+	err = rd_kafka_metadata(c->rk, 1, NULL, &md, timeout_ms);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		*errmsg = psprintf("could not fetch topic metadata: %s", rd_kafka_err2str(err));
+		return NIL;
+	}
+	for (int i = 0; i < md->topic_cnt; i++)
+	{
+		const struct rd_kafka_metadata_topic *t = &md->topics[i];
+		bool		wanted = false;
+
+		if (t->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+			continue;
+		if (pat)
+			wanted = strncmp(t->topic, "__", 2) != 0 &&
+				RE_compile_and_execute(pat, t->topic, strlen(t->topic),
+									   REG_ADVANCED, C_COLLATION_OID, 0, NULL);
+		else
+		{
+			ListCell   *lc;
+
+			foreach(lc, topics)
+				if (strcmp((char *) lfirst(lc), t->topic) == 0)
+					wanted = true;
+		}
+		if (!wanted)
+			continue;
+		for (int j = 0; j < t->partition_cnt; j++)
+		{
+			KsTopicPartition *tp = palloc(sizeof(KsTopicPartition));
+
+			tp->topic = pstrdup(t->topic);
+			tp->partition = t->partitions[j].id;
+			result = lappend(result, tp);
+		}
+	}
+	rd_kafka_metadata_destroy(md);
+	list_sort(result, cmp_tp);
+	return result;
+}
+
+bool
+ks_consumer_watermarks(KsConsumer *c, const char *topic, int32 partition,
+					   int64 *low, int64 *high, int timeout_ms, char **errmsg)
+{
+	int64_t		lo,
+				hi;
+	rd_kafka_resp_err_t err;
+
+	err = rd_kafka_query_watermark_offsets(c->rk, topic, partition, &lo, &hi, timeout_ms);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		*errmsg = psprintf("could not read the watermarks of %s [%d]: %s",
+						   topic, partition, rd_kafka_err2str(err));
+		return false;
+	}
+	*low = lo;
+	*high = hi;
+	return true;
+}
+
+/* The first offset whose timestamp is >= ts_ms; -1 when there is none. */
+bool
+ks_consumer_offset_for_time(KsConsumer *c, const char *topic, int32 partition,
+							int64 ts_ms, int64 *offset, int timeout_ms, char **errmsg)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_resp_err_t err;
+
+	rd_kafka_topic_partition_list_add(l, topic, partition)->offset = ts_ms;
+	err = rd_kafka_offsets_for_times(c->rk, l, timeout_ms);
+	if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+		err = l->elems[0].err;
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		*errmsg = psprintf("could not look up offsets by time for %s [%d]: %s",
+						   topic, partition, rd_kafka_err2str(err));
+		rd_kafka_topic_partition_list_destroy(l);
+		return false;
+	}
+	*offset = l->elems[0].offset;
+	rd_kafka_topic_partition_list_destroy(l);
+	return true;
+}
+
+/*
+ * Assigns exactly these partitions, each at its checkpoint.  A new
+ * assignment discards whatever librdkafka had fetched ahead, so this is
+ * also how the worker seeks back after a rollback.
+ */
+void
+ks_consumer_assign(KsConsumer *c, KsPartition *parts, int nparts)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(Max(nparts, 1));
+	rd_kafka_resp_err_t err;
+
+	for (int i = 0; i < nparts; i++)
+		rd_kafka_topic_partition_list_add(l, parts[i].topic, parts[i].partition)->offset =
+			parts[i].committed;
+	err = rd_kafka_assign(c->rk, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not assign Kafka partitions"),
+				 errdetail("librdkafka: %s.", rd_kafka_err2str(err))));
+}
+
+static void
+append_json_bytes(StringInfo buf, const char *data, size_t len)
+{
+	if (data == NULL)
+	{
+		appendStringInfoString(buf, "null");
+		return;
+	}
+	if (pg_verify_mbstr(PG_UTF8, data, len, true) && memchr(data, '\0', len) == NULL)
+	{
+		char	   *s = pnstrdup(data, len);
+
+		escape_json(buf, s);
+		pfree(s);
+	}
+	else
+	{
+		appendStringInfoString(buf, "\"\\\\x");
+		for (size_t i = 0; i < len; i++)
+			appendStringInfo(buf, "%02x", (unsigned char) data[i]);
+		appendStringInfoChar(buf, '"');
+	}
+}
+
+/* The headers of a message as a JSON array of {"key":..,"value":..}, or NULL. */
+char *
+ks_message_headers_json(KsMessage *msg)
+{
+	rd_kafka_headers_t *hdrs;
+	StringInfoData buf;
+	const char *name;
+	const void *val;
+	size_t		size;
+
+	if (msg->handle == NULL ||
+		rd_kafka_message_headers((rd_kafka_message_t *) msg->handle, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return NULL;
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &val, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(&buf, ',');
+		appendStringInfoString(&buf, "{\"key\":");
+		append_json_bytes(&buf, name, strlen(name));
+		appendStringInfoString(&buf, ",\"value\":");
+		append_json_bytes(&buf, val, size);
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfoChar(&buf, ']');
+	return buf.data;
+}
+
+/* ---- the producer behind kafka_sink.produce ---- */
+
+typedef struct KsDelivery
+{
+	bool		done;
+	rd_kafka_resp_err_t err;
+	int32		partition;
+	int64		offset;
+} KsDelivery;
+
+static rd_kafka_t *producer = NULL;
+static char *producer_servers = NULL;
+
+static void
+delivery_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	KsDelivery *d = (KsDelivery *) m->_private;
+
+	(void) rk;
+	(void) opaque;
+
+	if (d == NULL)
+		return;
+	d->done = true;
+	d->err = m->err;
+	d->partition = m->partition;
+	d->offset = m->offset;
+}
+
+static rd_kafka_t *
+get_producer(const char *servers)
+{
+	rd_kafka_conf_t *conf;
+	char		errstr[512];
+
+	if (producer && strcmp(producer_servers, servers) == 0)
+		return producer;
+	if (producer)
+	{
+		rd_kafka_flush(producer, 1000);
+		rd_kafka_destroy(producer);
+		producer = NULL;
+		pfree(producer_servers);
+	}
+	conf = rd_kafka_conf_new();
+	conf_set(conf, "bootstrap.servers", servers);
+	conf_set(conf, "client.id", "kafka_sink.produce");
+	conf_set(conf, "enable.idempotence", "true");
+	conf_set(conf, "linger.ms", "0");
+	conf_set(conf, "message.timeout.ms", "5000");
+	conf_set(conf, "log.queue", "true");
+	rd_kafka_conf_set_log_cb(conf, log_cb);
+	rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);
+	producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+	if (producer == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not create a Kafka producer"),
+				 errdetail("librdkafka: %s.", errstr)));
+	rd_kafka_set_log_queue(producer, NULL);
+	producer_servers = MemoryContextStrdup(TopMemoryContext, servers);
+	return producer;
+}
+
+/*
+ * Produces one message and waits for its acknowledgement.  headers is a
+ * list of KsOption (name, value); partition -1 lets the partitioner choose.
+ */
+void
+ks_produce(const char *servers, const char *topic,
+		   const char *key, size_t key_len, const char *value, size_t value_len,
+		   List *headers, int32 partition, int32 *out_partition, int64 *out_offset)
+{
+	rd_kafka_t *rk = get_producer(servers);
+	rd_kafka_headers_t *hdrs = NULL;
+	rd_kafka_resp_err_t err;
+	volatile KsDelivery d = {0};
+	ListCell   *lc;
+
+	if (headers != NIL)
+	{
+		hdrs = rd_kafka_headers_new(list_length(headers));
+		foreach(lc, headers)
+		{
+			KsOption   *h = lfirst(lc);
+
+			rd_kafka_header_add(hdrs, h->name, -1, h->value, h->value ? -1 : 0);
+		}
+	}
+	err = rd_kafka_producev(rk,
+							RD_KAFKA_V_TOPIC(topic),
+							RD_KAFKA_V_PARTITION(partition < 0 ? RD_KAFKA_PARTITION_UA : partition),
+							RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+							RD_KAFKA_V_KEY((void *) key, key_len),
+							RD_KAFKA_V_VALUE((void *) value, value_len),
+							RD_KAFKA_V_HEADERS(hdrs),
+							RD_KAFKA_V_OPAQUE((void *) &d),
+							RD_KAFKA_V_END);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		if (hdrs)
+			rd_kafka_headers_destroy(hdrs);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not produce to topic \"%s\"", topic),
+				 errdetail("librdkafka: %s.", rd_kafka_err2str(err))));
+	}
+
+	/*
+	 * Wait for the delivery report.  On cancel the message may still be
+	 * delivered later: produce() is not transactional.
+	 */
+	PG_TRY();
+	{
+		while (!d.done)
+		{
+			rd_kafka_poll(rk, 50);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_CATCH();
+	{
+		/* the callback must not write into a dead stack frame */
+		rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+		while (!d.done && rd_kafka_outq_len(rk) > 0)
+			rd_kafka_poll(rk, 10);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	ks_consumer_emit_logs();
+
+	if (d.err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not produce to topic \"%s\"", topic),
+				 errdetail("librdkafka: %s.", rd_kafka_err2str(d.err)),
+				 errhint("Check that the broker at \"%s\" is reachable and the topic exists.", servers)));
+	*out_partition = d.partition;
+	*out_offset = d.offset;
+}

@@ -1,0 +1,136 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.c
+ *		Every configuration parameter of kafka_sink, and fault injection.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "utils/guc.h"
+
+char	   *ks_database = NULL;
+int			ks_max_workers = 32;
+int			ks_launcher_naptime_ms = 1000;
+int			ks_metadata_refresh_ms = 10000;
+int			ks_fault_point = KS_FAULT_NONE;
+int			ks_fault_action = KS_FAULT_ACTION_FATAL;
+bool		ks_allow_superuser_pipelines = false;
+int			ks_max_message_bytes = 16 * 1024 * 1024;
+
+static const struct config_enum_entry fault_point_options[] = {
+	{"none", KS_FAULT_NONE, false},
+	{"after_fetch", KS_FAULT_AFTER_FETCH, false},
+	{"after_decode", KS_FAULT_AFTER_DECODE, false},
+	{"after_merge", KS_FAULT_AFTER_MERGE, false},
+	{"before_commit", KS_FAULT_BEFORE_COMMIT, false},
+	{"after_commit", KS_FAULT_AFTER_COMMIT, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry fault_action_options[] = {
+	{"fatal", KS_FAULT_ACTION_FATAL, false},
+	{"sigkill", KS_FAULT_ACTION_SIGKILL, false},
+	{NULL, 0, false}
+};
+
+void
+ks_guc_init(void)
+{
+	DefineCustomStringVariable("kafka_sink.database",
+							   "Database in which the launcher looks for pipelines.",
+							   NULL,
+							   &ks_database,
+							   "postgres",
+							   PGC_POSTMASTER,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.max_workers",
+							"Maximum number of pipeline workers that can run at once.",
+							"Each worker also takes one of max_worker_processes.",
+							&ks_max_workers,
+							32, 1, 1024,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.launcher_naptime",
+							"Time between two checks of the pipelines by the launcher.",
+							NULL,
+							&ks_launcher_naptime_ms,
+							1000, 10, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.metadata_refresh_interval",
+							"Time between two refreshes of topic metadata by a worker, to find new topics and partitions.",
+							NULL,
+							&ks_metadata_refresh_ms,
+							10000, 100, 3600000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.max_message_bytes",
+							"Messages with a larger value are quarantined as value_too_large.",
+							NULL,
+							&ks_max_message_bytes,
+							16 * 1024 * 1024, 1024, INT_MAX / 2,
+							PGC_SIGHUP,
+							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("kafka_sink.allow_superuser_pipelines",
+							 "Allows superusers to own pipelines.",
+							 "A pipeline runs with its owner's privileges; a superuser-owned pipeline can write anywhere.",
+							 &ks_allow_superuser_pipelines,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("kafka_sink.fault_point",
+							 "Test only: makes pipeline workers fail at the given phase of every batch.",
+							 NULL,
+							 &ks_fault_point,
+							 KS_FAULT_NONE,
+							 fault_point_options,
+							 PGC_SUSET,
+							 GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("kafka_sink.fault_action",
+							 "Test only: how a worker fails at kafka_sink.fault_point.",
+							 NULL,
+							 &ks_fault_action,
+							 KS_FAULT_ACTION_FATAL,
+							 fault_action_options,
+							 PGC_SUSET,
+							 GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("kafka_sink");
+}
+
+/*
+ * Fails the current worker if fault injection asks for it at this phase.
+ * "fatal" exits the worker (its transaction rolls back); "sigkill" kills it
+ * the hard way, which makes the postmaster restart the whole cluster.
+ */
+void
+ks_fault(KsFaultPoint point)
+{
+	if (ks_fault_point != (int) point || point == KS_FAULT_NONE)
+		return;
+	if (ks_fault_action == KS_FAULT_ACTION_SIGKILL)
+		kill(MyProcPid, SIGKILL);
+	ereport(FATAL,
+			(errcode(ERRCODE_ADMIN_SHUTDOWN),
+			 errmsg("kafka_sink fault injected at phase %d", (int) point)));
+}

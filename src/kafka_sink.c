@@ -1,0 +1,36 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka_sink.c
+ *		Module entry point: PG_MODULE_MAGIC and _PG_init.
+ *
+ * The library must be loaded through shared_preload_libraries, because it
+ * reserves shared memory and registers the launcher background worker.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+
+#include "miscadmin.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("kafka_sink must be loaded via shared_preload_libraries"),
+				 errhint("Add kafka_sink to shared_preload_libraries in postgresql.conf and restart the server.")));
+
+	ks_guc_init();
+
+	/* pg_upgrade runs the server without workers; reserve nothing else */
+	if (IsBinaryUpgrade)
+		return;
+
+	ks_shmem_init();
+	ks_launcher_register();
+}

@@ -1,0 +1,321 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka_sink.h
+ *		Types and entry points shared by the modules of kafka_sink.
+ *
+ * Only consumer.c includes rdkafka.h; everything else sees Kafka through
+ * the plain structs declared here.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KAFKA_SINK_H
+#define KAFKA_SINK_H
+
+#include "postgres.h"
+
+#include "access/attnum.h"
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "nodes/pg_list.h"
+#include "storage/lwlock.h"
+
+#define KS_EXTENSION_NAME "kafka_sink"
+#define KS_SCHEMA "kafka_sink"
+
+/* ---- guc.c ---- */
+extern char *ks_database;
+extern int	ks_max_workers;
+extern int	ks_launcher_naptime_ms;
+extern int	ks_metadata_refresh_ms;
+extern int	ks_fault_point;
+extern int	ks_fault_action;
+extern bool ks_allow_superuser_pipelines;
+extern int	ks_max_message_bytes;
+
+typedef enum KsFaultPoint
+{
+	KS_FAULT_NONE = 0,
+	KS_FAULT_AFTER_FETCH,
+	KS_FAULT_AFTER_DECODE,
+	KS_FAULT_AFTER_MERGE,
+	KS_FAULT_BEFORE_COMMIT,
+	KS_FAULT_AFTER_COMMIT
+} KsFaultPoint;
+
+typedef enum KsFaultAction
+{
+	KS_FAULT_ACTION_FATAL = 0,
+	KS_FAULT_ACTION_SIGKILL
+} KsFaultAction;
+
+extern void ks_guc_init(void);
+extern void ks_fault(KsFaultPoint point);
+
+/* ---- shmem.c ---- */
+#define KS_DETAIL_LEN 256
+
+typedef struct KsWorkerSlot
+{
+	bool		in_use;
+	int64		pipeline_id;
+	int			worker_index;
+	int			nworkers;
+	pid_t		pid;			/* 0 while starting */
+	TimestampTz started_at;
+	TimestampTz last_batch_at;
+	int64		last_batch_id;
+	char		detail[KS_DETAIL_LEN];	/* e.g. "broker unreachable" */
+} KsWorkerSlot;
+
+typedef struct KsShared
+{
+	LWLock	   *lock;
+	pid_t		launcher_pid;
+	int			launcher_procno;
+	int			nslots;
+	KsWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} KsShared;
+
+extern KsShared *ks_shared;
+extern void ks_shmem_init(void);
+extern void ks_wake_launcher(void);
+extern void ks_slot_set_detail(int slot, const char *fmt,...) pg_attribute_printf(2, 3);
+
+/* ---- the pipeline definition (catalog.c) ---- */
+typedef enum KsMode
+{
+	KS_MODE_MERGE,
+	KS_MODE_APPEND,
+	KS_MODE_FUNCTION
+} KsMode;
+
+typedef struct KsOption
+{
+	char	   *name;
+	char	   *value;
+} KsOption;
+
+typedef struct KsPipeline
+{
+	int64		id;
+	char	   *name;
+	Oid			owner;
+	char	   *state;
+	char	   *bootstrap_servers;
+	List	   *subscribe;		/* of char * */
+	char	   *subscribe_pattern;
+	List	   *assign;			/* of KsTopicPartition */
+	Oid			target;
+	List	   *key_columns;	/* of char * */
+	char	   *order_column;
+	KsMode		mode;
+	Oid			batch_function;
+	char	   *starting_offsets;
+	bool		fail_on_data_loss;
+	int64		max_offsets_per_batch;
+	int64		max_batch_bytes;
+	int			trigger_interval_ms;
+	int			workers;
+	List	   *options;		/* of KsOption, secrets included */
+	List	   *start_offsets;	/* of KsPartition: per-partition starting_offsets */
+	int64		start_ts_ms;	/* starting_offsets as a timestamp, in Unix ms */
+} KsPipeline;
+
+typedef struct KsTopicPartition
+{
+	char	   *topic;
+	int32		partition;
+} KsTopicPartition;
+
+/* One partition owned by a worker, with its checkpoint and batch range. */
+typedef struct KsPartition
+{
+	char	   *topic;
+	int32		partition;
+	int64		committed;		/* next offset according to the catalog */
+	int64		end;			/* next offset after the current batch */
+	int64		messages;		/* messages in the current batch */
+	bool		loss;			/* data loss found in this batch */
+	int64		loss_expected;
+	int64		loss_available;
+	bool		seen;			/* still present in the latest metadata */
+} KsPartition;
+
+/* A message as the rest of the extension sees it. */
+typedef struct KsMessage
+{
+	const char *topic;
+	int32		partition;
+	int64		offset;
+	const char *key;			/* NULL when the message has no key */
+	size_t		key_len;
+	const char *value;			/* NULL for a tombstone */
+	size_t		value_len;
+	int64		timestamp_ms;	/* -1 when unknown */
+	int			part_index;		/* index into the worker's partitions */
+	void	   *handle;			/* rd_kafka_message_t, owned by consumer.c */
+} KsMessage;
+
+/* ---- catalog.c ---- */
+extern void ks_xact_begin(const char *activity);
+extern void ks_xact_commit(void);
+extern KsPipeline *ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt);
+extern char *ks_pipeline_state(int64 pipeline_id);
+extern bool ks_load_offsets(int64 pipeline_id, KsPartition *parts, int nparts);
+extern void ks_insert_initial_offsets(int64 pipeline_id, KsPartition *parts, int nparts);
+extern bool ks_pipeline_has_offsets(int64 pipeline_id);
+extern void ks_record_error(int64 pipeline_id, const char *kind, int sqlerrcode,
+							const char *message, const char *detail);
+extern void ks_set_state(int64 pipeline_id, const char *state);
+
+/* ---- consumer.c ---- */
+typedef struct KsConsumer KsConsumer;
+
+typedef enum KsEventKind
+{
+	KS_EV_NONE,
+	KS_EV_MESSAGE,
+	KS_EV_EOF,
+	KS_EV_OUT_OF_RANGE,
+	KS_EV_ERROR
+} KsEventKind;
+
+typedef struct KsEvent
+{
+	KsEventKind kind;
+	KsMessage	msg;			/* for KS_EV_MESSAGE; topic/partition/offset for others */
+	bool		fatal;
+	char		errstr[512];
+} KsEvent;
+
+extern KsConsumer *ks_consumer_create(KsPipeline *pipeline, const char *group_suffix);
+extern void ks_consumer_destroy(KsConsumer *c);
+extern int	ks_consumer_fd(KsConsumer *c);
+extern void ks_consumer_drain_fd(KsConsumer *c);
+extern bool ks_consumer_poll(KsConsumer *c, KsEvent *ev);
+extern void ks_message_release(KsMessage *msg);
+extern List *ks_consumer_list_partitions(KsConsumer *c, List *topics, const char *pattern,
+										 int timeout_ms, char **errmsg);
+extern bool ks_consumer_watermarks(KsConsumer *c, const char *topic, int32 partition,
+								   int64 *low, int64 *high, int timeout_ms, char **errmsg);
+extern bool ks_consumer_offset_for_time(KsConsumer *c, const char *topic, int32 partition,
+										int64 ts_ms, int64 *offset, int timeout_ms, char **errmsg);
+extern void ks_consumer_assign(KsConsumer *c, KsPartition *parts, int nparts);
+extern void ks_consumer_emit_logs(void);
+extern char *ks_message_headers_json(KsMessage *msg);
+extern bool ks_option_is_secret(const char *name);
+extern void ks_check_options(List *options);
+extern void ks_produce(const char *servers, const char *topic,
+					   const char *key, size_t key_len, const char *value, size_t value_len,
+					   List *headers, int32 partition, int32 *out_partition, int64 *out_offset);
+
+/* ---- decode.c ---- */
+typedef struct KsColumn
+{
+	char	   *name;
+	AttrNumber	attnum;
+	Oid			typid;
+	int32		typmod;
+	Oid			collation;
+	FmgrInfo	infunc;
+	Oid			ioparam;
+	bool		required;		/* NOT NULL without default */
+	bool		is_key;
+	bool		is_order;
+	char	   *default_sql;	/* deparsed default, or NULL */
+	char	   *type_sql;		/* format_type_with_typemod */
+	bool		is_json;		/* json/jsonb: take the raw JSON text */
+} KsColumn;
+
+typedef struct KsTarget
+{
+	Oid			relid;
+	char	   *qualified_name;
+	int			ncolumns;
+	KsColumn   *columns;
+	int			nkeys;
+	int		   *key_index;		/* into columns */
+	int			order_index;	/* -1 when none */
+	Oid			rowtype;
+	int			natts_all;
+	char	   *row_sql;		/* ROW(...) of the row type, for function mode */
+} KsTarget;
+
+typedef enum KsReason
+{
+	KS_OK = 0,
+	KS_INVALID_JSON,
+	KS_NOT_AN_OBJECT,
+	KS_MISSING_REQUIRED_FIELD,
+	KS_INVALID_VALUE,
+	KS_UNKNOWN_SCHEMA_VERSION,
+	KS_NULL_KEY,
+	KS_CONSTRAINT_VIOLATION,
+	KS_VALUE_TOO_LARGE
+} KsReason;
+
+/* A decoded message: one value per target column. */
+typedef struct KsRow
+{
+	KsMessage  *msg;
+	Datum	   *values;
+	bool	   *nulls;
+	bool	   *present;
+	KsReason	reason;
+	char	   *detail;
+	uint32		hash;
+	int			next_candidate; /* reduce bookkeeping */
+	bool		winner;
+} KsRow;
+
+extern KsTarget *ks_target_open(KsPipeline *p);
+extern const char *ks_reason_name(KsReason r);
+extern void ks_decode_batch(KsTarget *t, KsRow *rows, int nrows);
+
+/* ---- apply.c ---- */
+typedef struct KsBatchStats
+{
+	int64		messages;
+	int64		inserted;
+	int64		updated;
+	int64		deleted;
+	int64		stale;
+	int64		superseded;
+	int64		quarantined;
+	int64		bytes;
+} KsBatchStats;
+
+typedef struct KsBatch
+{
+	KsPipeline *pipeline;
+	KsTarget   *target;
+	int			worker_index;
+	KsPartition *parts;
+	int			nparts;
+	KsMessage **msgs;
+	int			nmsgs;
+	KsRow	   *rows;
+	TimestampTz started_at;
+	int64		batch_id;
+	KsBatchStats stats;
+} KsBatch;
+
+extern void ks_apply_batch(KsBatch *batch);
+extern Datum kafka_sink_batch_rows(PG_FUNCTION_ARGS);
+
+/* ---- workers ---- */
+extern void ks_launcher_register(void);
+PGDLLEXPORT void ks_launcher_main(Datum arg);
+PGDLLEXPORT void ks_worker_main(Datum arg);
+
+typedef struct KsWorkerArgs
+{
+	Oid			database;
+	Oid			owner;
+	int64		pipeline_id;
+	int			slot;
+	int			worker_index;
+	int			nworkers;
+} KsWorkerArgs;
+
+#endif							/* KAFKA_SINK_H */

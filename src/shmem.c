@@ -1,0 +1,101 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.c
+ *		Shared memory: the worker slots and the launcher's address.
+ *
+ * A slot is the truth about a running pipeline worker: the launcher claims
+ * it before registering the worker, and the worker releases it when it
+ * exits.  A crash of any backend reinitializes shared memory, so no slot
+ * can outlive its worker.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+
+#include <signal.h>
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+
+KsShared   *ks_shared = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static Size
+ks_shmem_size(void)
+{
+	return add_size(offsetof(KsShared, slots),
+					mul_size(ks_max_workers, sizeof(KsWorkerSlot)));
+}
+
+static void
+ks_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(ks_shmem_size());
+	RequestNamedLWLockTranche("kafka_sink", 1);
+}
+
+static void
+ks_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	ks_shared = ShmemInitStruct("kafka_sink", ks_shmem_size(), &found);
+	if (!found)
+	{
+		memset(ks_shared, 0, ks_shmem_size());
+		ks_shared->lock = &(GetNamedLWLockTranche("kafka_sink"))->lock;
+		ks_shared->nslots = ks_max_workers;
+		ks_shared->launcher_procno = -1;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+ks_shmem_init(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = ks_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = ks_shmem_startup;
+}
+
+/* Wakes the launcher so that it reconciles now rather than at its next nap. */
+void
+ks_wake_launcher(void)
+{
+	int			procno;
+
+	if (ks_shared == NULL)
+		return;
+	LWLockAcquire(ks_shared->lock, LW_SHARED);
+	procno = ks_shared->launcher_procno;
+	if (procno >= 0)
+		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+	LWLockRelease(ks_shared->lock);
+}
+
+void
+ks_slot_set_detail(int slot, const char *fmt,...)
+{
+	va_list		ap;
+	char		buf[KS_DETAIL_LEN];
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	strlcpy(ks_shared->slots[slot].detail, buf, KS_DETAIL_LEN);
+	LWLockRelease(ks_shared->lock);
+}

@@ -1,0 +1,639 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *		The per-pipeline background worker: owns a set of partitions, fills
+ *		micro-batches from Kafka and applies each in one transaction.
+ *
+ * The worker connects as the pipeline's owner, so every write runs with
+ * the owner's privileges.  On start, and after every rollback, it reads
+ * its position from the catalog and assigns its partitions there: Kafka's
+ * consumer-group offsets are never read.  No transaction is open while it
+ * waits on Kafka.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+StaticAssertDecl(sizeof(KsWorkerArgs) <= BGW_EXTRALEN, "worker arguments must fit in bgw_extra");
+
+static KsWorkerArgs args;
+static KsPipeline *pipeline;
+static KsConsumer *consumer;
+static KsPartition *parts = NULL;
+static int	nparts = 0;
+static TimestampTz next_metadata_refresh = 0;
+static bool broker_error_shown = false;
+
+/* ---- slot ---- */
+
+static void
+release_slot(int code, Datum arg)
+{
+	KsWorkerSlot *slot = &ks_shared->slots[args.slot];
+
+	(void) code;
+	(void) arg;
+
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	if (slot->in_use && slot->pid == MyProcPid)
+	{
+		slot->in_use = false;
+		slot->pid = 0;
+	}
+	LWLockRelease(ks_shared->lock);
+	ks_wake_launcher();
+}
+
+static bool
+attach_slot(void)
+{
+	KsWorkerSlot *slot = &ks_shared->slots[args.slot];
+	bool		ok = false;
+
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	if (slot->in_use && slot->pipeline_id == args.pipeline_id &&
+		slot->worker_index == args.worker_index && slot->pid == 0)
+	{
+		slot->pid = MyProcPid;
+		slot->started_at = GetCurrentTimestamp();
+		slot->detail[0] = '\0';
+		ok = true;
+	}
+	LWLockRelease(ks_shared->lock);
+	if (ok)
+		on_shmem_exit(release_slot, 0);
+	return ok;
+}
+
+/* ---- partitions ---- */
+
+/* Which worker of n owns a partition: stable, so reassignments are clean. */
+static int
+partition_owner(const char *topic, int32 partition, int n)
+{
+	uint32		h = hash_bytes((const unsigned char *) topic, strlen(topic));
+
+	return (int) ((h + (uint32) partition) % (uint32) n);
+}
+
+static int
+find_part(const char *topic, int32 partition)
+{
+	static int	last = 0;
+
+	if (last < nparts && parts[last].partition == partition &&
+		strcmp(parts[last].topic, topic) == 0)
+		return last;
+	for (int i = 0; i < nparts; i++)
+		if (parts[i].partition == partition && strcmp(parts[i].topic, topic) == 0)
+			return last = i;
+	return -1;
+}
+
+/* The partitions this worker should own now; NIL with *err set on failure. */
+static List *
+wanted_partitions(char **err)
+{
+	List	   *all;
+	List	   *mine = NIL;
+	ListCell   *lc;
+
+	*err = NULL;
+	if (pipeline->assign != NIL)
+		all = pipeline->assign;
+	else
+	{
+		all = ks_consumer_list_partitions(consumer, pipeline->subscribe,
+										  pipeline->subscribe_pattern, 5000, err);
+		if (*err)
+			return NIL;
+	}
+	foreach(lc, all)
+	{
+		KsTopicPartition *tp = lfirst(lc);
+
+		if (partition_owner(tp->topic, tp->partition, args.nworkers) == args.worker_index)
+			mine = lappend(mine, tp);
+	}
+	return mine;
+}
+
+/* Resolves starting_offsets for one partition with no checkpoint. */
+static int64
+resolve_start(const char *topic, int32 partition, const char *spec, char **err)
+{
+	int64		low,
+				high,
+				off;
+
+	if (!ks_consumer_watermarks(consumer, topic, partition, &low, &high, 5000, err))
+		return -1;
+	if (strcmp(spec, "earliest") == 0)
+		return low;
+	if (strcmp(spec, "latest") == 0)
+		return high;
+	if (spec[0] == '{')
+	{
+		ListCell   *lc;
+
+		foreach(lc, pipeline->start_offsets)
+		{
+			KsPartition *sp = lfirst(lc);
+
+			if (sp->partition == partition && strcmp(sp->topic, topic) == 0)
+			{
+				if (sp->committed == -2)
+					return low;
+				if (sp->committed == -1)
+					return high;
+				return sp->committed;
+			}
+		}
+		return high;			/* partitions not named start at latest */
+	}
+	/* a timestamp: the first offset at or after it */
+	if (!ks_consumer_offset_for_time(consumer, topic, partition, pipeline->start_ts_ms, &off, 5000, err))
+		return -1;
+	return off < 0 ? high : off;
+}
+
+/*
+ * Brings the partition set up to date with metadata and assigns each
+ * partition at its checkpoint.  Partitions seen for the first time get a
+ * checkpoint first: from starting_offsets when the pipeline has never
+ * checkpointed anything, else from the earliest offset (a topic or
+ * partition that appears later is read from its beginning).
+ */
+static bool
+refresh_assignment(bool force)
+{
+	char	   *err = NULL;
+	List	   *want = wanted_partitions(&err);
+	KsPartition *np;
+	int			n = list_length(want);
+	bool		same = (n == nparts);
+	bool		all;
+	bool		first_start;
+	ListCell   *lc;
+	int			i;
+
+	next_metadata_refresh = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ks_metadata_refresh_ms);
+	if (err)
+	{
+		ks_slot_set_detail(args.slot, "%s", err);
+		return false;
+	}
+	i = 0;
+	foreach(lc, want)
+	{
+		KsTopicPartition *tp = lfirst(lc);
+
+		if (same && (parts[i].partition != tp->partition || strcmp(parts[i].topic, tp->topic) != 0))
+			same = false;
+		i++;
+	}
+	if (same && !force)
+		return true;
+
+	np = MemoryContextAllocZero(TopMemoryContext, sizeof(KsPartition) * Max(n, 1));
+	i = 0;
+	foreach(lc, want)
+	{
+		KsTopicPartition *tp = lfirst(lc);
+
+		np[i].topic = MemoryContextStrdup(TopMemoryContext, tp->topic);
+		np[i].partition = tp->partition;
+		i++;
+	}
+
+	ks_xact_begin("kafka_sink: reading the checkpoint");
+	all = ks_load_offsets(pipeline->id, np, n);
+	first_start = !ks_pipeline_has_offsets(pipeline->id);
+	ks_xact_commit();
+
+	if (!all)
+	{
+		for (i = 0; i < n; i++)
+		{
+			if (np[i].committed >= 0)
+				continue;
+			np[i].committed = resolve_start(np[i].topic, np[i].partition,
+											first_start ? pipeline->starting_offsets : "earliest",
+											&err);
+			if (err)
+			{
+				ks_slot_set_detail(args.slot, "%s", err);
+				return false;
+			}
+		}
+		ks_xact_begin("kafka_sink: writing the first checkpoint");
+		ks_insert_initial_offsets(pipeline->id, np, n);
+		ks_load_offsets(pipeline->id, np, n);
+		ks_xact_commit();
+	}
+
+	for (i = 0; i < nparts; i++)
+		pfree(parts[i].topic);
+	if (parts)
+		pfree(parts);
+	parts = np;
+	nparts = n;
+	ks_consumer_assign(consumer, parts, nparts);
+	elog(DEBUG1, "kafka_sink: pipeline \"%s\" worker %d assigned %d partitions",
+		 pipeline->name, args.worker_index, nparts);
+	return true;
+}
+
+/* After a rollback: back to the catalog's offsets. */
+static void
+rewind_to_checkpoint(void)
+{
+	ks_xact_begin("kafka_sink: reading the checkpoint");
+	ks_load_offsets(pipeline->id, parts, nparts);
+	ks_xact_commit();
+	for (int i = 0; i < nparts; i++)
+	{
+		parts[i].messages = 0;
+		parts[i].loss = false;
+		if (parts[i].committed < 0)
+			parts[i].committed = 0;
+		parts[i].end = parts[i].committed;
+	}
+	ks_consumer_assign(consumer, parts, nparts);
+}
+
+/* ---- filling a batch ---- */
+
+typedef struct Fill
+{
+	KsMessage **msgs;
+	int			nmsgs;
+	int			cap;
+	int64		bytes;
+	bool	   *eof;
+	TimestampTz first_at;
+} Fill;
+
+static bool
+batch_has_work(Fill *f)
+{
+	if (f->nmsgs > 0)
+		return true;
+	for (int i = 0; i < nparts; i++)
+		if (parts[i].end != parts[i].committed || parts[i].loss)
+			return true;
+	return false;
+}
+
+static void
+handle_out_of_range(int idx)
+{
+	KsPartition *p = &parts[idx];
+	int64		low,
+				high;
+	char	   *err = NULL;
+
+	if (!ks_consumer_watermarks(consumer, p->topic, p->partition, &low, &high, 5000, &err))
+	{
+		ks_slot_set_detail(args.slot, "%s", err);
+		return;
+	}
+	if (pipeline->fail_on_data_loss)
+	{
+		char	   *msg = psprintf("data loss on topic \"%s\" partition %d: expected offset %lld, earliest available offset %lld",
+								   p->topic, p->partition, (long long) p->end, (long long) low);
+
+		ks_record_error(pipeline->id, "data_loss", ERRCODE_DATA_CORRUPTED, msg,
+						"fail_on_data_loss is true, so the pipeline stopped. Set it to false with kafka_sink.alter_pipeline to skip the gap, or reset the offsets.");
+		ks_set_state(pipeline->id, "failed");
+		ereport(LOG, (errmsg("kafka_sink: pipeline \"%s\": %s", pipeline->name, msg)));
+		proc_exit(0);
+	}
+	p->loss = true;
+	p->loss_expected = p->end;
+	p->loss_available = low > p->end ? low : p->end;
+	if (low <= p->end)
+	{
+		/* out of range above the log end (topic recreated): restart at low */
+		p->loss_available = low;
+	}
+	p->end = p->loss_available;
+	/* resume fetching there; buffered messages of other partitions stay */
+	{
+		KsPartition *tmp = palloc(sizeof(KsPartition) * nparts);
+
+		memcpy(tmp, parts, sizeof(KsPartition) * nparts);
+		for (int i = 0; i < nparts; i++)
+			tmp[i].committed = parts[i].end;
+		ks_consumer_assign(consumer, tmp, nparts);
+	}
+}
+
+static void
+wait_for_kafka(long timeout_ms)
+{
+	int			rc;
+
+	pgstat_report_activity(STATE_IDLE, NULL);
+	rc = WaitLatchOrSocket(MyLatch,
+						   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						   ks_consumer_fd(consumer), timeout_ms, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	if (rc & WL_SOCKET_READABLE)
+		ks_consumer_drain_fd(consumer);
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+}
+
+/*
+ * Reads from Kafka until the batch is full, the trigger interval has
+ * passed since its first message, or every partition is at its end.
+ */
+static void
+fill_batch(Fill *f)
+{
+	KsEvent		ev;
+
+	for (;;)
+	{
+		TimestampTz now;
+
+		while (f->nmsgs < pipeline->max_offsets_per_batch &&
+			   f->bytes < pipeline->max_batch_bytes &&
+			   ks_consumer_poll(consumer, &ev))
+		{
+			int			idx = ev.msg.topic ? find_part(ev.msg.topic, ev.msg.partition) : -1;
+
+			switch (ev.kind)
+			{
+				case KS_EV_MESSAGE:
+					if (idx < 0 || ev.msg.offset < parts[idx].end)
+					{
+						/* not ours, or fetched before a seek: drop it */
+						ks_message_release(&ev.msg);
+						break;
+					}
+					if (f->nmsgs == f->cap)
+					{
+						f->cap *= 2;
+						f->msgs = repalloc(f->msgs, sizeof(KsMessage *) * f->cap);
+					}
+					ev.msg.part_index = idx;
+					f->msgs[f->nmsgs] = palloc(sizeof(KsMessage));
+					*f->msgs[f->nmsgs] = ev.msg;
+					f->nmsgs++;
+					f->bytes += ev.msg.value_len + ev.msg.key_len;
+					parts[idx].end = ev.msg.offset + 1;
+					parts[idx].messages++;
+					f->eof[idx] = false;
+					if (f->first_at == 0)
+						f->first_at = GetCurrentTimestamp();
+					broker_error_shown = false;
+					break;
+				case KS_EV_EOF:
+					if (idx >= 0)
+					{
+						/* skips transaction markers and compacted gaps at the tail */
+						if (ev.msg.offset > parts[idx].end)
+							parts[idx].end = ev.msg.offset;
+						f->eof[idx] = true;
+					}
+					break;
+				case KS_EV_OUT_OF_RANGE:
+					if (idx >= 0)
+						handle_out_of_range(idx);
+					break;
+				case KS_EV_ERROR:
+					ks_slot_set_detail(args.slot, "kafka: %s", ev.errstr);
+					broker_error_shown = true;
+					if (ev.fatal)
+						ereport(ERROR,
+								(errcode(ERRCODE_CONNECTION_FAILURE),
+								 errmsg("fatal Kafka consumer error"),
+								 errdetail("librdkafka: %s.", ev.errstr)));
+					break;
+				case KS_EV_NONE:
+					break;
+			}
+		}
+		ks_consumer_emit_logs();
+
+		if (f->nmsgs >= pipeline->max_offsets_per_batch || f->bytes >= pipeline->max_batch_bytes)
+			return;
+		now = GetCurrentTimestamp();
+		if (batch_has_work(f))
+		{
+			bool		all_eof = true;
+
+			for (int i = 0; i < nparts; i++)
+				if (!f->eof[i])
+					all_eof = false;
+			if (all_eof || f->first_at == 0 ||
+				TimestampDifferenceExceeds(f->first_at, now, pipeline->trigger_interval_ms))
+				return;
+			wait_for_kafka(Max(1, pipeline->trigger_interval_ms -
+							   TimestampDifferenceMilliseconds(f->first_at, now)));
+		}
+		else
+		{
+			if (now >= next_metadata_refresh)
+				return;			/* let the loop refresh metadata */
+			wait_for_kafka(Min(1000, Max(1, TimestampDifferenceMilliseconds(now, next_metadata_refresh))));
+		}
+	}
+}
+
+/* ---- the loop ---- */
+
+static bool
+is_transient(int sqlerrcode)
+{
+	int			cls = ERRCODE_TO_CATEGORY(sqlerrcode);
+
+	return cls == ERRCODE_TRANSACTION_ROLLBACK ||
+		cls == ERRCODE_INSUFFICIENT_RESOURCES ||
+		cls == ERRCODE_CONNECTION_EXCEPTION ||
+		sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
+		sqlerrcode == ERRCODE_QUERY_CANCELED ||
+		sqlerrcode == ERRCODE_ADMIN_SHUTDOWN;
+}
+
+static void
+publish_progress(KsBatch *b)
+{
+	KsWorkerSlot *slot = &ks_shared->slots[args.slot];
+
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	slot->last_batch_id = b->batch_id;
+	slot->last_batch_at = GetCurrentTimestamp();
+	if (!broker_error_shown)
+		slot->detail[0] = '\0';
+	LWLockRelease(ks_shared->lock);
+}
+
+void
+ks_worker_main(Datum arg)
+{
+	MemoryContext batch_cxt;
+	volatile int failures = 0;
+
+	(void) arg;
+	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(KsWorkerArgs));
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+
+	if (!attach_slot())
+		proc_exit(0);
+
+	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION);
+
+	ks_xact_begin("kafka_sink: loading the pipeline");
+	pipeline = ks_load_pipeline(args.pipeline_id, TopMemoryContext);
+	ks_xact_commit();
+	if (pipeline == NULL || strcmp(pipeline->state, "running") != 0)
+		proc_exit(0);
+
+	{
+		char	   *appname = psprintf("kafka_sink: %s", pipeline->name);
+
+		if (args.nworkers > 1)
+			appname = psprintf("kafka_sink: %s/%d", pipeline->name, args.worker_index);
+		SetConfigOption("application_name", appname, PGC_USERSET, PGC_S_SESSION);
+		pgstat_report_appname(appname);
+	}
+
+	consumer = ks_consumer_create(pipeline, NULL);
+	batch_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink batch", ALLOCSET_DEFAULT_SIZES);
+
+	while (!refresh_assignment(true))
+	{
+		wait_for_kafka(2000);
+		ks_consumer_emit_logs();
+	}
+
+	for (;;)
+	{
+		Fill		f = {0};
+		KsBatch		batch = {0};
+		MemoryContext old;
+
+		CHECK_FOR_INTERRUPTS();
+		MemoryContextReset(batch_cxt);
+		old = MemoryContextSwitchTo(batch_cxt);
+
+		if (GetCurrentTimestamp() >= next_metadata_refresh && pipeline->assign == NIL)
+			refresh_assignment(false);
+
+		f.cap = 1024;
+		f.msgs = palloc(sizeof(KsMessage *) * f.cap);
+		f.eof = palloc0(sizeof(bool) * Max(nparts, 1));
+		fill_batch(&f);
+		if (!batch_has_work(&f))
+		{
+			MemoryContextSwitchTo(old);
+			continue;
+		}
+		ks_fault(KS_FAULT_AFTER_FETCH);
+
+		batch.pipeline = pipeline;
+		batch.worker_index = args.worker_index;
+		batch.parts = parts;
+		batch.nparts = nparts;
+		batch.msgs = f.msgs;
+		batch.nmsgs = f.nmsgs;
+
+		PG_TRY();
+		{
+			ks_xact_begin("kafka_sink: applying a batch");
+			MemoryContextSwitchTo(batch_cxt);
+			batch.started_at = GetCurrentTransactionStartTimestamp();
+			ks_apply_batch(&batch);
+			ks_xact_commit();
+			MemoryContextSwitchTo(batch_cxt);
+			failures = 0;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(batch_cxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			MemoryContextSwitchTo(batch_cxt);
+			pgstat_report_activity(STATE_IDLE, NULL);
+
+			for (int i = 0; i < f.nmsgs; i++)
+				ks_message_release(f.msgs[i]);
+
+			if (edata->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE)
+			{
+				/* stopped or dropped while we worked: nothing was written */
+				ereport(LOG, (errmsg("kafka_sink: pipeline \"%s\" is no longer running, worker exits",
+									 pipeline->name)));
+				proc_exit(0);
+			}
+			if (is_transient(edata->sqlerrcode))
+			{
+				long		delay = Min(30000L, 100L << Min(failures, 9));
+
+				failures++;
+				ereport(LOG,
+						(errmsg("kafka_sink: pipeline \"%s\": transient error, retrying in %ld ms: %s",
+								pipeline->name, delay, edata->message)));
+				ks_record_error(pipeline->id, "transient", edata->sqlerrcode, edata->message, edata->detail);
+				ks_slot_set_detail(args.slot, "retrying after: %s", edata->message);
+				rewind_to_checkpoint();
+				wait_for_kafka(delay);
+			}
+			else
+			{
+				ereport(LOG,
+						(errmsg("kafka_sink: pipeline \"%s\" failed: %s", pipeline->name, edata->message)));
+				ks_record_error(pipeline->id, "permanent", edata->sqlerrcode, edata->message, edata->detail);
+				ks_set_state(pipeline->id, "failed");
+				proc_exit(0);
+			}
+			MemoryContextSwitchTo(old);
+			continue;
+		}
+		PG_END_TRY();
+
+		/* committed: the buffered messages are no longer needed */
+		for (int i = 0; i < f.nmsgs; i++)
+			ks_message_release(f.msgs[i]);
+		for (int i = 0; i < nparts; i++)
+		{
+			parts[i].committed = parts[i].end;
+			parts[i].messages = 0;
+			parts[i].loss = false;
+		}
+		ks_fault(KS_FAULT_AFTER_COMMIT);
+		publish_progress(&batch);
+		MemoryContextSwitchTo(old);
+	}
+}
