@@ -41,6 +41,8 @@ options_from_jsonb(Jsonb *jb, const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be a JSON object", what),
+				 strcmp(what, "headers") == 0 ?
+				 errhint("Pass a JSON object such as '{\"source\": \"billing\"}'.") :
 				 errhint("Pass a JSON object such as '{\"security.protocol\": \"SASL_SSL\"}'.")));
 	it = JsonbIteratorInit(&jb->root);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
@@ -70,7 +72,7 @@ options_from_jsonb(Jsonb *jb, const char *what)
 					ereport(ERROR,
 							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							 errmsg("%s value for \"%s\" must be a string, number or boolean", what, key),
-							 errhint("librdkafka properties take scalar values.")));
+							 errhint("Use a JSON string, number or boolean.")));
 			}
 			result = lappend(result, o);
 		}
@@ -245,7 +247,7 @@ kafka_sink_worker_pids(PG_FUNCTION_ARGS)
 		Datum		values[5];
 		bool		nulls[5] = {false, false, false, false, false};
 
-		if (!s->in_use)
+		if (!s->in_use || s->database != MyDatabaseId)
 			continue;
 		values[0] = Int64GetDatum(s->pipeline_id);
 		values[1] = Int32GetDatum(s->worker_index);

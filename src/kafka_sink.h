@@ -57,6 +57,7 @@ extern void ks_fault(KsFaultPoint point);
 typedef struct KsWorkerSlot
 {
 	bool		in_use;
+	Oid			database;
 	int64		pipeline_id;
 	int			worker_index;
 	int			nworkers;

@@ -168,6 +168,7 @@ start_worker(Wanted *w, int index)
 
 		memset(s, 0, sizeof(KsWorkerSlot));
 		s->in_use = true;
+		s->database = MyDatabaseId;
 		s->pipeline_id = w->pipeline_id;
 		s->worker_index = index;
 		s->nworkers = w->workers;

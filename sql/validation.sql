@@ -1,0 +1,148 @@
+-- Every bad argument of the pipeline API gets an errcode, a message and a
+-- hint, and writes nothing.
+CREATE EXTENSION IF NOT EXISTS kafka_sink;
+SET client_min_messages = warning;
+DROP SCHEMA IF EXISTS val CASCADE;
+DROP ROLE IF EXISTS regress_val;
+DROP ROLE IF EXISTS regress_val_nologin;
+DROP ROLE IF EXISTS regress_val_plain;
+RESET client_min_messages;
+
+CREATE ROLE regress_val LOGIN;
+GRANT kafka_sink_admin TO regress_val;
+CREATE ROLE regress_val_nologin NOLOGIN;
+GRANT kafka_sink_admin TO regress_val_nologin;
+CREATE ROLE regress_val_plain LOGIN;
+CREATE SCHEMA val AUTHORIZATION regress_val;
+GRANT USAGE ON SCHEMA val TO regress_val_nologin, regress_val_plain;
+
+-- err(sql): runs sql and shows the SQLSTATE, message, detail and hint of its error
+CREATE FUNCTION val.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    st text; m text; d text; h text;
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, m = MESSAGE_TEXT,
+                            d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
+    RETURN st || ': ' || m
+        || CASE WHEN d <> '' THEN E'\n  detail: ' || d ELSE '' END
+        || CASE WHEN h <> '' THEN E'\n  hint: ' || h ELSE '' END;
+END
+$$;
+GRANT EXECUTE ON FUNCTION val.err(text) TO PUBLIC;
+
+SET ROLE regress_val;
+CREATE TABLE val.orders (order_id bigint PRIMARY KEY, event_ts timestamptz NOT NULL,
+                         amount numeric(18,2), pos point, doc json);
+CREATE TABLE val.nokey (id bigint, v text);
+CREATE TABLE val.multi (a int, b int, v text, UNIQUE (a, b));
+RESET ROLE;
+CREATE TABLE val.not_mine (id bigint PRIMARY KEY);
+CREATE TABLE val.read_only (id bigint PRIMARY KEY);
+GRANT SELECT ON val.read_only TO regress_val;
+SET ROLE regress_val;
+
+
+-- source: none, or more than one, of subscribe / subscribe_pattern / assign
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', target => 'val.orders')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', target => 'val.orders', subscribe => ARRAY['a'], subscribe_pattern => '^a')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', target => 'val.orders', subscribe => ARRAY['a'], assign => '{"a": [0]}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', target => 'val.orders', subscribe => ARRAY[]::text[])$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', target => 'val.orders', subscribe => ARRAY['bad topic!'])$$);
+-- an invalid regex
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', target => 'val.orders', subscribe_pattern => '^orders(')$$);
+-- malformed assign JSON
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', target => 'val.orders', assign => '[0, 1]')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', target => 'val.orders', assign => '{"orders.v1": [0, "x"]}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', target => 'val.orders', assign => '{"orders.v1": []}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', target => 'val.orders', assign => '{"orders.v1": [-1]}')$$);
+-- an unknown target
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.nope')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'])$$);
+-- key columns missing, or not covered by a unique index
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', key_columns => ARRAY['nope'])$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', key_columns => ARRAY['amount'])$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.nokey')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.multi', key_columns => ARRAY['a'])$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', key_columns => ARRAY['order_id', 'order_id'])$$);
+-- an order column that is missing or has no ordering
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', order_column => 'nope')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', order_column => 'pos')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', order_column => 'doc')$$);
+-- a bad starting_offsets
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', starting_offsets => 'yesterday-ish')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', starting_offsets => '{"a": {"0": 42,')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', starting_offsets => '{"a": {"0": -3}}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', starting_offsets => '{"a": {"x": 1}}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', starting_offsets => NULL)$$);
+-- batch limits that are not positive
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', max_offsets_per_batch => 0)$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', max_batch_bytes => -1)$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', trigger_interval => '-1 s')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', workers => 0)$$);
+-- unknown or invalid librdkafka options, in librdkafka's words; secrets are never echoed
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', kafka_options => '{"no.such.option": "1"}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', kafka_options => '{"session.timeout.ms": "soon"}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', kafka_options => '{"security.protocol": "carrier-pigeon"}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', kafka_options => '{"enable.auto.commit": "true"}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', kafka_options => '{"linger.ms": {"a": 1}}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', kafka_options => '["a"]')$$);
+-- other arguments
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'bad name', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '', subscribe => ARRAY['a'], target => 'val.orders')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', mode => 'upsert')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', mode => 'function')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', mode => 'function', batch_function => 'pg_catalog.now()')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', mode => 'append', order_column => 'event_ts')$$);
+-- a caller without privileges on the target
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.not_mine')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.read_only')$$);
+
+-- nothing was written by any of the failed calls
+SELECT count(*) AS pipelines FROM kafka_sink.pipelines;
+RESET ROLE;
+SELECT count(*) AS pipelines, (SELECT count(*) FROM kafka_sink.secrets) AS secrets FROM kafka_sink.pipeline_definitions;
+
+-- a duplicate pipeline name
+SET ROLE regress_val;
+SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', start => false) > 0 AS created;
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['b'], target => 'val.orders')$$);
+
+-- alter_pipeline validates the same way and writes nothing on error
+SELECT val.err($$SELECT kafka_sink.alter_pipeline('p1', max_offsets_per_batch => 0)$$);
+SELECT val.err($$SELECT kafka_sink.alter_pipeline('p1', trigger_interval => '2 hours')$$);
+SELECT val.err($$SELECT kafka_sink.alter_pipeline('p1', kafka_options => '{"no.such.option": "1"}')$$);
+SELECT val.err($$SELECT kafka_sink.alter_pipeline('p1', starting_offsets => 'whenever')$$);
+SELECT val.err($$SELECT kafka_sink.alter_pipeline('nope', workers => 2)$$);
+SELECT val.err($$SELECT kafka_sink.start('nope')$$);
+SELECT val.err($$SELECT kafka_sink.stop(NULL)$$);
+SELECT val.err($$SELECT kafka_sink.drop_pipeline('nope')$$);
+SELECT kafka_sink.drop_pipeline('nope', if_exists => true);
+SELECT max_offsets_per_batch, trigger_interval, kafka_options FROM kafka_sink.pipelines WHERE name = 'p1';
+
+-- a role that cannot log in cannot own a pipeline (workers connect as the owner)
+RESET ROLE;
+SET ROLE regress_val_nologin;
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p2', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders')$$);
+-- a role outside kafka_sink_admin can neither define pipelines nor produce
+RESET ROLE;
+SET ROLE regress_val_plain;
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p2', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders')$$);
+SELECT val.err($$SELECT * FROM kafka_sink.produce('127.0.0.1:9', 't', 'k', 'v')$$);
+SELECT val.err($$SELECT * FROM kafka_sink.pipeline_definitions$$);
+-- a superuser cannot own a pipeline unless kafka_sink.allow_superuser_pipelines is set
+RESET ROLE;
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p2', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders')$$);
+-- produce validates its arguments
+SELECT val.err($$SELECT * FROM kafka_sink.produce(NULL, 't', 'k', 'v')$$);
+SELECT val.err($$SELECT * FROM kafka_sink.produce('127.0.0.1:9', '', 'k', 'v')$$);
+SELECT val.err($$SELECT * FROM kafka_sink.produce('127.0.0.1:9', 't', 'k', 'v', partition => -1)$$);
+SELECT val.err($$SELECT * FROM kafka_sink.produce('127.0.0.1:9', 't', 'k', 'v', headers => '[1]')$$);
+
+SELECT kafka_sink.drop_pipeline('p1');
+DROP SCHEMA val CASCADE;
+DROP ROLE regress_val;
+DROP ROLE regress_val_nologin;
+DROP ROLE regress_val_plain;
