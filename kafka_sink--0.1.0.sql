@@ -475,7 +475,7 @@ END
 $$;
 
 -- Stores options: secrets go to kafka_sink.secrets, the rest is returned.
-CREATE FUNCTION kafka_sink._split_secrets(pipeline_id bigint, options jsonb)
+CREATE FUNCTION kafka_sink._split_secrets(p_pipeline_id bigint, options jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -488,7 +488,7 @@ BEGIN
     FOR k, v IN SELECT * FROM jsonb_each_text(options) LOOP
         IF kafka_sink._is_secret_option(k) THEN
             INSERT INTO kafka_sink.secrets AS s (pipeline_id, name, value)
-            VALUES (_split_secrets.pipeline_id, k, v)
+            VALUES (p_pipeline_id, k, v)
             ON CONFLICT (pipeline_id, name) DO UPDATE SET value = excluded.value;
         ELSE
             plain := plain || jsonb_build_object(k, v);
@@ -811,17 +811,19 @@ AS $$
 DECLARE
     p kafka_sink.pipeline_definitions;
     deadline timestamptz := clock_timestamp() + timeout;
-    marks record;
+    topics text[];
+    parts int[];
+    highs bigint[];
     behind bigint;
     err text;
 BEGIN
     p := kafka_sink._get_pipeline(pipeline);
-    CREATE TEMP TABLE IF NOT EXISTS kafka_sink_wait_marks (topic text, partition int, high bigint);
-    TRUNCATE kafka_sink_wait_marks;
-    INSERT INTO kafka_sink_wait_marks SELECT w.topic, w.partition, w.high FROM kafka_sink._watermarks(pipeline) w;
+    SELECT array_agg(w.topic), array_agg(w.partition), array_agg(w.high)
+      INTO topics, parts, highs
+      FROM kafka_sink._watermarks(pipeline) w;
     LOOP
         SELECT count(*) INTO behind
-          FROM kafka_sink_wait_marks m
+          FROM unnest(topics, parts, highs) AS m(topic, partition, high)
           LEFT JOIN kafka_sink.offsets o
                  ON o.pipeline_id = p.id AND o.topic = m.topic AND o.partition = m.partition
          WHERE m.high > 0 AND (o.next_offset IS NULL OR o.next_offset < m.high);
