@@ -167,12 +167,35 @@ ks_check_options(List *options)
 
 /* ---- the pipeline consumer ---- */
 
+/* The last client-level error (broker down, authentication failed, ...). */
+static char last_error[512];
+static bool last_error_set = false;
+
 static void
 error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
 	(void) opaque;
 	/* served on the worker's thread through the consumer queue */
 	log_cb(rk, err == RD_KAFKA_RESP_ERR__FATAL ? 3 : 4, "ERROR", reason);
+	pthread_mutex_lock(&log_lock);
+	snprintf(last_error, sizeof(last_error), "%s: %s", rd_kafka_err2name(err), reason);
+	last_error_set = true;
+	pthread_mutex_unlock(&log_lock);
+}
+
+/* Takes the last client-level error, if one came since the last call. */
+bool
+ks_consumer_take_error(char *buf, size_t len)
+{
+	bool		found;
+
+	pthread_mutex_lock(&log_lock);
+	found = last_error_set;
+	if (found)
+		strlcpy(buf, last_error, len);
+	last_error_set = false;
+	pthread_mutex_unlock(&log_lock);
+	return found;
 }
 
 KsConsumer *

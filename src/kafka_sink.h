@@ -203,6 +203,7 @@ extern bool ks_consumer_offset_for_time(KsConsumer *c, const char *topic, int32 
 										int64 ts_ms, int64 *offset, int timeout_ms, char **errmsg);
 extern void ks_consumer_assign(KsConsumer *c, KsPartition *parts, int nparts);
 extern void ks_consumer_emit_logs(void);
+extern bool ks_consumer_take_error(char *buf, size_t len);
 extern char *ks_message_headers_json(KsMessage *msg);
 extern bool ks_option_is_secret(const char *name);
 extern void ks_check_options(List *options);

@@ -368,6 +368,30 @@ wait_for_kafka(long timeout_ms)
 }
 
 /*
+ * Shows a client-level error (broker unreachable, authentication failed)
+ * in status at once, and records it in kafka_sink.errors at most once a
+ * minute, so that a wrong password is visible rather than a silent stall.
+ */
+static void
+note_client_error(void)
+{
+	char		buf[512];
+	static TimestampTz last_recorded = 0;
+	TimestampTz now;
+
+	if (!ks_consumer_take_error(buf, sizeof(buf)))
+		return;
+	ks_slot_set_detail(args.slot, "kafka: %s", buf);
+	broker_error_shown = true;
+	now = GetCurrentTimestamp();
+	if (last_recorded == 0 || TimestampDifferenceExceeds(last_recorded, now, 60000))
+	{
+		last_recorded = now;
+		ks_record_error(pipeline->id, "broker", 0, psprintf("kafka: %s", buf), NULL);
+	}
+}
+
+/*
  * Reads from Kafka until the batch is full, the trigger interval has
  * passed since its first message, or every partition is at its end.
  */
@@ -439,6 +463,7 @@ fill_batch(Fill *f)
 			}
 		}
 		ks_consumer_emit_logs();
+		note_client_error();
 
 		if (f->nmsgs >= pipeline->max_offsets_per_batch || f->bytes >= pipeline->max_batch_bytes)
 			return;
@@ -533,6 +558,7 @@ ks_worker_main(Datum arg)
 	{
 		wait_for_kafka(2000);
 		ks_consumer_emit_logs();
+		note_client_error();
 	}
 
 	for (;;)
