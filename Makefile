@@ -9,6 +9,7 @@ OBJS = \
 	src/worker.o \
 	src/consumer.o \
 	src/decode.o \
+	src/jsonwalk.o \
 	src/apply.o \
 	src/catalog.o \
 	src/api.o
@@ -35,3 +36,7 @@ test:
 	bash test/run_tests.sh
 demo:
 	bash test/demo.sh
+
+# PGXS does not track header dependencies unless PostgreSQL was configured
+# with --enable-depend; every object depends on the shared header.
+$(OBJS): src/kafka_sink.h src/jsonwalk.h

@@ -48,12 +48,22 @@ CREATE TABLE kafka_sink.pipeline_definitions (
                           CHECK (trigger_interval >= '0' AND trigger_interval <= '1 hour'),
     workers               integer NOT NULL DEFAULT 1 CHECK (workers BETWEEN 1 AND 64),
     kafka_options         jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(kafka_options) = 'object'),
+    columns               jsonb CHECK (jsonb_typeof(columns) = 'object'),
+    key_format            text NOT NULL DEFAULT 'none' CHECK (key_format IN ('none', 'string', 'json')),
+    delete_on_tombstone   boolean NOT NULL DEFAULT false,
+    schema_version_field  text,
+    schema_versions       jsonb CHECK (jsonb_typeof(schema_versions) = 'object'),
+    event_id              text,
+    event_id_retention    interval NOT NULL DEFAULT '7 days' CHECK (event_id_retention > '0'),
+    bronze                regclass,
     last_batch_id         bigint NOT NULL DEFAULT 0 CHECK (last_batch_id >= 0),
     created_at            timestamptz NOT NULL DEFAULT now(),
     updated_at            timestamptz NOT NULL DEFAULT now(),
     CHECK (num_nonnulls(subscribe, subscribe_pattern, assign) = 1),
     CHECK (mode <> 'function' OR batch_function IS NOT NULL),
-    CHECK (mode = 'function' OR target IS NOT NULL)
+    CHECK (mode = 'function' OR target IS NOT NULL OR bronze IS NOT NULL),
+    CHECK ((schema_version_field IS NULL) = (schema_versions IS NULL)),
+    CHECK (NOT delete_on_tombstone OR key_format <> 'none')
 );
 
 -- secrets: librdkafka properties that must not be shown to other roles
@@ -88,6 +98,7 @@ CREATE TABLE kafka_sink.batches (
     stale        bigint NOT NULL DEFAULT 0,
     superseded   bigint NOT NULL DEFAULT 0,
     quarantined  bigint NOT NULL DEFAULT 0,
+    duplicates   bigint NOT NULL DEFAULT 0,
     bytes        bigint NOT NULL DEFAULT 0,
     started_at   timestamptz NOT NULL,
     committed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -115,6 +126,19 @@ CREATE TABLE kafka_sink.quarantine (
     replayed_at    timestamptz,
     UNIQUE (pipeline_id, topic, partition, message_offset)
 );
+
+-- event_ids: producer event ids already applied to a target, for
+-- deduplicating producer retries across batches and pipeline rebuilds.
+-- Keyed by the target (regclass, so pg_dump and restore keep it), not by the
+-- pipeline; pruned after event_id_retention.
+CREATE TABLE kafka_sink.event_ids (
+    target     regclass NOT NULL,
+    event_id   text NOT NULL,
+    batch_id   bigint,
+    seen_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (target, event_id)
+);
+CREATE INDEX ON kafka_sink.event_ids (target, seen_at);
 
 -- data_loss: gaps skipped when fail_on_data_loss = false
 CREATE TABLE kafka_sink.data_loss (
@@ -148,6 +172,7 @@ SELECT pg_catalog.pg_extension_config_dump('kafka_sink.batches', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.quarantine', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.quarantine_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.data_loss', '');
+SELECT pg_catalog.pg_extension_config_dump('kafka_sink.event_ids', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.data_loss_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.errors', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.errors_id_seq', '');
@@ -172,6 +197,12 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- event ids belong to a target: whoever may write the target sees its ids
+ALTER TABLE kafka_sink.event_ids ENABLE ROW LEVEL SECURITY;
+CREATE POLICY target_writers ON kafka_sink.event_ids
+    USING (pg_catalog.has_table_privilege(target, 'INSERT'))
+    WITH CHECK (pg_catalog.has_table_privilege(target, 'INSERT'));
 
 REVOKE ALL ON ALL TABLES IN SCHEMA kafka_sink FROM PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA kafka_sink TO kafka_sink_admin;
@@ -215,6 +246,17 @@ CREATE FUNCTION kafka_sink._batch_rows()
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'kafka_sink_batch_rows'
 LANGUAGE C VOLATILE;
+
+-- The raw messages of the calling worker's batch, for the bronze table.
+CREATE FUNCTION kafka_sink._batch_messages()
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'kafka_sink_batch_messages'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION kafka_sink._replay(pipeline_id bigint, ids bigint[])
+RETURNS TABLE (replayed bigint, still_failing bigint)
+AS 'MODULE_PATHNAME', 'kafka_sink_replay'
+LANGUAGE C VOLATILE STRICT;
 
 CREATE FUNCTION kafka_sink._wake_launcher()
 RETURNS void
@@ -498,6 +540,161 @@ BEGIN
 END
 $$;
 
+-- Creates the bronze table if absent (as the caller), or checks that an
+-- existing one has the standard columns.  Returns it.
+CREATE FUNCTION kafka_sink._bronze_table(name text)
+RETURNS regclass
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel regclass := to_regclass(name);
+    parsed text[];
+    missing text;
+BEGIN
+    IF rel IS NULL THEN
+        parsed := parse_ident(name);
+        IF cardinality(parsed) <> 2 THEN
+            RAISE EXCEPTION 'bronze table name "%" must be schema-qualified', name
+                USING ERRCODE = 'invalid_name', HINT = 'Pass bronze => ''bronze.orders_raw''.';
+        END IF;
+        EXECUTE format('CREATE TABLE %I.%I (
+                            topic      text NOT NULL,
+                            partition  integer NOT NULL,
+                            "offset"   bigint NOT NULL,
+                            ts         timestamptz,
+                            key        bytea,
+                            value      bytea,
+                            headers    jsonb,
+                            batch_id   bigint NOT NULL,
+                            landed_at  timestamptz NOT NULL DEFAULT now(),
+                            PRIMARY KEY (topic, partition, "offset"))', parsed[1], parsed[2]);
+        rel := format('%I.%I', parsed[1], parsed[2])::regclass;
+    END IF;
+    SELECT string_agg(c, ', ') INTO missing
+      FROM unnest(ARRAY['topic', 'partition', 'offset', 'ts', 'key', 'value', 'headers', 'batch_id']) c
+     WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = rel AND a.attname = c
+                          AND a.attnum > 0 AND NOT a.attisdropped);
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'bronze table % lacks the columns %', rel, missing
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = 'Let create_pipeline create the bronze table, or add the standard columns.';
+    END IF;
+    IF NOT has_table_privilege(rel, 'INSERT') THEN
+        RAISE EXCEPTION 'permission denied for table %', rel
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'The pipeline owner needs INSERT on the bronze table.';
+    END IF;
+    RETURN rel;
+END
+$$;
+
+-- One column mapping: a path string, or {"path": ..., "scale": n}.
+CREATE FUNCTION kafka_sink._check_mapping(target regclass, col text, spec jsonb, what text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    path text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = target AND attname = col
+                      AND attnum > 0 AND NOT attisdropped) THEN
+        RAISE EXCEPTION '% maps column "%", which does not exist in %', what, col, target
+            USING ERRCODE = 'undefined_column', HINT = 'Map columns of the target: {"amount": "payload.amount"}.';
+    END IF;
+    IF jsonb_typeof(spec) = 'string' THEN
+        path := spec #>> '{}';
+    ELSIF jsonb_typeof(spec) = 'object' AND jsonb_typeof(spec->'path') = 'string'
+          AND (spec - 'path' - 'scale') = '{}'
+          AND (spec->'scale' IS NULL OR (jsonb_typeof(spec->'scale') = 'number'
+                                          AND (spec->>'scale') ~ '^-?[0-9]{1,2}$')) THEN
+        path := spec->>'path';
+    ELSE
+        RAISE EXCEPTION '% for column "%" must be a path or {"path": ..., "scale": n}', what, col
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'For example {"amount": "payload.amount"} or {"amount": {"path": "amount_cents", "scale": 2}}.';
+    END IF;
+    IF path !~ '^[^.]+(\.[^.]+)*$' THEN
+        RAISE EXCEPTION 'invalid JSON path "%" for column "%"', path, col
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A path names nested fields with dots, such as "payload.amount".';
+    END IF;
+END
+$$;
+
+-- The data contract's options: column mappings, key format, tombstones,
+-- schema versions and event ids.
+CREATE FUNCTION kafka_sink._check_contract(target regclass, key_columns text[], columns jsonb,
+                                           key_format text, delete_on_tombstone boolean,
+                                           schema_version_field text, schema_versions jsonb,
+                                           event_id text, mode text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c text;
+    v text;
+    spec jsonb;
+BEGIN
+    IF columns IS NOT NULL THEN
+        IF jsonb_typeof(columns) <> 'object' THEN
+            RAISE EXCEPTION 'columns must be a JSON object mapping columns to JSON paths'
+                USING ERRCODE = 'invalid_parameter_value', HINT = 'For example {"amount": "payload.amount"}.';
+        END IF;
+        FOR c, spec IN SELECT * FROM jsonb_each(columns) LOOP
+            PERFORM kafka_sink._check_mapping(target, c, spec, 'columns');
+        END LOOP;
+    END IF;
+    IF key_format IS NULL OR key_format NOT IN ('none', 'string', 'json') THEN
+        RAISE EXCEPTION 'invalid key_format "%"', key_format
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'key_format is ''none'' (key fields in the value), ''string'' or ''json''.';
+    END IF;
+    IF key_format <> 'none' AND key_columns IS NULL THEN
+        RAISE EXCEPTION 'key_format % needs key columns', key_format
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass key_columns, or give the target a primary key.';
+    END IF;
+    IF key_format = 'string' AND cardinality(key_columns) <> 1 THEN
+        RAISE EXCEPTION 'key_format string needs exactly one key column'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use key_format => ''json'' for a composite key.';
+    END IF;
+    IF delete_on_tombstone IS NULL OR (delete_on_tombstone AND (key_format = 'none' OR mode <> 'merge')) THEN
+        RAISE EXCEPTION 'delete_on_tombstone needs mode merge and a key_format of string or json'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A tombstone has no value, so the key must come from the message key.';
+    END IF;
+    IF (schema_version_field IS NULL) <> (schema_versions IS NULL) THEN
+        RAISE EXCEPTION 'schema_version_field and schema_versions go together'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass schema_version_field => ''schema_version'', schema_versions => ''{"1": {}, "2": {"amount": "amount_v2"}}''.';
+    END IF;
+    IF schema_versions IS NOT NULL THEN
+        IF jsonb_typeof(schema_versions) <> 'object' OR schema_versions = '{}' THEN
+            RAISE EXCEPTION 'schema_versions must be a non-empty JSON object of version -> column mapping'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'For example {"1": {"amount": "amount"}, "2": {"amount": {"path": "amount_cents", "scale": 2}}}.';
+        END IF;
+        FOR v, spec IN SELECT * FROM jsonb_each(schema_versions) LOOP
+            IF jsonb_typeof(spec) <> 'object' THEN
+                RAISE EXCEPTION 'schema version "%" must map columns to JSON paths', v
+                    USING ERRCODE = 'invalid_parameter_value', HINT = 'Use {} for a version that needs no mapping.';
+            END IF;
+            PERFORM kafka_sink._check_mapping(target, m.key, m.value, format('schema version "%s"', v))
+               FROM jsonb_each(spec) m;
+        END LOOP;
+        IF schema_version_field !~ '^[^.]+(\.[^.]+)*$' THEN
+            RAISE EXCEPTION 'invalid JSON path "%" for schema_version_field', schema_version_field
+                USING ERRCODE = 'invalid_parameter_value', HINT = 'A path names nested fields with dots.';
+        END IF;
+    END IF;
+    IF event_id IS NOT NULL AND event_id !~ '^[^.]+(\.[^.]+)*$' THEN
+        RAISE EXCEPTION 'invalid JSON path "%" for event_id', event_id
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass the field holding the producer''s event id, such as ''event_id''.';
+    END IF;
+END
+$$;
+
 CREATE FUNCTION kafka_sink._require_admin()
 RETURNS void
 LANGUAGE plpgsql
@@ -560,13 +757,22 @@ CREATE FUNCTION kafka_sink.create_pipeline(
     trigger_interval      interval DEFAULT '100 ms',
     workers               integer DEFAULT 1,
     kafka_options         jsonb DEFAULT '{}',
-    start                 boolean DEFAULT true)
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     target_oid regclass;
+    bronze_oid regclass;
     new_id bigint;
     plain_options jsonb;
 BEGIN
@@ -606,18 +812,31 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'mode is one of ''merge'', ''append'' or ''function''.';
     END IF;
-    IF target IS NULL THEN
+    IF target IS NULL AND bronze IS NULL THEN
         RAISE EXCEPTION 'target cannot be null'
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass target => ''schema.table''; in mode function it gives the rows'' type.';
+                  HINT = 'Pass target => ''schema.table''; in mode function it gives the rows'' type. A bronze-only pipeline passes bronze => ''schema.raw_table'' instead.';
     END IF;
-    target_oid := to_regclass(target);
-    IF target_oid IS NULL THEN
-        RAISE EXCEPTION 'target table "%" does not exist', target
-            USING ERRCODE = 'undefined_table',
-                  HINT = 'Create the table first, and schema-qualify its name.';
+    IF bronze IS NOT NULL THEN
+        bronze_oid := kafka_sink._bronze_table(bronze);
     END IF;
-    key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
+    IF target IS NOT NULL THEN
+        target_oid := to_regclass(target);
+        IF target_oid IS NULL THEN
+            RAISE EXCEPTION 'target table "%" does not exist', target
+                USING ERRCODE = 'undefined_table',
+                      HINT = 'Create the table first, and schema-qualify its name.';
+        END IF;
+        key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
+        PERFORM kafka_sink._check_contract(target_oid, key_columns, columns, key_format,
+                                           delete_on_tombstone, schema_version_field,
+                                           schema_versions, event_id, mode);
+    ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
+          OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge' THEN
+        RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
+    END IF;
     IF mode = 'function' THEN
         IF batch_function IS NULL THEN
             RAISE EXCEPTION 'mode function needs a batch_function'
@@ -661,14 +880,16 @@ BEGIN
         (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
          target, key_columns, order_column, mode, batch_function, starting_offsets,
          fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
-         workers, kafka_options)
+         workers, kafka_options, columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze)
     VALUES
         (name, (SELECT oid FROM pg_roles WHERE rolname = current_user),
          CASE WHEN start THEN 'running' ELSE 'stopped' END,
          bootstrap_servers, subscribe, subscribe_pattern, assign,
          target_oid, key_columns, order_column, mode, batch_function, starting_offsets,
          fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
-         workers, '{}')
+         workers, '{}', columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid)
     RETURNING p.id INTO new_id;
 
     plain_options := kafka_sink._split_secrets(new_id, kafka_options);
@@ -801,6 +1022,56 @@ BEGIN
 END
 $$;
 
+-- Re-applies quarantined messages of a pipeline (not yet replayed, matching
+-- the filters) once their cause is fixed: in offset order, with the
+-- pipeline's rules and ordering guard, in the caller's transaction.
+-- Messages that apply now are marked replayed (replayed_at); the others
+-- stay, with their new reason.
+CREATE FUNCTION kafka_sink.replay_quarantine(
+    pipeline    text,
+    reason      text DEFAULT NULL,
+    topic       text DEFAULT NULL,
+    partition   integer DEFAULT NULL,
+    from_offset bigint DEFAULT NULL,
+    to_offset   bigint DEFAULT NULL,
+    ids         bigint[] DEFAULT NULL)
+RETURNS TABLE (replayed bigint, still_failing bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    chosen bigint[];
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF p.target IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" has no target to replay into', pipeline
+            USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline quarantines nothing.';
+    END IF;
+    IF reason IS NOT NULL AND reason NOT IN ('invalid_json', 'not_an_object', 'missing_required_field',
+            'invalid_value', 'unknown_schema_version', 'null_key', 'constraint_violation', 'value_too_large') THEN
+        RAISE EXCEPTION 'unknown quarantine reason "%"', reason
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation and value_too_large.';
+    END IF;
+    SELECT array_agg(q.id) INTO chosen
+      FROM kafka_sink.quarantine q
+     WHERE q.pipeline_id = p.id AND q.replayed_at IS NULL
+       AND (replay_quarantine.reason IS NULL OR q.reason = replay_quarantine.reason)
+       AND (replay_quarantine.topic IS NULL OR q.topic = replay_quarantine.topic)
+       AND (replay_quarantine.partition IS NULL OR q.partition = replay_quarantine.partition)
+       AND (from_offset IS NULL OR q.message_offset >= from_offset)
+       AND (to_offset IS NULL OR q.message_offset <= to_offset)
+       AND (replay_quarantine.ids IS NULL OR q.id = ANY (replay_quarantine.ids));
+    IF chosen IS NULL THEN
+        RETURN QUERY SELECT 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM kafka_sink._replay(p.id, chosen);
+END
+$$;
+
 -- Waits until the pipeline has committed everything up to the high
 -- watermarks seen when it was called.  Returns false on timeout.
 CREATE FUNCTION kafka_sink.wait(pipeline text, timeout interval DEFAULT '60 s')
@@ -855,7 +1126,8 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
        p.subscribe, p.subscribe_pattern, p.assign, p.target, p.key_columns,
        p.order_column, p.mode, p.batch_function, p.starting_offsets,
        p.fail_on_data_loss, p.max_offsets_per_batch, p.max_batch_bytes,
-       p.trigger_interval, p.workers,
+       p.trigger_interval, p.workers, p.columns, p.key_format, p.delete_on_tombstone,
+       p.schema_version_field, p.schema_versions, p.event_id, p.event_id_retention, p.bronze,
        p.kafka_options || coalesce((SELECT jsonb_object_agg(s.name, '********')
                                       FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id), '{}')
            AS kafka_options,

@@ -29,6 +29,10 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/array.h"
+#include "utils/hsearch.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
 #include "utils/fmgrprotos.h"
 #include "utils/json.h"
 #include "utils/regproc.h"
@@ -161,6 +165,22 @@ merge_sql(KsTarget *t)
 		append_insert_value(&b, &t->columns[i], i);
 	}
 	appendStringInfoChar(&b, ')');
+	return b.data;
+}
+
+static char *
+delete_sql(KsTarget *t)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "DELETE FROM %s AS t USING (%s) AS s WHERE ", t->qualified_name, source_sql(t));
+	for (int k = 0; k < t->nkeys; k++)
+	{
+		const char *name = quote_identifier(t->columns[t->key_index[k]].name);
+
+		appendStringInfo(&b, "%st.%s = s.%s", k > 0 ? " AND " : "", name, name);
+	}
 	return b.data;
 }
 
@@ -300,54 +320,81 @@ row_beats(KsTarget *t, KeyHash *kh, KsRow *a, KsRow *b)
 
 /*
  * Picks one winner per key among the rows that are OK, in batch order.
- * Fills winners (indexes into rows) and returns their number.
+ * A tombstone (is_delete) ends the competition for its key: it is recorded
+ * in deletes (the last one per key), and only messages after it compete.
+ * Fills winners and deletes (indexes into rows) and returns the number of
+ * winners; *ndeletes gets the number of deletes.
  */
 static int
-reduce(KsBatch *batch, KeyHash *kh, int *winners)
+reduce(KsBatch *batch, KeyHash *kh, int *winners, int *deletes, int *ndeletes)
 {
 	KsTarget   *t = batch->target;
 	int			size = 16;
-	int		   *table;
+	int		   *table;			/* key -> index into keys */
+	int		   *win;			/* per key: winning row or -1 */
+	int		   *del;			/* per key: last tombstone row or -1 */
+	int		   *first;			/* per key: a row carrying the key */
+	int			nkeys = 0;
 	int			nwin = 0;
 
 	while (size < batch->nmsgs * 2)
 		size <<= 1;
 	table = palloc(sizeof(int) * size);
 	memset(table, -1, sizeof(int) * size);
+	win = palloc(sizeof(int) * Max(batch->nmsgs, 1));
+	del = palloc(sizeof(int) * Max(batch->nmsgs, 1));
+	first = palloc(sizeof(int) * Max(batch->nmsgs, 1));
 
 	for (int i = 0; i < batch->nmsgs; i++)
 	{
 		KsRow	   *r = &batch->rows[i];
 		uint32		pos;
+		int			k = -1;
 
 		r->winner = false;
-		if (r->reason != KS_OK)
+		if (r->reason != KS_OK || r->duplicate)
 			continue;
 		r->hash = row_hash(t, kh, r);
 		for (pos = r->hash & (size - 1);; pos = (pos + 1) & (size - 1))
 		{
-			int			w = table[pos];
-
-			if (w < 0)
+			if (table[pos] < 0)
 			{
-				table[pos] = nwin;
-				winners[nwin++] = i;
-				r->winner = true;
+				k = nkeys++;
+				table[pos] = k;
+				win[k] = -1;
+				del[k] = -1;
+				first[k] = i;
 				break;
 			}
-			if (row_key_equal(t, kh, &batch->rows[winners[w]], r))
+			if (row_key_equal(t, kh, &batch->rows[first[table[pos]]], r))
 			{
-				if (row_beats(t, kh, &batch->rows[winners[w]], r))
-				{
-					batch->rows[winners[w]].winner = false;
-					winners[w] = i;
-					r->winner = true;
-				}
+				k = table[pos];
 				break;
 			}
 		}
+		if (r->is_delete)
+		{
+			del[k] = i;
+			win[k] = -1;		/* whatever came before is deleted */
+		}
+		else if (win[k] < 0 || row_beats(t, kh, &batch->rows[win[k]], r))
+			win[k] = i;
+	}
+	*ndeletes = 0;
+	for (int k = 0; k < nkeys; k++)
+	{
+		if (win[k] >= 0)
+		{
+			batch->rows[win[k]].winner = true;
+			winners[nwin++] = win[k];
+		}
+		if (del[k] >= 0)
+			deletes[(*ndeletes)++] = del[k];
 	}
 	pfree(table);
+	pfree(win);
+	pfree(del);
+	pfree(first);
 	return nwin;
 }
 
@@ -570,9 +617,9 @@ write_marker_and_offsets(KsBatch *batch)
 	appendStringInfoChar(&ranges, ']');
 
 	{
-		Oid			argtypes[13] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
-		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID};
-		Datum		v[13];
+		Oid			argtypes[14] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
+		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID};
+		Datum		v[14];
 
 		v[0] = Int64GetDatum(batch->pipeline->id);
 		v[1] = Int64GetDatum(batch->batch_id);
@@ -587,11 +634,12 @@ write_marker_and_offsets(KsBatch *batch)
 		v[10] = Int64GetDatum(s->quarantined);
 		v[11] = Int64GetDatum(s->bytes);
 		v[12] = TimestampTzGetDatum(batch->started_at);
+		v[13] = Int64GetDatum(s->duplicates);
 		if (SPI_execute_with_args("INSERT INTO kafka_sink.batches (pipeline_id, batch_id, worker, ranges,"
 								  " messages, inserted, updated, deleted, stale, superseded, quarantined,"
-								  " bytes, started_at) VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9,"
-								  " $10, $11, $12, $13)",
-								  13, argtypes, v, NULL, false, 0) != SPI_OK_INSERT)
+								  " bytes, started_at, duplicates) VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9,"
+								  " $10, $11, $12, $13, $14)",
+								  14, argtypes, v, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "kafka_sink: could not write the batch marker");
 	}
 
@@ -664,19 +712,205 @@ next_batch_id(KsBatch *batch)
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
+/* ---- bronze: every raw message, in the batch's transaction ---- */
+
+static KsBatch *srf_raw_batch = NULL;
+
+Datum
+kafka_sink_batch_messages(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	if (srf_raw_batch == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("there is no kafka_sink batch in this session"),
+				 errhint("Only a kafka_sink pipeline worker stages batches.")));
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	for (int i = 0; i < srf_raw_batch->nmsgs; i++)
+	{
+		KsMessage  *m = srf_raw_batch->msgs[i];
+		Datum		v[7];
+		bool		n[7] = {false, false, false, false, false, false, false};
+		char	   *headers = ks_message_headers_json(m);
+
+		v[0] = CStringGetTextDatum(m->topic);
+		v[1] = Int32GetDatum(m->partition);
+		v[2] = Int64GetDatum(m->offset);
+		if (m->timestamp_ms >= 0)
+			v[3] = TimestampTzGetDatum(time_t_to_timestamptz(m->timestamp_ms / 1000) +
+									   (m->timestamp_ms % 1000) * 1000);
+		else
+			n[3] = true;
+		if (m->key)
+			v[4] = bytea_datum(m->key, m->key_len);
+		else
+			n[4] = true;
+		if (m->value)
+			v[5] = bytea_datum(m->value, m->value_len);
+		else
+			n[5] = true;
+		if (headers)
+			v[6] = DirectFunctionCall1(jsonb_in, CStringGetDatum(headers));
+		else
+			n[6] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
+	}
+	return (Datum) 0;
+}
+
+static void
+write_bronze(KsBatch *batch)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(batch->batch_id)};
+	char	   *sql;
+
+	sql = psprintf("INSERT INTO %s (topic, partition, \"offset\", ts, key, value, headers, batch_id)"
+				   " SELECT m.topic, m.partition, m.\"offset\", m.ts, m.key, m.value, m.headers, $1"
+				   " FROM kafka_sink._batch_messages() AS m(topic text, partition integer,"
+				   " \"offset\" bigint, ts timestamptz, key bytea, value bytea, headers jsonb)"
+				   " ON CONFLICT DO NOTHING",
+				   quote_qualified_identifier(get_namespace_name(get_rel_namespace(batch->pipeline->bronze)),
+											  get_rel_name(batch->pipeline->bronze)));
+	srf_raw_batch = batch;
+	PG_TRY();
+	{
+		if (SPI_execute_with_args(sql, 1, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "kafka_sink: could not write to the bronze table");
+	}
+	PG_FINALLY();
+	{
+		srf_raw_batch = NULL;
+	}
+	PG_END_TRY();
+}
+
+/* ---- producer duplicates: event ids ---- */
+
+static Datum
+text_array(List *texts)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(texts), 1));
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, texts)
+		elems[i++] = CStringGetTextDatum((char *) lfirst(lc));
+	return PointerGetDatum(construct_array(elems, i, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
 /*
- * Applies a filled batch inside the caller's transaction.
+ * Marks rows whose event id was applied before (in an earlier batch, by
+ * any pipeline writing this target, or earlier in this batch).
  */
-void
-ks_apply_batch(KsBatch *batch)
+static void
+mark_duplicates(KsBatch *batch)
+{
+	List	   *ids = NIL;
+	HTAB	   *seen;
+	HASHCTL		ctl;
+	Oid			argtypes[2] = {OIDOID, TEXTARRAYOID};
+	Datum		values[2];
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = NAMEDATALEN * 4;
+	ctl.entrysize = NAMEDATALEN * 4;
+	ctl.hcxt = CurrentMemoryContext;
+	seen = hash_create("kafka_sink event ids", Max(batch->nmsgs, 16), &ctl,
+					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	for (int i = 0; i < batch->nmsgs; i++)
+		if (batch->rows[i].reason == KS_OK && batch->rows[i].event_id)
+			ids = lappend(ids, batch->rows[i].event_id);
+	if (ids == NIL)
+		return;
+
+	values[0] = ObjectIdGetDatum(batch->target->relid);
+	values[1] = text_array(ids);
+	if (SPI_execute_with_args("SELECT event_id FROM kafka_sink.event_ids"
+							  " WHERE target = $1 AND event_id = ANY ($2)",
+							  2, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "kafka_sink: could not read event ids");
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		char	   *id = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+
+		if (strlen(id) < NAMEDATALEN * 4)
+			hash_search(seen, id, HASH_ENTER, NULL);
+	}
+	for (int i = 0; i < batch->nmsgs; i++)
+	{
+		KsRow	   *r = &batch->rows[i];
+		bool		found;
+
+		if (r->reason != KS_OK || r->event_id == NULL)
+			continue;
+		if (strlen(r->event_id) >= NAMEDATALEN * 4)
+		{
+			r->reason = KS_INVALID_VALUE;
+			r->detail = psprintf("the event id is longer than %d bytes", NAMEDATALEN * 4 - 1);
+			continue;
+		}
+		hash_search(seen, r->event_id, HASH_ENTER, &found);
+		if (found)
+		{
+			r->duplicate = true;
+			batch->stats.duplicates++;
+		}
+	}
+}
+
+/* Records the event ids of the rows applied, and prunes old ones now and then. */
+static void
+record_event_ids(KsBatch *batch)
+{
+	List	   *ids = NIL;
+	Oid			argtypes[3] = {OIDOID, TEXTARRAYOID, INT8OID};
+	Datum		values[3];
+
+	for (int i = 0; i < batch->nmsgs; i++)
+	{
+		KsRow	   *r = &batch->rows[i];
+
+		if (r->reason == KS_OK && !r->duplicate && r->event_id)
+			ids = lappend(ids, r->event_id);
+	}
+	values[0] = ObjectIdGetDatum(batch->target->relid);
+	values[1] = text_array(ids);
+	values[2] = Int64GetDatum(batch->batch_id);
+	if (ids != NIL &&
+		SPI_execute_with_args("INSERT INTO kafka_sink.event_ids (target, event_id, batch_id)"
+							  " SELECT $1, unnest($2), $3 ON CONFLICT DO NOTHING",
+							  3, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "kafka_sink: could not record event ids");
+	/* bounded retention; deleting only old rows never blocks new inserts */
+	if (batch->batch_id % 64 == 0)
+	{
+		Oid			pargtypes[2] = {OIDOID, INT8OID};
+		Datum		pvalues[2];
+
+		pvalues[0] = ObjectIdGetDatum(batch->target->relid);
+		pvalues[1] = Int64GetDatum(batch->pipeline->event_id_retention_s);
+		SPI_execute_with_args("DELETE FROM kafka_sink.event_ids WHERE target = $1"
+							  " AND seen_at < now() - $2 * interval '1 second'",
+							  2, pargtypes, pvalues, NULL, false, 0);
+	}
+}
+
+/*
+ * Decodes and applies the batch's messages to the target: bronze (when
+ * asked), decode, producer duplicates, then tombstones and MERGE, append,
+ * or the batch function.  Row reasons are left on batch->rows; counts in
+ * batch->stats.  Runs in the caller's transaction.
+ */
+static void
+stage_and_apply(KsBatch *batch, bool bronze)
 {
 	KsPipeline *p = batch->pipeline;
 	KsBatchStats *s = &batch->stats;
 	int		   *sel;
 	int			nsel = 0;
 
-	batch->batch_id = next_batch_id(batch);
-	batch->target = ks_target_open(p);
 	batch->rows = palloc0(sizeof(KsRow) * Max(batch->nmsgs, 1));
 	for (int i = 0; i < batch->nmsgs; i++)
 	{
@@ -685,8 +919,16 @@ ks_apply_batch(KsBatch *batch)
 	}
 	s->messages = batch->nmsgs;
 
-	ks_decode_batch(batch->target, batch->rows, batch->nmsgs);
+	if (bronze && OidIsValid(p->bronze) && batch->nmsgs > 0)
+		write_bronze(batch);
+	if (!OidIsValid(p->target))
+		return;					/* a bronze-only pipeline */
+
+	batch->target = ks_target_open(p);
+	ks_decode_batch(batch->target, p, batch->rows, batch->nmsgs);
 	ks_fault(KS_FAULT_AFTER_DECODE);
+	if (p->event_id && batch->nmsgs > 0)
+		mark_duplicates(batch);
 
 	sel = palloc(sizeof(int) * Max(batch->nmsgs, 1));
 	if (batch->nmsgs > 0)
@@ -695,6 +937,9 @@ ks_apply_batch(KsBatch *batch)
 		{
 			KeyHash    *kh = keyhash_create(batch->target);
 			char	   *sql = merge_sql(batch->target);
+			int		   *dels = palloc(sizeof(int) * Max(batch->nmsgs, 1));
+			int			ndels;
+			bool		deleted = false;
 
 			/*
 			 * A winner that fails on its data is quarantined, and the next
@@ -703,17 +948,21 @@ ks_apply_batch(KsBatch *batch)
 			for (;;)
 			{
 				int			failed;
+				int			n = 0;
 
-				nsel = reduce(batch, kh, sel);
-				/* apply only winners not applied in an earlier round */
+				nsel = reduce(batch, kh, sel, dels, &ndels);
+				if (!deleted && ndels > 0)
 				{
-					int			n = 0;
-
-					for (int i = 0; i < nsel; i++)
-						if (batch->rows[sel[i]].next_candidate == 0)
-							sel[n++] = sel[i];
-					nsel = n;
+					/* tombstones first, so that a re-insert after one lands */
+					run_statement(batch, delete_sql(batch->target), dels, ndels);
+					s->deleted += SPI_processed;
+					deleted = true;
 				}
+				/* apply only winners not applied in an earlier round */
+				for (int i = 0; i < nsel; i++)
+					if (batch->rows[sel[i]].next_candidate == 0)
+						sel[n++] = sel[i];
+				nsel = n;
 				failed = apply_rows(batch, sql, sel, nsel);
 				for (int i = 0; i < nsel; i++)
 					batch->rows[sel[i]].next_candidate = 1;
@@ -726,35 +975,165 @@ ks_apply_batch(KsBatch *batch)
 			char	   *sql = p->mode == KS_MODE_APPEND ? append_sql(batch->target) : function_sql(batch);
 
 			for (int i = 0; i < batch->nmsgs; i++)
-				if (batch->rows[i].reason == KS_OK)
+				if (batch->rows[i].reason == KS_OK && !batch->rows[i].duplicate)
 					sel[nsel++] = i;
 			if (p->mode == KS_MODE_APPEND)
 				apply_rows(batch, sql, sel, nsel);
 			else
 				counted_run(batch, sql, sel, nsel);
 		}
+		if (p->event_id)
+			record_event_ids(batch);
 	}
+
+	for (int i = 0; i < batch->nmsgs; i++)
+	{
+		KsRow	   *r = &batch->rows[i];
+
+		if (r->reason == KS_OK && p->mode == KS_MODE_MERGE && !r->winner &&
+			!r->is_delete && !r->duplicate)
+			s->superseded++;
+	}
+	if (p->mode == KS_MODE_MERGE)
+	{
+		int64		winners = 0;
+
+		for (int i = 0; i < batch->nmsgs; i++)
+			if (batch->rows[i].winner && batch->rows[i].reason == KS_OK)
+				winners++;
+		s->stale = Max(0, winners - s->inserted - s->updated);
+	}
+}
+
+/*
+ * Applies a filled batch inside the caller's transaction: batch id, the
+ * data, quarantine rows, the batch marker and the checkpoint.
+ */
+void
+ks_apply_batch(KsBatch *batch)
+{
+	batch->batch_id = next_batch_id(batch);
+	stage_and_apply(batch, true);
 	ks_fault(KS_FAULT_AFTER_MERGE);
 
 	for (int i = 0; i < batch->nmsgs; i++)
 	{
 		KsRow	   *r = &batch->rows[i];
 
-		if (r->reason != KS_OK)
+		if (OidIsValid(batch->pipeline->target) && r->reason != KS_OK)
 		{
 			write_quarantine(batch, r);
-			s->quarantined++;
+			batch->stats.quarantined++;
 		}
-		else if (p->mode == KS_MODE_MERGE && !r->winner)
-			s->superseded++;
 	}
-	if (p->mode == KS_MODE_MERGE)
-	{
-		int64		winners = s->messages - s->quarantined - s->superseded;
-
-		s->stale = Max(0, winners - s->inserted - s->updated);
-	}
-
 	write_marker_and_offsets(batch);
 	ks_fault(KS_FAULT_BEFORE_COMMIT);
+}
+
+/*
+ * kafka_sink._replay(pipeline_id, ids): applies quarantined messages again,
+ * in offset order and with the pipeline's rules (the ordering guard
+ * included), in the caller's transaction and with the caller's rights.
+ * Messages that now apply are marked replayed; the others get their new
+ * reason.  Returns (replayed, still_failing).
+ */
+Datum
+kafka_sink_replay(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int64		pipeline_id = PG_GETARG_INT64(0);
+	Datum		ids = PG_GETARG_DATUM(1);
+	KsPipeline *p;
+	KsBatch		batch = {0};
+	int64	   *qids;
+	int64		replayed = 0,
+				failing = 0;
+	Oid			argtypes[2] = {INT8OID, INT8ARRAYOID};
+	Datum		values[2] = {Int64GetDatum(pipeline_id), ids};
+	Datum		out[2];
+	bool		nulls[2] = {false, false};
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	p = ks_load_pipeline(pipeline_id, CurrentMemoryContext);
+	if (p == NULL || !OidIsValid(p->target))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline %lld does not exist or has no target", (long long) pipeline_id)));
+	if (SPI_execute_with_args("SELECT id, topic, partition, message_offset,"
+							  " (extract(epoch FROM message_ts) * 1000)::int8, key, value"
+							  " FROM kafka_sink.quarantine WHERE pipeline_id = $1 AND id = ANY ($2)"
+							  " ORDER BY topic, partition, message_offset FOR UPDATE",
+							  2, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "kafka_sink: could not read the quarantine");
+	{
+		SPITupleTable *tt = SPI_tuptable;
+		uint64		n = SPI_processed;
+
+		batch.nmsgs = (int) n;
+		batch.msgs = palloc(sizeof(KsMessage *) * Max(n, 1));
+		qids = palloc(sizeof(int64) * Max(n, 1));
+		for (uint64 i = 0; i < n; i++)
+		{
+			KsMessage  *m = palloc0(sizeof(KsMessage));
+			bool		isnull;
+			Datum		d;
+
+			qids[i] = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull));
+			m->topic = SPI_getvalue(tt->vals[i], tt->tupdesc, 2);
+			m->partition = DatumGetInt32(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull));
+			m->offset = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, 4, &isnull));
+			d = SPI_getbinval(tt->vals[i], tt->tupdesc, 5, &isnull);
+			m->timestamp_ms = isnull ? -1 : DatumGetInt64(d);
+			d = SPI_getbinval(tt->vals[i], tt->tupdesc, 6, &isnull);
+			if (!isnull)
+			{
+				bytea	   *b = DatumGetByteaPP(d);
+
+				m->key = VARDATA_ANY(b);
+				m->key_len = VARSIZE_ANY_EXHDR(b);
+			}
+			d = SPI_getbinval(tt->vals[i], tt->tupdesc, 7, &isnull);
+			if (!isnull)
+			{
+				bytea	   *b = DatumGetByteaPP(d);
+
+				m->value = VARDATA_ANY(b);
+				m->value_len = VARSIZE_ANY_EXHDR(b);
+			}
+			batch.msgs[i] = m;
+		}
+	}
+	batch.pipeline = p;
+	batch.batch_id = 0;
+	stage_and_apply(&batch, false);
+
+	for (int i = 0; i < batch.nmsgs; i++)
+	{
+		KsRow	   *r = &batch.rows[i];
+		Oid			uargtypes[3] = {INT8OID, TEXTOID, TEXTOID};
+		Datum		uvalues[3];
+
+		uvalues[0] = Int64GetDatum(qids[i]);
+		if (r->reason == KS_OK)
+		{
+			replayed++;
+			SPI_execute_with_args("UPDATE kafka_sink.quarantine SET replayed_at = now() WHERE id = $1",
+								  1, uargtypes, uvalues, NULL, false, 0);
+		}
+		else
+		{
+			failing++;
+			uvalues[1] = CStringGetTextDatum(ks_reason_name(r->reason));
+			uvalues[2] = CStringGetTextDatum(r->detail ? r->detail : "");
+			SPI_execute_with_args("UPDATE kafka_sink.quarantine SET reason = $2, detail = $3,"
+								  " replayed_at = NULL WHERE id = $1",
+								  3, uargtypes, uvalues, NULL, false, 0);
+		}
+	}
+	SPI_finish();
+	out[0] = Int64GetDatum(replayed);
+	out[1] = Int64GetDatum(failing);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+	return (Datum) 0;
 }

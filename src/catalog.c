@@ -93,9 +93,11 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	MemoryContext old;
 
 	exec_id("SELECT id, name, owner, state, bootstrap_servers, subscribe_pattern,"
-			" target::oid::int8, order_column, mode, coalesce(batch_function::oid, 0)::int8,"
+			" coalesce(target::oid, 0)::int8, order_column, mode, coalesce(batch_function::oid, 0)::int8,"
 			" starting_offsets, fail_on_data_loss::int::int8, max_offsets_per_batch, max_batch_bytes,"
-			" (extract(epoch FROM trigger_interval) * 1000)::int8, workers::int8"
+			" (extract(epoch FROM trigger_interval) * 1000)::int8, workers::int8,"
+			" key_format, delete_on_tombstone::int::int8, schema_version_field, event_id,"
+			" extract(epoch FROM event_id_retention)::int8, coalesce(bronze::oid, 0)::int8"
 			" FROM kafka_sink.pipeline_definitions WHERE id = $1",
 			pipeline_id, SPI_OK_SELECT);
 	if (SPI_processed == 0)
@@ -108,7 +110,7 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->state = getstr(0, 4, mcxt);
 	p->bootstrap_servers = getstr(0, 5, mcxt);
 	p->subscribe_pattern = getstr(0, 6, mcxt);
-	p->target = (Oid) getint8(0, 7);
+	p->target = (Oid) getint8(0, 7);	/* 0 for a bronze-only pipeline */
 	p->order_column = getstr(0, 8, mcxt);
 	mode = getstr(0, 9, mcxt);
 	p->mode = strcmp(mode, "append") == 0 ? KS_MODE_APPEND :
@@ -120,6 +122,51 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->max_batch_bytes = getint8(0, 14);
 	p->trigger_interval_ms = (int) getint8(0, 15);
 	p->workers = (int) getint8(0, 16);
+	{
+		char	   *kf = getstr(0, 17, mcxt);
+
+		p->key_format = strcmp(kf, "string") == 0 ? KS_KEY_STRING :
+			strcmp(kf, "json") == 0 ? KS_KEY_JSON : KS_KEY_NONE;
+	}
+	p->delete_on_tombstone = getint8(0, 18) != 0;
+	p->schema_version_field = getstr(0, 19, mcxt);
+	p->event_id = getstr(0, 20, mcxt);
+	p->event_id_retention_s = (int) Min(getint8(0, 21), INT_MAX);
+	p->bronze = (Oid) getint8(0, 22);
+
+	/* column mappings: the default one, then one per schema version */
+	exec_id("SELECT NULL::text, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"
+			" coalesce((m.value->>'scale')::int8, 0)"
+			" FROM kafka_sink.pipeline_definitions d, jsonb_each(d.columns) m WHERE d.id = $1"
+			" UNION ALL"
+			" SELECT v.key, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"
+			" coalesce((m.value->>'scale')::int8, 0)"
+			" FROM kafka_sink.pipeline_definitions d, jsonb_each(d.schema_versions) v,"
+			" jsonb_each(v.value) m WHERE d.id = $1",
+			pipeline_id, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		KsMapping  *m = MemoryContextAlloc(mcxt, sizeof(KsMapping));
+
+		m->version = getstr(i, 1, mcxt);
+		m->column = getstr(i, 2, mcxt);
+		m->path = getstr(i, 3, mcxt);
+		m->scale = (int) getint8(i, 4);
+		old = MemoryContextSwitchTo(mcxt);
+		p->mappings = lappend(p->mappings, m);
+		MemoryContextSwitchTo(old);
+	}
+	exec_id("SELECT v.key FROM kafka_sink.pipeline_definitions d, jsonb_each(d.schema_versions) v"
+			" WHERE d.id = $1 ORDER BY 1",
+			pipeline_id, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *v = getstr(i, 1, mcxt);
+
+		old = MemoryContextSwitchTo(mcxt);
+		p->versions = lappend(p->versions, v);
+		MemoryContextSwitchTo(old);
+	}
 
 	exec_id("SELECT unnest(subscribe) FROM kafka_sink.pipeline_definitions WHERE id = $1",
 			pipeline_id, SPI_OK_SELECT);

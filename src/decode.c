@@ -24,7 +24,6 @@
 #include "catalog/dependency.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_type.h"
-#include "common/jsonapi.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -36,13 +35,6 @@
 #include "utils/rel.h"
 #include "utils/resowner.h"
 
-#if PG_VERSION_NUM >= 160000
-#define KS_JSON_RETURN JsonParseErrorType
-#define KS_JSON_OK return JSON_SUCCESS
-#else
-#define KS_JSON_RETURN void
-#define KS_JSON_OK return
-#endif
 
 const char *
 ks_reason_name(KsReason r)
@@ -70,6 +62,8 @@ ks_reason_name(KsReason r)
 	}
 	return "unknown";
 }
+
+static void build_mappings(KsTarget *t, KsPipeline *p);
 
 static int
 column_index(KsTarget *t, const char *name)
@@ -123,6 +117,7 @@ ks_target_open(KsPipeline *p)
 		c->type_sql = format_type_with_typemod(att->atttypid, att->atttypmod);
 		c->is_json = (getBaseType(att->atttypid) == JSONOID ||
 					  getBaseType(att->atttypid) == JSONBOID);
+		c->is_numeric = getBaseType(att->atttypid) == NUMERICOID;
 		if (att->atthasdef)
 		{
 			Oid			argtypes[2] = {OIDOID, INT2OID};
@@ -195,167 +190,127 @@ ks_target_open(KsPipeline *p)
 					 errhint("Recreate the pipeline with an order column of the target.")));
 		t->columns[t->order_index].is_order = true;
 	}
+	build_mappings(t, p);
 	return t;
 }
 
-/* ---- the JSON walk ---- */
+/* ---- mappings: which JSON path feeds which column ---- */
 
-typedef enum FieldKind
+static int
+slot_for(List **paths, const char *path_text)
 {
-	F_ABSENT = 0,
-	F_NULL,
-	F_STRING,
-	F_SCALAR,					/* number, true, false: the token as is */
-	F_COMPOSITE					/* object or array: its JSON text */
-} FieldKind;
+	ListCell   *lc;
+	int			i = 0;
 
-typedef struct Field
-{
-	FieldKind	kind;
-	char	   *text;
-} Field;
-
-typedef struct WalkState
-{
-	KsTarget   *target;
-	JsonLexContext *lex;
-	Field	   *fields;
-	bool		root_object;
-	bool		root_seen;
-	int			current;		/* column of the current top-level field */
-	char	   *composite_start;
-} WalkState;
-
-static KS_JSON_RETURN
-walk_object_start(void *state)
-{
-	WalkState  *w = state;
-
-	if (w->lex->lex_level == 0)
+	foreach(lc, *paths)
 	{
-		w->root_seen = true;
-		w->root_object = true;
+		if (strcmp((char *) lfirst(lc), path_text) == 0)
+			return i;
+		i++;
 	}
-	else if (w->lex->lex_level == 1 && w->current >= 0)
-		w->composite_start = w->lex->token_start;
-	KS_JSON_OK;
+	*paths = lappend(*paths, pstrdup(path_text));
+	return i;
 }
 
-static KS_JSON_RETURN
-walk_array_start(void *state)
+static void
+build_walk(KsWalkPaths *walk, List *paths)
 {
-	WalkState  *w = state;
+	ListCell   *lc;
+	int			i = 0;
 
-	if (w->lex->lex_level == 0)
-		w->root_seen = true;
-	else if (w->lex->lex_level == 1 && w->current >= 0)
-		w->composite_start = w->lex->token_start;
-	KS_JSON_OK;
-}
-
-static KS_JSON_RETURN
-walk_composite_end(void *state)
-{
-	WalkState  *w = state;
-
-	if (w->lex->lex_level == 1 && w->current >= 0 && w->composite_start)
+	walk->nslots = list_length(paths);
+	walk->paths = palloc0(sizeof(KsPath) * Max(walk->nslots, 1));
+	foreach(lc, paths)
 	{
-		Field	   *f = &w->fields[w->current];
-
-		f->kind = F_COMPOSITE;
-		f->text = pnstrdup(w->composite_start,
-						   w->lex->prev_token_terminator - w->composite_start);
-		w->composite_start = NULL;
+		if (!ks_path_parse(lfirst(lc), &walk->paths[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid JSON path \"%s\"", (char *) lfirst(lc)),
+					 errhint("A path names nested fields with dots, such as \"payload.amount\".")));
+		i++;
 	}
-	KS_JSON_OK;
 }
 
-static KS_JSON_RETURN
-walk_field_start(void *state, char *fname, bool isnull)
+/*
+ * The slots to capture and, for the default mapping and each schema
+ * version, the slot of every column.  A column not named in a mapping is
+ * read from the field of its own name.
+ */
+static void
+build_mappings(KsTarget *t, KsPipeline *p)
 {
-	WalkState  *w = state;
+	List	   *paths = NIL;
+	ListCell   *lc;
+	int			v;
 
-	(void) isnull;
-	if (w->lex->lex_level == 1)
-		w->current = column_index(w->target, fname);
-	KS_JSON_OK;
-}
-
-static KS_JSON_RETURN
-walk_scalar(void *state, char *token, JsonTokenType type)
-{
-	WalkState  *w = state;
-
-	if (w->lex->lex_level == 0)
+	t->map = palloc(sizeof(int) * Max(t->ncolumns, 1));
+	t->scale = palloc0(sizeof(int) * Max(t->ncolumns, 1));
+	for (int i = 0; i < t->ncolumns; i++)
+		t->map[i] = -2;			/* not yet mapped */
+	foreach(lc, p->mappings)
 	{
-		w->root_seen = true;
-		KS_JSON_OK;
+		KsMapping  *m = lfirst(lc);
+		int			c = column_index(t, m->column);
+
+		if (m->version != NULL)
+			continue;
+		if (c < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("mapped column \"%s\" does not exist in %s", m->column, t->qualified_name),
+					 errhint("The keys of columns => name columns of the target.")));
+		t->map[c] = slot_for(&paths, m->path);
+		t->scale[c] = m->scale;
 	}
-	if (w->lex->lex_level == 1 && w->current >= 0)
-	{
-		Field	   *f = &w->fields[w->current];
+	for (int i = 0; i < t->ncolumns; i++)
+		if (t->map[i] == -2)
+			t->map[i] = slot_for(&paths, t->columns[i].name);
 
-		if (type == JSON_TOKEN_NULL)
+	t->nversions = list_length(p->versions);
+	t->version_names = palloc(sizeof(char *) * Max(t->nversions, 1));
+	t->vmap = palloc(sizeof(int *) * Max(t->nversions, 1));
+	t->vscale = palloc(sizeof(int *) * Max(t->nversions, 1));
+	v = 0;
+	foreach(lc, p->versions)
+	{
+		ListCell   *mc;
+
+		t->version_names[v] = lfirst(lc);
+		t->vmap[v] = palloc(sizeof(int) * Max(t->ncolumns, 1));
+		t->vscale[v] = palloc(sizeof(int) * Max(t->ncolumns, 1));
+		memcpy(t->vmap[v], t->map, sizeof(int) * t->ncolumns);
+		memcpy(t->vscale[v], t->scale, sizeof(int) * t->ncolumns);
+		foreach(mc, p->mappings)
 		{
-			f->kind = F_NULL;
-			f->text = NULL;
+			KsMapping  *m = lfirst(mc);
+			int			c;
+
+			if (m->version == NULL || strcmp(m->version, t->version_names[v]) != 0)
+				continue;
+			c = column_index(t, m->column);
+			if (c < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_COLUMN),
+						 errmsg("column \"%s\" of schema version \"%s\" does not exist in %s",
+								m->column, m->version, t->qualified_name),
+						 errhint("The mappings of schema_versions name columns of the target.")));
+			t->vmap[v][c] = slot_for(&paths, m->path);
+			t->vscale[v][c] = m->scale;
 		}
-		else
-		{
-			f->kind = (type == JSON_TOKEN_STRING) ? F_STRING : F_SCALAR;
-			f->text = token;
-		}
+		v++;
 	}
-	KS_JSON_OK;
-}
+	t->version_slot = p->schema_version_field ? slot_for(&paths, p->schema_version_field) : -1;
+	t->event_id_slot = p->event_id ? slot_for(&paths, p->event_id) : -1;
+	build_walk(&t->walk, paths);
 
-/* Parses the value into fields; returns a reason when it is not an object. */
-static KsReason
-walk_json(KsTarget *t, const char *data, size_t len, Field *fields, char **detail)
-{
-	WalkState	w = {0};
-	JsonSemAction sem = {0};
-	JsonParseErrorType err;
-	JsonLexContext *lex;
-	char	   *copy;
+	if (p->key_format == KS_KEY_JSON)
+	{
+		List	   *kpaths = NIL;
 
-	if (!pg_verify_mbstr(PG_UTF8, data, len, true))
-	{
-		*detail = pstrdup("the value is not valid UTF-8");
-		return KS_INVALID_JSON;
+		for (int k = 0; k < t->nkeys; k++)
+			(void) slot_for(&kpaths, t->columns[t->key_index[k]].name);
+		build_walk(&t->key_walk, kpaths);
 	}
-	copy = pnstrdup(data, len);
-	if (GetDatabaseEncoding() != PG_UTF8)
-		copy = pg_any_to_server(copy, len, PG_UTF8);
-#if PG_VERSION_NUM >= 170000
-	lex = makeJsonLexContextCstringLen(NULL, copy, strlen(copy), GetDatabaseEncoding(), true);
-#else
-	lex = makeJsonLexContextCstringLen(copy, strlen(copy), GetDatabaseEncoding(), true);
-#endif
-	w.target = t;
-	w.lex = lex;
-	w.fields = fields;
-	w.current = -1;
-	sem.semstate = &w;
-	sem.object_start = walk_object_start;
-	sem.object_end = walk_composite_end;
-	sem.array_start = walk_array_start;
-	sem.array_end = walk_composite_end;
-	sem.object_field_start = walk_field_start;
-	sem.scalar = walk_scalar;
-
-	err = pg_parse_json(lex, &sem);
-	if (err != JSON_SUCCESS)
-	{
-		*detail = psprintf("invalid JSON: %s", json_errdetail(err, lex));
-		return KS_INVALID_JSON;
-	}
-	if (!w.root_object)
-	{
-		*detail = pstrdup("the value is valid JSON but not an object");
-		return KS_NOT_AN_OBJECT;
-	}
-	return KS_OK;
 }
 
 /* Which column is being converted, for the error detail; see decode_one. */
@@ -369,28 +324,147 @@ is_text_like(Oid typid)
 	return base == TEXTOID || base == VARCHAROID || base == BPCHAROID;
 }
 
+/* Converts one captured value into column c of the row. */
+static void
+convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
+{
+	KsColumn   *col = &t->columns[c];
+	char	   *text = f->text;
+
+	switch (f->kind)
+	{
+		case KS_SLOT_ABSENT:
+			return;
+		case KS_SLOT_NULL:
+			row->present[c] = true;
+			row->nulls[c] = true;
+			return;
+		case KS_SLOT_STRING:
+			if (col->is_json)
+			{
+				StringInfoData buf;
+
+				initStringInfo(&buf);
+				escape_json(&buf, text);
+				text = buf.data;
+			}
+			break;
+		case KS_SLOT_SCALAR:
+			break;
+		case KS_SLOT_COMPOSITE:
+			if (!col->is_json && !is_text_like(col->typid))
+			{
+				row->reason = KS_INVALID_VALUE;
+				row->detail = psprintf("field \"%s\": a JSON %s is not a valid %s",
+									   col->name, text[0] == '{' ? "object" : "array",
+									   col->type_sql);
+				return;
+			}
+			break;
+	}
+	if (GetDatabaseEncoding() != PG_UTF8)
+		text = pg_any_to_server(text, strlen(text), PG_UTF8);
+	converting_column = c;
+	if (scale != 0 && col->is_numeric)
+	{
+		Datum		n = DirectFunctionCall3(numeric_in, CStringGetDatum(text),
+										   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+		Datum		div = DirectFunctionCall2(numeric_power,
+											 DirectFunctionCall1(int4_numeric, Int32GetDatum(10)),
+											 DirectFunctionCall1(int4_numeric, Int32GetDatum(scale)));
+
+		n = DirectFunctionCall2(numeric_div, n, div);
+		text = DatumGetCString(DirectFunctionCall1(numeric_out, n));
+	}
+	row->values[c] = InputFunctionCall(&col->infunc, text, col->ioparam, col->typmod);
+	row->nulls[c] = false;
+	row->present[c] = true;
+	converting_column = -1;
+}
+
+/* key_format string or json: the key columns come from the message key. */
+static void
+decode_key(KsTarget *t, KsPipeline *p, KsRow *row)
+{
+	KsMessage  *m = row->msg;
+
+	if (m->key == NULL)
+	{
+		row->reason = KS_NULL_KEY;
+		row->detail = pstrdup("the message has no key");
+		return;
+	}
+	if (p->key_format == KS_KEY_STRING)
+	{
+		KsSlotValue f;
+
+		if (pg_encoding_verifymbstr(PG_UTF8, m->key, (int) m->key_len) != (int) m->key_len ||
+			memchr(m->key, '\0', m->key_len) != NULL)
+		{
+			row->reason = KS_INVALID_VALUE;
+			row->detail = pstrdup("the message key is not valid UTF-8 text");
+			return;
+		}
+		f.kind = KS_SLOT_STRING;
+		f.text = pnstrdup(m->key, m->key_len);
+		convert_value(t, row, t->key_index[0], &f, 0);
+	}
+	else
+	{
+		KsSlotValue *kv = palloc0(sizeof(KsSlotValue) * Max(t->key_walk.nslots, 1));
+		char	   *detail;
+		KsWalkResult r = ks_json_walk(&t->key_walk, m->key, m->key_len, kv, &detail);
+
+		if (r != KS_WALK_OK)
+		{
+			row->reason = r == KS_WALK_INVALID_JSON ? KS_INVALID_JSON : KS_NOT_AN_OBJECT;
+			row->detail = psprintf("message key: %s", detail);
+			return;
+		}
+		for (int k = 0; k < t->nkeys && row->reason == KS_OK; k++)
+			convert_value(t, row, t->key_index[k], &kv[k], 0);
+	}
+	for (int k = 0; k < t->nkeys && row->reason == KS_OK; k++)
+		if (!row->present[t->key_index[k]] || row->nulls[t->key_index[k]])
+		{
+			row->reason = KS_NULL_KEY;
+			row->detail = psprintf("key field \"%s\" is missing or null in the message key",
+								   t->columns[t->key_index[k]].name);
+		}
+}
+
 /*
  * Decodes one message.  Reasons found without running an input function
  * are set on the row; an input function's ERROR propagates to the caller.
  */
 static void
-decode_one(KsTarget *t, KsRow *row)
+decode_one(KsTarget *t, KsPipeline *p, KsRow *row)
 {
 	KsMessage  *m = row->msg;
-	Field	   *fields = palloc0(sizeof(Field) * Max(t->ncolumns, 1));
+	int			n = Max(t->ncolumns, 1);
+	KsSlotValue *slots;
+	int		   *map = t->map;
+	int		   *scale = t->scale;
 	char	   *detail = NULL;
-	KsReason	r;
+	KsWalkResult wr;
 
-	row->values = palloc0(sizeof(Datum) * Max(t->ncolumns, 1));
-	row->nulls = palloc(sizeof(bool) * Max(t->ncolumns, 1));
-	row->present = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
+	row->values = palloc0(sizeof(Datum) * n);
+	row->nulls = palloc(sizeof(bool) * n);
+	row->present = palloc0(sizeof(bool) * n);
 	for (int i = 0; i < t->ncolumns; i++)
 		row->nulls[i] = true;
+	row->reason = KS_OK;
 
 	if (m->value == NULL)
 	{
+		if (p->delete_on_tombstone)
+		{
+			decode_key(t, p, row);
+			row->is_delete = (row->reason == KS_OK);
+			return;
+		}
 		row->reason = KS_NOT_AN_OBJECT;
-		row->detail = pstrdup("the message has no value (a tombstone)");
+		row->detail = pstrdup("the message has no value (a tombstone) and delete_on_tombstone is off");
 		return;
 	}
 	if (m->value_len > (size_t) ks_max_message_bytes)
@@ -400,79 +474,83 @@ decode_one(KsTarget *t, KsRow *row)
 							   m->value_len, ks_max_message_bytes);
 		return;
 	}
-	r = walk_json(t, m->value, m->value_len, fields, &detail);
-	if (r != KS_OK)
+	slots = palloc0(sizeof(KsSlotValue) * Max(t->walk.nslots, 1));
+	wr = ks_json_walk(&t->walk, m->value, m->value_len, slots, &detail);
+	if (wr != KS_WALK_OK)
 	{
-		row->reason = r;
+		row->reason = wr == KS_WALK_INVALID_JSON ? KS_INVALID_JSON : KS_NOT_AN_OBJECT;
 		row->detail = detail;
 		return;
+	}
+
+	if (t->version_slot >= 0)
+	{
+		KsSlotValue *vs = &slots[t->version_slot];
+		int			v = -1;
+
+		if (vs->kind == KS_SLOT_STRING || vs->kind == KS_SLOT_SCALAR)
+			for (int i = 0; i < t->nversions; i++)
+				if (strcmp(t->version_names[i], vs->text) == 0)
+					v = i;
+		if (v < 0)
+		{
+			row->reason = KS_UNKNOWN_SCHEMA_VERSION;
+			row->detail = vs->kind == KS_SLOT_STRING || vs->kind == KS_SLOT_SCALAR ?
+				psprintf("schema version \"%s\" is not one of the pipeline's schema_versions", vs->text) :
+				psprintf("the schema version field \"%s\" is missing or not a scalar", p->schema_version_field);
+			return;
+		}
+		map = t->vmap[v];
+		scale = t->vscale[v];
+	}
+	if (t->event_id_slot >= 0)
+	{
+		KsSlotValue *es = &slots[t->event_id_slot];
+
+		if (es->kind == KS_SLOT_STRING || es->kind == KS_SLOT_SCALAR)
+			row->event_id = es->text;
+	}
+
+	for (int i = 0; i < t->ncolumns && row->reason == KS_OK; i++)
+	{
+		if (p->key_format != KS_KEY_NONE && t->columns[i].is_key)
+			continue;
+		convert_value(t, row, i, &slots[map[i]], scale[i]);
+	}
+	if (row->reason != KS_OK)
+		return;
+	if (p->key_format != KS_KEY_NONE)
+	{
+		decode_key(t, p, row);
+		if (row->reason != KS_OK)
+			return;
 	}
 
 	for (int i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
-		Field	   *f = &fields[i];
-		char	   *text = f->text;
 
-		switch (f->kind)
+		if (c->is_key && (!row->present[i] || row->nulls[i]))
 		{
-			case F_ABSENT:
-				if (c->required || c->is_key)
-				{
-					row->reason = c->is_key ? KS_NULL_KEY : KS_MISSING_REQUIRED_FIELD;
-					row->detail = psprintf("required field \"%s\" is missing", c->name);
-					return;
-				}
-				continue;
-			case F_NULL:
-				if (c->is_key)
-				{
-					row->reason = KS_NULL_KEY;
-					row->detail = psprintf("key field \"%s\" is null", c->name);
-					return;
-				}
-				row->present[i] = true;
-				continue;
-			case F_STRING:
-				if (c->is_json)
-				{
-					StringInfoData buf;
-
-					initStringInfo(&buf);
-					escape_json(&buf, text);
-					text = buf.data;
-				}
-				break;
-			case F_SCALAR:
-				break;
-			case F_COMPOSITE:
-				if (!c->is_json && !is_text_like(c->typid))
-				{
-					row->reason = KS_INVALID_VALUE;
-					row->detail = psprintf("field \"%s\": a JSON %s is not a valid %s",
-										   c->name, text[0] == '{' ? "object" : "array",
-										   c->type_sql);
-					return;
-				}
-				break;
-		}
-		converting_column = i;
-		row->values[i] = InputFunctionCall(&c->infunc, text, c->ioparam, c->typmod);
-		row->nulls[i] = false;
-		row->present[i] = true;
-	}
-	converting_column = -1;
-
-	/* explicit nulls in NOT NULL columns would fail the MERGE: catch them now */
-	for (int i = 0; i < t->ncolumns; i++)
-		if (row->present[i] && row->nulls[i] && t->columns[i].required)
-		{
-			row->reason = KS_CONSTRAINT_VIOLATION;
-			row->detail = psprintf("field \"%s\" is null but the column is NOT NULL",
-								   t->columns[i].name);
+			row->reason = KS_NULL_KEY;
+			row->detail = psprintf(row->present[i] ? "key field \"%s\" is null" :
+								   "required field \"%s\" is missing", c->name);
 			return;
 		}
-	row->reason = KS_OK;
+		if (c->required && !row->present[i])
+		{
+			row->reason = KS_MISSING_REQUIRED_FIELD;
+			row->detail = psprintf("required field \"%s\" is missing", c->name);
+			return;
+		}
+		/* explicit nulls in NOT NULL columns would fail the MERGE: catch them now */
+		if (c->required && row->nulls[i])
+		{
+			row->reason = KS_CONSTRAINT_VIOLATION;
+			row->detail = psprintf("field \"%s\" is null but the column is NOT NULL", c->name);
+			return;
+		}
+	}
 }
 
 static bool
@@ -487,7 +565,7 @@ is_row_data_error(int sqlerrcode)
 }
 
 void
-ks_decode_batch(KsTarget *t, KsRow *rows, int nrows)
+ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
 {
 	int			next = 0;
 
@@ -502,7 +580,7 @@ ks_decode_batch(KsTarget *t, KsRow *rows, int nrows)
 		PG_TRY();
 		{
 			for (; cur < nrows; cur++)
-				decode_one(t, &rows[cur]);
+				decode_one(t, p, &rows[cur]);
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(cxt);
 			CurrentResourceOwner = owner;

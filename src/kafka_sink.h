@@ -19,6 +19,8 @@
 #include "nodes/pg_list.h"
 #include "storage/lwlock.h"
 
+#include "jsonwalk.h"
+
 #define KS_EXTENSION_NAME "kafka_sink"
 #define KS_SCHEMA "kafka_sink"
 
@@ -90,6 +92,22 @@ typedef enum KsMode
 	KS_MODE_FUNCTION
 } KsMode;
 
+typedef enum KsKeyFormat
+{
+	KS_KEY_NONE,				/* key columns come from the value */
+	KS_KEY_STRING,				/* the message key is the (single) key column */
+	KS_KEY_JSON					/* the message key is a JSON object of key columns */
+} KsKeyFormat;
+
+/* A column mapping: column <- JSON path, for one schema version or all. */
+typedef struct KsMapping
+{
+	char	   *version;		/* NULL: the default mapping */
+	char	   *column;
+	char	   *path;
+	int			scale;			/* divide numbers by 10^scale */
+} KsMapping;
+
 typedef struct KsOption
 {
 	char	   *name;
@@ -119,6 +137,14 @@ typedef struct KsPipeline
 	int			workers;
 	List	   *options;		/* of KsOption, secrets included */
 	List	   *start_offsets;	/* of KsPartition: per-partition starting_offsets */
+	List	   *mappings;		/* of KsMapping */
+	List	   *versions;		/* of char *: the known schema versions */
+	KsKeyFormat key_format;
+	bool		delete_on_tombstone;
+	char	   *schema_version_field;
+	char	   *event_id;		/* JSON path of the producer's event id */
+	int			event_id_retention_s;
+	Oid			bronze;
 	int64		start_ts_ms;	/* starting_offsets as a timestamp, in Unix ms */
 } KsPipeline;
 
@@ -227,6 +253,7 @@ typedef struct KsColumn
 	char	   *default_sql;	/* deparsed default, or NULL */
 	char	   *type_sql;		/* format_type_with_typemod */
 	bool		is_json;		/* json/jsonb: take the raw JSON text */
+	bool		is_numeric;
 } KsColumn;
 
 typedef struct KsTarget
@@ -241,6 +268,17 @@ typedef struct KsTarget
 	Oid			rowtype;
 	int			natts_all;
 	char	   *row_sql;		/* ROW(...) of the row type, for function mode */
+	/* decoding: JSON paths captured in one pass, and which column takes which */
+	KsWalkPaths walk;
+	int		   *map;			/* default mapping: column -> slot, or -1 */
+	int		   *scale;
+	int			nversions;
+	char	  **version_names;
+	int		  **vmap;
+	int		  **vscale;
+	int			version_slot;
+	int			event_id_slot;
+	KsWalkPaths key_walk;		/* key_format json: one slot per key column */
 } KsTarget;
 
 typedef enum KsReason
@@ -260,6 +298,9 @@ typedef enum KsReason
 typedef struct KsRow
 {
 	KsMessage  *msg;
+	bool		is_delete;		/* a tombstone with delete_on_tombstone */
+	bool		duplicate;		/* its event id was applied before */
+	char	   *event_id;
 	Datum	   *values;
 	bool	   *nulls;
 	bool	   *present;
@@ -272,7 +313,7 @@ typedef struct KsRow
 
 extern KsTarget *ks_target_open(KsPipeline *p);
 extern const char *ks_reason_name(KsReason r);
-extern void ks_decode_batch(KsTarget *t, KsRow *rows, int nrows);
+extern void ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows);
 
 /* ---- apply.c ---- */
 typedef struct KsBatchStats
@@ -284,6 +325,7 @@ typedef struct KsBatchStats
 	int64		stale;
 	int64		superseded;
 	int64		quarantined;
+	int64		duplicates;
 	int64		bytes;
 } KsBatchStats;
 
@@ -304,6 +346,8 @@ typedef struct KsBatch
 
 extern void ks_apply_batch(KsBatch *batch);
 extern Datum kafka_sink_batch_rows(PG_FUNCTION_ARGS);
+extern Datum kafka_sink_batch_messages(PG_FUNCTION_ARGS);
+extern Datum kafka_sink_replay(PG_FUNCTION_ARGS);
 
 /* ---- workers ---- */
 extern void ks_launcher_register(void);

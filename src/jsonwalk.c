@@ -1,0 +1,252 @@
+/*-------------------------------------------------------------------------
+ *
+ * jsonwalk.c
+ *		One pass over a JSON message that captures the values at a set of
+ *		field paths ("payload.amount"), with PostgreSQL's own JSON parser.
+ *
+ * This file uses only src/common (the JSON lexer, palloc, encoding
+ * checks), so it builds outside the server too: the fuzz target in
+ * test/fuzz links it against libpgcommon.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifdef FRONTEND
+#include "postgres_fe.h"
+#else
+#include "postgres.h"
+#endif
+
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+
+#include "jsonwalk.h"
+
+#if PG_VERSION_NUM >= 160000
+#define KS_JSON_RETURN JsonParseErrorType
+#define KS_JSON_OK return JSON_SUCCESS
+#else
+#define KS_JSON_RETURN void
+#define KS_JSON_OK return
+#endif
+
+#define KS_MAX_DEPTH 64
+
+typedef struct WalkState
+{
+	const KsWalkPaths *paths;
+	JsonLexContext *lex;
+	KsSlotValue *out;
+	bool		root_object;
+	char		container[KS_MAX_DEPTH + 2];	/* 'o' or 'a' per depth */
+	char	   *segs[KS_MAX_DEPTH + 1]; /* field name per depth */
+	int			capture_slot;	/* slot of the composite being captured */
+	int			capture_level;
+	char	   *capture_start;
+} WalkState;
+
+/* Slot whose path is the current field path of length level, or -1. */
+static int
+match(WalkState *w, int level)
+{
+	if (level < 1 || level > KS_MAX_DEPTH)
+		return -1;
+	for (int d = 1; d <= level; d++)
+		if (w->container[d] != 'o')
+			return -1;
+	for (int s = 0; s < w->paths->nslots; s++)
+	{
+		const KsPath *p = &w->paths->paths[s];
+		bool		eq = (p->nsegs == level);
+
+		for (int i = 0; eq && i < level; i++)
+			eq = strcmp(p->segs[i], w->segs[i + 1]) == 0;
+		if (eq)
+			return s;
+	}
+	return -1;
+}
+
+static void
+container_start(WalkState *w, char kind)
+{
+	int			level = w->lex->lex_level;	/* before the parser increments it */
+
+	if (level + 1 <= KS_MAX_DEPTH)
+		w->container[level + 1] = kind;
+	if (level == 0)
+	{
+		w->root_object = (kind == 'o');
+		return;
+	}
+	if (w->capture_slot < 0)
+	{
+		int			s = match(w, level);
+
+		if (s >= 0)
+		{
+			w->capture_slot = s;
+			w->capture_level = level;
+			w->capture_start = w->lex->token_start;
+		}
+	}
+}
+
+static KS_JSON_RETURN
+walk_object_start(void *state)
+{
+	container_start((WalkState *) state, 'o');
+	KS_JSON_OK;
+}
+
+static KS_JSON_RETURN
+walk_array_start(void *state)
+{
+	container_start((WalkState *) state, 'a');
+	KS_JSON_OK;
+}
+
+static KS_JSON_RETURN
+walk_container_end(void *state)
+{
+	WalkState  *w = state;
+
+	/* the parser has already decremented lex_level here */
+	if (w->capture_slot >= 0 && w->lex->lex_level == w->capture_level)
+	{
+		KsSlotValue *v = &w->out[w->capture_slot];
+
+		v->kind = KS_SLOT_COMPOSITE;
+		v->text = pnstrdup(w->capture_start, w->lex->prev_token_terminator - w->capture_start);
+		w->capture_slot = -1;
+	}
+	KS_JSON_OK;
+}
+
+static KS_JSON_RETURN
+walk_field_start(void *state, char *fname, bool isnull)
+{
+	WalkState  *w = state;
+	int			level = w->lex->lex_level;
+
+	(void) isnull;
+	if (level >= 1 && level <= KS_MAX_DEPTH)
+		w->segs[level] = fname;
+	KS_JSON_OK;
+}
+
+static KS_JSON_RETURN
+walk_scalar(void *state, char *token, JsonTokenType type)
+{
+	WalkState  *w = state;
+	int			s;
+
+	if (w->lex->lex_level == 0 || w->capture_slot >= 0)
+		KS_JSON_OK;
+	s = match(w, w->lex->lex_level);
+	if (s >= 0)
+	{
+		KsSlotValue *v = &w->out[s];
+
+		if (type == JSON_TOKEN_NULL)
+		{
+			v->kind = KS_SLOT_NULL;
+			v->text = NULL;
+		}
+		else
+		{
+			v->kind = (type == JSON_TOKEN_STRING) ? KS_SLOT_STRING : KS_SLOT_SCALAR;
+			v->text = token;
+		}
+	}
+	KS_JSON_OK;
+}
+
+KsWalkResult
+ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
+			 KsSlotValue *out, char **detail)
+{
+	WalkState	w;
+	JsonSemAction sem;
+	JsonParseErrorType err;
+	JsonLexContext *lex;
+	char	   *copy;
+
+	*detail = NULL;
+	for (int s = 0; s < paths->nslots; s++)
+	{
+		out[s].kind = KS_SLOT_ABSENT;
+		out[s].text = NULL;
+	}
+	if (pg_encoding_verifymbstr(PG_UTF8, data, (int) len) != (int) len)
+	{
+		*detail = pstrdup("the value is not valid UTF-8");
+		return KS_WALK_INVALID_JSON;
+	}
+	copy = pnstrdup(data, len);
+	if (strlen(copy) != len)
+	{
+		*detail = pstrdup("the value contains a NUL byte");
+		return KS_WALK_INVALID_JSON;
+	}
+#if PG_VERSION_NUM >= 170000
+	lex = makeJsonLexContextCstringLen(NULL, copy, len, PG_UTF8, true);
+#else
+	lex = makeJsonLexContextCstringLen(copy, len, PG_UTF8, true);
+#endif
+	memset(&w, 0, sizeof(w));
+	memset(&sem, 0, sizeof(sem));
+	w.paths = paths;
+	w.lex = lex;
+	w.out = out;
+	w.capture_slot = -1;
+	sem.semstate = &w;
+	sem.object_start = walk_object_start;
+	sem.object_end = walk_container_end;
+	sem.array_start = walk_array_start;
+	sem.array_end = walk_container_end;
+	sem.object_field_start = walk_field_start;
+	sem.scalar = walk_scalar;
+
+	err = pg_parse_json(lex, &sem);
+	if (err != JSON_SUCCESS)
+	{
+		*detail = psprintf("invalid JSON: %s", json_errdetail(err, lex));
+		return KS_WALK_INVALID_JSON;
+	}
+	if (!w.root_object)
+	{
+		*detail = pstrdup("the value is valid JSON but not an object");
+		return KS_WALK_NOT_AN_OBJECT;
+	}
+	return KS_WALK_OK;
+}
+
+/* Splits "a.b.c" into a path; returns false for an empty segment. */
+bool
+ks_path_parse(const char *text, KsPath *path)
+{
+	char	   *copy = pstrdup(text);
+	int			n = 1;
+	char	   *p;
+
+	for (p = copy; *p; p++)
+		if (*p == '.')
+			n++;
+	path->segs = palloc(sizeof(char *) * n);
+	path->nsegs = 0;
+	p = copy;
+	for (;;)
+	{
+		char	   *dot = strchr(p, '.');
+
+		if (dot)
+			*dot = '\0';
+		if (*p == '\0')
+			return false;
+		path->segs[path->nsegs++] = p;
+		if (!dot)
+			break;
+		p = dot + 1;
+	}
+	return path->nsegs <= KS_MAX_DEPTH;
+}

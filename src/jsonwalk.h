@@ -1,0 +1,49 @@
+/*-------------------------------------------------------------------------
+ *
+ * jsonwalk.h
+ *		Capturing values at field paths of a JSON message (jsonwalk.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_JSONWALK_H
+#define KS_JSONWALK_H
+
+typedef struct KsPath
+{
+	int			nsegs;
+	char	  **segs;
+} KsPath;
+
+typedef struct KsWalkPaths
+{
+	int			nslots;
+	KsPath	   *paths;
+} KsWalkPaths;
+
+typedef enum KsSlotKind
+{
+	KS_SLOT_ABSENT = 0,
+	KS_SLOT_NULL,
+	KS_SLOT_STRING,				/* text is the unescaped string */
+	KS_SLOT_SCALAR,				/* number, true, false: the token as is */
+	KS_SLOT_COMPOSITE			/* object or array: its JSON text */
+} KsSlotKind;
+
+typedef struct KsSlotValue
+{
+	KsSlotKind	kind;
+	char	   *text;
+} KsSlotValue;
+
+typedef enum KsWalkResult
+{
+	KS_WALK_OK = 0,
+	KS_WALK_INVALID_JSON,
+	KS_WALK_NOT_AN_OBJECT
+} KsWalkResult;
+
+extern KsWalkResult ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
+								 KsSlotValue *out, char **detail);
+extern bool ks_path_parse(const char *text, KsPath *path);
+
+#endif
