@@ -100,6 +100,25 @@ SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_serve
 SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.not_mine')$$);
 SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.read_only')$$);
 
+-- the data contract's options
+CREATE TABLE val.pair (a int, b int, v text, PRIMARY KEY (a, b));
+CREATE TABLE val.badraw (topic text);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', columns => '{"nope": "x.y"}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', columns => '{"amount": "payload..amount"}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', columns => '{"amount": {"path": "a", "scale": "x"}}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', columns => '["amount"]')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', key_format => 'avro')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.pair', key_format => 'string')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', delete_on_tombstone => true)$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', schema_version_field => 'v')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', schema_version_field => 'v', schema_versions => '{"1": "amount"}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', schema_version_field => 'v', schema_versions => '{"2": {"nope": "x"}}')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], target => 'val.orders', event_id => '.id')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], bronze => 'unqualified')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], bronze => 'val.badraw')$$);
+SELECT val.err($$SELECT kafka_sink.create_pipeline(name => 'p1', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], bronze => 'val.raw', order_column => 'ts')$$);
+DROP TABLE val.pair, val.badraw;
+
 -- nothing was written by any of the failed calls
 SELECT count(*) AS pipelines FROM kafka_sink.pipelines;
 RESET ROLE;
@@ -119,6 +138,8 @@ SELECT val.err($$SELECT kafka_sink.alter_pipeline('nope', workers => 2)$$);
 SELECT val.err($$SELECT kafka_sink.start('nope')$$);
 SELECT val.err($$SELECT kafka_sink.stop(NULL)$$);
 SELECT val.err($$SELECT kafka_sink.drop_pipeline('nope')$$);
+SELECT val.err($$SELECT * FROM kafka_sink.replay_quarantine('p1', reason => 'bad_luck')$$);
+SELECT * FROM kafka_sink.replay_quarantine('p1');
 SELECT kafka_sink.drop_pipeline('nope', if_exists => true);
 SELECT max_offsets_per_batch, trigger_interval, kafka_options FROM kafka_sink.pipelines WHERE name = 'p1';
 
