@@ -99,6 +99,7 @@ CREATE TABLE kafka_sink.batches (
     superseded   bigint NOT NULL DEFAULT 0,
     quarantined  bigint NOT NULL DEFAULT 0,
     duplicates   bigint NOT NULL DEFAULT 0,
+    progress     jsonb,
     bytes        bigint NOT NULL DEFAULT 0,
     started_at   timestamptz NOT NULL,
     committed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -257,6 +258,13 @@ CREATE FUNCTION kafka_sink._replay(pipeline_id bigint, ids bigint[])
 RETURNS TABLE (replayed bigint, still_failing bigint)
 AS 'MODULE_PATHNAME', 'kafka_sink_replay'
 LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION kafka_sink._partition_stats()
+RETURNS TABLE (pipeline_id bigint, topic text, partition integer, worker integer, pid integer,
+               log_start_offset bigint, high_watermark bigint, watermarks_at timestamptz,
+               avg_message_bytes float8, messages_per_second float8)
+AS 'MODULE_PATHNAME', 'kafka_sink_partition_stats'
+LANGUAGE C VOLATILE;
 
 CREATE FUNCTION kafka_sink._wake_launcher()
 RETURNS void
@@ -1022,6 +1030,73 @@ BEGIN
 END
 $$;
 
+-- pause keeps the workers and their assignment metadata, applies nothing,
+-- and keeps the watermarks (and so the lag) up to date; stop ends the
+-- workers.  Both keep the checkpoint; resume and start continue from it.
+CREATE FUNCTION kafka_sink.pause(name text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(name, true);
+    IF p.state <> 'running' THEN
+        RAISE EXCEPTION 'pipeline "%" is %, not running', name, p.state
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Only a running pipeline can be paused.';
+    END IF;
+    UPDATE kafka_sink.pipeline_definitions x SET state = 'paused', updated_at = now() WHERE x.id = p.id;
+    PERFORM kafka_sink._wake_launcher();
+END
+$$;
+
+CREATE FUNCTION kafka_sink.resume(name text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(name, true);
+    IF p.state <> 'paused' THEN
+        RAISE EXCEPTION 'pipeline "%" is %, not paused', name, p.state
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Use kafka_sink.start for a stopped or failed pipeline.';
+    END IF;
+    UPDATE kafka_sink.pipeline_definitions x SET state = 'running', updated_at = now() WHERE x.id = p.id;
+    PERFORM kafka_sink._wake_launcher();
+END
+$$;
+
+-- The progress record of the last batch(es), shaped like Spark's
+-- StreamingQueryProgress.
+CREATE FUNCTION kafka_sink.last_progress(pipeline text)
+RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT b.progress FROM kafka_sink.batches b
+      JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
+     WHERE p.name = last_progress.pipeline
+     ORDER BY b.batch_id DESC LIMIT 1
+$$;
+
+CREATE FUNCTION kafka_sink.recent_progress(pipeline text, n integer DEFAULT 10)
+RETURNS SETOF jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT x.progress FROM (
+        SELECT b.progress, b.batch_id FROM kafka_sink.batches b
+          JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
+         WHERE p.name = recent_progress.pipeline
+         ORDER BY b.batch_id DESC LIMIT greatest(n, 0)) x
+    ORDER BY x.batch_id
+$$;
+
 -- Re-applies quarantined messages of a pipeline (not yet replayed, matching
 -- the filters) once their cause is fixed: in offset order, with the
 -- pipeline's rules and ordering guard, in the caller's transaction.
@@ -1134,24 +1209,63 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
        p.last_batch_id, p.created_at, p.updated_at
   FROM kafka_sink.pipeline_definitions p;
 
+-- One row per topic-partition: the committed checkpoint beside the
+-- watermarks the owning worker last saw (no broker round trip per query).
+CREATE VIEW kafka_sink.progress WITH (security_invoker = true) AS
+SELECT p.name AS pipeline, o.topic, o.partition,
+       o.next_offset AS committed_offset,
+       s.log_start_offset, s.high_watermark,
+       greatest(s.high_watermark - o.next_offset, 0) AS lag_messages,
+       round(greatest(s.high_watermark - o.next_offset, 0) * s.avg_message_bytes)::bigint AS lag_bytes_estimate,
+       round(s.messages_per_second::numeric, 1) AS messages_per_second,
+       o.batch_id AS last_batch_id, o.updated_at AS last_commit_at,
+       s.worker, s.pid AS worker_pid, s.watermarks_at
+  FROM kafka_sink.pipeline_definitions p
+  JOIN kafka_sink.offsets o ON o.pipeline_id = p.id
+  LEFT JOIN kafka_sink._partition_stats() s
+         ON s.pipeline_id = p.id AND s.topic = o.topic AND s.partition = o.partition;
+
+-- One row per pipeline.  hot_partition names the partition holding more
+-- than half of the lag, when there are at least two partitions and at least
+-- 100 messages of lag.
 CREATE VIEW kafka_sink.status WITH (security_invoker = true) AS
 SELECT p.name, p.state,
-       (SELECT array_agg(w.pid ORDER BY w.worker) FROM kafka_sink._worker_pids() w
-         WHERE w.pipeline_id = p.id AND w.pid > 0) AS worker_pids,
-       (SELECT string_agg(w.detail, '; ' ORDER BY w.worker) FROM kafka_sink._worker_pids() w
-         WHERE w.pipeline_id = p.id AND w.detail <> '') AS worker_detail,
+       w.workers, w.worker_pids, w.worker_detail,
        p.last_batch_id,
        b.committed_at AS last_commit_at,
        b.committed_at - b.started_at AS last_batch_duration,
-       (SELECT sum(o.next_offset) FROM kafka_sink.offsets o WHERE o.pipeline_id = p.id) AS committed_offsets,
+       r.input_rows_per_second, r.processed_rows_per_second,
+       l.avg_offsets_behind, l.max_offsets_behind, l.bytes_behind_estimate,
+       CASE WHEN l.partitions >= 2 AND l.total_lag >= 100 AND l.max_offsets_behind * 2 > l.total_lag
+            THEN l.hot END AS hot_partition,
        e.occurred_at AS last_error_at,
        e.message AS last_error
   FROM kafka_sink.pipeline_definitions p
   LEFT JOIN kafka_sink.batches b ON b.pipeline_id = p.id AND b.batch_id = p.last_batch_id
+  LEFT JOIN LATERAL (
+        SELECT count(*)::int AS workers,
+               array_agg(x.pid ORDER BY x.worker) FILTER (WHERE x.pid > 0) AS worker_pids,
+               string_agg(x.detail, '; ' ORDER BY x.worker) FILTER (WHERE x.detail <> '') AS worker_detail
+          FROM kafka_sink._worker_pids() x WHERE x.pipeline_id = p.id) w ON true
+  LEFT JOIN LATERAL (
+        SELECT round(sum(x.messages) / greatest(extract(epoch FROM clock_timestamp() - min(x.started_at)), 1), 1)
+                   AS input_rows_per_second,
+               round(sum(x.messages) / greatest(extract(epoch FROM sum(x.committed_at - x.started_at)), 0.001), 1)
+                   AS processed_rows_per_second
+          FROM kafka_sink.batches x
+         WHERE x.pipeline_id = p.id AND x.committed_at > clock_timestamp() - interval '60 s') r ON true
+  LEFT JOIN LATERAL (
+        SELECT count(*) AS partitions,
+               round(avg(g.lag_messages), 1) AS avg_offsets_behind,
+               max(g.lag_messages) AS max_offsets_behind,
+               sum(g.lag_messages) AS total_lag,
+               sum(g.lag_bytes_estimate) AS bytes_behind_estimate,
+               (array_agg(g.topic || '[' || g.partition || ']' ORDER BY g.lag_messages DESC NULLS LAST))[1] AS hot
+          FROM kafka_sink.progress g WHERE g.pipeline = p.name) l ON true
   LEFT JOIN LATERAL (SELECT * FROM kafka_sink.errors x WHERE x.pipeline_id = p.id
                       ORDER BY x.occurred_at DESC, x.id DESC LIMIT 1) e ON true;
 
-GRANT SELECT ON kafka_sink.pipelines, kafka_sink.status TO kafka_sink_admin;
+GRANT SELECT ON kafka_sink.pipelines, kafka_sink.status, kafka_sink.progress TO kafka_sink_admin;
 
 -- ---------------------------------------------------------------------------
 -- Privileges on functions

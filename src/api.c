@@ -15,6 +15,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(kafka_sink_check_kafka_options);
 PG_FUNCTION_INFO_V1(kafka_sink_is_secret_option);
@@ -25,6 +26,7 @@ PG_FUNCTION_INFO_V1(kafka_sink_batch_messages);
 PG_FUNCTION_INFO_V1(kafka_sink_replay);
 PG_FUNCTION_INFO_V1(kafka_sink_wake_launcher);
 PG_FUNCTION_INFO_V1(kafka_sink_worker_pids);
+PG_FUNCTION_INFO_V1(kafka_sink_partition_stats);
 
 /*
  * A jsonb object of scalars -> list of KsOption.  JSON nulls are skipped
@@ -257,6 +259,43 @@ kafka_sink_worker_pids(PG_FUNCTION_ARGS)
 		values[3] = CStringGetTextDatum(s->pid > 0 ? "running" : "starting");
 		values[4] = CStringGetTextDatum(s->detail);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(ks_shared->lock);
+	return (Datum) 0;
+}
+
+/* The partitions the workers of this database own, with cached watermarks. */
+Datum
+kafka_sink_partition_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (ks_shared == NULL)
+		return (Datum) 0;
+	LWLockAcquire(ks_shared->lock, LW_SHARED);
+	for (int i = 0; i < ks_shared->npartstats; i++)
+	{
+		KsPartStat *s = &KS_PARTSTATS()[i];
+		Datum		v[10];
+		bool		n[10] = {false, false, false, false, false, false, false, false, false, false};
+
+		if (!s->in_use || s->database != MyDatabaseId)
+			continue;
+		v[0] = Int64GetDatum(s->pipeline_id);
+		v[1] = CStringGetTextDatum(s->topic);
+		v[2] = Int32GetDatum(s->partition);
+		v[3] = Int32GetDatum(s->worker_index);
+		v[4] = Int32GetDatum(s->pid);
+		v[5] = Int64GetDatum(s->low);
+		n[5] = s->low < 0;
+		v[6] = Int64GetDatum(s->high);
+		n[6] = s->high < 0;
+		v[7] = TimestampTzGetDatum(s->watermarks_at);
+		n[7] = s->watermarks_at == 0;
+		v[8] = Float8GetDatum(s->avg_bytes);
+		v[9] = Float8GetDatum(s->rate);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
 	}
 	LWLockRelease(ks_shared->lock);
 	return (Datum) 0;

@@ -590,6 +590,140 @@ write_quarantine(KsBatch *batch, KsRow *r)
 		elog(ERROR, "kafka_sink: could not write a quarantine row");
 }
 
+/* {"topic": {"0": n, ...}, ...} of one offset field of the partitions. */
+static void
+append_offsets(StringInfo b, KsBatch *batch, int which)
+{
+	const char *topic = NULL;
+
+	appendStringInfoChar(b, '{');
+	for (int i = 0; i < batch->nparts; i++)
+	{
+		KsPartition *p = &batch->parts[i];
+		int64		v = which == 0 ? p->committed : which == 1 ? p->end : p->latest;
+
+		if (topic == NULL || strcmp(topic, p->topic) != 0)
+		{
+			if (topic != NULL)
+				appendStringInfoString(b, "},");
+			escape_json(b, p->topic);
+			appendStringInfoString(b, ":{");
+			topic = p->topic;
+		}
+		else
+			appendStringInfoChar(b, ',');
+		appendStringInfo(b, "\"%d\":", p->partition);
+		if (v < 0)
+			appendStringInfoString(b, "null");
+		else
+			appendStringInfo(b, INT64_FORMAT, v);
+	}
+	if (topic != NULL)
+		appendStringInfoChar(b, '}');
+	appendStringInfoChar(b, '}');
+}
+
+static double
+ms_between(TimestampTz a, TimestampTz b)
+{
+	return a == 0 || b == 0 ? 0 : (double) (b - a) / 1000.0;
+}
+
+/*
+ * The batch's progress record, shaped like Spark's StreamingQueryProgress:
+ * batchId, numInputRows, rates, durationMs by phase, sources[] with start,
+ * end and latest offsets and the lag metrics, and the sink's counts.
+ * "commit" is the time spent writing quarantine rows, the marker and the
+ * checkpoint, up to (not including) the COMMIT itself.
+ */
+static char *
+progress_json(KsBatch *batch)
+{
+	StringInfoData b;
+	KsBatchStats *s = &batch->stats;
+	KsPipeline *p = batch->pipeline;
+	TimestampTz now = GetCurrentTimestamp();
+	double		fetch_ms = ms_between(batch->fetch_started_at, batch->fetch_ended_at);
+	double		commit_ms = ms_between(batch->commit_started_at, now);
+	double		process_ms = batch->decode_ms + batch->apply_ms + commit_ms;
+	double		since_prev = ms_between(batch->previous_commit_at ? batch->previous_commit_at : batch->fetch_started_at, now);
+	int64		behind_sum = 0,
+				behind_max = 0;
+	int			nknown = 0;
+	double		avg_bytes = s->messages > 0 ? (double) s->bytes / s->messages : 0;
+	char	   *target = OidIsValid(p->target) ? batch->target->qualified_name : NULL;
+
+	for (int i = 0; i < batch->nparts; i++)
+	{
+		KsPartition *pt = &batch->parts[i];
+		int64		behind;
+
+		if (pt->latest < 0)
+			continue;
+		behind = Max(0, pt->latest - pt->end);
+		behind_sum += behind;
+		behind_max = Max(behind_max, behind);
+		nknown++;
+	}
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "{\"id\":" INT64_FORMAT ",\"name\":", p->id);
+	escape_json(&b, p->name);
+	appendStringInfo(&b, ",\"batchId\":" INT64_FORMAT ",\"worker\":%d,\"timestamp\":",
+					 batch->batch_id, batch->worker_index);
+	escape_json(&b, timestamptz_to_str(batch->started_at));
+	appendStringInfo(&b, ",\"numInputRows\":" INT64_FORMAT
+					 ",\"inputRowsPerSecond\":%.1f,\"processedRowsPerSecond\":%.1f",
+					 s->messages,
+					 since_prev > 0 ? s->messages * 1000.0 / since_prev : 0.0,
+					 process_ms > 0 ? s->messages * 1000.0 / process_ms : 0.0);
+	appendStringInfo(&b, ",\"durationMs\":{\"fetch\":%.1f,\"decode\":%.1f,\"apply\":%.1f,"
+					 "\"commit\":%.1f,\"triggerExecution\":%.1f}",
+					 fetch_ms, batch->decode_ms, batch->apply_ms, commit_ms, fetch_ms + process_ms);
+	appendStringInfoString(&b, ",\"sources\":[{\"description\":");
+	if (p->subscribe_pattern)
+		escape_json(&b, psprintf("Kafka[SubscribePattern[%s]]", p->subscribe_pattern));
+	else if (p->assign != NIL)
+		escape_json(&b, "Kafka[Assign]");
+	else
+	{
+		StringInfoData d;
+		ListCell   *lc;
+
+		initStringInfo(&d);
+		appendStringInfoString(&d, "Kafka[Subscribe[");
+		foreach(lc, p->subscribe)
+			appendStringInfo(&d, "%s%s", lc == list_head(p->subscribe) ? "" : ",", (char *) lfirst(lc));
+		appendStringInfoString(&d, "]]");
+		escape_json(&b, d.data);
+	}
+	appendStringInfoString(&b, ",\"startOffset\":");
+	append_offsets(&b, batch, 0);
+	appendStringInfoString(&b, ",\"endOffset\":");
+	append_offsets(&b, batch, 1);
+	appendStringInfoString(&b, ",\"latestOffset\":");
+	append_offsets(&b, batch, 2);
+	appendStringInfo(&b, ",\"numInputRows\":" INT64_FORMAT ",\"metrics\":{"
+					 "\"avgOffsetsBehindLatest\":%.1f,\"maxOffsetsBehindLatest\":" INT64_FORMAT
+					 ",\"estimatedTotalBytesBehindLatest\":%.0f}}]",
+					 s->messages, nknown > 0 ? (double) behind_sum / nknown : 0.0, behind_max,
+					 behind_sum * avg_bytes);
+	appendStringInfoString(&b, ",\"sink\":{\"description\":");
+	if (target)
+		escape_json(&b, psprintf("kafka_sink %s into %s",
+								 p->mode == KS_MODE_MERGE ? "MERGE" :
+								 p->mode == KS_MODE_APPEND ? "INSERT" : "batch function", target));
+	else
+		escape_json(&b, "kafka_sink bronze only");
+	appendStringInfo(&b, ",\"numOutputRows\":" INT64_FORMAT ",\"inserted\":" INT64_FORMAT
+					 ",\"updated\":" INT64_FORMAT ",\"deleted\":" INT64_FORMAT
+					 ",\"stale\":" INT64_FORMAT ",\"superseded\":" INT64_FORMAT
+					 ",\"quarantined\":" INT64_FORMAT ",\"duplicates\":" INT64_FORMAT "}}",
+					 s->inserted + s->updated + s->deleted, s->inserted, s->updated, s->deleted,
+					 s->stale, s->superseded, s->quarantined, s->duplicates);
+	return b.data;
+}
+
 static void
 write_marker_and_offsets(KsBatch *batch)
 {
@@ -617,9 +751,9 @@ write_marker_and_offsets(KsBatch *batch)
 	appendStringInfoChar(&ranges, ']');
 
 	{
-		Oid			argtypes[14] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
-		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID};
-		Datum		v[14];
+		Oid			argtypes[15] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
+		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID};
+		Datum		v[15];
 
 		v[0] = Int64GetDatum(batch->pipeline->id);
 		v[1] = Int64GetDatum(batch->batch_id);
@@ -635,11 +769,12 @@ write_marker_and_offsets(KsBatch *batch)
 		v[11] = Int64GetDatum(s->bytes);
 		v[12] = TimestampTzGetDatum(batch->started_at);
 		v[13] = Int64GetDatum(s->duplicates);
+		v[14] = CStringGetTextDatum(progress_json(batch));
 		if (SPI_execute_with_args("INSERT INTO kafka_sink.batches (pipeline_id, batch_id, worker, ranges,"
 								  " messages, inserted, updated, deleted, stale, superseded, quarantined,"
-								  " bytes, started_at, duplicates) VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9,"
-								  " $10, $11, $12, $13, $14)",
-								  14, argtypes, v, NULL, false, 0) != SPI_OK_INSERT)
+								  " bytes, started_at, duplicates, progress) VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7,"
+								  " $8, $9, $10, $11, $12, $13, $14, $15::jsonb)",
+								  15, argtypes, v, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "kafka_sink: could not write the batch marker");
 	}
 
@@ -910,6 +1045,7 @@ stage_and_apply(KsBatch *batch, bool bronze)
 	KsBatchStats *s = &batch->stats;
 	int		   *sel;
 	int			nsel = 0;
+	TimestampTz t0;
 
 	batch->rows = palloc0(sizeof(KsRow) * Max(batch->nmsgs, 1));
 	for (int i = 0; i < batch->nmsgs; i++)
@@ -924,8 +1060,11 @@ stage_and_apply(KsBatch *batch, bool bronze)
 	if (!OidIsValid(p->target))
 		return;					/* a bronze-only pipeline */
 
+	t0 = GetCurrentTimestamp();
 	batch->target = ks_target_open(p);
 	ks_decode_batch(batch->target, p, batch->rows, batch->nmsgs);
+	batch->decode_ms = ms_between(t0, GetCurrentTimestamp());
+	t0 = GetCurrentTimestamp();
 	ks_fault(KS_FAULT_AFTER_DECODE);
 	if (p->event_id && batch->nmsgs > 0)
 		mark_duplicates(batch);
@@ -985,6 +1124,7 @@ stage_and_apply(KsBatch *batch, bool bronze)
 		if (p->event_id)
 			record_event_ids(batch);
 	}
+	batch->apply_ms = ms_between(t0, GetCurrentTimestamp());
 
 	for (int i = 0; i < batch->nmsgs; i++)
 	{
@@ -1015,6 +1155,7 @@ ks_apply_batch(KsBatch *batch)
 	batch->batch_id = next_batch_id(batch);
 	stage_and_apply(batch, true);
 	ks_fault(KS_FAULT_AFTER_MERGE);
+	batch->commit_started_at = GetCurrentTimestamp();
 
 	for (int i = 0; i < batch->nmsgs; i++)
 	{

@@ -445,6 +445,25 @@ ks_consumer_watermarks(KsConsumer *c, const char *topic, int32 partition,
 	return true;
 }
 
+/*
+ * The watermarks librdkafka last saw in fetch responses: no network round
+ * trip.  False when it has none yet.
+ */
+bool
+ks_consumer_cached_watermarks(KsConsumer *c, const char *topic, int32 partition,
+							  int64 *low, int64 *high)
+{
+	int64_t		lo = -1,
+				hi = -1;
+
+	if (rd_kafka_get_watermark_offsets(c->rk, topic, partition, &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+		hi < 0)
+		return false;
+	*low = lo;
+	*high = hi;
+	return true;
+}
+
 /* The first offset whose timestamp is >= ts_ms; -1 when there is none. */
 bool
 ks_consumer_offset_for_time(KsConsumer *c, const char *topic, int32 partition,

@@ -21,6 +21,7 @@ int			ks_fault_point = KS_FAULT_NONE;
 int			ks_fault_action = KS_FAULT_ACTION_FATAL;
 bool		ks_allow_superuser_pipelines = false;
 int			ks_max_message_bytes = 16 * 1024 * 1024;
+int			ks_max_partitions = 4096;
 
 static const struct config_enum_entry fault_point_options[] = {
 	{"none", KS_FAULT_NONE, false},
@@ -55,6 +56,15 @@ ks_guc_init(void)
 							"Each worker also takes one of max_worker_processes.",
 							&ks_max_workers,
 							32, 1, 1024,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.max_partitions",
+							"Number of partitions whose progress can be shown at once, over all workers.",
+							"Partitions beyond it are still consumed, but kafka_sink.progress lacks their watermarks.",
+							&ks_max_partitions,
+							4096, 16, 1000000,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);

@@ -33,6 +33,7 @@ extern int	ks_fault_point;
 extern int	ks_fault_action;
 extern bool ks_allow_superuser_pipelines;
 extern int	ks_max_message_bytes;
+extern int	ks_max_partitions;
 
 typedef enum KsFaultPoint
 {
@@ -67,8 +68,29 @@ typedef struct KsWorkerSlot
 	TimestampTz started_at;
 	TimestampTz last_batch_at;
 	int64		last_batch_id;
+	bool		paused;			/* set by the launcher for paused pipelines */
+	int			procno;			/* the worker's PGPROC, to set its latch */
 	char		detail[KS_DETAIL_LEN];	/* e.g. "broker unreachable" */
 } KsWorkerSlot;
+
+/* What a worker knows about one of its partitions, for kafka_sink.progress. */
+#define KS_TOPIC_LEN 256
+typedef struct KsPartStat
+{
+	bool		in_use;
+	Oid			database;
+	int64		pipeline_id;
+	int			worker_index;
+	pid_t		pid;
+	char		topic[KS_TOPIC_LEN];
+	int32		partition;
+	int64		low;			/* log start offset, -1 when unknown */
+	int64		high;			/* high watermark, -1 when unknown */
+	TimestampTz watermarks_at;
+	double		avg_bytes;		/* per message, moving average */
+	double		rate;			/* messages per second, moving average */
+	TimestampTz last_commit_at;
+} KsPartStat;
 
 typedef struct KsShared
 {
@@ -76,8 +98,11 @@ typedef struct KsShared
 	pid_t		launcher_pid;
 	int			launcher_procno;
 	int			nslots;
+	int			npartstats;		/* KsPartStat entries follow the slots */
 	KsWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } KsShared;
+
+#define KS_PARTSTATS() ((KsPartStat *) &ks_shared->slots[ks_shared->nslots])
 
 extern KsShared *ks_shared;
 extern void ks_shmem_init(void);
@@ -162,6 +187,9 @@ typedef struct KsPartition
 	int64		committed;		/* next offset according to the catalog */
 	int64		end;			/* next offset after the current batch */
 	int64		messages;		/* messages in the current batch */
+	int64		bytes;			/* their key and value bytes */
+	int			stat;			/* index into KS_PARTSTATS(), or -1 */
+	int64		latest;			/* cached high watermark when the batch closed */
 	bool		loss;			/* data loss found in this batch */
 	int64		loss_expected;
 	int64		loss_available;
@@ -229,6 +257,8 @@ extern bool ks_consumer_offset_for_time(KsConsumer *c, const char *topic, int32 
 										int64 ts_ms, int64 *offset, int timeout_ms, char **errmsg);
 extern void ks_consumer_assign(KsConsumer *c, KsPartition *parts, int nparts);
 extern void ks_consumer_emit_logs(void);
+extern bool ks_consumer_cached_watermarks(KsConsumer *c, const char *topic, int32 partition,
+										  int64 *low, int64 *high);
 extern bool ks_consumer_take_error(char *buf, size_t len);
 extern char *ks_message_headers_json(KsMessage *msg);
 extern bool ks_option_is_secret(const char *name);
@@ -342,6 +372,13 @@ typedef struct KsBatch
 	TimestampTz started_at;
 	int64		batch_id;
 	KsBatchStats stats;
+	/* timing, for the progress record */
+	TimestampTz previous_commit_at;
+	TimestampTz fetch_started_at;
+	TimestampTz fetch_ended_at;
+	double		decode_ms;
+	double		apply_ms;
+	TimestampTz commit_started_at;
 } KsBatch;
 
 extern void ks_apply_batch(KsBatch *batch);

@@ -37,6 +37,7 @@ typedef struct Wanted
 	int64		pipeline_id;
 	Oid			owner;
 	int			workers;
+	bool		paused;
 } Wanted;
 
 /* Launcher-local memory of each (pipeline, worker): for backoff. */
@@ -103,8 +104,8 @@ read_wanted(void)
 
 	ks_xact_begin("kafka_sink launcher: reading pipelines");
 	if (OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)) &&
-		SPI_execute("SELECT id, owner, workers FROM kafka_sink.pipeline_definitions"
-					" WHERE state = 'running' ORDER BY id", true, 0) == SPI_OK_SELECT)
+		SPI_execute("SELECT id, owner, workers, state = 'paused' FROM kafka_sink.pipeline_definitions"
+					" WHERE state IN ('running', 'paused') ORDER BY id", true, 0) == SPI_OK_SELECT)
 	{
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
@@ -114,6 +115,7 @@ read_wanted(void)
 			w->pipeline_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 			w->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 			w->workers = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
+			w->paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull));
 			{
 				MemoryContext old = MemoryContextSwitchTo(cxt);
 
@@ -172,6 +174,7 @@ start_worker(Wanted *w, int index)
 		s->pipeline_id = w->pipeline_id;
 		s->worker_index = index;
 		s->nworkers = w->workers;
+		s->paused = w->paused;
 	}
 	LWLockRelease(ks_shared->lock);
 	if (slot < 0)
@@ -245,8 +248,8 @@ reconcile(void)
 		}
 	}
 
-	/* stop what is no longer wanted */
-	LWLockAcquire(ks_shared->lock, LW_SHARED);
+	/* stop what is no longer wanted; tell the others whether they are paused */
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < ks_shared->nslots; i++)
 	{
 		KsWorkerSlot *s = &ks_shared->slots[i];
@@ -260,7 +263,15 @@ reconcile(void)
 
 			if (w->pipeline_id == s->pipeline_id && w->workers == s->nworkers &&
 				s->worker_index < w->workers)
+			{
 				keep = true;
+				if (s->paused != w->paused)
+				{
+					s->paused = w->paused;
+					if (s->pid > 0)
+						SetLatch(&ProcGlobal->allProcs[s->procno].procLatch);
+				}
+			}
 		}
 		if (!keep && s->pid > 0)
 			kill(s->pid, SIGTERM);

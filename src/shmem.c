@@ -28,8 +28,9 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static Size
 ks_shmem_size(void)
 {
-	return add_size(offsetof(KsShared, slots),
-					mul_size(ks_max_workers, sizeof(KsWorkerSlot)));
+	return add_size(add_size(offsetof(KsShared, slots),
+							 mul_size(ks_max_workers, sizeof(KsWorkerSlot))),
+					mul_size(ks_max_partitions, sizeof(KsPartStat)));
 }
 
 static void
@@ -57,6 +58,7 @@ ks_shmem_startup(void)
 		ks_shared->lock = &(GetNamedLWLockTranche("kafka_sink"))->lock;
 		ks_shared->nslots = ks_max_workers;
 		ks_shared->launcher_procno = -1;
+		ks_shared->npartstats = ks_max_partitions;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -57,8 +57,112 @@ release_slot(int code, Datum arg)
 		slot->in_use = false;
 		slot->pid = 0;
 	}
+	for (int i = 0; i < ks_shared->npartstats; i++)
+		if (KS_PARTSTATS()[i].in_use && KS_PARTSTATS()[i].pid == MyProcPid)
+			KS_PARTSTATS()[i].in_use = false;
 	LWLockRelease(ks_shared->lock);
 	ks_wake_launcher();
+}
+
+/*
+ * Publishes the partition set in shared memory for kafka_sink.progress:
+ * releases this worker's entries and claims one per partition.
+ */
+static void
+publish_partitions(void)
+{
+	KsPartStat *st = KS_PARTSTATS();
+	int			next = 0;
+
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < ks_shared->npartstats; i++)
+		if (st[i].in_use && st[i].pid == MyProcPid)
+			st[i].in_use = false;
+	for (int p = 0; p < nparts; p++)
+	{
+		parts[p].stat = -1;
+		while (next < ks_shared->npartstats && st[next].in_use)
+			next++;
+		if (next >= ks_shared->npartstats)
+			continue;			/* no room: kafka_sink.max_partitions */
+		memset(&st[next], 0, sizeof(KsPartStat));
+		st[next].in_use = true;
+		st[next].database = MyDatabaseId;
+		st[next].pipeline_id = args.pipeline_id;
+		st[next].worker_index = args.worker_index;
+		st[next].pid = MyProcPid;
+		strlcpy(st[next].topic, parts[p].topic, KS_TOPIC_LEN);
+		st[next].partition = parts[p].partition;
+		st[next].low = st[next].high = -1;
+		parts[p].stat = next;
+	}
+	LWLockRelease(ks_shared->lock);
+}
+
+/*
+ * Refreshes the watermarks shown in kafka_sink.progress: from what the
+ * consumer saw in fetch responses, or, with ask_broker (a paused worker
+ * fetches nothing), from a watermark query.
+ */
+static void
+refresh_watermarks(bool ask_broker)
+{
+	KsPartStat *st = KS_PARTSTATS();
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int p = 0; p < nparts; p++)
+	{
+		int64		low,
+					high;
+		char	   *err = NULL;
+		bool		ok;
+
+		if (parts[p].stat < 0)
+			continue;
+		if (ask_broker)
+			ok = ks_consumer_watermarks(consumer, parts[p].topic, parts[p].partition,
+										&low, &high, 2000, &err);
+		else
+			ok = ks_consumer_cached_watermarks(consumer, parts[p].topic, parts[p].partition,
+											   &low, &high);
+		if (!ok)
+			continue;
+		LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+		if (low >= 0)
+			st[parts[p].stat].low = low;
+		st[parts[p].stat].high = high;
+		st[parts[p].stat].watermarks_at = now;
+		LWLockRelease(ks_shared->lock);
+	}
+}
+
+/* After a commit: per-partition rate and message size, as moving averages. */
+static void
+publish_partition_progress(double seconds)
+{
+	KsPartStat *st = KS_PARTSTATS();
+	TimestampTz now = GetCurrentTimestamp();
+
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	for (int p = 0; p < nparts; p++)
+	{
+		KsPartStat *s;
+		double		rate;
+
+		if (parts[p].stat < 0)
+			continue;
+		s = &st[parts[p].stat];
+		rate = seconds > 0 ? parts[p].messages / seconds : 0;
+		s->rate = s->last_commit_at == 0 ? rate : 0.7 * s->rate + 0.3 * rate;
+		if (parts[p].messages > 0)
+		{
+			double		avg = (double) parts[p].bytes / parts[p].messages;
+
+			s->avg_bytes = s->avg_bytes == 0 ? avg : 0.7 * s->avg_bytes + 0.3 * avg;
+			s->last_commit_at = now;
+		}
+	}
+	LWLockRelease(ks_shared->lock);
 }
 
 static bool
@@ -72,6 +176,7 @@ attach_slot(void)
 		slot->worker_index == args.worker_index && slot->pid == 0)
 	{
 		slot->pid = MyProcPid;
+		slot->procno = MyProc->pgprocno;
 		slot->started_at = GetCurrentTimestamp();
 		slot->detail[0] = '\0';
 		ok = true;
@@ -256,6 +361,7 @@ refresh_assignment(bool force)
 	parts = np;
 	nparts = n;
 	ks_consumer_assign(consumer, parts, nparts);
+	publish_partitions();
 	elog(DEBUG1, "kafka_sink: pipeline \"%s\" worker %d assigned %d partitions",
 		 pipeline->name, args.worker_index, nparts);
 	return true;
@@ -271,6 +377,7 @@ rewind_to_checkpoint(void)
 	for (int i = 0; i < nparts; i++)
 	{
 		parts[i].messages = 0;
+		parts[i].bytes = 0;
 		parts[i].loss = false;
 		if (parts[i].committed < 0)
 			parts[i].committed = 0;
@@ -431,6 +538,7 @@ fill_batch(Fill *f)
 					f->bytes += ev.msg.value_len + ev.msg.key_len;
 					parts[idx].end = ev.msg.offset + 1;
 					parts[idx].messages++;
+					parts[idx].bytes += ev.msg.value_len + ev.msg.key_len;
 					f->eof[idx] = false;
 					if (f->first_at == 0)
 						f->first_at = GetCurrentTimestamp();
@@ -523,6 +631,8 @@ ks_worker_main(Datum arg)
 {
 	MemoryContext batch_cxt;
 	volatile int failures = 0;
+	volatile TimestampTz last_commit = 0;
+	volatile bool paused = false;
 
 	(void) arg;
 	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(KsWorkerArgs));
@@ -571,13 +681,37 @@ ks_worker_main(Datum arg)
 		MemoryContextReset(batch_cxt);
 		old = MemoryContextSwitchTo(batch_cxt);
 
+		/* paused: hold no assignment, apply nothing, keep the lag visible */
+		if (ks_shared->slots[args.slot].paused)
+		{
+			if (!paused)
+			{
+				ks_consumer_assign(consumer, parts, 0);
+				ks_slot_set_detail(args.slot, "paused");
+				paused = true;
+			}
+			refresh_watermarks(true);
+			ks_consumer_emit_logs();
+			MemoryContextSwitchTo(old);
+			wait_for_kafka(1000);
+			continue;
+		}
+		if (paused)
+		{
+			paused = false;
+			ks_slot_set_detail(args.slot, "%s", "");
+			rewind_to_checkpoint();
+		}
+
 		if (GetCurrentTimestamp() >= next_metadata_refresh && pipeline->assign == NIL)
 			refresh_assignment(false);
 
 		f.cap = 1024;
 		f.msgs = palloc(sizeof(KsMessage *) * f.cap);
 		f.eof = palloc0(sizeof(bool) * Max(nparts, 1));
+		batch.fetch_started_at = GetCurrentTimestamp();
 		fill_batch(&f);
+		refresh_watermarks(false);
 		if (!batch_has_work(&f))
 		{
 			MemoryContextSwitchTo(old);
@@ -585,6 +719,16 @@ ks_worker_main(Datum arg)
 		}
 		ks_fault(KS_FAULT_AFTER_FETCH);
 
+		batch.fetch_ended_at = GetCurrentTimestamp();
+		batch.previous_commit_at = last_commit;
+		for (int i = 0; i < nparts; i++)
+		{
+			int64		low;
+
+			if (!ks_consumer_cached_watermarks(consumer, parts[i].topic, parts[i].partition,
+											   &low, &parts[i].latest))
+				parts[i].latest = -1;
+		}
 		batch.pipeline = pipeline;
 		batch.worker_index = args.worker_index;
 		batch.parts = parts;
@@ -652,10 +796,18 @@ ks_worker_main(Datum arg)
 		/* committed: the buffered messages are no longer needed */
 		for (int i = 0; i < f.nmsgs; i++)
 			ks_message_release(f.msgs[i]);
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			publish_partition_progress(last_commit == 0 ? 0 :
+									   (double) (now - last_commit) / USECS_PER_SEC);
+			last_commit = now;
+		}
 		for (int i = 0; i < nparts; i++)
 		{
 			parts[i].committed = parts[i].end;
 			parts[i].messages = 0;
+			parts[i].bytes = 0;
 			parts[i].loss = false;
 		}
 		ks_fault(KS_FAULT_AFTER_COMMIT);
