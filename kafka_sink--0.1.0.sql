@@ -1097,6 +1097,173 @@ AS $$
     ORDER BY x.batch_id
 $$;
 
+-- Which message and batch produced a target row.  key is a JSON object of
+-- the pipeline's key columns, e.g. '{"order_id": 42}'.  Needs the optional
+-- lineage columns _kafka_topic, _kafka_partition, _kafka_offset (and
+-- _kafka_batch_id) on the target; the raw message comes from bronze when
+-- the pipeline keeps one.
+CREATE FUNCTION kafka_sink.lineage(pipeline text, key jsonb)
+RETURNS TABLE (topic text, partition integer, "offset" bigint, batch_id bigint,
+               batch_committed_at timestamptz, message_ts timestamptz,
+               message_key bytea, message_value bytea)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    cond text;
+    r record;
+BEGIN
+    p := kafka_sink._get_pipeline(pipeline);
+    IF p.target IS NULL OR p.key_columns IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" has no keyed target', pipeline
+            USING ERRCODE = 'wrong_object_type', HINT = 'Lineage by key needs a merge pipeline.';
+    END IF;
+    IF (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = p.target AND NOT a.attisdropped
+          AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset')) < 3 THEN
+        RAISE EXCEPTION 'target % has no lineage columns', p.target
+            USING ERRCODE = 'undefined_column',
+                  HINT = 'Add _kafka_topic text, _kafka_partition int, _kafka_offset bigint and _kafka_batch_id bigint to the target; the pipeline fills them.';
+    END IF;
+    IF key IS NULL OR jsonb_typeof(key) <> 'object' THEN
+        RAISE EXCEPTION 'key must be a JSON object of the key columns'
+            USING ERRCODE = 'invalid_parameter_value', HINT = format('For example %s.', jsonb_build_object(p.key_columns[1], 42));
+    END IF;
+    SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(p.key_columns) c;
+    EXECUTE format('SELECT t._kafka_topic AS topic, t._kafka_partition AS partition, t._kafka_offset AS "offset"'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', p.target, p.target, cond)
+       INTO r USING key;
+    IF r IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT r.topic, r.partition, r."offset", b.batch_id, b.committed_at, br.ts, br.key, br.value
+      FROM (SELECT 1) one
+      LEFT JOIN LATERAL (SELECT x.batch_id, x.committed_at FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
+                          WHERE x.pipeline_id = p.id AND g->>'topic' = r.topic
+                            AND (g->>'partition')::int = r.partition
+                            AND r."offset" >= (g->>'start')::bigint AND r."offset" < (g->>'end')::bigint
+                          LIMIT 1) b ON true
+      LEFT JOIN LATERAL (SELECT * FROM kafka_sink._bronze_message(p.bronze, r.topic, r.partition, r."offset")) br ON true;
+END
+$$;
+
+CREATE FUNCTION kafka_sink._bronze_message(bronze regclass, topic text, partition integer, "offset" bigint)
+RETURNS TABLE (ts timestamptz, key bytea, value bytea)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF bronze IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format('SELECT b.ts, b.key, b.value FROM %s b'
+                                ' WHERE b.topic = $1 AND b.partition = $2 AND b."offset" = $3', bronze)
+                 USING topic, partition, "offset";
+END
+$$;
+
+-- What happened to one message: pending (not read yet), lost (a data loss
+-- gap), quarantined (with its reason), applied (it is the target row's
+-- current source), superseded (another message of its key won within its
+-- batch), stale (the target already held a newer event when it arrived),
+-- overwritten (applied, then replaced by a later batch), deleted (its key's
+-- row is gone), duplicate (its event id was applied before), or appended.
+-- Telling superseded, stale, overwritten and deleted apart needs the lineage
+-- columns on the target and the raw message in bronze; without them the
+-- answer is 'applied or superseded'.
+CREATE FUNCTION kafka_sink.message_fate(pipeline text, topic text, partition integer, "offset" bigint)
+RETURNS TABLE (fate text, batch_id bigint, detail text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    q kafka_sink.quarantine;
+    committed bigint;
+    b_id bigint;
+    msg record;
+    v jsonb;
+    cond text;
+    row_batch bigint;
+    row_offset bigint;
+    row_topic text;
+    row_partition int;
+    has_lineage boolean;
+    keycol text;
+BEGIN
+    p := kafka_sink._get_pipeline(pipeline);
+    SELECT o.next_offset INTO committed FROM kafka_sink.offsets o
+     WHERE o.pipeline_id = p.id AND o.topic = message_fate.topic AND o.partition = message_fate.partition;
+    IF committed IS NULL OR message_fate."offset" >= committed THEN
+        RETURN QUERY SELECT 'pending'::text, NULL::bigint, 'not read yet'::text;
+        RETURN;
+    END IF;
+    SELECT x.batch_id INTO b_id FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
+     WHERE x.pipeline_id = p.id AND g->>'topic' = message_fate.topic AND (g->>'partition')::int = message_fate.partition
+       AND message_fate."offset" >= (g->>'start')::bigint AND message_fate."offset" < (g->>'end')::bigint LIMIT 1;
+    IF EXISTS (SELECT 1 FROM kafka_sink.data_loss d WHERE d.pipeline_id = p.id AND d.topic = message_fate.topic
+                 AND d.partition = message_fate.partition
+                 AND message_fate."offset" >= d.expected_offset AND message_fate."offset" < d.available_offset) THEN
+        RETURN QUERY SELECT 'lost'::text, b_id, 'deleted from Kafka before it was read (fail_on_data_loss = false)'::text;
+        RETURN;
+    END IF;
+    SELECT * INTO q FROM kafka_sink.quarantine x
+     WHERE x.pipeline_id = p.id AND x.topic = message_fate.topic AND x.partition = message_fate.partition
+       AND x.message_offset = message_fate."offset";
+    IF FOUND AND q.replayed_at IS NULL THEN
+        RETURN QUERY SELECT 'quarantined'::text, q.batch_id, q.reason || ': ' || q.detail;
+        RETURN;
+    END IF;
+    IF p.target IS NULL THEN
+        RETURN QUERY SELECT 'landed'::text, b_id, 'bronze only'::text;
+        RETURN;
+    END IF;
+    IF p.mode <> 'merge' THEN
+        RETURN QUERY SELECT CASE p.mode WHEN 'append' THEN 'appended' ELSE 'passed to the batch function' END, b_id, NULL::text;
+        RETURN;
+    END IF;
+    has_lineage := (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = p.target AND NOT a.attisdropped
+                      AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
+    SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
+    IF NOT has_lineage OR msg IS NULL THEN
+        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
+            'lineage columns on the target and a bronze table are needed to tell more'::text;
+        RETURN;
+    END IF;
+    -- the message's key, decoded the way the pipeline does for the common cases
+    IF p.key_format = 'string' THEN
+        v := jsonb_build_object(p.key_columns[1], convert_from(msg.key, 'UTF8'));
+    ELSIF p.key_format = 'json' THEN
+        v := convert_from(msg.key, 'UTF8')::jsonb;
+    ELSIF msg.value IS NOT NULL THEN
+        v := '{}';
+        FOREACH keycol IN ARRAY p.key_columns LOOP
+            v := v || jsonb_build_object(keycol, convert_from(msg.value, 'UTF8')::jsonb
+                        #> string_to_array(coalesce(p.columns->>keycol, p.columns->keycol->>'path', keycol), '.'));
+        END LOOP;
+    END IF;
+    SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(p.key_columns) c;
+    EXECUTE format('SELECT t._kafka_topic, t._kafka_partition, t._kafka_offset, t._kafka_batch_id'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', p.target, p.target, cond)
+       INTO row_topic, row_partition, row_offset, row_batch USING v;
+    IF row_offset IS NULL THEN
+        RETURN QUERY SELECT 'deleted'::text, b_id, format('no row for key %s', v);
+    ELSIF row_topic = topic AND row_partition = partition AND row_offset = "offset" THEN
+        RETURN QUERY SELECT 'applied'::text, b_id, format('the current source of the row with key %s', v);
+    ELSIF row_batch = b_id THEN
+        RETURN QUERY SELECT 'superseded'::text, b_id,
+            format('offset %s of the same batch won for key %s', row_offset, v);
+    ELSIF row_batch < b_id THEN
+        RETURN QUERY SELECT 'stale'::text, b_id,
+            format('the row for key %s (from batch %s) was newer', v, row_batch);
+    ELSE
+        RETURN QUERY SELECT 'overwritten'::text, b_id,
+            format('replaced by offset %s in batch %s', row_offset, row_batch);
+    END IF;
+END
+$$;
+
 -- Re-applies quarantined messages of a pipeline (not yet replayed, matching
 -- the filters) once their cause is fixed: in offset order, with the
 -- pipeline's rules and ordering guard, in the caller's transaction.

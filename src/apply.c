@@ -61,7 +61,7 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 				 errmsg("there is no kafka_sink batch in this session"),
 				 errhint("Only a kafka_sink pipeline worker stages batches.")));
 	t = srf_batch->target;
-	natts = 2 * t->ncolumns + 4;
+	natts = 2 * t->ncolumns + 5;
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (rsinfo->setDesc->natts != natts)
 		elog(ERROR, "kafka_sink: batch row descriptor mismatch");
@@ -84,7 +84,12 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 		values[2 * n + 1] = Int32GetDatum(row->msg->partition);
 		values[2 * n + 2] = Int64GetDatum(row->msg->offset);
 		values[2 * n + 3] = Int32GetDatum(i);
-		memset(&nulls[2 * n], 0, 4 * sizeof(bool));
+		memset(&nulls[2 * n], 0, 5 * sizeof(bool));
+		if (row->msg->timestamp_ms >= 0)
+			values[2 * n + 4] = TimestampTzGetDatum(time_t_to_timestamptz(row->msg->timestamp_ms / 1000) +
+													(row->msg->timestamp_ms % 1000) * 1000);
+		else
+			nulls[2 * n + 4] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -103,7 +108,8 @@ source_sql(KsTarget *t)
 		appendStringInfo(&b, "%s %s, ", quote_identifier(t->columns[i].name), t->columns[i].type_sql);
 	for (int i = 0; i < t->ncolumns; i++)
 		appendStringInfo(&b, "_ks_p%d boolean, ", i);
-	appendStringInfoString(&b, "_ks_topic text, _ks_partition integer, _ks_offset bigint, _ks_seq integer)");
+	appendStringInfoString(&b, "_ks_topic text, _ks_partition integer, _ks_offset bigint, _ks_seq integer,"
+						   " _ks_ts timestamptz)");
 	return b.data;
 }
 
@@ -111,7 +117,9 @@ source_sql(KsTarget *t)
 static void
 append_insert_value(StringInfo b, KsColumn *c, int i)
 {
-	if (c->is_key || c->required)
+	if (c->lineage)
+		appendStringInfoString(b, c->lineage);
+	else if (c->is_key || c->required)
 		appendStringInfo(b, "s.%s", quote_identifier(c->name));
 	else
 		appendStringInfo(b, "CASE WHEN s._ks_p%d THEN s.%s ELSE %s END",
@@ -148,8 +156,11 @@ merge_sql(KsTarget *t)
 
 		if (c->is_key)
 			continue;
-		appendStringInfo(&b, "%s%s = CASE WHEN s._ks_p%d THEN s.%s ELSE t.%s END",
-						 first ? " THEN UPDATE SET " : ", ", name, i, name, name);
+		if (c->lineage)
+			appendStringInfo(&b, "%s%s = %s", first ? " THEN UPDATE SET " : ", ", name, c->lineage);
+		else
+			appendStringInfo(&b, "%s%s = CASE WHEN s._ks_p%d THEN s.%s ELSE t.%s END",
+							 first ? " THEN UPDATE SET " : ", ", name, i, name, name);
 		first = false;
 	}
 	if (first)
@@ -1146,6 +1157,27 @@ stage_and_apply(KsBatch *batch, bool bronze)
 }
 
 /*
+ * Retention of batch markers (and their progress records): a marker goes
+ * once it is both outside the last kafka_sink.keep_batches batches and
+ * older than kafka_sink.keep_batches_for.  Only old rows are deleted, so
+ * this never waits on the rows ingestion writes.
+ */
+static void
+prune_batches(KsBatch *batch)
+{
+	Oid			argtypes[3] = {INT8OID, INT8OID, INT8OID};
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(batch->pipeline->id);
+	values[1] = Int64GetDatum(batch->batch_id - ks_keep_batches);
+	values[2] = Int64GetDatum(ks_keep_batches_for_s);
+	if (SPI_execute_with_args("DELETE FROM kafka_sink.batches WHERE pipeline_id = $1 AND batch_id <= $2"
+							  " AND committed_at < now() - $3 * interval '1 second'",
+							  3, argtypes, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "kafka_sink: could not prune batch markers");
+}
+
+/*
  * Applies a filled batch inside the caller's transaction: batch id, the
  * data, quarantine rows, the batch marker and the checkpoint.
  */
@@ -1168,6 +1200,8 @@ ks_apply_batch(KsBatch *batch)
 		}
 	}
 	write_marker_and_offsets(batch);
+	if (batch->batch_id % 64 == 0)
+		prune_batches(batch);
 	ks_fault(KS_FAULT_BEFORE_COMMIT);
 }
 

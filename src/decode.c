@@ -65,6 +65,27 @@ ks_reason_name(KsReason r)
 
 static void build_mappings(KsTarget *t, KsPipeline *p);
 
+/*
+ * Optional lineage columns of the target, filled from the message's
+ * coordinates rather than its value: the expression over the batch source
+ * (s) and the batch id ($1) that feeds them.
+ */
+static const char *
+lineage_source(const char *name)
+{
+	if (strcmp(name, "_kafka_topic") == 0)
+		return "s._ks_topic";
+	if (strcmp(name, "_kafka_partition") == 0)
+		return "s._ks_partition";
+	if (strcmp(name, "_kafka_offset") == 0)
+		return "s._ks_offset";
+	if (strcmp(name, "_kafka_timestamp") == 0)
+		return "s._ks_ts";
+	if (strcmp(name, "_kafka_batch_id") == 0)
+		return "$1";
+	return NULL;
+}
+
 static int
 column_index(KsTarget *t, const char *name)
 {
@@ -118,6 +139,9 @@ ks_target_open(KsPipeline *p)
 		c->is_json = (getBaseType(att->atttypid) == JSONOID ||
 					  getBaseType(att->atttypid) == JSONBOID);
 		c->is_numeric = getBaseType(att->atttypid) == NUMERICOID;
+		c->lineage = lineage_source(c->name);
+		if (c->lineage)
+			c->required = false;
 		if (att->atthasdef)
 		{
 			Oid			argtypes[2] = {OIDOID, INT2OID};
@@ -155,7 +179,9 @@ ks_target_open(KsPipeline *p)
 			if (!first)
 				appendStringInfoString(&b, ", ");
 			first = false;
-			if (idx >= 0)
+			if (idx >= 0 && t->columns[idx].lineage)
+				appendStringInfoString(&b, t->columns[idx].lineage);
+			else if (idx >= 0)
 				appendStringInfo(&b, "s.%s", quote_identifier(NameStr(att->attname)));
 			else
 				appendStringInfoString(&b, "NULL");
@@ -513,7 +539,7 @@ decode_one(KsTarget *t, KsPipeline *p, KsRow *row)
 
 	for (int i = 0; i < t->ncolumns && row->reason == KS_OK; i++)
 	{
-		if (p->key_format != KS_KEY_NONE && t->columns[i].is_key)
+		if ((p->key_format != KS_KEY_NONE && t->columns[i].is_key) || t->columns[i].lineage)
 			continue;
 		convert_value(t, row, i, &slots[map[i]], scale[i]);
 	}

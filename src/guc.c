@@ -22,6 +22,8 @@ int			ks_fault_action = KS_FAULT_ACTION_FATAL;
 bool		ks_allow_superuser_pipelines = false;
 int			ks_max_message_bytes = 16 * 1024 * 1024;
 int			ks_max_partitions = 4096;
+int			ks_keep_batches = 10000;
+int			ks_keep_batches_for_s = 7 * 24 * 3600;
 
 static const struct config_enum_entry fault_point_options[] = {
 	{"none", KS_FAULT_NONE, false},
@@ -94,6 +96,24 @@ ks_guc_init(void)
 							16 * 1024 * 1024, 1024, INT_MAX / 2,
 							PGC_SIGHUP,
 							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.keep_batches",
+							"Number of most recent batch markers each pipeline keeps.",
+							"Older markers go once they are also older than kafka_sink.keep_batches_for.",
+							&ks_keep_batches,
+							10000, 1, INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.keep_batches_for",
+							"Minimum age of a batch marker before it can be pruned.",
+							NULL,
+							&ks_keep_batches_for_s,
+							7 * 24 * 3600, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("kafka_sink.allow_superuser_pipelines",

@@ -31,6 +31,15 @@
 
 #define KS_MAX_DEPTH 64
 
+/*
+ * Deepest nesting of arrays and objects a message may have.  pg_parse_json
+ * recurses once per level: in the backend a deep message raises "stack
+ * depth limit exceeded", which is not a data error and so fails the whole
+ * batch (and the pipeline); in the frontend there is no check at all and the
+ * stack overflows.  Such a message is reported as invalid JSON instead.
+ */
+#define KS_MAX_NESTING 1000
+
 typedef struct WalkState
 {
 	const KsWalkPaths *paths;
@@ -115,6 +124,8 @@ walk_container_end(void *state)
 	{
 		KsSlotValue *v = &w->out[w->capture_slot];
 
+		if (v->text)
+			pfree(v->text);		/* a duplicate key: the last one wins */
 		v->kind = KS_SLOT_COMPOSITE;
 		v->text = pnstrdup(w->capture_start, w->lex->prev_token_terminator - w->capture_start);
 		w->capture_slot = -1;
@@ -134,19 +145,31 @@ walk_field_start(void *state, char *fname, bool isnull)
 	KS_JSON_OK;
 }
 
+/* The field's value is done: its name is no longer needed (see match). */
+static KS_JSON_RETURN
+walk_field_end(void *state, char *fname, bool isnull)
+{
+	(void) state;
+	(void) isnull;
+	if (fname)
+		pfree(fname);
+	KS_JSON_OK;
+}
+
 static KS_JSON_RETURN
 walk_scalar(void *state, char *token, JsonTokenType type)
 {
 	WalkState  *w = state;
 	int			s;
 
-	if (w->lex->lex_level == 0 || w->capture_slot >= 0)
-		KS_JSON_OK;
-	s = match(w, w->lex->lex_level);
+	s = (w->lex->lex_level == 0 || w->capture_slot >= 0) ? -1 :
+		match(w, w->lex->lex_level);
 	if (s >= 0)
 	{
 		KsSlotValue *v = &w->out[s];
 
+		if (v->text)
+			pfree(v->text);		/* a duplicate key: the last one wins */
 		if (type == JSON_TOKEN_NULL)
 		{
 			v->kind = KS_SLOT_NULL;
@@ -156,9 +179,50 @@ walk_scalar(void *state, char *token, JsonTokenType type)
 		{
 			v->kind = (type == JSON_TOKEN_STRING) ? KS_SLOT_STRING : KS_SLOT_SCALAR;
 			v->text = token;
+			token = NULL;
 		}
 	}
+	/* the parser hands each token to us; free the ones not kept */
+	if (token)
+		pfree(token);
 	KS_JSON_OK;
+}
+
+/*
+ * Whether data nests arrays and objects deeper than limit.  Brackets inside
+ * strings do not count; a string ends at the first '"' not escaped by a
+ * backslash, as in the lexer, so on every prefix pg_parse_json accepts the
+ * depth counted here is exactly the parser's.  (After the first syntax
+ * error the count may be off, but the parser stops there.)
+ */
+static bool
+nesting_exceeds(const char *data, size_t len, int limit)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		char		c = data[i];
+
+		if (in_string)
+		{
+			if (c == '\\')
+				i++;			/* the escaped character */
+			else if (c == '"')
+				in_string = false;
+		}
+		else if (c == '"')
+			in_string = true;
+		else if (c == '[' || c == '{')
+		{
+			if (++depth > limit)
+				return true;
+		}
+		else if (c == ']' || c == '}')
+			depth--;
+	}
+	return false;
 }
 
 KsWalkResult
@@ -170,6 +234,7 @@ ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
 	JsonParseErrorType err;
 	JsonLexContext *lex;
 	char	   *copy;
+	KsWalkResult result = KS_WALK_OK;
 
 	*detail = NULL;
 	for (int s = 0; s < paths->nslots; s++)
@@ -182,9 +247,16 @@ ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
 		*detail = pstrdup("the value is not valid UTF-8");
 		return KS_WALK_INVALID_JSON;
 	}
+	if (nesting_exceeds(data, len, KS_MAX_NESTING))
+	{
+		*detail = psprintf("the value nests arrays and objects more than %d levels deep",
+						   KS_MAX_NESTING);
+		return KS_WALK_INVALID_JSON;
+	}
 	copy = pnstrdup(data, len);
 	if (strlen(copy) != len)
 	{
+		pfree(copy);
 		*detail = pstrdup("the value contains a NUL byte");
 		return KS_WALK_INVALID_JSON;
 	}
@@ -205,20 +277,34 @@ ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
 	sem.array_start = walk_array_start;
 	sem.array_end = walk_container_end;
 	sem.object_field_start = walk_field_start;
+	sem.object_field_end = walk_field_end;
 	sem.scalar = walk_scalar;
 
 	err = pg_parse_json(lex, &sem);
 	if (err != JSON_SUCCESS)
 	{
 		*detail = psprintf("invalid JSON: %s", json_errdetail(err, lex));
-		return KS_WALK_INVALID_JSON;
+		result = KS_WALK_INVALID_JSON;
 	}
-	if (!w.root_object)
+	else if (!w.root_object)
 	{
 		*detail = pstrdup("the value is valid JSON but not an object");
-		return KS_WALK_NOT_AN_OBJECT;
+		result = KS_WALK_NOT_AN_OBJECT;
 	}
-	return KS_WALK_OK;
+
+	/* the captured values are copies: the lexer and the input can go */
+#if PG_VERSION_NUM >= 170000
+	freeJsonLexContext(lex);
+#else
+	if (lex->strval)
+	{
+		pfree(lex->strval->data);
+		pfree(lex->strval);
+	}
+	pfree(lex);
+#endif
+	pfree(copy);
+	return result;
 }
 
 /* Splits "a.b.c" into a path; returns false for an empty segment. */

@@ -34,6 +34,8 @@ extern int	ks_fault_action;
 extern bool ks_allow_superuser_pipelines;
 extern int	ks_max_message_bytes;
 extern int	ks_max_partitions;
+extern int	ks_keep_batches;
+extern int	ks_keep_batches_for_s;
 
 typedef enum KsFaultPoint
 {
@@ -284,6 +286,7 @@ typedef struct KsColumn
 	char	   *type_sql;		/* format_type_with_typemod */
 	bool		is_json;		/* json/jsonb: take the raw JSON text */
 	bool		is_numeric;
+	const char *lineage;		/* for _kafka_* columns: the source expression */
 } KsColumn;
 
 typedef struct KsTarget
