@@ -40,3 +40,9 @@ demo:
 # PGXS does not track header dependencies unless PostgreSQL was configured
 # with --enable-depend; every object depends on the shared header.
 $(OBJS): src/kafka_sink.h src/jsonwalk.h
+
+# libFuzzer target for src/jsonwalk.c: builds with clang and fuzzes for
+# FUZZ_SECONDS (default 60); see test/fuzz/run.sh
+.PHONY: fuzz
+fuzz:
+	bash test/fuzz/run.sh

@@ -154,17 +154,29 @@ Datum
 kafka_sink_watermarks(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *name;
+	bool		with_at = !PG_ARGISNULL(1);
+	volatile int64 at_ms = 0;
 	KsPipeline *p;
 	KsConsumer *c;
 	List	   *tps;
 	char	   *err = NULL;
 	ListCell   *lc;
 	Oid			argtypes[1] = {TEXTOID};
-	Datum		argv[1] = {CStringGetTextDatum(name)};
+	Datum		argv[1];
 	int64		id;
 	bool		isnull;
 
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pipeline name cannot be null"),
+				 errhint("Pass the pipeline's name.")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	argv[0] = CStringGetTextDatum(name);
+	if (with_at)
+		at_ms = (PG_GETARG_TIMESTAMPTZ(1) / 1000) +
+			((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000);
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
 	if (SPI_execute_with_args("SELECT id FROM kafka_sink.pipeline_definitions WHERE name = $1",
@@ -203,8 +215,9 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 			KsTopicPartition *tp = lfirst(lc);
 			int64		low,
 						high;
-			Datum		values[4];
-			bool		nulls[4] = {false, false, false, false};
+			Datum		values[5];
+			bool		nulls[5] = {false, false, false, false, true};
+			int64		at_offset;
 
 			if (!ks_consumer_watermarks(c, tp->topic, tp->partition, &low, &high, 10000, &err))
 				ereport(ERROR,
@@ -215,6 +228,16 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 			values[1] = Int32GetDatum(tp->partition);
 			values[2] = Int64GetDatum(low);
 			values[3] = Int64GetDatum(high);
+			if (with_at)
+			{
+				if (!ks_consumer_offset_for_time(c, tp->topic, tp->partition, at_ms, &at_offset, 10000, &err))
+					ereport(ERROR,
+							(errcode(ERRCODE_CONNECTION_FAILURE),
+							 errmsg("could not look up offsets by time for pipeline \"%s\"", name),
+							 errdetail("%s.", err)));
+				values[4] = Int64GetDatum(at_offset);
+				nulls[4] = false;
+			}
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}

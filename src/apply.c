@@ -509,6 +509,14 @@ try_statement(KsBatch *batch, const char *sql, int *rows, int nrows, char **err)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
+		if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && edata->constraint_name &&
+			batch->target->key_index_name &&
+			strcmp(edata->constraint_name, batch->target->key_index_name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("a concurrent transaction inserted a key of this batch into %s",
+							batch->target->qualified_name),
+					 errdetail("%s", edata->message)));
 		if (!is_row_error(edata->sqlerrcode))
 			ReThrowError(edata);
 		*err = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : pstrdup(edata->message);
@@ -1066,17 +1074,26 @@ stage_and_apply(KsBatch *batch, bool bronze)
 	}
 	s->messages = batch->nmsgs;
 
+	/*
+	 * Decoding needs no batch id, so it runs before the batch id is taken:
+	 * taking it locks the pipeline's row until commit, and with several
+	 * workers that is where their transactions line up.
+	 */
+	t0 = GetCurrentTimestamp();
+	if (OidIsValid(p->target))
+	{
+		batch->target = ks_target_open(p);
+		ks_decode_batch(batch->target, p, batch->rows, batch->nmsgs);
+	}
+	batch->decode_ms = ms_between(t0, GetCurrentTimestamp());
+	ks_fault(KS_FAULT_AFTER_DECODE);
+	if (bronze)
+		batch->batch_id = next_batch_id(batch);
+	t0 = GetCurrentTimestamp();
 	if (bronze && OidIsValid(p->bronze) && batch->nmsgs > 0)
 		write_bronze(batch);
 	if (!OidIsValid(p->target))
 		return;					/* a bronze-only pipeline */
-
-	t0 = GetCurrentTimestamp();
-	batch->target = ks_target_open(p);
-	ks_decode_batch(batch->target, p, batch->rows, batch->nmsgs);
-	batch->decode_ms = ms_between(t0, GetCurrentTimestamp());
-	t0 = GetCurrentTimestamp();
-	ks_fault(KS_FAULT_AFTER_DECODE);
 	if (p->event_id && batch->nmsgs > 0)
 		mark_duplicates(batch);
 
@@ -1184,7 +1201,6 @@ prune_batches(KsBatch *batch)
 void
 ks_apply_batch(KsBatch *batch)
 {
-	batch->batch_id = next_batch_id(batch);
 	stage_and_apply(batch, true);
 	ks_fault(KS_FAULT_AFTER_MERGE);
 	batch->commit_started_at = GetCurrentTimestamp();

@@ -82,6 +82,43 @@ getint4(int row, int col)
 }
 
 /*
+ * Parses an offsets spec column (starting_offsets or ending_offsets):
+ * per-partition JSON into a list, a timestamp into Unix milliseconds.
+ */
+static void
+load_offset_spec(int64 pipeline_id, const char *column, const char *spec,
+				 List **list, int64 *ts_ms, MemoryContext mcxt)
+{
+	MemoryContext old;
+
+	if (spec[0] == '{')
+	{
+		exec_id(psprintf("SELECT t.key, p.key::int8, (p.value #>> '{}')::int8"
+						 " FROM kafka_sink.pipeline_definitions d,"
+						 " jsonb_each(d.%s::jsonb) t, jsonb_each(t.value) p WHERE d.id = $1", column),
+				pipeline_id, SPI_OK_SELECT);
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			KsPartition *sp = MemoryContextAllocZero(mcxt, sizeof(KsPartition));
+
+			sp->topic = getstr(i, 1, mcxt);
+			sp->partition = (int32) getint8(i, 2);
+			sp->committed = getint8(i, 3);
+			old = MemoryContextSwitchTo(mcxt);
+			*list = lappend(*list, sp);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	else if (strcmp(spec, "earliest") != 0 && strcmp(spec, "latest") != 0)
+	{
+		exec_id(psprintf("SELECT (extract(epoch FROM %s::timestamptz) * 1000)::int8"
+						 " FROM kafka_sink.pipeline_definitions WHERE id = $1", column),
+				pipeline_id, SPI_OK_SELECT);
+		*ts_ms = getint8(0, 1);
+	}
+}
+
+/*
  * Loads the definition of a pipeline, secrets included, into mcxt.
  * Returns NULL when the pipeline no longer exists.
  */
@@ -97,7 +134,8 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 			" starting_offsets, fail_on_data_loss::int::int8, max_offsets_per_batch, max_batch_bytes,"
 			" (extract(epoch FROM trigger_interval) * 1000)::int8, workers::int8,"
 			" key_format, delete_on_tombstone::int::int8, schema_version_field, event_id,"
-			" extract(epoch FROM event_id_retention)::int8, coalesce(bronze::oid, 0)::int8"
+			" extract(epoch FROM event_id_retention)::int8, coalesce(bronze::oid, 0)::int8,"
+			" ending_offsets"
 			" FROM kafka_sink.pipeline_definitions WHERE id = $1",
 			pipeline_id, SPI_OK_SELECT);
 	if (SPI_processed == 0)
@@ -133,6 +171,7 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->event_id = getstr(0, 20, mcxt);
 	p->event_id_retention_s = (int) Min(getint8(0, 21), INT_MAX);
 	p->bronze = (Oid) getint8(0, 22);
+	p->ending_offsets = getstr(0, 23, mcxt);
 
 	/* column mappings: the default one, then one per schema version */
 	exec_id("SELECT NULL::text, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"
@@ -220,31 +259,11 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		p->options = lappend(p->options, o);
 		MemoryContextSwitchTo(old);
 	}
-	if (p->starting_offsets[0] == '{')
-	{
-		exec_id("SELECT t.key, p.key::int8, (p.value #>> '{}')::int8"
-				" FROM kafka_sink.pipeline_definitions d,"
-				" jsonb_each(d.starting_offsets::jsonb) t, jsonb_each(t.value) p WHERE d.id = $1",
-				pipeline_id, SPI_OK_SELECT);
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			KsPartition *sp = MemoryContextAllocZero(mcxt, sizeof(KsPartition));
-
-			sp->topic = getstr(i, 1, mcxt);
-			sp->partition = (int32) getint8(i, 2);
-			sp->committed = getint8(i, 3);
-			old = MemoryContextSwitchTo(mcxt);
-			p->start_offsets = lappend(p->start_offsets, sp);
-			MemoryContextSwitchTo(old);
-		}
-	}
-	else if (strcmp(p->starting_offsets, "earliest") != 0 && strcmp(p->starting_offsets, "latest") != 0)
-	{
-		exec_id("SELECT (extract(epoch FROM starting_offsets::timestamptz) * 1000)::int8"
-				" FROM kafka_sink.pipeline_definitions WHERE id = $1",
-				pipeline_id, SPI_OK_SELECT);
-		p->start_ts_ms = getint8(0, 1);
-	}
+	load_offset_spec(pipeline_id, "starting_offsets", p->starting_offsets,
+					 &p->start_offsets, &p->start_ts_ms, mcxt);
+	if (p->ending_offsets)
+		load_offset_spec(pipeline_id, "ending_offsets", p->ending_offsets,
+						 &p->end_offsets, &p->end_ts_ms, mcxt);
 	return p;
 }
 
@@ -276,11 +295,13 @@ ks_load_offsets(int64 pipeline_id, KsPartition *parts, int nparts)
 {
 	bool		all = true;
 
-	exec_id("SELECT topic, partition, next_offset FROM kafka_sink.offsets WHERE pipeline_id = $1",
+	exec_id("SELECT topic, partition, next_offset, coalesce(end_offset, -1)"
+			" FROM kafka_sink.offsets WHERE pipeline_id = $1",
 			pipeline_id, SPI_OK_SELECT);
 	for (int i = 0; i < nparts; i++)
 	{
 		parts[i].committed = -1;
+		parts[i].end_offset = -1;
 		for (uint64 r = 0; r < SPI_processed; r++)
 		{
 			char	   *topic = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
@@ -289,6 +310,7 @@ ks_load_offsets(int64 pipeline_id, KsPartition *parts, int nparts)
 				getint4(r, 2) == parts[i].partition)
 			{
 				parts[i].committed = getint8(r, 3);
+				parts[i].end_offset = getint8(r, 4);
 				break;
 			}
 		}
@@ -308,20 +330,26 @@ ks_load_offsets(int64 pipeline_id, KsPartition *parts, int nparts)
 void
 ks_insert_initial_offsets(int64 pipeline_id, KsPartition *parts, int nparts)
 {
-	Oid			argtypes[4] = {INT8OID, TEXTOID, INT4OID, INT8OID};
+	Oid			argtypes[5] = {INT8OID, TEXTOID, INT4OID, INT8OID, INT8OID};
 
 	for (int i = 0; i < nparts; i++)
 	{
-		Datum		values[4];
+		Datum		values[5];
+		char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 		int			rc;
 
 		values[0] = Int64GetDatum(pipeline_id);
 		values[1] = CStringGetTextDatum(parts[i].topic);
 		values[2] = Int32GetDatum(parts[i].partition);
 		values[3] = Int64GetDatum(parts[i].committed);
-		rc = SPI_execute_with_args("INSERT INTO kafka_sink.offsets (pipeline_id, topic, partition, next_offset)"
-								   " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-								   4, argtypes, values, NULL, false, 0);
+		values[4] = Int64GetDatum(parts[i].end_offset);
+		if (parts[i].end_offset < 0)
+			nulls[4] = 'n';
+		rc = SPI_execute_with_args("INSERT INTO kafka_sink.offsets (pipeline_id, topic, partition, next_offset,"
+								   " start_offset, end_offset)"
+								   " VALUES ($1, $2, $3, $4, $4, CASE WHEN $5 IS NOT NULL THEN greatest($5, $4) END)"
+								   " ON CONFLICT DO NOTHING",
+								   5, argtypes, values, nulls, false, 0);
 		if (rc != SPI_OK_INSERT)
 			elog(ERROR, "kafka_sink: could not write the initial checkpoint");
 	}

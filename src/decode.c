@@ -28,6 +28,7 @@
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
@@ -217,6 +218,30 @@ ks_target_open(KsPipeline *p)
 		t->columns[t->order_index].is_order = true;
 	}
 	build_mappings(t, p);
+
+	/* the unique index over exactly the key columns, to recognise its violations */
+	if (t->nkeys > 0)
+	{
+		Oid			argtypes[2] = {OIDOID, TEXTARRAYOID};
+		Datum		values[2];
+		Datum	   *names = palloc(sizeof(Datum) * t->nkeys);
+
+		for (int k = 0; k < t->nkeys; k++)
+			names[k] = CStringGetTextDatum(t->columns[t->key_index[k]].name);
+		values[0] = ObjectIdGetDatum(p->target);
+		values[1] = PointerGetDatum(construct_array(names, t->nkeys, TEXTOID, -1, false, TYPALIGN_INT));
+		if (SPI_execute_with_args("SELECT c.relname FROM pg_catalog.pg_index i"
+								  " JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
+								  " WHERE i.indrelid = $1 AND i.indisunique AND i.indpred IS NULL"
+								  " AND i.indexprs IS NULL"
+								  " AND (SELECT array_agg(a.attname::text ORDER BY a.attname::text COLLATE \"C\")"
+								  "      FROM pg_catalog.pg_attribute a"
+								  "      WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey))"
+								  "     = (SELECT array_agg(x ORDER BY x COLLATE \"C\") FROM unnest($2::text[]) x)"
+								  " LIMIT 1",
+								  2, argtypes, values, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+			t->key_index_name = pstrdup(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	}
 	return t;
 }
 

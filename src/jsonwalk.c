@@ -40,6 +40,14 @@
  */
 #define KS_MAX_NESTING 1000
 
+/* A composite value being captured: its slot, level and first character. */
+typedef struct Capture
+{
+	int			slot;
+	int			level;
+	char	   *start;
+} Capture;
+
 typedef struct WalkState
 {
 	const KsWalkPaths *paths;
@@ -48,9 +56,8 @@ typedef struct WalkState
 	bool		root_object;
 	char		container[KS_MAX_DEPTH + 2];	/* 'o' or 'a' per depth */
 	char	   *segs[KS_MAX_DEPTH + 1]; /* field name per depth */
-	int			capture_slot;	/* slot of the composite being captured */
-	int			capture_level;
-	char	   *capture_start;
+	Capture		captures[KS_MAX_DEPTH];	/* nested, outermost first */
+	int			ncaptures;
 } WalkState;
 
 /* Slot whose path is the current field path of length level, or -1. */
@@ -79,6 +86,7 @@ static void
 container_start(WalkState *w, char kind)
 {
 	int			level = w->lex->lex_level;	/* before the parser increments it */
+	int			s;
 
 	if (level + 1 <= KS_MAX_DEPTH)
 		w->container[level + 1] = kind;
@@ -87,16 +95,15 @@ container_start(WalkState *w, char kind)
 		w->root_object = (kind == 'o');
 		return;
 	}
-	if (w->capture_slot < 0)
+	/* match() finds nothing deeper than KS_MAX_DEPTH: one capture per level */
+	s = match(w, level);
+	if (s >= 0)
 	{
-		int			s = match(w, level);
+		Capture    *c = &w->captures[w->ncaptures++];
 
-		if (s >= 0)
-		{
-			w->capture_slot = s;
-			w->capture_level = level;
-			w->capture_start = w->lex->token_start;
-		}
+		c->slot = s;
+		c->level = level;
+		c->start = w->lex->token_start;
 	}
 }
 
@@ -120,15 +127,15 @@ walk_container_end(void *state)
 	WalkState  *w = state;
 
 	/* the parser has already decremented lex_level here */
-	if (w->capture_slot >= 0 && w->lex->lex_level == w->capture_level)
+	if (w->ncaptures > 0 && w->captures[w->ncaptures - 1].level == w->lex->lex_level)
 	{
-		KsSlotValue *v = &w->out[w->capture_slot];
+		Capture    *c = &w->captures[--w->ncaptures];
+		KsSlotValue *v = &w->out[c->slot];
 
 		if (v->text)
 			pfree(v->text);		/* a duplicate key: the last one wins */
 		v->kind = KS_SLOT_COMPOSITE;
-		v->text = pnstrdup(w->capture_start, w->lex->prev_token_terminator - w->capture_start);
-		w->capture_slot = -1;
+		v->text = pnstrdup(c->start, w->lex->prev_token_terminator - c->start);
 	}
 	KS_JSON_OK;
 }
@@ -162,8 +169,7 @@ walk_scalar(void *state, char *token, JsonTokenType type)
 	WalkState  *w = state;
 	int			s;
 
-	s = (w->lex->lex_level == 0 || w->capture_slot >= 0) ? -1 :
-		match(w, w->lex->lex_level);
+	s = (w->lex->lex_level == 0) ? -1 : match(w, w->lex->lex_level);
 	if (s >= 0)
 	{
 		KsSlotValue *v = &w->out[s];
@@ -270,7 +276,6 @@ ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
 	w.paths = paths;
 	w.lex = lex;
 	w.out = out;
-	w.capture_slot = -1;
 	sem.semstate = &w;
 	sem.object_start = walk_object_start;
 	sem.object_end = walk_container_end;

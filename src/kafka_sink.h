@@ -66,6 +66,7 @@ typedef struct KsWorkerSlot
 	int64		pipeline_id;
 	int			worker_index;
 	int			nworkers;
+	int			generation;		/* of the definition the worker runs */
 	pid_t		pid;			/* 0 while starting */
 	TimestampTz started_at;
 	TimestampTz last_batch_at;
@@ -173,6 +174,9 @@ typedef struct KsPipeline
 	int			event_id_retention_s;
 	Oid			bronze;
 	int64		start_ts_ms;	/* starting_offsets as a timestamp, in Unix ms */
+	char	   *ending_offsets; /* NULL: unbounded; else a bounded (backfill) pipeline */
+	List	   *end_offsets;	/* of KsPartition: per-partition ending_offsets */
+	int64		end_ts_ms;
 } KsPipeline;
 
 typedef struct KsTopicPartition
@@ -192,6 +196,7 @@ typedef struct KsPartition
 	int64		bytes;			/* their key and value bytes */
 	int			stat;			/* index into KS_PARTSTATS(), or -1 */
 	int64		latest;			/* cached high watermark when the batch closed */
+	int64		end_offset;		/* bounded pipelines: stop before this offset; -1 none */
 	bool		loss;			/* data loss found in this batch */
 	int64		loss_expected;
 	int64		loss_available;
@@ -298,6 +303,7 @@ typedef struct KsTarget
 	int			nkeys;
 	int		   *key_index;		/* into columns */
 	int			order_index;	/* -1 when none */
+	char	   *key_index_name;	/* the unique index over the key columns */
 	Oid			rowtype;
 	int			natts_all;
 	char	   *row_sql;		/* ROW(...) of the row type, for function mode */

@@ -37,6 +37,7 @@ typedef struct Wanted
 	int64		pipeline_id;
 	Oid			owner;
 	int			workers;
+	int			generation;
 	bool		paused;
 } Wanted;
 
@@ -104,7 +105,7 @@ read_wanted(void)
 
 	ks_xact_begin("kafka_sink launcher: reading pipelines");
 	if (OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)) &&
-		SPI_execute("SELECT id, owner, workers, state = 'paused' FROM kafka_sink.pipeline_definitions"
+		SPI_execute("SELECT id, owner, workers, state = 'paused', generation FROM kafka_sink.pipeline_definitions"
 					" WHERE state IN ('running', 'paused') ORDER BY id", true, 0) == SPI_OK_SELECT)
 	{
 		for (uint64 i = 0; i < SPI_processed; i++)
@@ -116,6 +117,7 @@ read_wanted(void)
 			w->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 			w->workers = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
 			w->paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull));
+			w->generation = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 5, &isnull));
 			{
 				MemoryContext old = MemoryContextSwitchTo(cxt);
 
@@ -174,6 +176,7 @@ start_worker(Wanted *w, int index)
 		s->pipeline_id = w->pipeline_id;
 		s->worker_index = index;
 		s->nworkers = w->workers;
+		s->generation = w->generation;
 		s->paused = w->paused;
 	}
 	LWLockRelease(ks_shared->lock);
@@ -262,7 +265,7 @@ reconcile(void)
 			Wanted	   *w = lfirst(lc);
 
 			if (w->pipeline_id == s->pipeline_id && w->workers == s->nworkers &&
-				s->worker_index < w->workers)
+				w->generation == s->generation && s->worker_index < w->workers)
 			{
 				keep = true;
 				if (s->paused != w->paused)
@@ -295,7 +298,7 @@ reconcile(void)
 
 				if (!s->in_use || s->pipeline_id != w->pipeline_id)
 					continue;
-				if (s->nworkers != w->workers)
+				if (s->nworkers != w->workers || s->generation != w->generation)
 					old_generation = true;
 				else if (s->worker_index == index)
 					running = true;

@@ -240,9 +240,15 @@ wanted_partitions(char **err)
 	return mine;
 }
 
-/* Resolves starting_offsets for one partition with no checkpoint. */
+/*
+ * Resolves an offsets spec (starting_offsets or ending_offsets) for one
+ * partition: earliest, latest, per-partition JSON (-2 earliest, -1 latest;
+ * partitions not named take latest), or a timestamp (the first offset at or
+ * after it, else latest).
+ */
 static int64
-resolve_start(const char *topic, int32 partition, const char *spec, char **err)
+resolve_spec(const char *topic, int32 partition, const char *spec, List *per_partition,
+			 int64 ts_ms, char **err)
 {
 	int64		low,
 				high,
@@ -258,7 +264,7 @@ resolve_start(const char *topic, int32 partition, const char *spec, char **err)
 	{
 		ListCell   *lc;
 
-		foreach(lc, pipeline->start_offsets)
+		foreach(lc, per_partition)
 		{
 			KsPartition *sp = lfirst(lc);
 
@@ -274,7 +280,7 @@ resolve_start(const char *topic, int32 partition, const char *spec, char **err)
 		return high;			/* partitions not named start at latest */
 	}
 	/* a timestamp: the first offset at or after it */
-	if (!ks_consumer_offset_for_time(consumer, topic, partition, pipeline->start_ts_ms, &off, 5000, err))
+	if (!ks_consumer_offset_for_time(consumer, topic, partition, ts_ms, &off, 5000, err))
 		return -1;
 	return off < 0 ? high : off;
 }
@@ -333,15 +339,30 @@ refresh_assignment(bool force)
 	first_start = !ks_pipeline_has_offsets(pipeline->id);
 	ks_xact_commit();
 
+	/* a bounded pipeline reads the partitions it started with, no others */
+	if (pipeline->ending_offsets && !first_start && !all)
+	{
+		int			kept = 0;
+
+		for (i = 0; i < n; i++)
+			if (np[i].committed >= 0)
+				np[kept++] = np[i];
+		n = kept;
+		all = true;
+	}
+
 	if (!all)
 	{
 		for (i = 0; i < n; i++)
 		{
 			if (np[i].committed >= 0)
 				continue;
-			np[i].committed = resolve_start(np[i].topic, np[i].partition,
-											first_start ? pipeline->starting_offsets : "earliest",
-											&err);
+			np[i].committed = resolve_spec(np[i].topic, np[i].partition,
+										   first_start ? pipeline->starting_offsets : "earliest",
+										   pipeline->start_offsets, pipeline->start_ts_ms, &err);
+			if (!err && pipeline->ending_offsets)
+				np[i].end_offset = resolve_spec(np[i].topic, np[i].partition, pipeline->ending_offsets,
+												pipeline->end_offsets, pipeline->end_ts_ms, &err);
 			if (err)
 			{
 				ks_slot_set_detail(args.slot, "%s", err);
@@ -520,6 +541,14 @@ fill_batch(Fill *f)
 			switch (ev.kind)
 			{
 				case KS_EV_MESSAGE:
+					if (idx >= 0 && parts[idx].end_offset >= 0 && ev.msg.offset >= parts[idx].end_offset)
+					{
+						/* past the end of a bounded pipeline: not ours to read */
+						ks_message_release(&ev.msg);
+						parts[idx].end = Max(parts[idx].end, parts[idx].end_offset);
+						f->eof[idx] = true;
+						break;
+					}
 					if (idx < 0 || ev.msg.offset < parts[idx].end)
 					{
 						/* not ours, or fetched before a seek: drop it */
@@ -549,7 +578,9 @@ fill_batch(Fill *f)
 					{
 						/* skips transaction markers and compacted gaps at the tail */
 						if (ev.msg.offset > parts[idx].end)
-							parts[idx].end = ev.msg.offset;
+							parts[idx].end = parts[idx].end_offset >= 0 ?
+								Min(ev.msg.offset, Max(parts[idx].end_offset, parts[idx].end)) :
+								ev.msg.offset;
 						f->eof[idx] = true;
 					}
 					break;
@@ -596,6 +627,39 @@ fill_batch(Fill *f)
 			wait_for_kafka(Min(1000, Max(1, TimestampDifferenceMilliseconds(now, next_metadata_refresh))));
 		}
 	}
+}
+
+/*
+ * A bounded (backfill) pipeline: true when this worker's partitions have all
+ * reached their end.  The worker whose commit completes the last partition
+ * of the pipeline sets it to 'finished' and exits; the launcher then stops
+ * the others.
+ */
+static bool
+bounded_done(void)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(pipeline->id)};
+	bool		finished;
+
+	for (int i = 0; i < nparts; i++)
+		if (parts[i].end_offset < 0 || parts[i].committed < parts[i].end_offset)
+			return false;
+	ks_xact_begin("kafka_sink: finishing a bounded pipeline");
+	SPI_execute_with_args("UPDATE kafka_sink.pipeline_definitions SET state = 'finished', updated_at = now()"
+						  " WHERE id = $1 AND state = 'running' AND NOT EXISTS ("
+						  "  SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = $1"
+						  "  AND (o.end_offset IS NULL OR o.next_offset < o.end_offset))",
+						  1, argtypes, values, NULL, false, 0);
+	finished = SPI_processed == 1;
+	ks_xact_commit();
+	if (finished)
+	{
+		ereport(LOG, (errmsg("kafka_sink: bounded pipeline \"%s\" reached its ending offsets and finished",
+							 pipeline->name)));
+		proc_exit(0);
+	}
+	return true;
 }
 
 /* ---- the loop ---- */
@@ -706,9 +770,18 @@ ks_worker_main(Datum arg)
 		if (GetCurrentTimestamp() >= next_metadata_refresh && pipeline->assign == NIL)
 			refresh_assignment(false);
 
+		if (pipeline->ending_offsets && bounded_done())
+		{
+			MemoryContextSwitchTo(old);
+			wait_for_kafka(1000);
+			continue;
+		}
+
 		f.cap = 1024;
 		f.msgs = palloc(sizeof(KsMessage *) * f.cap);
 		f.eof = palloc0(sizeof(bool) * Max(nparts, 1));
+		for (int i = 0; i < nparts; i++)
+			f.eof[i] = parts[i].end_offset >= 0 && parts[i].committed >= parts[i].end_offset;
 		batch.fetch_started_at = GetCurrentTimestamp();
 		fill_batch(&f);
 		refresh_watermarks(false);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/run_tests.sh — the one test command (CI runs it through .ci/run).
 #
-#   test/run_tests.sh [regress] [tap] [e2e] [chaos]   (default: all four)
+#   test/run_tests.sh [regress] [tap] [e2e] [chaos] [fuzz]   (default: all)
 #   KS_TESTS="tap" test/run_tests.sh              (same, by env var)
 #   KS_TAP_FILES="test/t/01_produce.sql" test/run_tests.sh tap
 #
@@ -32,10 +32,10 @@ PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 SUITE_TIMEOUT="${KS_SUITE_TIMEOUT:-900}"
 
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || read -r -a parts <<< "${KS_TESTS:-regress tap e2e chaos}"
+[ ${#parts[@]} -gt 0 ] || read -r -a parts <<< "${KS_TESTS:-regress tap e2e chaos fuzz}"
 want() { local p; for p in "${parts[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 for p in "${parts[@]}"; do
-    case "$p" in regress|tap|e2e|chaos) ;; *) echo "unknown part '$p' (regress, tap, e2e, chaos)" >&2; exit 2 ;; esac
+    case "$p" in regress|tap|e2e|chaos|fuzz) ;; *) echo "unknown part '$p' (regress, tap, e2e, chaos, fuzz)" >&2; exit 2 ;; esac
 done
 
 passed=0
@@ -184,6 +184,16 @@ run_scripts() {
 
 want e2e && run_scripts e2e
 want chaos && run_scripts chaos
+
+# the decoder's fuzz target, for a bounded time (make fuzz runs it longer)
+if want fuzz; then
+    say "fuzz: test/fuzz/run.sh (${FUZZ_SECONDS:-30} s)"
+    if FUZZ_SECONDS="${FUZZ_SECONDS:-30}" run_limited bash test/fuzz/run.sh; then
+        pass "fuzz: test/fuzz/run.sh"
+    else
+        fail "fuzz: test/fuzz/run.sh"
+    fi
+fi
 
 [ $((passed + failed)) -gt 0 ] || echo "no suite ran"
 exit 0

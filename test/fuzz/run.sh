@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# test/fuzz/run.sh — build the libFuzzer target for src/jsonwalk.c and run it
+# for a bounded time (make fuzz; test/run_tests.sh may call it too).
+#
+#   FUZZ_SECONDS=60 bash test/fuzz/run.sh
+#
+# Builds test/fuzz/fuzz_jsonwalk.c + src/jsonwalk.c with clang
+# (-fsanitize=fuzzer,address,undefined, -DFRONTEND) against PostgreSQL's
+# frontend libpgcommon/libpgport, then fuzzes a fresh copy of
+# test/fuzz/corpus for FUZZ_SECONDS (inputs up to 64 KiB).  Exits non-zero
+# on any crash, sanitizer report, leak, timeout or build failure; the last
+# line is "fuzz_jsonwalk: N passed, N failed".  Installs clang and
+# libclang-rt-14-dev with apt-get when missing and running as root.
+#
+# Env: FUZZ_SECONDS (default 60), PG_CONFIG, CC (default clang-14 or clang),
+# FUZZ_WORKDIR for the binary, log and crash artifacts (default
+# $KS_RUN/fuzz when the harness has made $KS_RUN, else <repo>/.run-fuzz,
+# both git-ignored), FUZZ_VERBOSE=1 streams libFuzzer's output,
+# overlapping paths ("a" with "a.b") are compared too, unless KS_FUZZ_STRICT=0;
+# see fuzz_jsonwalk.c.  A crash is saved as <work dir>/artifacts/crash-*;
+# replay it with "<work dir>/fuzz_jsonwalk <file>"; add it to
+# test/fuzz/corpus once fixed so every run replays it.
+set -uo pipefail
+
+NAME=fuzz_jsonwalk
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+SECONDS_TO_RUN="${FUZZ_SECONDS:-60}"
+# Inside the harness's run dir only once the harness owns it: test/harness.sh
+# marks a run dir as its own (.ks_run) only when it finds it empty.
+if [ -n "${FUZZ_WORKDIR:-}" ]; then
+    WORK="$FUZZ_WORKDIR"
+elif [ -n "${KS_RUN:-}" ] && [ -e "$KS_RUN/.ks_run" ]; then
+    WORK="$KS_RUN/fuzz"
+else
+    WORK="$REPO/.run-fuzz"
+fi
+
+summary() { echo "$NAME: $1 passed, $2 failed"; }
+fail() { echo "$NAME: $*" >&2; summary 0 1; exit 1; }
+
+case "$SECONDS_TO_RUN" in ''|*[!0-9]*) fail "FUZZ_SECONDS must be a whole number of seconds" ;; esac
+
+# ---- toolchain ----
+
+PG_CONFIG="${PG_CONFIG:-$(command -v pg_config || echo /usr/lib/postgresql/15/bin/pg_config)}"
+[ -x "$PG_CONFIG" ] || fail "pg_config not found (set PG_CONFIG)"
+PG_INC="$("$PG_CONFIG" --includedir-server)"
+LIBDIR=
+for d in "$("$PG_CONFIG" --pkglibdir)" "$("$PG_CONFIG" --libdir)"; do
+    if [ -f "$d/libpgcommon.a" ] && [ -f "$d/libpgport.a" ]; then LIBDIR="$d"; break; fi
+done
+[ -n "$LIBDIR" ] || fail "libpgcommon.a/libpgport.a not found under $("$PG_CONFIG" --pkglibdir) or $("$PG_CONFIG" --libdir) (install postgresql-server-dev-NN)"
+
+mkdir -p "$WORK" || fail "cannot create $WORK"
+
+pick_cc() {
+    local c
+    for c in ${CC:-} clang-14 clang; do
+        command -v "$c" >/dev/null 2>&1 || continue
+        printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void) d; (void) n; return 0; }\n' > "$WORK/probe.c"
+        if "$c" -fsanitize=fuzzer,address,undefined "$WORK/probe.c" -o "$WORK/probe" >/dev/null 2>&1; then
+            rm -f "$WORK/probe" "$WORK/probe.c"
+            echo "$c"
+            return 0
+        fi
+    done
+    rm -f "$WORK/probe" "$WORK/probe.c"
+    return 1
+}
+
+if ! CC_BIN="$(pick_cc)"; then
+    [ "$(id -u)" = 0 ] || fail "no clang with libFuzzer; run as root to install it, or: apt-get install clang libclang-rt-14-dev"
+    echo "$NAME: installing clang and libclang-rt-14-dev"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq clang libclang-rt-14-dev >/dev/null 2>&1 ||
+        { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq clang libclang-rt-14-dev >/dev/null 2>&1; } ||
+        fail "apt-get install clang libclang-rt-14-dev failed"
+    CC_BIN="$(pick_cc)" || fail "clang still cannot link -fsanitize=fuzzer"
+fi
+
+# Before PostgreSQL 16 the frontend libpgcommon has no json_errdetail();
+# the target then brings its own.
+DEFS=()
+nm -g --defined-only "$LIBDIR/libpgcommon.a" 2>/dev/null | grep -qw json_errdetail ||
+    DEFS+=(-DKS_FUZZ_NEED_JSON_ERRDETAIL)
+
+# ---- build ----
+
+BIN="$WORK/$NAME"
+BUILD=("$CC_BIN" -g -O1 -fno-omit-frame-pointer
+       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+       -DFRONTEND -D_GNU_SOURCE "${DEFS[@]}" -Wall -Wextra
+       -isystem "$PG_INC" -I"$REPO/src"
+       "$HERE/fuzz_jsonwalk.c" "$REPO/src/jsonwalk.c"
+       "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a"
+       -o "$BIN")
+echo "$NAME: ${BUILD[*]}"
+"${BUILD[@]}" > "$WORK/build.log" 2>&1 || { cat "$WORK/build.log" >&2; fail "build failed"; }
+if [ -s "$WORK/build.log" ]; then cat "$WORK/build.log"; fi
+
+# ---- run ----
+
+CORPUS="$(mktemp -d "$WORK/corpus.XXXXXX")" || fail "mktemp failed"
+cp "$HERE"/corpus/* "$CORPUS"/ || fail "cannot copy the seed corpus"
+rm -rf "$WORK/artifacts"
+mkdir -p "$WORK/artifacts"
+LOG="$WORK/$NAME.log"
+
+child=
+tailer=
+cleanup() {
+    local p
+    for p in $child $tailer; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+}
+trap 'cleanup; fail "interrupted"' INT TERM
+
+echo "$NAME: fuzzing for ${SECONDS_TO_RUN}s (log: $LOG)"
+ARGS=(-max_total_time="$SECONDS_TO_RUN" -max_len=65536 -timeout=10 -rss_limit_mb=2048
+      -dict="$HERE/json.dict" -artifact_prefix="$WORK/artifacts/" -print_final_stats=1
+      "$CORPUS")
+# -max_total_time is checked between inputs; timeout(1) is the backstop
+timeout -k 10 "$((SECONDS_TO_RUN + 300))" "$BIN" "${ARGS[@]}" > "$LOG" 2>&1 &
+child=$!
+if [ "${FUZZ_VERBOSE:-0}" = 1 ]; then
+    tail -n +1 -f --pid="$child" "$LOG" &
+    tailer=$!
+fi
+wait "$child"
+rc=$?
+if [ -n "$tailer" ]; then wait "$tailer"; fi
+child=
+tailer=
+trap - INT TERM
+
+crashes=$(find "$WORK/artifacts" -type f | wc -l)
+if [ "$rc" -ne 0 ] || [ "$crashes" -ne 0 ] || grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|libFuzzer)|runtime error:' "$LOG"; then
+    [ "${FUZZ_VERBOSE:-0}" = 1 ] || tail -n 60 "$LOG"
+    echo "$NAME: FAILED (exit $rc); corpus kept in $CORPUS"
+    for a in "$WORK"/artifacts/*; do
+        [ -f "$a" ] && echo "$NAME: reproduce with: $BIN $a"
+    done
+    summary 0 1
+    exit 1
+fi
+
+# the last status line: "#N DONE cov: C ft: F corp: K/S exec/s: E rss: R"
+done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$LOG" | tail -n 1)
+echo "$NAME: ${done_line:-finished}"
+grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$LOG" | sed "s/^/$NAME: /"
+rm -rf "$CORPUS"
+summary 1 0
+exit 0
