@@ -1107,7 +1107,7 @@ BEGIN
     DELETE FROM kafka_sink_reset r WHERE r.new_offset IS NULL OR r.new_offset IS NOT DISTINCT FROM r.old_offset;
     INSERT INTO kafka_sink.offsets AS o (pipeline_id, topic, partition, next_offset, start_offset)
     SELECT p.id, r.topic, r.partition, r.new_offset, r.new_offset FROM kafka_sink_reset r
-    ON CONFLICT (pipeline_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset,
+    ON CONFLICT ON CONSTRAINT offsets_pkey DO UPDATE SET next_offset = excluded.next_offset,
         batch_id = NULL, updated_at = now();
     INSERT INTO kafka_sink.offset_resets (pipeline_id, topic, partition, old_offset, new_offset, spec)
     SELECT p.id, r.topic, r.partition, r.old_offset, r.new_offset, "to" FROM kafka_sink_reset r;

@@ -9,6 +9,7 @@
  */
 #include "kafka_sink.h"
 
+#include "access/xact.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -251,10 +252,34 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/*
+ * Wakes the launcher when the calling transaction commits, so that it sees
+ * the change (a start, stop, alter or drop) at once rather than at its next
+ * nap, and never before the change is visible.
+ */
+static bool wake_at_commit = false;
+
+static void
+wake_xact_callback(XactEvent event, void *arg)
+{
+	(void) arg;
+	if (event == XACT_EVENT_COMMIT && wake_at_commit)
+		ks_wake_launcher();
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT)
+		wake_at_commit = false;
+}
+
 Datum
 kafka_sink_wake_launcher(PG_FUNCTION_ARGS)
 {
-	ks_wake_launcher();
+	static bool registered = false;
+
+	if (!registered)
+	{
+		RegisterXactCallback(wake_xact_callback, NULL);
+		registered = true;
+	}
+	wake_at_commit = true;
 	PG_RETURN_VOID();
 }
 

