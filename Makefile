@@ -12,7 +12,8 @@ OBJS = \
 	src/jsonwalk.o \
 	src/apply.o \
 	src/catalog.o \
-	src/api.o
+	src/api.o \
+	src/outbox.o
 
 DATA = kafka_sink--0.1.0.sql
 PGFILEDESC = "kafka_sink - exactly-once Kafka sink"

@@ -29,6 +29,7 @@
 #include "utils/formatting.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 struct KsConsumer
 {
@@ -703,4 +704,134 @@ ks_produce(const char *servers, const char *topic,
 				 errhint("Check that the broker at \"%s\" is reachable and the topic exists.", servers)));
 	*out_partition = d.partition;
 	*out_offset = d.offset;
+}
+
+/* ---- the outbox relay's producer ---- */
+
+struct KsProducer
+{
+	rd_kafka_t *rk;
+};
+
+static void
+batch_delivery_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	KsOutMsg   *out = (KsOutMsg *) m->_private;
+
+	(void) rk;
+	(void) opaque;
+	if (out == NULL)
+		return;
+	out->done = true;
+	out->err = m->err;
+	out->partition_out = m->partition;
+	out->offset_out = m->offset;
+	if (m->err)
+		snprintf(out->errstr, sizeof(out->errstr), "%s", rd_kafka_err2str(m->err));
+}
+
+/*
+ * An idempotent producer: no duplicates from its own retries and the order
+ * of messages kept per partition (librdkafka's enable.idempotence).
+ */
+KsProducer *
+ks_producer_create(const char *servers, List *options)
+{
+	KsProducer *p = palloc0(sizeof(KsProducer));
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char		errstr[512];
+	ListCell   *lc;
+
+	conf_set(conf, "bootstrap.servers", servers);
+	conf_set(conf, "client.id", "kafka_sink.outbox");
+	conf_set(conf, "enable.idempotence", "true");
+	conf_set(conf, "linger.ms", "5");
+	conf_set(conf, "message.timeout.ms", "30000");
+	conf_set(conf, "log.queue", "true");
+	foreach(lc, options)
+	{
+		KsOption   *o = lfirst(lc);
+
+		conf_set(conf, o->name, o->value);
+	}
+	rd_kafka_conf_set_log_cb(conf, log_cb);
+	rd_kafka_conf_set_error_cb(conf, error_cb);
+	rd_kafka_conf_set_dr_msg_cb(conf, batch_delivery_cb);
+	p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+	if (p->rk == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not create a Kafka producer"),
+				 errdetail("librdkafka: %s.", errstr)));
+	rd_kafka_set_log_queue(p->rk, NULL);
+	return p;
+}
+
+/*
+ * Produces every message in order and waits until each has a delivery
+ * report (or timeout_ms passed; the ones left have done = false).
+ * Interrupts are served while waiting.
+ */
+void
+ks_producer_send_all(KsProducer *p, KsOutMsg *msgs, int n, int timeout_ms)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+
+	for (int i = 0; i < n; i++)
+	{
+		KsOutMsg   *m = &msgs[i];
+		rd_kafka_headers_t *hdrs = rd_kafka_headers_new(list_length(m->headers) + 1);
+		rd_kafka_resp_err_t err;
+		ListCell   *lc;
+
+		m->done = false;
+		m->err = 0;
+		foreach(lc, m->headers)
+		{
+			KsOption   *h = lfirst(lc);
+
+			rd_kafka_header_add(hdrs, h->name, -1, h->value, h->value ? -1 : 0);
+		}
+		for (;;)
+		{
+			err = rd_kafka_producev(p->rk,
+									RD_KAFKA_V_TOPIC(m->topic),
+									RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+									RD_KAFKA_V_KEY((void *) m->key, m->key_len),
+									RD_KAFKA_V_VALUE((void *) m->value, m->value_len),
+									RD_KAFKA_V_HEADERS(hdrs),
+									RD_KAFKA_V_OPAQUE((void *) m),
+									RD_KAFKA_V_END);
+			if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+				break;
+			rd_kafka_poll(p->rk, 100);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		{
+			rd_kafka_headers_destroy(hdrs);
+			m->done = true;
+			m->err = err;
+			snprintf(m->errstr, sizeof(m->errstr), "%s", rd_kafka_err2str(err));
+		}
+	}
+	for (;;)
+	{
+		bool		all = true;
+
+		for (int i = 0; i < n && all; i++)
+			if (!msgs[i].done)
+				all = false;
+		if (all || GetCurrentTimestamp() >= deadline)
+			break;
+		rd_kafka_poll(p->rk, 50);
+		CHECK_FOR_INTERRUPTS();
+	}
+	/* nothing may still point at msgs once we return */
+	if (rd_kafka_outq_len(p->rk) > 0)
+	{
+		rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+		while (rd_kafka_outq_len(p->rk) > 0)
+			rd_kafka_poll(p->rk, 10);
+	}
 }

@@ -23,6 +23,8 @@ bool		ks_allow_superuser_pipelines = false;
 int			ks_max_message_bytes = 16 * 1024 * 1024;
 int			ks_max_partitions = 4096;
 int			ks_keep_batches = 10000;
+char	   *ks_outbox_servers = NULL;
+int			ks_outbox_retention_s = 24 * 3600;
 int			ks_keep_batches_for_s = 7 * 24 * 3600;
 
 static const struct config_enum_entry fault_point_options[] = {
@@ -112,6 +114,24 @@ ks_guc_init(void)
 							NULL,
 							&ks_keep_batches_for_s,
 							7 * 24 * 3600, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafka_sink.outbox_bootstrap_servers",
+							   "Kafka brokers the outbox relay publishes kafka_sink.outbox to; empty disables the relay.",
+							   NULL,
+							   &ks_outbox_servers,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.outbox_retention",
+							"How long delivered outbox rows are kept.",
+							NULL,
+							&ks_outbox_retention_s,
+							24 * 3600, 0, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);

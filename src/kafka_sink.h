@@ -35,6 +35,8 @@ extern bool ks_allow_superuser_pipelines;
 extern int	ks_max_message_bytes;
 extern int	ks_max_partitions;
 extern int	ks_keep_batches;
+extern char *ks_outbox_servers;
+extern int	ks_outbox_retention_s;
 extern int	ks_keep_batches_for_s;
 
 typedef enum KsFaultPoint
@@ -270,6 +272,26 @@ extern bool ks_consumer_take_error(char *buf, size_t len);
 extern char *ks_message_headers_json(KsMessage *msg);
 extern bool ks_option_is_secret(const char *name);
 extern void ks_check_options(List *options);
+typedef struct KsProducer KsProducer;
+
+typedef struct KsOutMsg
+{
+	const char *topic;
+	const char *key;
+	size_t		key_len;
+	const char *value;
+	size_t		value_len;
+	List	   *headers;		/* of KsOption */
+	/* set by ks_producer_send_all */
+	bool		done;
+	int			err;
+	char		errstr[256];
+	int32		partition_out;
+	int64		offset_out;
+} KsOutMsg;
+
+extern KsProducer *ks_producer_create(const char *servers, List *options);
+extern void ks_producer_send_all(KsProducer *p, KsOutMsg *msgs, int n, int timeout_ms);
 extern void ks_produce(const char *servers, const char *topic,
 					   const char *key, size_t key_len, const char *value, size_t value_len,
 					   List *headers, int32 partition, int32 *out_partition, int64 *out_offset);
@@ -399,6 +421,10 @@ extern Datum kafka_sink_replay(PG_FUNCTION_ARGS);
 extern void ks_launcher_register(void);
 PGDLLEXPORT void ks_launcher_main(Datum arg);
 PGDLLEXPORT void ks_worker_main(Datum arg);
+PGDLLEXPORT void ks_relay_main(Datum arg);
+
+/* The slot of the outbox relay carries this in place of a pipeline id. */
+#define KS_RELAY_ID (-1)
 
 typedef struct KsWorkerArgs
 {

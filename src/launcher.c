@@ -126,6 +126,19 @@ read_wanted(void)
 			}
 		}
 	}
+	/* the outbox relay, when it has somewhere to publish */
+	if (ks_outbox_servers && ks_outbox_servers[0] != '\0' &&
+		OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)))
+	{
+		Wanted	   *w = MemoryContextAllocZero(cxt, sizeof(Wanted));
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+
+		w->pipeline_id = KS_RELAY_ID;
+		w->owner = InvalidOid;
+		w->workers = 1;
+		wanted = lappend(wanted, w);
+		MemoryContextSwitchTo(old);
+	}
 	ks_xact_commit();
 	return wanted;
 }
@@ -199,9 +212,18 @@ start_worker(Wanted *w, int index)
 	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	bgw.bgw_restart_time = BGW_NEVER_RESTART;
 	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "kafka_sink");
-	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "ks_worker_main");
-	snprintf(bgw.bgw_name, BGW_MAXLEN, "kafka_sink worker %lld/%d", (long long) w->pipeline_id, index);
-	snprintf(bgw.bgw_type, BGW_MAXLEN, "kafka_sink worker");
+	if (w->pipeline_id == KS_RELAY_ID)
+	{
+		snprintf(bgw.bgw_function_name, BGW_MAXLEN, "ks_relay_main");
+		snprintf(bgw.bgw_name, BGW_MAXLEN, "kafka_sink outbox relay");
+		snprintf(bgw.bgw_type, BGW_MAXLEN, "kafka_sink outbox relay");
+	}
+	else
+	{
+		snprintf(bgw.bgw_function_name, BGW_MAXLEN, "ks_worker_main");
+		snprintf(bgw.bgw_name, BGW_MAXLEN, "kafka_sink worker %lld/%d", (long long) w->pipeline_id, index);
+		snprintf(bgw.bgw_type, BGW_MAXLEN, "kafka_sink worker");
+	}
 	bgw.bgw_notify_pid = MyProcPid;
 	memcpy(bgw.bgw_extra, &a, sizeof(a));
 

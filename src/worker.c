@@ -487,6 +487,8 @@ wait_for_kafka(long timeout_ms)
 		ResetLatch(MyLatch);
 	if (rc & WL_SOCKET_READABLE)
 		ks_consumer_drain_fd(consumer);
+	/* a cancel means "stop this statement"; between batches there is none */
+	QueryCancelPending = false;
 	CHECK_FOR_INTERRUPTS();
 	if (ConfigReloadPending)
 	{
@@ -741,6 +743,7 @@ ks_worker_main(Datum arg)
 		KsBatch		batch = {0};
 		MemoryContext old;
 
+		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
 		MemoryContextReset(batch_cxt);
 		old = MemoryContextSwitchTo(batch_cxt);
