@@ -96,7 +96,12 @@ CREATE TABLE demo.orders (
     order_id bigint PRIMARY KEY,
     event_ts timestamptz NOT NULL,
     amount   numeric(18,2),
-    status   text
+    status   text,
+    -- optional lineage columns: the pipeline fills them with the message's coordinates
+    _kafka_topic     text,
+    _kafka_partition int,
+    _kafka_offset    bigint,
+    _kafka_batch_id  bigint
 );
 \d demo.orders
 SQL
@@ -132,7 +137,8 @@ SELECT kafka_sink.create_pipeline(
     subscribe         => ARRAY[:'topic'],
     target            => 'demo.orders',
     order_column      => 'event_ts',
-    starting_offsets  => 'earliest') AS pipeline_id;
+    starting_offsets  => 'earliest',
+    bronze            => 'demo.orders_raw') AS pipeline_id;
 \timing on
 SELECT kafka_sink.wait(:'pipeline', '120 s') AS caught_up \gset
 \timing off
@@ -160,30 +166,26 @@ SELECT (SELECT count(*) FROM sent) AS messages_sent,
        (SELECT count(*) FROM demo.orders) AS rows_in_target,
        (SELECT count(*) FROM model) AS distinct_order_ids;
 SELECT * FROM demo.orders ORDER BY order_id LIMIT 5;
-SELECT NOT EXISTS (SELECT * FROM model EXCEPT SELECT * FROM demo.orders)
-   AND NOT EXISTS (SELECT * FROM demo.orders EXCEPT SELECT * FROM model)
+CREATE TEMP VIEW target AS SELECT order_id, event_ts, amount, status FROM demo.orders;
+SELECT NOT EXISTS (SELECT * FROM model EXCEPT SELECT * FROM target)
+   AND NOT EXISTS (SELECT * FROM target EXCEPT SELECT * FROM model)
        AS target_equals_model \gset
 \if :target_equals_model
 \echo 'demo.orders equals the model computed by plain SQL from the sent messages: yes'
 \else
 \echo 'demo.orders differs from the model computed from the sent messages:'
-SELECT 'missing or different' AS problem, * FROM (SELECT * FROM model EXCEPT SELECT * FROM demo.orders) m
+SELECT 'missing or different' AS problem, * FROM (SELECT * FROM model EXCEPT SELECT * FROM target) m
 UNION ALL
-SELECT 'unexpected', * FROM (SELECT * FROM demo.orders EXCEPT SELECT * FROM model) t
+SELECT 'unexpected', * FROM (SELECT * FROM target EXCEPT SELECT * FROM model) t
 ORDER BY order_id LIMIT 20;
 DO $$ BEGIN RAISE EXCEPTION 'demo failed: the target does not match the model'; END $$;
 \endif
 \x on
 SELECT * FROM kafka_sink.status;
 \x off
-SELECT topic, partition, next_offset, batch_id FROM kafka_sink.offsets ORDER BY topic, partition;
--- TODO: kafka_sink.progress (per-partition lag) is not written yet; shown when it exists
-SELECT to_regclass('kafka_sink.progress') IS NOT NULL AS has_progress \gset
-\if :has_progress
-SELECT * FROM kafka_sink.progress;
-\else
-\echo '(kafka_sink.progress does not exist yet)'
-\endif
+SELECT pipeline, topic, partition, committed_offset, log_start_offset, high_watermark, lag_messages,
+       last_batch_id FROM kafka_sink.progress ORDER BY topic, partition;
+SELECT jsonb_pretty(kafka_sink.last_progress(:'pipeline')) AS last_progress;
 SQL
 
 step "8. from SQL: a stale event (older event_ts) for order 1, a newer one for order 2"
@@ -200,6 +202,22 @@ SELECT p.partition, p."offset", m.key
                                   headers => '{"source":"demo.sh"}') p;
 SELECT kafka_sink.wait(:'pipeline', '60 s') AS caught_up;
 SELECT order_id, event_ts, status FROM demo.orders WHERE order_id IN (1, 2) ORDER BY 1;
+SQL
+
+step "9. lineage: which message wrote order 2, and what happened to the stale event for order 1"
+psql_demo <<'SQL'
+SET ROLE demo_owner;
+SELECT topic, partition, "offset", batch_id, batch_committed_at
+  FROM kafka_sink.lineage(:'pipeline', '{"order_id": 2}');
+SELECT m.topic, m.partition, m."offset", f.fate, f.detail
+  FROM (SELECT topic, partition, "offset" FROM kafka_sink.progress p,
+               LATERAL (SELECT p.committed_offset - 1 AS "offset") o
+         WHERE p.pipeline = :'pipeline' AND p.committed_offset > 0) m,
+       LATERAL kafka_sink.message_fate(:'pipeline', m.topic, m.partition, m."offset") f
+ ORDER BY m.partition;
+\x on
+SELECT name, state, workers, last_batch_id, input_rows_per_second, processed_rows_per_second,
+       max_offsets_behind, hot_partition, last_error FROM kafka_sink.status;
 SQL
 
 step "done"
