@@ -112,5 +112,27 @@ check "resumed: no lag, no hot partition" "running|0|" \
 check "resumed: the newest events won" "8:20 9:300" \
       "$(sql -c "SELECT string_agg(order_id || ':' || ts, ' ' ORDER BY order_id) FROM e2e.obs_$SFX WHERE order_id IN (8, 9)")"
 
-sql -c "SELECT kafka_sink.drop_pipeline('$P')" >/dev/null
+# ---- retention of batch markers ---------------------------------------------------------
+sql -c "ALTER SYSTEM SET kafka_sink.keep_batches = 5" -c "ALTER SYSTEM SET kafka_sink.keep_batches_for = 0" \
+    -c "SELECT pg_reload_conf()" >/dev/null
+R="e2e_ret_$SFX"
+"$HARNESS" topic-create "$R" 1 >/dev/null 2>&1
+sql >/dev/null <<SQL
+CREATE TABLE e2e.ret_$SFX (id bigint PRIMARY KEY);
+ALTER TABLE e2e.ret_$SFX OWNER TO ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => 'ret_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$R'], target => 'e2e.ret_$SFX', starting_offsets => 'earliest',
+       max_offsets_per_batch => 1);
+SQL
+for i in $(seq 1 70); do echo "$i|{\"id\":$i}"; done | kcat -P -b "$KS_BOOTSTRAP" -t "$R" -K '|'
+check "retention: caught up" t "$(sql -c "SELECT kafka_sink.wait('ret_$SFX', '60 s')")"
+check "retention: in 70 batches of one message" 70 "$(sql -c "SELECT last_batch_id FROM kafka_sink.pipelines WHERE name = 'ret_$SFX'")"
+check "retention: markers outside the last keep_batches were pruned at batch 64, the rest kept" "60|5|70" \
+      "$(sql -c "SELECT min(batch_id) || '|' || count(*) FILTER (WHERE batch_id <= 64) || '|' || max(batch_id) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = 'ret_$SFX'")"
+check "retention: every message applied" 70 "$(sql -c "SELECT count(*) FROM e2e.ret_$SFX")"
+sql -c "ALTER SYSTEM RESET kafka_sink.keep_batches" -c "ALTER SYSTEM RESET kafka_sink.keep_batches_for" \
+    -c "SELECT pg_reload_conf()" >/dev/null
+
+sql -c "SELECT kafka_sink.drop_pipeline('$P')" -c "SELECT kafka_sink.drop_pipeline('ret_$SFX')" >/dev/null
 finish
