@@ -1056,7 +1056,9 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION kafka_sink.start(name text)
+-- Moves a pipeline from one of the states in "from" to "to", or explains
+-- why it cannot; wakes the launcher at commit.
+CREATE FUNCTION kafka_sink._transition(name text, "from" text[], "to" text, hint text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1066,26 +1068,34 @@ DECLARE
 BEGIN
     PERFORM kafka_sink._require_admin();
     p := kafka_sink._get_pipeline(name, true);
-    UPDATE kafka_sink.pipeline_definitions x SET state = 'running', updated_at = now() WHERE x.id = p.id;
+    IF p.state = "to" THEN
+        RETURN;
+    END IF;
+    IF NOT p.state = ANY ("from") THEN
+        RAISE EXCEPTION 'pipeline "%" is %, it cannot become %', name, p.state, "to"
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = hint;
+    END IF;
+    UPDATE kafka_sink.pipeline_definitions x SET state = "to", updated_at = now() WHERE x.id = p.id;
     PERFORM kafka_sink._wake_launcher();
 END
 $$;
 
-CREATE FUNCTION kafka_sink.stop(name text)
+CREATE FUNCTION kafka_sink.start(name text)
 RETURNS void
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    p kafka_sink.pipeline_definitions;
-BEGIN
-    PERFORM kafka_sink._require_admin();
-    p := kafka_sink._get_pipeline(name, true);
-    IF p.state IN ('running', 'paused', 'failed') THEN
-        UPDATE kafka_sink.pipeline_definitions x SET state = 'stopped', updated_at = now() WHERE x.id = p.id;
-    END IF;
-    PERFORM kafka_sink._wake_launcher();
-END
+    SELECT kafka_sink._transition(name, ARRAY['stopped', 'failed', 'finished', 'paused'], 'running',
+                                  'A paused pipeline can also be resumed with kafka_sink.resume.')
+$$;
+
+CREATE FUNCTION kafka_sink.stop(name text)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT kafka_sink._transition(name, ARRAY['running', 'paused', 'failed', 'finished'], 'stopped',
+                                  'The pipeline is already stopped.')
 $$;
 
 -- Moves the checkpoint of a stopped pipeline: to 'earliest', 'latest',
@@ -1176,40 +1186,19 @@ $$;
 -- workers.  Both keep the checkpoint; resume and start continue from it.
 CREATE FUNCTION kafka_sink.pause(name text)
 RETURNS void
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    p kafka_sink.pipeline_definitions;
-BEGIN
-    PERFORM kafka_sink._require_admin();
-    p := kafka_sink._get_pipeline(name, true);
-    IF p.state <> 'running' THEN
-        RAISE EXCEPTION 'pipeline "%" is %, not running', name, p.state
-            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Only a running pipeline can be paused.';
-    END IF;
-    UPDATE kafka_sink.pipeline_definitions x SET state = 'paused', updated_at = now() WHERE x.id = p.id;
-    PERFORM kafka_sink._wake_launcher();
-END
+    SELECT kafka_sink._transition(name, ARRAY['running'], 'paused', 'Only a running pipeline can be paused.')
 $$;
 
 CREATE FUNCTION kafka_sink.resume(name text)
 RETURNS void
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    p kafka_sink.pipeline_definitions;
-BEGIN
-    PERFORM kafka_sink._require_admin();
-    p := kafka_sink._get_pipeline(name, true);
-    IF p.state <> 'paused' THEN
-        RAISE EXCEPTION 'pipeline "%" is %, not paused', name, p.state
-            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Use kafka_sink.start for a stopped or failed pipeline.';
-    END IF;
-    UPDATE kafka_sink.pipeline_definitions x SET state = 'running', updated_at = now() WHERE x.id = p.id;
-    PERFORM kafka_sink._wake_launcher();
-END
+    SELECT kafka_sink._transition(name, ARRAY['paused'], 'running',
+                                  'Use kafka_sink.start for a stopped or failed pipeline.')
 $$;
 
 -- The progress record of the last batch(es), shaped like Spark's

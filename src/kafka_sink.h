@@ -112,6 +112,7 @@ typedef struct KsShared
 extern KsShared *ks_shared;
 extern void ks_shmem_init(void);
 extern void ks_wake_launcher(void);
+extern bool ks_slot_attach(int slot_no, int64 pipeline_id, int worker_index);
 extern void ks_slot_set_detail(int slot, const char *fmt,...) pg_attribute_printf(2, 3);
 
 /* ---- the pipeline definition (catalog.c) ---- */

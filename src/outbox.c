@@ -40,23 +40,6 @@
 
 static KsWorkerArgs rargs;
 
-static void
-relay_release_slot(int code, Datum arg)
-{
-	KsWorkerSlot *slot = &ks_shared->slots[rargs.slot];
-
-	(void) code;
-	(void) arg;
-	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
-	if (slot->in_use && slot->pid == MyProcPid)
-	{
-		slot->in_use = false;
-		slot->pid = 0;
-	}
-	LWLockRelease(ks_shared->lock);
-	ks_wake_launcher();
-}
-
 static Datum
 int8_array(int64 *v, int n)
 {
@@ -218,6 +201,7 @@ relay_wait(long ms)
 {
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
+	QueryCancelPending = false; /* nothing to cancel between deliveries */
 	CHECK_FOR_INTERRUPTS();
 	if (ConfigReloadPending)
 	{
@@ -237,8 +221,6 @@ ks_relay_main(Datum arg)
 	MemoryContext cxt;
 	int			failures = 0;
 	TimestampTz last_prune = 0;
-	KsWorkerSlot *slot;
-	bool		ok = false;
 
 	(void) arg;
 	memcpy(&rargs, MyBgworkerEntry->bgw_extra, sizeof(KsWorkerArgs));
@@ -246,19 +228,8 @@ ks_relay_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 
-	slot = &ks_shared->slots[rargs.slot];
-	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
-	if (slot->in_use && slot->pipeline_id == rargs.pipeline_id && slot->pid == 0)
-	{
-		slot->pid = MyProcPid;
-		slot->procno = MyProc->pgprocno;
-		slot->started_at = GetCurrentTimestamp();
-		ok = true;
-	}
-	LWLockRelease(ks_shared->lock);
-	if (!ok)
+	if (!ks_slot_attach(rargs.slot, rargs.pipeline_id, rargs.worker_index))
 		proc_exit(0);
-	on_shmem_exit(relay_release_slot, 0);
 
 	BackgroundWorkerInitializeConnectionByOid(rargs.database, InvalidOid, 0);
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION);

@@ -19,6 +19,7 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/timestamp.h"
 
 KsShared   *ks_shared = NULL;
 
@@ -100,4 +101,53 @@ ks_slot_set_detail(int slot, const char *fmt,...)
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 	strlcpy(ks_shared->slots[slot].detail, buf, KS_DETAIL_LEN);
 	LWLockRelease(ks_shared->lock);
+}
+
+/*
+ * Releases the slot of the exiting worker, and the partitions it showed in
+ * kafka_sink.progress.
+ */
+static void
+slot_release(int code, Datum arg)
+{
+	KsWorkerSlot *slot = &ks_shared->slots[DatumGetInt32(arg)];
+
+	(void) code;
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	if (slot->in_use && slot->pid == MyProcPid)
+	{
+		slot->in_use = false;
+		slot->pid = 0;
+	}
+	for (int i = 0; i < ks_shared->npartstats; i++)
+		if (KS_PARTSTATS()[i].in_use && KS_PARTSTATS()[i].pid == MyProcPid)
+			KS_PARTSTATS()[i].in_use = false;
+	LWLockRelease(ks_shared->lock);
+	ks_wake_launcher();
+}
+
+/*
+ * Takes the slot the launcher claimed for this worker.  False when it is
+ * not ours (the launcher gave up on it): the worker then exits.
+ */
+bool
+ks_slot_attach(int slot_no, int64 pipeline_id, int worker_index)
+{
+	KsWorkerSlot *slot = &ks_shared->slots[slot_no];
+	bool		ok = false;
+
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	if (slot->in_use && slot->pipeline_id == pipeline_id &&
+		slot->worker_index == worker_index && slot->pid == 0)
+	{
+		slot->pid = MyProcPid;
+		slot->procno = MyProc->pgprocno;
+		slot->started_at = GetCurrentTimestamp();
+		slot->detail[0] = '\0';
+		ok = true;
+	}
+	LWLockRelease(ks_shared->lock);
+	if (ok)
+		on_shmem_exit(slot_release, Int32GetDatum(slot_no));
+	return ok;
 }

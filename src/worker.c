@@ -43,27 +43,6 @@ static bool broker_error_shown = false;
 
 /* ---- slot ---- */
 
-static void
-release_slot(int code, Datum arg)
-{
-	KsWorkerSlot *slot = &ks_shared->slots[args.slot];
-
-	(void) code;
-	(void) arg;
-
-	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
-	if (slot->in_use && slot->pid == MyProcPid)
-	{
-		slot->in_use = false;
-		slot->pid = 0;
-	}
-	for (int i = 0; i < ks_shared->npartstats; i++)
-		if (KS_PARTSTATS()[i].in_use && KS_PARTSTATS()[i].pid == MyProcPid)
-			KS_PARTSTATS()[i].in_use = false;
-	LWLockRelease(ks_shared->lock);
-	ks_wake_launcher();
-}
-
 /*
  * Publishes the partition set in shared memory for kafka_sink.progress:
  * releases this worker's entries and claims one per partition.
@@ -163,28 +142,6 @@ publish_partition_progress(double seconds)
 		}
 	}
 	LWLockRelease(ks_shared->lock);
-}
-
-static bool
-attach_slot(void)
-{
-	KsWorkerSlot *slot = &ks_shared->slots[args.slot];
-	bool		ok = false;
-
-	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
-	if (slot->in_use && slot->pipeline_id == args.pipeline_id &&
-		slot->worker_index == args.worker_index && slot->pid == 0)
-	{
-		slot->pid = MyProcPid;
-		slot->procno = MyProc->pgprocno;
-		slot->started_at = GetCurrentTimestamp();
-		slot->detail[0] = '\0';
-		ok = true;
-	}
-	LWLockRelease(ks_shared->lock);
-	if (ok)
-		on_shmem_exit(release_slot, 0);
-	return ok;
 }
 
 /* ---- partitions ---- */
@@ -706,7 +663,7 @@ ks_worker_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 
-	if (!attach_slot())
+	if (!ks_slot_attach(args.slot, args.pipeline_id, args.worker_index))
 		proc_exit(0);
 
 	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
