@@ -171,13 +171,14 @@ find_part(const char *topic, int32 partition)
 
 /* The partitions this worker should own now; NIL with *err set on failure. */
 static List *
-wanted_partitions(char **err)
+wanted_partitions(char **err, List **all_out)
 {
 	List	   *all;
 	List	   *mine = NIL;
 	ListCell   *lc;
 
 	*err = NULL;
+	*all_out = NIL;
 	if (pipeline->assign != NIL)
 		all = pipeline->assign;
 	else
@@ -194,6 +195,7 @@ wanted_partitions(char **err)
 		if (partition_owner(tp->topic, tp->partition, args.nworkers) == args.worker_index)
 			mine = lappend(mine, tp);
 	}
+	*all_out = all;
 	return mine;
 }
 
@@ -253,7 +255,8 @@ static bool
 refresh_assignment(bool force)
 {
 	char	   *err = NULL;
-	List	   *want = wanted_partitions(&err);
+	List	   *every = NIL;
+	List	   *want = wanted_partitions(&err, &every);
 	KsPartition *np;
 	int			n = list_length(want);
 	bool		same = (n == nparts);
@@ -306,6 +309,42 @@ refresh_assignment(bool force)
 				np[kept++] = np[i];
 		n = kept;
 		all = true;
+	}
+
+	/*
+	 * The pipeline's very first start: checkpoint every partition from
+	 * starting_offsets, not only this worker's, so that workers that start a
+	 * moment later find theirs already there and do not take them for
+	 * partitions discovered later (which start at earliest).
+	 */
+	if (first_start && args.nworkers > 1 && list_length(every) > n)
+	{
+		KsPartition *ep = palloc0(sizeof(KsPartition) * list_length(every));
+		int			ne = 0;
+
+		foreach(lc, every)
+		{
+			KsTopicPartition *tp = lfirst(lc);
+
+			ep[ne].topic = tp->topic;
+			ep[ne].partition = tp->partition;
+			ep[ne].end_offset = -1;
+			ep[ne].committed = resolve_spec(tp->topic, tp->partition, pipeline->starting_offsets,
+											pipeline->start_offsets, pipeline->start_ts_ms, &err);
+			if (!err && pipeline->ending_offsets)
+				ep[ne].end_offset = resolve_spec(tp->topic, tp->partition, pipeline->ending_offsets,
+												 pipeline->end_offsets, pipeline->end_ts_ms, &err);
+			if (err)
+			{
+				ks_slot_set_detail(args.slot, "%s", err);
+				return false;
+			}
+			ne++;
+		}
+		ks_xact_begin("kafka_sink: writing the first checkpoint");
+		ks_insert_initial_offsets(pipeline->id, ep, ne);
+		all = ks_load_offsets(pipeline->id, np, n);
+		ks_xact_commit();
 	}
 
 	if (!all)

@@ -108,5 +108,20 @@ check "status shows it 100% done with no time left" "100.0|00:00:00" \
 check "no worker is left running for it" "" "$(sql -c "SELECT coalesce(array_to_string(worker_pids, ','), '') FROM kafka_sink.status WHERE name = 'bf_$SFX'")"
 check "the production pipeline's checkpoint was not touched" "$prod_before" "$(offsets_of "log_$SFX")"
 
-for p in log cur bf; do sql -c "SELECT kafka_sink.drop_pipeline('${p}_$SFX')" >/dev/null; done
+# ---- several workers start a 'latest' pipeline together --------------------------------------
+sql >/dev/null <<SQL
+CREATE TABLE e2e.ops_late_$SFX (id bigint PRIMARY KEY, ts bigint);
+ALTER TABLE e2e.ops_late_$SFX OWNER TO ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => 'late_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$T'], target => 'e2e.ops_late_$SFX', workers => 3);
+SQL
+poll "SELECT count(*) = 4 FROM kafka_sink.offsets o JOIN kafka_sink.pipelines p ON p.id = o.pipeline_id WHERE p.name = 'late_$SFX'" 30 || true
+check "workers => 3 with starting_offsets latest: every partition starts at its high watermark" \
+      "$("$HARNESS" topic-offsets "$T" 2>/dev/null | awk -F'\t' '{printf "%s%s:%s", (NR>1?" ":""), $1, $2}')" "$(offsets_of "late_$SFX")"
+produce_range 9001 9040
+check "and reads only what comes after" "t|40" \
+      "$(sql -c "SELECT kafka_sink.wait('late_$SFX', '60 s')")|$(sql -c "SELECT count(*) FROM e2e.ops_late_$SFX")"
+
+for p in log cur bf late; do sql -c "SELECT kafka_sink.drop_pipeline('${p}_$SFX')" >/dev/null; done
 finish
