@@ -156,7 +156,7 @@ ks_target_open(KsPipeline *p)
 		}
 		else if (att->attidentity == ATTRIBUTE_IDENTITY_BY_DEFAULT)
 		{
-			Oid			seq = getIdentitySequence(p->target, att->attnum, true);
+			Oid			seq = KS_IDENTITY_SEQUENCE(rel, att->attnum);
 
 			if (OidIsValid(seq))
 				c->default_sql = psprintf("pg_catalog.nextval(%s::pg_catalog.regclass)",

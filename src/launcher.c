@@ -350,7 +350,7 @@ ks_launcher_main(Datum arg)
 	pgstat_report_appname("kafka_sink launcher");
 
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
-	ks_shared->launcher_procno = MyProc->pgprocno;
+	ks_shared->launcher_procno = KS_MY_PROCNO();
 	ks_shared->launcher_pid = MyProcPid;
 	LWLockRelease(ks_shared->lock);
 	before_shmem_exit(launcher_exit, 0);

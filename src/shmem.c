@@ -141,7 +141,7 @@ ks_slot_attach(int slot_no, int64 pipeline_id, int worker_index)
 		slot->worker_index == worker_index && slot->pid == 0)
 	{
 		slot->pid = MyProcPid;
-		slot->procno = MyProc->pgprocno;
+		slot->procno = KS_MY_PROCNO();
 		slot->started_at = GetCurrentTimestamp();
 		slot->detail[0] = '\0';
 		ok = true;
