@@ -129,7 +129,7 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	char	   *mode;
 	MemoryContext old;
 
-	exec_id("SELECT id, name, owner, state, bootstrap_servers, subscribe_pattern,"
+	exec_id("SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern,"
 			" coalesce(target::oid, 0)::int8, order_column, mode, coalesce(batch_function::oid, 0)::int8,"
 			" starting_offsets, fail_on_data_loss::int::int8, max_offsets_per_batch, max_batch_bytes,"
 			" (extract(epoch FROM trigger_interval) * 1000)::int8, workers::int8,"

@@ -139,6 +139,20 @@ ks_check_options(List *options)
 		KsOption   *o = lfirst(lc);
 		char		errstr[512];
 
+		/*
+		 * librdkafka's "unsecure JWT" is for its own tests, and with a
+		 * malformed sasl.oauthbearer.config librdkafka 2.0.2 crashes its
+		 * process, which here is a PostgreSQL backend.
+		 */
+		if (strcmp(o->name, "enable.sasl.oauthbearer.unsecure.jwt") == 0)
+		{
+			rd_kafka_conf_destroy(conf);
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("Kafka option \"%s\" is not supported", o->name),
+					 errdetail("It signs tokens with no key, for librdkafka's own tests."),
+					 errhint("Use sasl.oauthbearer.method = oidc, or SASL/SCRAM.")));
+		}
 		for (int i = 0; managed_options[i]; i++)
 			if (strcmp(o->name, managed_options[i]) == 0)
 			{

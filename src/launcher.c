@@ -105,7 +105,7 @@ read_wanted(void)
 
 	ks_xact_begin("kafka_sink launcher: reading pipelines");
 	if (OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)) &&
-		SPI_execute("SELECT id, owner, workers, state = 'paused', generation FROM kafka_sink.pipeline_definitions"
+		SPI_execute("SELECT id, owner::oid, workers, state = 'paused', generation FROM kafka_sink.pipeline_definitions"
 					" WHERE state IN ('running', 'paused') ORDER BY id", true, 0) == SPI_OK_SELECT)
 	{
 		for (uint64 i = 0; i < SPI_processed; i++)
@@ -347,6 +347,8 @@ ks_launcher_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(ks_database, NULL, 0);
+	/* the launcher is a superuser: never resolve names through a user's path */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION);
 	pgstat_report_appname("kafka_sink launcher");
 
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);

@@ -723,7 +723,26 @@ ks_worker_main(Datum arg)
 		pgstat_report_appname(appname);
 	}
 
-	consumer = ks_consumer_create(pipeline, NULL);
+	/* a consumer librdkafka refuses to create is a configuration error */
+	PG_TRY();
+	{
+		consumer = ks_consumer_create(pipeline, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ks_record_error(pipeline->id, "permanent", edata->sqlerrcode, edata->message, edata->detail);
+		ks_set_state(pipeline->id, "failed");
+		ereport(LOG,
+				(errmsg("kafka_sink: pipeline \"%s\" failed: %s", pipeline->name, edata->message),
+				 edata->detail ? errdetail("%s", edata->detail) : 0));
+		proc_exit(0);
+	}
+	PG_END_TRY();
 	batch_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink batch", ALLOCSET_DEFAULT_SIZES);
 
 	while (!refresh_assignment(true))
