@@ -292,26 +292,18 @@ AS 'MODULE_PATHNAME', 'kafka_sink_watermarks'
 LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 
--- Tells the planner how many rows the batch functions return.
-CREATE FUNCTION kafka_sink._batch_rows_support(internal)
-RETURNS internal
-AS 'MODULE_PATHNAME', 'kafka_sink_batch_rows_support'
-LANGUAGE C STRICT;
-
 -- The staged batch of the calling pipeline worker, as records.  Only a
 -- kafka_sink worker has a batch; anywhere else this raises an error.
 CREATE FUNCTION kafka_sink._batch_rows()
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'kafka_sink_batch_rows'
-LANGUAGE C VOLATILE
-SUPPORT kafka_sink._batch_rows_support;
+LANGUAGE C VOLATILE;
 
 -- The raw messages of the calling worker's batch, for the bronze table.
 CREATE FUNCTION kafka_sink._batch_messages()
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'kafka_sink_batch_messages'
-LANGUAGE C VOLATILE
-SUPPORT kafka_sink._batch_rows_support;
+LANGUAGE C VOLATILE;
 
 CREATE FUNCTION kafka_sink._replay(pipeline_id bigint, ids bigint[])
 RETURNS TABLE (replayed bigint, still_failing bigint)

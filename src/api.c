@@ -24,7 +24,6 @@ PG_FUNCTION_INFO_V1(kafka_sink_produce);
 PG_FUNCTION_INFO_V1(kafka_sink_watermarks);
 PG_FUNCTION_INFO_V1(kafka_sink_batch_rows);
 PG_FUNCTION_INFO_V1(kafka_sink_batch_messages);
-PG_FUNCTION_INFO_V1(kafka_sink_batch_rows_support);
 PG_FUNCTION_INFO_V1(kafka_sink_replay);
 PG_FUNCTION_INFO_V1(kafka_sink_wake_launcher);
 PG_FUNCTION_INFO_V1(kafka_sink_worker_pids);

@@ -26,7 +26,6 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
-#include "nodes/supportnodes.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -44,7 +43,6 @@
 
 /* The rows kafka_sink._batch_rows() returns, set around each statement. */
 static KsBatch *srf_batch = NULL;
-static KsBatch *srf_raw_batch = NULL;	/* the bronze SRF's batch */
 static int *srf_rows = NULL;
 static int	srf_nrows = 0;
 
@@ -95,32 +93,6 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
-}
-
-/*
- * Planner support for kafka_sink._batch_rows() and _batch_messages(): the
- * number of rows they will return, so that the MERGE is planned for the
- * real batch (a hash join for a large batch, index probes for a small one)
- * rather than for the default guess of 1000 rows.
- */
-Datum
-kafka_sink_batch_rows_support(PG_FUNCTION_ARGS)
-{
-	Node	   *rawreq = (Node *) PG_GETARG_POINTER(0);
-
-	if (IsA(rawreq, SupportRequestRows))
-	{
-		SupportRequestRows *req = (SupportRequestRows *) rawreq;
-
-		if (srf_batch != NULL)
-			req->rows = Max(srf_nrows, 1);
-		else if (srf_raw_batch != NULL)
-			req->rows = Max(srf_raw_batch->nmsgs, 1);
-		else
-			PG_RETURN_POINTER(NULL);
-		PG_RETURN_POINTER(req);
-	}
-	PG_RETURN_POINTER(NULL);
 }
 
 /* ---- statement text ---- */
@@ -895,6 +867,8 @@ next_batch_id(KsBatch *batch)
 }
 
 /* ---- bronze: every raw message, in the batch's transaction ---- */
+
+static KsBatch *srf_raw_batch = NULL;
 
 Datum
 kafka_sink_batch_messages(PG_FUNCTION_ARGS)

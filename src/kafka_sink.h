@@ -425,7 +425,6 @@ typedef struct KsBatch
 extern void ks_apply_batch(KsBatch *batch);
 extern Datum kafka_sink_batch_rows(PG_FUNCTION_ARGS);
 extern Datum kafka_sink_batch_messages(PG_FUNCTION_ARGS);
-extern Datum kafka_sink_batch_rows_support(PG_FUNCTION_ARGS);
 extern Datum kafka_sink_replay(PG_FUNCTION_ARGS);
 
 /* ---- workers ---- */
