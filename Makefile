@@ -47,3 +47,9 @@ $(OBJS): src/kafka_sink.h src/jsonwalk.h
 .PHONY: fuzz
 fuzz:
 	bash test/fuzz/run.sh
+
+# the benchmark: ours vs a psql-only baseline and a Python consumer, latency,
+# worker CPU and memory, a profile; BENCH_EVENTS=200000 for a quick run.
+# See test/bench/run.sh and docs/performance.md.
+bench:
+	bash test/bench/run.sh

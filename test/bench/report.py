@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""report.py -- the benchmark's table, JSON and plot from run.sh's raw.tsv.
+
+    report.py RAW_TSV OUT_DIR
+
+Prints the table on stdout and writes OUT_DIR/results.md (the same table
+in Markdown), OUT_DIR/results.json (every number), OUT_DIR/series-*.dat
+(seconds since start, msgs/s over a trailing 2 s window, lag) and
+OUT_DIR/throughput.png (gnuplot).
+"""
+import json
+import os
+import subprocess
+import sys
+
+WINDOW = 4.0        # seconds: the throughput curve's trailing window
+STEP = 0.5          # seconds: the sampling interval
+
+
+def load(raw):
+    r = {}
+    with open(raw) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line or "\t" not in line:
+                continue
+            k, v = line.split("\t", 1)
+            r[k] = v
+    return r
+
+
+def num(r, k, default=None):
+    try:
+        return float(r[k].split("\t")[0])
+    except (KeyError, ValueError):
+        return default
+
+
+def read_samples(path):
+    pts = []
+    try:
+        with open(path) as f:
+            for line in f:
+                a = line.split()
+                if len(a) == 2:
+                    pts.append((float(a[0]), float(a[1])))
+    except OSError:
+        pass
+    return pts
+
+
+def series(pts, t0, t1, total):
+    """Step-function resampling every STEP s from t0, and a last point at
+    t1 (the measured end, when everything was committed): (seconds since
+    t0, msgs/s over the trailing WINDOW, lag)."""
+    pts = sorted(p for p in pts if p[0] < t1) + [(t1, float(total))]
+    out = []
+    hist = []
+    j = 0
+    cur = 0.0
+    times = []
+    t = t0
+    while t < t1:
+        times.append(t)
+        t += STEP
+    times.append(t1)
+    for t in times:
+        while j < len(pts) and pts[j][0] <= t + 1e-9:
+            cur = max(cur, pts[j][1])
+            j += 1
+        hist.append((t, cur))
+        past = [(tt, c) for (tt, c) in hist if tt <= t - WINDOW + 1e-9]
+        base_t, base_c = past[-1] if past else (t0, 0.0)
+        rate = (cur - base_c) / max(t - base_t, STEP) if t > t0 else 0.0
+        out.append((t - t0, rate, max(total - cur, 0)))
+    return out
+
+
+def fmt_int(x):
+    return "-" if x is None else "{:,.0f}".format(x)
+
+
+def fmt(x, spec="{:.2f}"):
+    return "-" if x is None else spec.format(x)
+
+
+def main():
+    raw, out = sys.argv[1], sys.argv[2]
+    r = load(raw)
+    n = int(num(r, "events"))
+    res = {"events": n, "distinct_keys": int(num(r, "distinct_keys", 0)),
+           "message_bytes": num(r, "message_bytes"), "machine": {}, "runs": {}, "latency": {}}
+    for k, v in r.items():
+        if k.startswith("machine."):
+            res["machine"][k[8:]] = v
+
+    # throughput runs: each configuration ran in rounds ("m50k.r1", ...);
+    # the fastest round counts, every round's seconds are kept
+    def best(base):
+        reps = {}
+        for k in r:
+            parts = k.split(".")
+            if len(parts) == 3 and parts[0] == base and parts[1].startswith("r") and parts[2] == "seconds":
+                reps[parts[0] + "." + parts[1]] = num(r, k)
+        if not reps:
+            return None, []
+        p = min(reps, key=reps.get)
+        return p, [reps[x] for x in sorted(reps)]
+
+    prefixes = {}
+    p, alls = best("baseline")
+    prefixes["baseline"] = p
+    base_s = num(r, p + ".seconds") if p else None
+    base_rate = n / base_s if base_s else None
+    res["runs"]["baseline"] = {"seconds": base_s, "msgs_per_s": base_rate, "all_seconds": alls,
+                               "machine_busy_s": num(r, p + ".machine_busy_s") if p else None,
+                               "load_at_start": num(r, p + ".load") if p else None}
+    p, alls = best("py")
+    prefixes["py"] = p
+    py = None
+    if p:
+        py = {"t0": num(r, p + ".t0"), "seconds": num(r, p + ".seconds"), "batches": num(r, p + ".batches")}
+        py["t1"] = py["t0"] + py["seconds"]
+        res["runs"]["python"] = {"seconds": py["seconds"], "msgs_per_s": n / py["seconds"], "all_seconds": alls,
+                                 "batches": py["batches"],
+                                 "machine_busy_s": num(r, p + ".machine_busy_s"),
+                                 "load_at_start": num(r, p + ".load"),
+                                 "same_as_baseline": r.get(p + ".same_as_baseline")}
+    py_rate = res["runs"]["python"]["msgs_per_s"] if py else None
+    for key in ("m50k", "m100k", "bronze"):
+        p, alls = best(key)
+        prefixes[key] = p
+        if not p:
+            continue
+        s = num(r, p + ".seconds")
+        cpu = num(r, p + ".cpu_s")
+        d = {"seconds": s, "msgs_per_s": n / s, "all_seconds": alls,
+             "vs_baseline": (n / s) / base_rate if base_rate else None,
+             "vs_python": (n / s) / py_rate if py_rate else None,
+             "worker_cpu_s": cpu,
+             "worker_cpu_s_per_million": cpu / n * 1e6 if cpu is not None else None,
+             "worker_peak_rss_mib": num(r, p + ".rss_kb", 0) / 1024 or None,
+             "batches": num(r, p + ".batches"),
+             "wall_in_batches_s": num(r, p + ".batch_s"),
+             "phase_ms": {ph: num(r, "%s.%s_ms" % (p, ph)) for ph in ("fetch", "decode", "apply", "commit")},
+             "machine_busy_s": num(r, p + ".machine_busy_s"),
+             "load_at_start": num(r, p + ".load"),
+             "same_as_baseline": r.get(p + ".same_as_baseline"),
+             "max_offsets_per_batch": num(r, p + ".max_offsets"),
+             "bronze_rows": num(r, p + ".bronze_rows")}
+        res["runs"][key] = d
+    for key in ("lat", "lat_bronze"):
+        if key + ".rows" not in r:
+            continue
+        prod = {}
+        if key + ".producer" in r and os.path.exists(r[key + ".producer"]):
+            with open(r[key + ".producer"]) as f:
+                prod = json.load(f)
+        cpu = num(r, key + ".cpu_s")
+        rows_ = num(r, key + ".rows")
+        res["latency"][key] = {
+            "messages": rows_, "producer_rate": prod.get("rate"), "producer_errors": prod.get("errors"),
+            "producer_ack_ms_p50": prod.get("ack_ms_p50"), "producer_ack_ms_p99": prod.get("ack_ms_p99"),
+            **{m: num(r, "%s.%s" % (key, m)) for m in
+               ("p50_written_ms", "p99_written_ms", "max_written_ms",
+                "p50_committed_ms", "p99_committed_ms", "max_committed_ms", "batch_ms_avg",
+                "batch_ms_p50", "batch_ms_p99", "batch_ms_max", "decode_apply_ms_avg", "decode_apply_ms_max")},
+            "p99_written_ms_by_5s": [float(x) for x in r.get(key + ".p99_written_ms_by_5s", "").split()],
+            "batches": num(r, key + ".batches"),
+            "avg_batch_messages": float(r[key + ".batches"].split("\t")[1]) if key + ".batches" in r else None,
+            "worker_cpu_s": cpu,
+            "worker_cpu_s_per_million": cpu / rows_ * 1e6 if cpu and rows_ else None,
+            "worker_peak_rss_mib": num(r, key + ".rss_kb", 0) / 1024 or None,
+            "load_at_start": num(r, key + ".load")}
+    res["profile"] = {"command": r.get("profile.command"), "committed": num(r, "profile.committed")}
+    res["total_seconds"] = num(r, "total_seconds")
+    res["produce_seconds"] = num(r, "produce_seconds")
+
+    # ---- the table
+    m = res["machine"]
+    lines = []
+    lines.append("kafka_sink benchmark: %s events over %s order ids (~%d-byte JSON values), 4 partitions"
+                 % (fmt_int(n), fmt_int(res["distinct_keys"]), res["message_bytes"] or 0))
+    lines.append("machine: %s cores (%s), %s, kernel %s; PostgreSQL %s, librdkafka %s, Kafka %s; commit %s"
+                 % (m.get("cores"), m.get("cpu"), m.get("mem"), m.get("kernel"), m.get("postgres"),
+                    m.get("librdkafka"), m.get("kafka"), m.get("commit")))
+    lines.append("")
+    hdr = ("| run | seconds (fastest round) | msgs/s | ours / baseline | ours / python | worker CPU s per 1M msgs "
+           "| worker peak RSS MiB | batches | same rows as baseline | load avg at start | seconds, every round |")
+    lines.append(hdr)
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
+
+    def rounds(d):
+        return " / ".join("%.1f" % x for x in d.get("all_seconds", []))
+    b = res["runs"]["baseline"]
+    lines.append("| baseline: psql COPY + DISTINCT ON + MERGE, 50k per txn | %s | %s | 1.00 | | | | %s | (reference) | %s | %s |"
+                 % (fmt(b["seconds"], "{:.1f}"), fmt_int(b["msgs_per_s"]), fmt_int(-(-n // 50000)),
+                    fmt(b["load_at_start"]), rounds(b)))
+    for key, label in (("m50k", "ours, max_offsets_per_batch 50000"),
+                       ("m100k", "ours, max_offsets_per_batch 100000 (default)"),
+                       ("bronze", "ours, 50000, bronze on")):
+        d = res["runs"].get(key)
+        if not d:
+            continue
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            label, fmt(d["seconds"], "{:.1f}"), fmt_int(d["msgs_per_s"]), fmt(d["vs_baseline"]),
+            fmt(d["vs_python"]), fmt(d["worker_cpu_s_per_million"], "{:.1f}"),
+            fmt(d["worker_peak_rss_mib"], "{:.0f}"), fmt_int(d["batches"]), d["same_as_baseline"],
+            fmt(d["load_at_start"]), rounds(d)))
+    if py:
+        d = res["runs"]["python"]
+        lines.append("| peer: Python consumer (confluent-kafka + psycopg 3), 50k per batch | %s | %s | %s | 1.00 | | | %s | %s | %s | %s |"
+                     % (fmt(d["seconds"], "{:.1f}"), fmt_int(d["msgs_per_s"]),
+                        fmt(d["msgs_per_s"] / base_rate if base_rate else None),
+                        fmt_int(d["batches"]), d["same_as_baseline"], fmt(d["load_at_start"]), rounds(d)))
+    lines.append("| peer: Kafka Connect + Debezium JDBC sink | not run (see docs/performance.md) | | | | | | | | | |")
+    lines.append("")
+    if res["latency"]:
+        lines.append("| latency run (unique keys, trigger_interval 100 ms) | produced msgs/s | messages "
+                     "| p50 ms (written) | p99 ms (written) | p50 ms (committed) | p99 ms (committed) "
+                     "| max ms (committed) | avg batch | worker CPU s per 1M msgs | worker peak RSS MiB |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for key, label in (("lat", "bronze off"), ("lat_bronze", "bronze on")):
+            d = res["latency"].get(key)
+            if not d:
+                continue
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                label, fmt_int(d["producer_rate"]), fmt_int(d["messages"]),
+                fmt(d["p50_written_ms"], "{:.0f}"), fmt(d["p99_written_ms"], "{:.0f}"),
+                fmt(d["p50_committed_ms"], "{:.0f}"), fmt(d["p99_committed_ms"], "{:.0f}"),
+                fmt(d["max_committed_ms"], "{:.0f}"), fmt_int(d["avg_batch_messages"]),
+                fmt(d["worker_cpu_s_per_million"], "{:.1f}"), fmt(d["worker_peak_rss_mib"], "{:.0f}")))
+        for key, label in (("lat", "bronze off"), ("lat_bronze", "bronze on")):
+            d = res["latency"].get(key)
+            if d and d.get("batch_ms_p50") is not None:
+                lines.append("latency run, %s: batch started->committed p50 %.0f ms, p99 %.0f ms, max %.0f ms; "
+                             "decode+apply avg %.0f ms, max %.0f ms; producer ack p50 %s ms, p99 %s ms"
+                             % (label, d["batch_ms_p50"], d["batch_ms_p99"], d["batch_ms_max"],
+                                d["decode_apply_ms_avg"], d["decode_apply_ms_max"],
+                                d["producer_ack_ms_p50"], d["producer_ack_ms_p99"]))
+                lines.append("latency run, %s: p99 ms (written) per 5 s of the run: %s"
+                             % (label, " ".join("%.0f" % x for x in d["p99_written_ms_by_5s"])))
+        lines.append("")
+    # targets
+    t = []
+
+    def verdict(ok):
+        return "met" if ok else "NOT met"
+    d = res["runs"].get("m50k")
+    if d and d["vs_baseline"] is not None:
+        best = max(x["vs_baseline"] for k, x in res["runs"].items() if k in ("m50k", "m100k"))
+        t.append("- ours >= 0.8x baseline (bronze off): %.2fx at 50k, best %.2fx: %s"
+                 % (d["vs_baseline"], best, verdict(best >= 0.8)))
+    d = res["runs"].get("bronze")
+    if d and d["vs_baseline"] is not None:
+        t.append("- ours >= 0.6x baseline (bronze on): %.2fx: %s" % (d["vs_baseline"], verdict(d["vs_baseline"] >= 0.6)))
+    d = res["runs"].get("m50k")
+    if d and d["vs_python"] is not None:
+        t.append("- ours >= 3x the Python consumer: %.2fx: %s" % (d["vs_python"], verdict(d["vs_python"] >= 3)))
+    d = res["latency"].get("lat")
+    if d and d["p99_written_ms"] is not None:
+        t.append("- p99 <= 250 ms at %s msgs/s: p99 %.0f ms written, %.0f ms committed: %s"
+                 % (fmt_int(d["producer_rate"]), d["p99_written_ms"], d["p99_committed_ms"],
+                    verdict(max(d["p99_written_ms"], d["p99_committed_ms"]) <= 250)))
+    if t:
+        lines.append("targets (reported, not asserted):")
+        lines.extend(t)
+        lines.append("")
+    for key, label in (("m50k", "50k"), ("m100k", "100k"), ("bronze", "bronze")):
+        d = res["runs"].get(key)
+        if d and d["phase_ms"].get("apply") is not None:
+            ph = d["phase_ms"]
+            tot = d["seconds"]
+            lines.append("wall time of ours (%s), summed over batches: fetch %.1f s, decode %.1f s, apply %.1f s, "
+                         "commit %.1f s (of %.1f s end to end)"
+                         % (label, (ph["fetch"] or 0) / 1000, (ph["decode"] or 0) / 1000,
+                            (ph["apply"] or 0) / 1000, (ph["commit"] or 0) / 1000, tot))
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(res, f, indent=2)
+
+    # ---- the plot
+    plot = []
+    for key, label in (("baseline", "baseline (psql COPY+MERGE)"), ("m50k", "ours, 50k/batch"),
+                       ("m100k", "ours, 100k/batch"), ("bronze", "ours, 50k/batch, bronze"),
+                       ("py", "Python consumer")):
+        p = prefixes.get(key)
+        if not p or num(r, p + ".t0") is None:
+            continue
+        samples = r.get(p + ".samples")
+        t0 = num(r, p + ".t0")
+        t1 = t0 + num(r, p + ".seconds")
+        s = series(read_samples(samples), t0, t1, n)
+        path = os.path.join(out, "series-%s.dat" % key)
+        with open(path, "w") as f:
+            f.write("# seconds_since_start msgs_per_s_trailing_%gs lag_messages\n" % WINDOW)
+            for (a, bb, c) in s:
+                f.write("%.2f %.0f %.0f\n" % (a, bb, c))
+        plot.append((path, label))
+    if plot:
+        gp = os.path.join(out, "throughput.gp")
+        png = os.path.join(out, "throughput.png")
+        with open(gp, "w") as f:
+            f.write('set terminal pngcairo noenhanced size 1100,800 font ",10"\n')
+            f.write('set output "%s"\n' % png)
+            f.write("set multiplot layout 2,1 title \"kafka_sink vs baseline: %s events, %s keys, 4 partitions "
+                    "(%s cores)\"\n" % (fmt_int(n), fmt_int(res["distinct_keys"]), m.get("cores")))
+            f.write("set grid\nset key outside right top\nset xlabel \"seconds since start\"\n")
+            f.write('set ylabel "msgs/s committed (trailing %gs)"\nset format y "%%.0s%%c"\n' % WINDOW)
+            f.write("plot " + ", ".join('"%s" using 1:2 with lines lw 2 title "%s"' % (p, l) for p, l in plot) + "\n")
+            f.write('set ylabel "lag (messages not yet committed)"\nset format y "%.1s%c"\n')
+            f.write("plot " + ", ".join('"%s" using 1:3 with lines lw 2 title "%s"' % (p, l) for p, l in plot) + "\n")
+            f.write("unset multiplot\n")
+        rc = subprocess.call(["gnuplot", gp])
+        if rc != 0:
+            print("gnuplot failed (%d)" % rc, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
