@@ -364,6 +364,20 @@ ks_consumer_poll(KsConsumer *c, KsEvent *ev)
 	return true;
 }
 
+/*
+ * Serves the consumer queue while the worker has no assignment yet, so that
+ * librdkafka's error and log callbacks run (an authentication failure, for
+ * one, is only reported there).  Nothing else is queued without partitions.
+ */
+void
+ks_consumer_serve(KsConsumer *c)
+{
+	rd_kafka_message_t *m;
+
+	while ((m = rd_kafka_consumer_poll(c->rk, 0)) != NULL)
+		rd_kafka_message_destroy(m);
+}
+
 void
 ks_message_release(KsMessage *msg)
 {

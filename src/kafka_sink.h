@@ -268,6 +268,7 @@ extern int	ks_consumer_fd(KsConsumer *c);
 extern void ks_consumer_drain_fd(KsConsumer *c);
 extern bool ks_consumer_poll(KsConsumer *c, KsEvent *ev);
 extern void ks_message_release(KsMessage *msg);
+extern void ks_consumer_serve(KsConsumer *c);
 extern List *ks_consumer_list_partitions(KsConsumer *c, List *topics, const char *pattern,
 										 int timeout_ms, char **errmsg);
 extern bool ks_consumer_watermarks(KsConsumer *c, const char *topic, int32 partition,

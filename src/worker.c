@@ -748,6 +748,7 @@ ks_worker_main(Datum arg)
 	while (!refresh_assignment(true))
 	{
 		wait_for_kafka(2000);
+		ks_consumer_serve(consumer);
 		ks_consumer_emit_logs();
 		note_client_error();
 	}

@@ -1,0 +1,344 @@
+#!/usr/bin/env bash
+# broker_security: SASL and SSL options pass through to librdkafka, against a
+# real broker.  The shared test broker is PLAINTEXT only, so this script
+# starts its own single-node KRaft broker (never touching the shared one)
+# with four listeners:
+#   SASL_PLAINTEXT  SCRAM-SHA-256 (alice), SCRAM-SHA-512 (bob), PLAIN (carol)
+#   SSL             server certificate signed by a CA the script makes
+#   SASL_SSL        SCRAM-SHA-512 over TLS
+#   CONTROLLER      PLAINTEXT, the KRaft quorum
+# and checks:
+#  - a pipeline per mechanism catches up (kafka_sink.wait) and the target
+#    has the rows; the password is masked in kafka_sink.pipelines;
+#  - a wrong password is visible within seconds in kafka_sink.status and in
+#    kafka_sink.errors (not a silent stall), and wait() on that pipeline
+#    fails or times out within its timeout instead of hanging;
+#  - no password (right or wrong) ever reaches the server log,
+#    kafka_sink.errors or kafka_sink.status.
+# SCRAM needs librdkafka >= 2.6.1 against a Kafka 4.x broker: older versions
+# send a client-final nonce that 4.x rejects as "invalid credentials"
+# (confluentinc/librdkafka#4895).  With an older librdkafka (Debian 12 has
+# 2.0.2) the SCRAM checks become: the pipeline, with the right password, is
+# refused and kafka_sink.status says so; the broker's SCRAM users are proven
+# good by the Java client instead.
+# Passwords are random and are passed through a table, never in statement
+# text (PostgreSQL logs the text of a failing statement by itself).
+. "$(dirname "$0")/lib.sh"
+setup_owner
+LOGF="$KS_LOGS/postgresql.log"
+O=ks_e2e
+BDIR="$KS_RUN/sasl_$SFX"
+# files PostgreSQL (OS user kstest) must read: o+rx, outside /root
+SSLDIR="/tmp/ks_ssl_$SFX"
+BPID=""
+T0=$SECONDS
+
+cleanup() {
+    local rc=$?
+    set +e
+    trap - EXIT
+    sql -c "SELECT kafka_sink.drop_pipeline(name) FROM kafka_sink.pipeline_definitions WHERE name LIKE 'bsec\\_%\\_$SFX'" >/dev/null 2>&1
+    sql -c "DROP TABLE IF EXISTS e2e.bsec_opts_$SFX" >/dev/null 2>&1
+    for t in sha256 sha512 plain wrong ssl saslssl; do
+        sql -c "DROP TABLE IF EXISTS e2e.bsec_${t}_$SFX" >/dev/null 2>&1
+    done
+    if [ -n "$BPID" ] && kill -0 "$BPID" 2>/dev/null; then
+        kill -TERM "$BPID" 2>/dev/null
+        for _ in $(seq 1 100); do kill -0 "$BPID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$BPID" 2>/dev/null
+    fi
+    rm -rf "$SSLDIR"
+    [ "$rc" -eq 0 ] || [ ! -s "$BDIR/broker.log" ] || { echo "# broker log tail:"; tail -n 20 "$BDIR/broker.log" | sed 's/^/#   /'; }
+    exit "$rc"
+}
+trap cleanup EXIT
+
+rnd() { head -c 9 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+contains() { local n; n="$(grep -c -- "$1" || true)"; [ "${n:-0}" -gt 0 ] && echo t || echo f; }
+free_port() {
+    python3 - "$@" <<'EOF'
+import random, socket, sys
+avoid = set(int(a) for a in sys.argv[1:])
+for _ in range(500):
+    p = random.randint(15000, 32000)
+    if p in avoid:
+        continue
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    sys.exit(0)
+sys.exit("no free port")
+EOF
+}
+
+PW_ADMIN="ksAdm$(rnd)"; PW_ALICE="ksAlice256$(rnd)"; PW_BOB="ksBob512$(rnd)"
+PW_CAROL="ksCarolPlain$(rnd)"; PW_WRONG="ksWrong$(rnd)"; PW_KS="ksStore$(rnd)"
+SECRETS=("$PW_ADMIN" "$PW_ALICE" "$PW_BOB" "$PW_CAROL" "$PW_WRONG" "$PW_KS")
+
+# =============================================================================
+# the CA and the broker's keystore
+# =============================================================================
+SSL_OK=1
+mkdir -p "$BDIR" "$SSLDIR"
+chmod 755 "$SSLDIR"
+(
+    cd "$SSLDIR"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=kafka_sink test CA $SFX" \
+        -keyout ca.key -out ca.pem
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout broker.key -out broker.csr
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' > ext.cnf
+    openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+        -extfile ext.cnf -out broker.pem
+    openssl pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -name broker \
+        -passout "pass:$PW_KS" -out "$BDIR/broker.p12"
+    rm -f ca.key broker.key broker.csr ca.srl
+    chmod 644 ca.pem
+) > "$BDIR/ssl.log" 2>&1 || SSL_OK=0
+[ "$SSL_OK" = 1 ] || { echo "# could not make the certificates:"; sed 's/^/#   /' "$BDIR/ssl.log"; }
+CA="$SSLDIR/ca.pem"
+
+# =============================================================================
+# our own broker
+# =============================================================================
+P_SASL="$(free_port)"; P_SSL="$(free_port "$P_SASL")"
+P_SSSL="$(free_port "$P_SASL" "$P_SSL")"; P_CTL="$(free_port "$P_SASL" "$P_SSL" "$P_SSSL")"
+BS_SASL="127.0.0.1:$P_SASL"; BS_SSL="127.0.0.1:$P_SSL"; BS_SSSL="127.0.0.1:$P_SSSL"
+PLAIN_JAAS="org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"$PW_ADMIN\" user_admin=\"$PW_ADMIN\" user_carol=\"$PW_CAROL\";"
+SCRAM_JAAS="org.apache.kafka.common.security.scram.ScramLoginModule required;"
+if [ "$SSL_OK" = 1 ]; then
+    LISTENERS="SASL_PLAINTEXT://127.0.0.1:$P_SASL,SSL://127.0.0.1:$P_SSL,SASL_SSL://127.0.0.1:$P_SSSL"
+else
+    LISTENERS="SASL_PLAINTEXT://127.0.0.1:$P_SASL"
+fi
+cat > "$BDIR/server.properties" <<EOF
+# written by test/e2e/broker_security.sh; single-node KRaft broker+controller
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:$P_CTL
+listeners=$LISTENERS,CONTROLLER://127.0.0.1:$P_CTL
+advertised.listeners=$LISTENERS
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=SASL_PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=$PLAIN_JAAS
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=$SCRAM_JAAS
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=$SCRAM_JAAS
+listener.name.sasl_ssl.plain.sasl.jaas.config=$PLAIN_JAAS
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$SCRAM_JAAS
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$SCRAM_JAAS
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$BDIR/broker.p12
+ssl.keystore.password=$PW_KS
+ssl.key.password=$PW_KS
+ssl.client.auth=none
+log.dirs=$BDIR/data
+num.partitions=2
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=2
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+num.network.threads=2
+num.io.threads=2
+EOF
+[ "$SSL_OK" = 1 ] || sed -i '/^ssl\./d' "$BDIR/server.properties"
+cat > "$BDIR/log4j2.properties" <<'EOF'
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = WARN
+EOF
+CLUSTER_ID="$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+     -Dlog4j2.configurationFile="$BDIR/log4j2.properties" -cp "$KS_KAFKA_CP" \
+     kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$BDIR/server.properties" --standalone \
+     --add-scram "SCRAM-SHA-256=[name=alice,password=$PW_ALICE]" \
+     --add-scram "SCRAM-SHA-512=[name=bob,password=$PW_BOB]" > "$BDIR/format.log" 2>&1 \
+    || { echo "# broker format failed:"; sed 's/^/#   /' "$BDIR/format.log"; exit 1; }
+( exec setsid java -Xms128m -Xmx384m -XX:+UseG1GC -Djava.awt.headless=true \
+      -Dlog4j2.configurationFile="$BDIR/log4j2.properties" -cp "$KS_KAFKA_CP" \
+      kafka.Kafka "$BDIR/server.properties" > "$BDIR/broker.log" 2>&1 < /dev/null ) &
+BPID=$!
+echo "$BPID" > "$BDIR/pid"
+
+# kcat with SASL: kc MECH USER PASSWORD kcat-args...
+kc() {
+    local m="$1" u="$2" p="$3"; shift 3
+    kcat -b "$BS_SASL" -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms="$m" \
+         -X sasl.username="$u" -X sasl.password="$p" "$@"
+}
+up=0
+deadline=$((SECONDS + 45))
+while [ $SECONDS -lt $deadline ]; do
+    kill -0 "$BPID" 2>/dev/null || break
+    if kc PLAIN admin "$PW_ADMIN" -L -m 2 2>/dev/null | grep -q '1 brokers:'; then up=1; break; fi
+    sleep 0.5
+done
+check "our SASL broker answers a PLAIN client (kcat -L)" 1 "$up"
+[ "$up" = 1 ] || exit 1
+echo "# broker up in $((SECONDS - T0)) s (SASL $BS_SASL, SSL $BS_SSL, SASL_SSL $BS_SSSL)"
+
+# one topic, two partitions, 5 messages (auto-created by the produce)
+T="bsec_$SFX"
+for i in 1 2 3 4 5; do printf '%d|{"id":%d,"v":"v%d"}\n' "$i" "$i" "$i"; done \
+    | kc PLAIN admin "$PW_ADMIN" -P -t "$T" -K '|' 2>"$BDIR/kcat.err" \
+    || { sed 's/^/#   /' "$BDIR/kcat.err"; }
+check "kcat with a wrong PLAIN password is refused by the broker (sanity)" f \
+      "$(kc PLAIN carol "$PW_WRONG" -L -m 3 2>/dev/null | contains '1 brokers:')"
+# the librdkafka the extension links, and whether its SCRAM works with Kafka 4.x
+RDLIB="$(ldd "$("$KS_PGBIN/pg_config" --pkglibdir 2>/dev/null || echo /usr/lib/postgresql/15/lib)/kafka_sink.so" | awk '/librdkafka/ {print $3}')"
+RDVER="$(python3 -c "import ctypes,sys; l=ctypes.CDLL(sys.argv[1]); l.rd_kafka_version.restype=ctypes.c_int; v=l.rd_kafka_version(); print('%d.%d.%d' % ((v>>24)&255, (v>>16)&255, (v>>8)&255))" "$RDLIB" 2>/dev/null || echo 0.0.0)"
+SCRAM_OK=0
+[ "$(printf '%s\n2.6.1\n' "$RDVER" | sort -V | head -1)" = 2.6.1 ] && SCRAM_OK=1
+echo "# librdkafka $RDVER ($RDLIB): SCRAM against Kafka 4.x $([ $SCRAM_OK = 1 ] && echo usable || echo 'NOT usable (< 2.6.1, confluentinc/librdkafka#4895)')"
+# the broker's SCRAM users are good: the Java client authenticates with them
+jscram() {  # jscram MECH USER PASSWORD: t when the Java AdminClient authenticates
+    printf 'security.protocol=SASL_PLAINTEXT\nsasl.mechanism=%s\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="%s" password="%s";\n' "$1" "$2" "$3" > "$BDIR/client.properties"
+    timeout 30 java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$BDIR/log4j2.properties" -cp "$KS_KAFKA_CP" \
+        kafka.admin.ConfigCommand --bootstrap-server "$BS_SASL" --command-config "$BDIR/client.properties" \
+        --describe --entity-type users --entity-name "$2" 2>/dev/null | contains "SCRAM credential configs for user-principal '$2' are.*$1"
+}
+check "the Java client authenticates with SCRAM-SHA-256 (alice) and SCRAM-SHA-512 (bob)" "t|t" \
+      "$(jscram SCRAM-SHA-256 alice "$PW_ALICE")|$(jscram SCRAM-SHA-512 bob "$PW_BOB")"
+rm -f "$BDIR/client.properties"
+
+# =============================================================================
+# options, targets, pipelines
+# =============================================================================
+sql >/dev/null <<SQL
+CREATE TABLE e2e.bsec_opts_$SFX (n text PRIMARY KEY, bs text NOT NULL, o jsonb NOT NULL);
+ALTER TABLE e2e.bsec_opts_$SFX OWNER TO $O;
+INSERT INTO e2e.bsec_opts_$SFX VALUES
+  ('sha256', '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": "$PW_ALICE"}'),
+  ('sha512', '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bob", "sasl.password": "$PW_BOB"}'),
+  ('plain',  '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "$PW_CAROL"}'),
+  ('wrong',  '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "$PW_WRONG"}'),
+  ('ssl',    '$BS_SSL',  '{"security.protocol": "SSL", "ssl.ca.location": "$CA"}'),
+  ('saslssl','$BS_SSSL', '{"security.protocol": "SASL_SSL", "ssl.ca.location": "$CA", "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "$PW_CAROL"}');
+SQL
+for t in sha256 sha512 plain wrong ssl saslssl; do
+    sql -c "CREATE TABLE e2e.bsec_${t}_$SFX (id bigint PRIMARY KEY, v text); ALTER TABLE e2e.bsec_${t}_$SFX OWNER TO $O" >/dev/null
+done
+as_owner() { psql -X -A -t -q -v ON_ERROR_STOP=1 -U "$O" "$@"; }
+# create NAME: a pipeline bsec_NAME_SFX from the options row NAME
+create() {
+    as_owner -c "SELECT kafka_sink.create_pipeline(name => 'bsec_$1_$SFX',
+        bootstrap_servers => (SELECT bs FROM e2e.bsec_opts_$SFX WHERE n = '$1'),
+        subscribe => ARRAY['$T'], target => 'e2e.bsec_$1_$SFX', starting_offsets => 'earliest',
+        kafka_options => (SELECT o FROM e2e.bsec_opts_$SFX WHERE n = '$1'))" >/dev/null
+}
+# caught NAME: wait()|rows in the target|password as shown by kafka_sink.pipelines
+caught() {
+    echo "$(as_owner -c "SELECT kafka_sink.wait('bsec_$1_$SFX', '30 s')" 2>&1 | head -1)|$(sql -c "SELECT count(*) FROM e2e.bsec_$1_$SFX")|$(as_owner -c "SELECT coalesce(kafka_options->>'sasl.password', '-') FROM kafka_sink.pipelines WHERE name = 'bsec_$1_$SFX'")"
+}
+
+# create them all first, so the workers connect in parallel
+create sha256; create sha512; create plain
+[ "$SSL_OK" = 1 ] && { create ssl; create saslssl; }
+LOG0="$(stat -c %s "$LOGF")"
+create wrong
+
+# refused NAME: the SCRAM pipeline with the right password, on an old librdkafka:
+# status names the authentication failure|nothing applied|password masked
+refused() {
+    poll "SELECT coalesce(worker_detail, '') || coalesce(last_error, '') ~* 'sasl|authenticat' FROM kafka_sink.status WHERE name = 'bsec_$1_$SFX'" 30 || true
+    echo "$(sql -c "SELECT coalesce(worker_detail, '') || coalesce(last_error, '') ~* 'sasl|authenticat' FROM kafka_sink.status WHERE name = 'bsec_$1_$SFX'")|$(sql -c "SELECT count(*) FROM e2e.bsec_$1_$SFX")|$(as_owner -c "SELECT kafka_sink.pipelines.kafka_options->>'sasl.password' FROM kafka_sink.pipelines WHERE name = 'bsec_$1_$SFX'")"
+}
+if [ "$SCRAM_OK" = 1 ]; then
+    check "SCRAM-SHA-256 (alice): caught up, 5 rows, password masked" "t|5|********" "$(caught sha256)"
+    check "SCRAM-SHA-512 (bob): caught up, 5 rows, password masked" "t|5|********" "$(caught sha512)"
+else
+    echo "# SKIP SCRAM catch-up: librdkafka $RDVER cannot do SCRAM with Kafka 4.x"
+    check "SCRAM-SHA-256 on librdkafka $RDVER: refused visibly in status, nothing applied, masked" "t|0|********" "$(refused sha256)"
+    check "SCRAM-SHA-512 on librdkafka $RDVER: refused visibly in status, nothing applied, masked" "t|0|********" "$(refused sha512)"
+    echo "# SCRAM-SHA-256 status: $(sql -c "SELECT concat_ws(' || ', state, worker_detail, last_error) FROM kafka_sink.status WHERE name = 'bsec_sha256_$SFX'")"
+fi
+check "PLAIN (carol): caught up, 5 rows, password masked" "t|5|********" "$(caught plain)"
+if [ "$SSL_OK" = 1 ]; then
+    check "SSL with ssl.ca.location (the test's CA): caught up, 5 rows" "t|5|-" "$(caught ssl)"
+    check "SASL_SSL + PLAIN: caught up, 5 rows, password masked" "t|5|********" "$(caught saslssl)"
+else
+    check "SSL: certificates could be made" 1 0
+fi
+# more messages reach every pipeline (the workers keep their sessions)
+for i in 6 7; do printf '%d|{"id":%d,"v":"v%d"}\n' "$i" "$i" "$i"; done \
+    | kc PLAIN admin "$PW_ADMIN" -P -t "$T" -K '|'
+if [ "$SCRAM_OK" = 1 ]; then
+    check "two more messages reach SCRAM-256, SCRAM-512 and PLAIN" "t|7|********,t|7|********,t|7|********" \
+          "$(caught sha256),$(caught sha512),$(caught plain)"
+else
+    check "two more messages reach PLAIN" "t|7|********" "$(caught plain)"
+fi
+[ "$SSL_OK" != 1 ] || check "two more messages reach SSL and SASL_SSL" "t|7|-,t|7|********" "$(caught ssl),$(caught saslssl)"
+
+# =============================================================================
+# a wrong password: visible, not a silent stall
+# =============================================================================
+W="bsec_wrong_$SFX"
+wt0=$SECONDS
+poll "SELECT coalesce(worker_detail, '') || coalesce(last_error, '') ~* 'sasl|authenticat' FROM kafka_sink.status WHERE name = '$W'" 30 || true
+echo "# wrong password: status showed it after $((SECONDS - wt0)) s (created earlier, during the other checks)"
+st="$(sql -c "SELECT concat_ws(' || ', state, worker_detail, last_error) FROM kafka_sink.status WHERE name = '$W'")"
+echo "# status: $st"
+check "wrong password: kafka_sink.status names the authentication failure" t \
+      "$(sql -c "SELECT coalesce(worker_detail, '') || coalesce(last_error, '') ~* 'sasl|authenticat' FROM kafka_sink.status WHERE name = '$W'")"
+poll "SELECT count(*) > 0 FROM kafka_sink.errors e JOIN kafka_sink.pipeline_definitions d ON d.id = e.pipeline_id WHERE d.name = '$W'" 30 || true
+echo "# errors: $(sql -c "SELECT string_agg(kind || ': ' || message, ' / ' ORDER BY e.id) FROM kafka_sink.errors e JOIN kafka_sink.pipeline_definitions d ON d.id = e.pipeline_id WHERE d.name = '$W'")"
+check "wrong password: kafka_sink.errors has a row about it" t \
+      "$(sql -c "SELECT count(*) > 0 AND bool_or(message || coalesce(detail, '') ~* 'sasl|authenticat') FROM kafka_sink.errors e JOIN kafka_sink.pipeline_definitions d ON d.id = e.pipeline_id WHERE d.name = '$W'")"
+state="$(sql -c "SELECT state FROM kafka_sink.pipelines WHERE name = '$W'")"
+echo "# wrong password: pipeline state is '$state' (running = the worker keeps retrying)"
+check "wrong password: the pipeline is running (retrying) or failed" t \
+      "$( [ "$state" = running ] || [ "$state" = failed ] && echo t || echo f)"
+check "wrong password: nothing applied, no checkpoint" "0|0" \
+      "$(sql -c "SELECT count(*) FROM e2e.bsec_wrong_$SFX")|$(sql -c "SELECT count(*) FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions d ON d.id = o.pipeline_id WHERE d.name = '$W'")"
+wt0=$SECONDS
+wout="$(as_owner -v VERBOSITY=verbose -c "SELECT kafka_sink.wait('$W', '10 s')" 2>&1 || true)"
+wdur=$((SECONDS - wt0))
+echo "# wait('10 s') on the wrong-password pipeline took ${wdur} s and said: $(tr '\n' ' ' <<<"$wout")"
+check "wrong password: wait('10 s') returns within 20 s" t "$( [ "$wdur" -le 20 ] && echo t || echo f)"
+check "wrong password: wait() does not report success" f "$( [ "$wout" = t ] && echo t || echo f)"
+check "wrong password: wait() does not echo the password" f "$(contains "$PW_WRONG" <<<"$wout")"
+
+# fixing the password (alter_pipeline) lets it catch up
+sql -c "UPDATE e2e.bsec_opts_$SFX SET o = jsonb_set(o, '{sasl.password}', to_jsonb('$PW_CAROL'::text)) WHERE n = 'wrong'" >/dev/null
+as_owner -c "SELECT kafka_sink.alter_pipeline('$W', kafka_options => (SELECT o FROM e2e.bsec_opts_$SFX WHERE n = 'wrong'))" >/dev/null
+check "after alter_pipeline with the right password it catches up" "t|7|********" "$(caught wrong)"
+
+# =============================================================================
+# no secret anywhere
+# =============================================================================
+leaks=0
+for s in "${SECRETS[@]}"; do
+    n="$(grep -c -- "$s" "$LOGF" || true)"
+    leaks=$((leaks + n))
+done
+check "no password (right or wrong) appears in the server log" 0 "$leaks"
+check "the server log shows the authentication failure" t \
+      "$(n="$(tail -c +$((LOG0 + 1)) "$LOGF" | grep -ci -- 'sasl\|authenticat' || true)"; [ "${n:-0}" -gt 0 ] && echo t || echo f)"
+check "no password appears in kafka_sink.errors or kafka_sink.status" 0 \
+      "$(sql -c "SELECT count(*) FROM unnest(ARRAY['$(IFS=,; echo "${SECRETS[*]}" | sed "s/,/','/g")']) s(v),
+                   (SELECT coalesce(message, '') || coalesce(detail, '') AS t FROM kafka_sink.errors
+                    UNION ALL SELECT coalesce(worker_detail, '') || coalesce(last_error, '') FROM kafka_sink.status) x
+                  WHERE strpos(x.t, s.v) > 0")"
+
+sql -c "SELECT kafka_sink.drop_pipeline(name) FROM kafka_sink.pipeline_definitions WHERE name LIKE 'bsec\\_%\\_$SFX'" >/dev/null
+echo "# took $((SECONDS - T0)) s"
+finish
