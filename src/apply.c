@@ -127,6 +127,18 @@ append_insert_value(StringInfo b, KsColumn *c, int i)
 						 c->default_sql ? c->default_sql : "NULL");
 }
 
+/* "t.k1 = s.k1 AND ...": a target row and a batch row of the same key */
+static void
+append_key_match(StringInfo b, KsTarget *t)
+{
+	for (int k = 0; k < t->nkeys; k++)
+	{
+		const char *name = quote_identifier(t->columns[t->key_index[k]].name);
+
+		appendStringInfo(b, "%st.%s = s.%s", k > 0 ? " AND " : "", name, name);
+	}
+}
+
 static char *
 merge_sql(KsTarget *t)
 {
@@ -135,12 +147,7 @@ merge_sql(KsTarget *t)
 
 	initStringInfo(&b);
 	appendStringInfo(&b, "MERGE INTO %s AS t USING (%s) AS s ON ", t->qualified_name, source_sql(t));
-	for (int k = 0; k < t->nkeys; k++)
-	{
-		const char *name = quote_identifier(t->columns[t->key_index[k]].name);
-
-		appendStringInfo(&b, "%st.%s = s.%s", k > 0 ? " AND " : "", name, name);
-	}
+	append_key_match(&b, t);
 	appendStringInfoString(&b, " WHEN MATCHED");
 	if (t->order_index >= 0)
 	{
@@ -186,12 +193,7 @@ delete_sql(KsTarget *t)
 
 	initStringInfo(&b);
 	appendStringInfo(&b, "DELETE FROM %s AS t USING (%s) AS s WHERE ", t->qualified_name, source_sql(t));
-	for (int k = 0; k < t->nkeys; k++)
-	{
-		const char *name = quote_identifier(t->columns[t->key_index[k]].name);
-
-		appendStringInfo(&b, "%st.%s = s.%s", k > 0 ? " AND " : "", name, name);
-	}
+	append_key_match(&b, t);
 	return b.data;
 }
 

@@ -81,6 +81,25 @@ getint4(int row, int col)
 	return isnull ? 0 : DatumGetInt32(d);
 }
 
+/* The first column of a query's rows, as a list of strings in mcxt. */
+static List *
+load_text_list(const char *sql, int64 pipeline_id, MemoryContext mcxt)
+{
+	List	   *result = NIL;
+	MemoryContext old;
+
+	exec_id(sql, pipeline_id, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *v = getstr(i, 1, mcxt);
+
+		old = MemoryContextSwitchTo(mcxt);
+		result = lappend(result, v);
+		MemoryContextSwitchTo(old);
+	}
+	return result;
+}
+
 /*
  * Parses an offsets spec column (starting_offsets or ending_offsets):
  * per-partition JSON into a list, a timestamp into Unix milliseconds.
@@ -195,40 +214,15 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		p->mappings = lappend(p->mappings, m);
 		MemoryContextSwitchTo(old);
 	}
-	exec_id("SELECT v.key FROM kafka_sink.pipeline_definitions d, jsonb_each(d.schema_versions) v"
-			" WHERE d.id = $1 ORDER BY 1",
-			pipeline_id, SPI_OK_SELECT);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		char	   *v = getstr(i, 1, mcxt);
+	p->versions = load_text_list("SELECT v.key FROM kafka_sink.pipeline_definitions d,"
+								 " jsonb_each(d.schema_versions) v WHERE d.id = $1 ORDER BY 1",
+								 pipeline_id, mcxt);
 
-		old = MemoryContextSwitchTo(mcxt);
-		p->versions = lappend(p->versions, v);
-		MemoryContextSwitchTo(old);
-	}
-
-	exec_id("SELECT unnest(subscribe) FROM kafka_sink.pipeline_definitions WHERE id = $1",
-			pipeline_id, SPI_OK_SELECT);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		char	   *t = getstr(i, 1, mcxt);
-
-		old = MemoryContextSwitchTo(mcxt);
-		p->subscribe = lappend(p->subscribe, t);
-		MemoryContextSwitchTo(old);
-	}
-
-	exec_id("SELECT k FROM kafka_sink.pipeline_definitions, unnest(key_columns) WITH ORDINALITY AS u(k, n)"
-			" WHERE id = $1 ORDER BY n",
-			pipeline_id, SPI_OK_SELECT);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		char	   *k = getstr(i, 1, mcxt);
-
-		old = MemoryContextSwitchTo(mcxt);
-		p->key_columns = lappend(p->key_columns, k);
-		MemoryContextSwitchTo(old);
-	}
+	p->subscribe = load_text_list("SELECT unnest(subscribe) FROM kafka_sink.pipeline_definitions"
+								  " WHERE id = $1", pipeline_id, mcxt);
+	p->key_columns = load_text_list("SELECT k FROM kafka_sink.pipeline_definitions,"
+									" unnest(key_columns) WITH ORDINALITY AS u(k, n)"
+									" WHERE id = $1 ORDER BY n", pipeline_id, mcxt);
 
 	exec_id("SELECT t.key, (e.value #>> '{}')::int8"
 			" FROM kafka_sink.pipeline_definitions d, jsonb_each(d.assign) t, jsonb_array_elements(t.value) e"

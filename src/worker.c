@@ -452,12 +452,8 @@ handle_out_of_range(int idx)
 	}
 	p->loss = true;
 	p->loss_expected = p->end;
-	p->loss_available = low > p->end ? low : p->end;
-	if (low <= p->end)
-	{
-		/* out of range above the log end (topic recreated): restart at low */
-		p->loss_available = low;
-	}
+	/* below the log start, or above the log end (topic recreated): restart at low */
+	p->loss_available = low;
 	p->end = p->loss_available;
 	/* resume fetching there; buffered messages of other partitions stay */
 	{
