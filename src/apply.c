@@ -21,14 +21,22 @@
  */
 #include "kafka_sink.h"
 
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/array.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
@@ -38,7 +46,10 @@
 #include "utils/regproc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/resowner.h"
+#include "utils/rls.h"
+#include "utils/sortsupport.h"
 #include "utils/typcache.h"
 
 /* The rows kafka_sink._batch_rows() returns, set around each statement. */
@@ -240,7 +251,7 @@ typedef struct KeyHash
 {
 	FmgrInfo   *hash;			/* per key column */
 	FmgrInfo   *eq;
-	FmgrInfo   *cmp;			/* btree order, to apply in key order */
+	SortSupportData *ssup;		/* btree order, to apply in key order */
 	bool		sortable;
 	Oid		   *coll;
 	FmgrInfo	order_cmp;
@@ -255,7 +266,7 @@ keyhash_create(KsTarget *t)
 
 	kh->hash = palloc0(sizeof(FmgrInfo) * t->nkeys);
 	kh->eq = palloc0(sizeof(FmgrInfo) * t->nkeys);
-	kh->cmp = palloc0(sizeof(FmgrInfo) * t->nkeys);
+	kh->ssup = palloc0(sizeof(SortSupportData) * t->nkeys);
 	kh->sortable = true;
 	kh->coll = palloc0(sizeof(Oid) * t->nkeys);
 	for (int k = 0; k < t->nkeys; k++)
@@ -271,12 +282,18 @@ keyhash_create(KsTarget *t)
 					 errhint("Use key columns of types such as bigint, text or uuid.")));
 		fmgr_info_copy(&kh->hash[k], &tc->hash_proc_finfo, CurrentMemoryContext);
 		fmgr_info_copy(&kh->eq[k], &tc->eq_opr_finfo, CurrentMemoryContext);
-		tc = lookup_type_cache(c->typid, TYPECACHE_CMP_PROC_FINFO);
-		if (OidIsValid(tc->cmp_proc))
-			fmgr_info_copy(&kh->cmp[k], &tc->cmp_proc_finfo, CurrentMemoryContext);
+		kh->coll[k] = c->collation;
+		tc = lookup_type_cache(c->typid, TYPECACHE_LT_OPR);
+		if (OidIsValid(tc->lt_opr))
+		{
+			/* sort support: int8 keys compare without a function call */
+			kh->ssup[k].ssup_cxt = CurrentMemoryContext;
+			kh->ssup[k].ssup_collation = c->collation;
+			kh->ssup[k].ssup_nulls_first = false;
+			PrepareSortSupportFromOrderingOp(tc->lt_opr, &kh->ssup[k]);
+		}
 		else
 			kh->sortable = false;
-		kh->coll[k] = c->collation;
 	}
 	if (t->order_index >= 0)
 	{
@@ -443,8 +460,8 @@ cmp_rows_by_key(const void *a, const void *b, void *arg)
 	for (int k = 0; k < t->nkeys; k++)
 	{
 		int			i = t->key_index[k];
-		int			r = DatumGetInt32(FunctionCall2Coll(&sa->kh->cmp[k], sa->kh->coll[k],
-														 x->values[i], y->values[i]));
+		int			r = ApplySortComparator(x->values[i], x->nulls[i], y->values[i], y->nulls[i],
+											&sa->kh->ssup[k]);
 
 		if (r != 0)
 			return r;
@@ -535,47 +552,42 @@ is_row_error(int sqlerrcode)
  * on a row-data error (class 22 or 23) returns false with the message in
  * *err; any other error is rethrown.
  */
+typedef struct StatementCall
+{
+	KsBatch    *batch;
+	const char *sql;
+	int		   *rows;
+	int			nrows;
+} StatementCall;
+
+static void
+statement_call(void *arg)
+{
+	StatementCall *c = arg;
+
+	counted_run(c->batch, c->sql, c->rows, c->nrows);
+}
+
 static bool
 try_statement(KsBatch *batch, const char *sql, int *rows, int nrows, char **err)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile bool ok = true;
+	StatementCall call = {batch, sql, rows, nrows};
+	ErrorData  *edata = ks_try_subxact(statement_call, &call);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		counted_run(batch, sql, rows, nrows);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && edata->constraint_name &&
-			batch->target->key_index_name &&
-			strcmp(edata->constraint_name, batch->target->key_index_name) == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("a concurrent transaction inserted a key of this batch into %s",
-							batch->target->qualified_name),
-					 errdetail("%s", edata->message)));
-		if (!is_row_error(edata->sqlerrcode))
-			ReThrowError(edata);
-		*err = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : pstrdup(edata->message);
-		ok = false;
-	}
-	PG_END_TRY();
-	return ok;
+	if (edata == NULL)
+		return true;
+	if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && edata->constraint_name &&
+		batch->target->key_index_name &&
+		strcmp(edata->constraint_name, batch->target->key_index_name) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("a concurrent transaction inserted a key of this batch into %s",
+						batch->target->qualified_name),
+				 errdetail("%s", edata->message)));
+	if (!is_row_error(edata->sqlerrcode))
+		ReThrowError(edata);
+	*err = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : pstrdup(edata->message);
+	return false;
 }
 
 /*
@@ -815,9 +827,11 @@ write_marker_and_offsets(KsBatch *batch)
 		first = false;
 		appendStringInfoString(&ranges, "{\"topic\":");
 		escape_json(&ranges, p->topic);
+		/* after a reset (the topic created again) the range starts over */
 		appendStringInfo(&ranges, ",\"partition\":%d,\"start\":%lld,\"end\":%lld,\"messages\":%lld}",
-						 p->partition, (long long) p->committed, (long long) p->end,
-						 (long long) p->messages);
+						 p->partition,
+						 (long long) (p->loss && p->loss_available < p->committed ? p->loss_available : p->committed),
+						 (long long) p->end, (long long) p->messages);
 	}
 	appendStringInfoChar(&ranges, ']');
 
@@ -867,8 +881,9 @@ write_marker_and_offsets(KsBatch *batch)
 			lv[4] = Int64GetDatum(p->loss_expected);
 			lv[5] = Int64GetDatum(p->loss_available);
 			if (SPI_execute_with_args("INSERT INTO kafka_sink.data_loss (pipeline_id, batch_id, topic,"
-									  " partition, expected_offset, available_offset)"
-									  " VALUES ($1, $2, $3, $4, $5, $6)",
+									  " partition, expected_offset, available_offset, kind)"
+									  " VALUES ($1, $2, $3, $4, $5, $6,"
+									  " CASE WHEN $6 >= $5 THEN 'deleted' ELSE 'reset' END)",
 									  6, largtypes, lv, NULL, false, 0) != SPI_OK_INSERT)
 				elog(ERROR, "kafka_sink: could not record data loss");
 		}
@@ -920,6 +935,46 @@ next_batch_id(KsBatch *batch)
 
 /* ---- bronze: every raw message, in the batch's transaction ---- */
 
+/* the standard bronze columns, in the order bronze_row() fills them */
+#define KS_BRONZE_NCOLS 8
+static const char *const bronze_names[KS_BRONZE_NCOLS] =
+{"topic", "partition", "offset", "ts", "key", "value", "headers", "batch_id"};
+static const Oid bronze_types[KS_BRONZE_NCOLS] =
+{TEXTOID, INT4OID, INT8OID, TIMESTAMPTZOID, BYTEAOID, BYTEAOID, JSONBOID, INT8OID};
+
+/* rows per table_multi_insert() call */
+#define KS_BRONZE_CHUNK 1000
+
+/* One message as the standard bronze columns. */
+static void
+bronze_row(KsBatch *batch, KsMessage *m, Datum *v, bool *n)
+{
+	char	   *headers = ks_message_headers_json(m);
+
+	memset(n, 0, sizeof(bool) * KS_BRONZE_NCOLS);
+	v[0] = CStringGetTextDatum(m->topic);
+	v[1] = Int32GetDatum(m->partition);
+	v[2] = Int64GetDatum(m->offset);
+	if (m->timestamp_ms >= 0)
+		v[3] = TimestampTzGetDatum(time_t_to_timestamptz(m->timestamp_ms / 1000) +
+								   (m->timestamp_ms % 1000) * 1000);
+	else
+		n[3] = true;
+	if (m->key)
+		v[4] = bytea_datum(m->key, m->key_len);
+	else
+		n[4] = true;
+	if (m->value)
+		v[5] = bytea_datum(m->value, m->value_len);
+	else
+		n[5] = true;
+	if (headers)
+		v[6] = DirectFunctionCall1(jsonb_in, CStringGetDatum(headers));
+	else
+		n[6] = true;
+	v[7] = Int64GetDatum(batch->batch_id);
+}
+
 static KsBatch *srf_raw_batch = NULL;
 
 Datum
@@ -935,36 +990,245 @@ kafka_sink_batch_messages(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (int i = 0; i < srf_raw_batch->nmsgs; i++)
 	{
-		KsMessage  *m = srf_raw_batch->msgs[i];
-		Datum		v[7];
-		bool		n[7] = {false, false, false, false, false, false, false};
-		char	   *headers = ks_message_headers_json(m);
+		Datum		v[KS_BRONZE_NCOLS];
+		bool		n[KS_BRONZE_NCOLS];
 
-		v[0] = CStringGetTextDatum(m->topic);
-		v[1] = Int32GetDatum(m->partition);
-		v[2] = Int64GetDatum(m->offset);
-		if (m->timestamp_ms >= 0)
-			v[3] = TimestampTzGetDatum(time_t_to_timestamptz(m->timestamp_ms / 1000) +
-									   (m->timestamp_ms % 1000) * 1000);
-		else
-			n[3] = true;
-		if (m->key)
-			v[4] = bytea_datum(m->key, m->key_len);
-		else
-			n[4] = true;
-		if (m->value)
-			v[5] = bytea_datum(m->value, m->value_len);
-		else
-			n[5] = true;
-		if (headers)
-			v[6] = DirectFunctionCall1(jsonb_in, CStringGetDatum(headers));
-		else
-			n[6] = true;
+		/* the SRF's 7 columns are the first 7; batch_id is a parameter */
+		bronze_row(srf_raw_batch, srf_raw_batch->msgs[i], v, n);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
 	}
 	return (Datum) 0;
 }
 
+static void
+not_null_error(Relation rel, int attindex)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NOT_NULL_VIOLATION),
+			 errmsg("null value in column \"%s\" of relation \"%s\" violates not-null constraint",
+					NameStr(TupleDescAttr(RelationGetDescr(rel), attindex)->attname),
+					RelationGetRelationName(rel)),
+			 errtablecol(rel, attindex + 1)));
+}
+
+/*
+ * Lands the batch in bronze the way COPY FROM does: table_multi_insert()
+ * per chunk of rows (one WAL record per page rather than per row), then
+ * the index entries, with no SQL statement, no plan and no set-returning
+ * function in between.  It only takes a plain table it can write exactly
+ * as an INSERT would: the owner has INSERT on the whole table, no row
+ * level security applies, no triggers (so no foreign keys), no CHECK
+ * constraints, no generated columns, no deferrable or exclusion indexes,
+ * and the standard columns with the standard types.  Other columns get
+ * their defaults, evaluated per row as INSERT does.  Otherwise it returns
+ * false before writing anything, and the caller runs the INSERT statement,
+ * which handles every case.  A unique or not-null violation is an error,
+ * as from the INSERT.
+ */
+static bool
+bronze_fast_path(KsBatch *batch)
+{
+	Oid			relid = batch->pipeline->bronze;
+	Relation	rel;
+	TupleDesc	desc;
+	int			natts;
+	int			attno[KS_BRONZE_NCOLS];
+	bool	   *ours;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	ExprState **defexpr;
+	int		   *defcol;
+	int			ndef = 0;
+	TupleTableSlot **slots;
+	BulkInsertState bistate;
+	CommandId	cid;
+	MemoryContext chunk_cxt;
+	bool		ok = true;
+
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK ||
+		check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return false;
+	rel = table_open(relid, RowExclusiveLock);
+	desc = RelationGetDescr(rel);
+	natts = desc->natts;
+	ours = palloc0(sizeof(bool) * Max(natts, 1));
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->trigdesc != NULL ||
+		(desc->constr && (desc->constr->num_check > 0 || desc->constr->has_generated_stored)))
+		ok = false;
+	for (int c = 0; ok && c < KS_BRONZE_NCOLS; c++)
+	{
+		attno[c] = -1;
+		for (int a = 0; a < natts; a++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, a);
+
+			if (!att->attisdropped && strcmp(NameStr(att->attname), bronze_names[c]) == 0)
+				attno[c] = a;
+		}
+		if (attno[c] < 0 || TupleDescAttr(desc, attno[c])->atttypid != bronze_types[c])
+			ok = false;
+		else
+			ours[attno[c]] = true;
+	}
+	if (!ok)
+	{
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	estate = CreateExecutorState();
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	ExecOpenIndices(rri, false);
+	for (int i = 0; i < rri->ri_NumIndices; i++)
+		if (rri->ri_IndexRelationInfo[i]->ii_ExclusionOps != NULL ||
+			!rri->ri_IndexRelationDescs[i]->rd_index->indimmediate)
+			ok = false;
+	if (!ok)
+	{
+		ExecCloseIndices(rri);
+		FreeExecutorState(estate);
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	/* the defaults of the other columns */
+	defexpr = palloc0(sizeof(ExprState *) * Max(natts, 1));
+	defcol = palloc0(sizeof(int) * Max(natts, 1));
+	for (int a = 0; a < natts; a++)
+	{
+		Node	   *def;
+
+		if (TupleDescAttr(desc, a)->attisdropped || ours[a])
+			continue;
+		def = build_column_default(rel, a + 1);
+		if (def == NULL)
+			continue;
+		defexpr[ndef] = ExecPrepareExpr((Expr *) expression_planner((Expr *) def), estate);
+		defcol[ndef++] = a;
+	}
+
+	cid = GetCurrentCommandId(true);
+	bistate = GetBulkInsertState();
+	slots = palloc(sizeof(TupleTableSlot *) * KS_BRONZE_CHUNK);
+	for (int i = 0; i < KS_BRONZE_CHUNK; i++)
+		slots[i] = table_slot_create(rel, NULL);
+	chunk_cxt = AllocSetContextCreate(CurrentMemoryContext, "kafka_sink bronze chunk", ALLOCSET_DEFAULT_SIZES);
+
+	for (int first = 0; first < batch->nmsgs; first += KS_BRONZE_CHUNK)
+	{
+		int			n = Min(KS_BRONZE_CHUNK, batch->nmsgs - first);
+		ExprContext *econtext = GetPerTupleExprContext(estate);
+		MemoryContext oldcxt = MemoryContextSwitchTo(chunk_cxt);
+
+		for (int i = 0; i < n; i++)
+		{
+			TupleTableSlot *slot = slots[i];
+			Datum		v[KS_BRONZE_NCOLS];
+			bool		nl[KS_BRONZE_NCOLS];
+
+			ExecClearTuple(slot);
+			for (int a = 0; a < natts; a++)
+			{
+				slot->tts_values[a] = (Datum) 0;
+				slot->tts_isnull[a] = true;
+			}
+			bronze_row(batch, batch->msgs[first + i], v, nl);
+			for (int c = 0; c < KS_BRONZE_NCOLS; c++)
+			{
+				slot->tts_values[attno[c]] = v[c];
+				slot->tts_isnull[attno[c]] = nl[c];
+			}
+			for (int d = 0; d < ndef; d++)
+			{
+				Form_pg_attribute att = TupleDescAttr(desc, defcol[d]);
+				bool		isnull;
+				Datum		val = ExecEvalExprSwitchContext(defexpr[d], econtext, &isnull);
+
+				slot->tts_values[defcol[d]] = isnull ? (Datum) 0 : datumCopy(val, att->attbyval, att->attlen);
+				slot->tts_isnull[defcol[d]] = isnull;
+			}
+			ResetPerTupleExprContext(estate);
+			for (int a = 0; a < natts; a++)
+				if (slot->tts_isnull[a] && TupleDescAttr(desc, a)->attnotnull)
+					not_null_error(rel, a);
+			ExecStoreVirtualTuple(slot);
+		}
+		table_multi_insert(rel, slots, n, cid, 0, bistate);
+		for (int i = 0; i < n; i++)
+		{
+			List	   *recheck;
+
+			econtext->ecxt_scantuple = slots[i];
+#if PG_VERSION_NUM >= 160000
+			recheck = ExecInsertIndexTuples(rri, slots[i], estate, false, false, NULL, NIL, false);
+#else
+			recheck = ExecInsertIndexTuples(rri, slots[i], estate, false, false, NULL, NIL);
+#endif
+			/* no deferrable or exclusion index, so nothing to recheck */
+			Assert(recheck == NIL);
+			list_free(recheck);
+			ResetPerTupleExprContext(estate);
+		}
+		MemoryContextSwitchTo(oldcxt);
+		for (int i = 0; i < n; i++)
+			ExecClearTuple(slots[i]);
+		MemoryContextReset(chunk_cxt);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	for (int i = 0; i < KS_BRONZE_CHUNK; i++)
+		ExecDropSingleTupleTableSlot(slots[i]);
+	FreeBulkInsertState(bistate);
+	table_finish_bulk_insert(rel, 0);
+	ExecCloseIndices(rri);
+	FreeExecutorState(estate);
+	MemoryContextDelete(chunk_cxt);
+	table_close(rel, NoLock);
+	return true;
+}
+
+/*
+ * Lands the batch in bronze in a subtransaction, through bronze_fast_path()
+ * when it can, else with sql; false when it hit a unique violation (a
+ * message landed before), any other error is rethrown.
+ */
+typedef struct BronzeCall
+{
+	KsBatch    *batch;
+	const char *sql;
+	Oid		   *argtypes;
+	Datum	   *values;
+} BronzeCall;
+
+static void
+bronze_call(void *arg)
+{
+	BronzeCall *c = arg;
+
+	if (!bronze_fast_path(c->batch) &&
+		SPI_execute_with_args(c->sql, 1, c->argtypes, c->values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "kafka_sink: could not write to the bronze table");
+}
+
+static bool
+try_bronze(KsBatch *batch, const char *sql, Oid *argtypes, Datum *values)
+{
+	BronzeCall	call = {batch, sql, argtypes, values};
+	ErrorData  *edata = ks_try_subxact(bronze_call, &call);
+
+	if (edata != NULL && edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+		ReThrowError(edata);
+	return edata == NULL;
+}
+
+/*
+ * Lands the batch's raw messages.  Idempotent: a message already in bronze
+ * (offsets reset backwards, a second pipeline on the same table) is kept
+ * as it is.  The common case, no such message, is a plain insert: INSERT
+ * ... ON CONFLICT DO NOTHING costs a speculative insertion per row, so it
+ * only runs when the plain one hit a unique violation.
+ */
 static void
 write_bronze(KsBatch *batch)
 {
@@ -975,14 +1239,15 @@ write_bronze(KsBatch *batch)
 	sql = psprintf("INSERT INTO %s (topic, partition, \"offset\", ts, key, value, headers, batch_id)"
 				   " SELECT m.topic, m.partition, m.\"offset\", m.ts, m.key, m.value, m.headers, $1"
 				   " FROM kafka_sink._batch_messages() AS m(topic text, partition integer,"
-				   " \"offset\" bigint, ts timestamptz, key bytea, value bytea, headers jsonb)"
-				   " ON CONFLICT DO NOTHING",
+				   " \"offset\" bigint, ts timestamptz, key bytea, value bytea, headers jsonb)",
 				   quote_qualified_identifier(get_namespace_name(get_rel_namespace(batch->pipeline->bronze)),
 											  get_rel_name(batch->pipeline->bronze)));
 	srf_raw_batch = batch;
 	PG_TRY();
 	{
-		if (SPI_execute_with_args(sql, 1, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
+		if (!try_bronze(batch, sql, argtypes, values) &&
+			SPI_execute_with_args(psprintf("%s ON CONFLICT DO NOTHING", sql),
+								  1, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "kafka_sink: could not write to the bronze table");
 	}
 	PG_FINALLY();

@@ -615,52 +615,47 @@ is_row_data_error(int sqlerrcode)
 		sqlerrcode == ERRCODE_INVALID_BINARY_REPRESENTATION;
 }
 
+typedef struct DecodeCall
+{
+	KsTarget   *t;
+	KsPipeline *p;
+	KsRow	   *rows;
+	int			nrows;
+	int			cur;			/* the row being decoded */
+} DecodeCall;
+
+static void
+decode_from(void *arg)
+{
+	DecodeCall *c = arg;
+
+	for (; c->cur < c->nrows; c->cur++)
+		decode_one(c->t, c->p, &c->rows[c->cur]);
+}
+
 void
 ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
 {
-	int			next = 0;
+	DecodeCall	call = {t, p, rows, nrows, 0};
 
-	while (next < nrows)
+	while (call.cur < nrows)
 	{
-		MemoryContext cxt = CurrentMemoryContext;
-		ResourceOwner owner = CurrentResourceOwner;
-		volatile int cur = next;
+		ErrorData  *edata = ks_try_subxact(decode_from, &call);
+		int			col = converting_column;
 
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(cxt);
-		PG_TRY();
-		{
-			for (; cur < nrows; cur++)
-				decode_one(t, p, &rows[cur]);
-			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = owner;
-			next = nrows;
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-			int			col = converting_column;
-
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = owner;
-			converting_column = -1;
-			if (!is_row_data_error(edata->sqlerrcode))
-				ReThrowError(edata);
-			rows[cur].reason = KS_INVALID_VALUE;
-			if (col >= 0)
-				rows[cur].detail = psprintf("field \"%s\" is not a valid %s: %s",
-											t->columns[col].name, t->columns[col].type_sql,
-											edata->message);
-			else
-				rows[cur].detail = pstrdup(edata->message);
-			FreeErrorData(edata);
-			next = cur + 1;
-		}
-		PG_END_TRY();
+		if (edata == NULL)
+			break;
+		converting_column = -1;
+		if (!is_row_data_error(edata->sqlerrcode))
+			ReThrowError(edata);
+		rows[call.cur].reason = KS_INVALID_VALUE;
+		if (col >= 0)
+			rows[call.cur].detail = psprintf("field \"%s\" is not a valid %s: %s",
+											 t->columns[col].name, t->columns[col].type_sql,
+											 edata->message);
+		else
+			rows[call.cur].detail = pstrdup(edata->message);
+		FreeErrorData(edata);
+		call.cur++;
 	}
 }

@@ -241,6 +241,7 @@ extern bool ks_pipeline_has_offsets(int64 pipeline_id);
 extern void ks_record_error(int64 pipeline_id, const char *kind, int sqlerrcode,
 							const char *message, const char *detail);
 extern void ks_set_state(int64 pipeline_id, const char *state);
+extern ErrorData *ks_try_subxact(void (*fn) (void *arg), void *arg);
 
 /* ---- consumer.c ---- */
 typedef struct KsConsumer KsConsumer;

@@ -441,8 +441,14 @@ handle_out_of_range(int idx)
 	}
 	if (pipeline->fail_on_data_loss)
 	{
-		char	   *msg = psprintf("data loss on topic \"%s\" partition %d: expected offset %lld, earliest available offset %lld",
-								   p->topic, p->partition, (long long) p->end, (long long) low);
+		char	   *msg;
+
+		if (p->end > high)
+			msg = psprintf("data loss on topic \"%s\" partition %d: expected offset %lld is past the end of the log (offsets %lld to %lld): the topic was deleted and created again, or its log was truncated",
+						   p->topic, p->partition, (long long) p->end, (long long) low, (long long) high);
+		else
+			msg = psprintf("data loss on topic \"%s\" partition %d: expected offset %lld, earliest available offset %lld",
+						   p->topic, p->partition, (long long) p->end, (long long) low);
 
 		ks_record_error(pipeline->id, "data_loss", ERRCODE_DATA_CORRUPTED, msg,
 						"fail_on_data_loss is true, so the pipeline stopped. Set it to false with kafka_sink.alter_pipeline to skip the gap, or reset the offsets.");
@@ -452,7 +458,12 @@ handle_out_of_range(int idx)
 	}
 	p->loss = true;
 	p->loss_expected = p->end;
-	/* below the log start, or above the log end (topic recreated): restart at low */
+	/*
+	 * Below the log start (records deleted or expired): skip to low.  Above
+	 * the log end (the topic was deleted and created again): its offsets
+	 * start over, so read the new log from its start; data_loss records it
+	 * as kind 'reset' (available_offset < expected_offset).
+	 */
 	p->loss_available = low;
 	p->end = p->loss_available;
 	/* resume fetching there; buffered messages of other partitions stay */
@@ -514,8 +525,18 @@ note_client_error(void)
 }
 
 /*
- * Reads from Kafka until the batch is full, the trigger interval has
- * passed since its first message, or every partition is at its end.
+ * When the previous batch closed: the next one closes trigger_interval
+ * later (Spark's processing-time trigger).  A batch that took longer than
+ * the interval to apply makes the next one due at once, so messages that
+ * waited during a slow batch do not wait a whole interval more.
+ */
+static TimestampTz last_trigger = 0;
+
+/*
+ * Reads from Kafka until the batch is full, every partition is at its end,
+ * or the trigger is due: trigger_interval after the previous batch closed,
+ * or, when that time has passed, as soon as what is already fetched has
+ * been read.
  */
 static void
 fill_batch(Fill *f)
@@ -604,15 +625,14 @@ fill_batch(Fill *f)
 		if (batch_has_work(f))
 		{
 			bool		all_eof = true;
+			TimestampTz due = TimestampTzPlusMilliseconds(last_trigger, pipeline->trigger_interval_ms);
 
 			for (int i = 0; i < nparts; i++)
 				if (!f->eof[i])
 					all_eof = false;
-			if (all_eof || f->first_at == 0 ||
-				TimestampDifferenceExceeds(f->first_at, now, pipeline->trigger_interval_ms))
+			if (all_eof || f->first_at == 0 || now >= due)
 				return;
-			wait_for_kafka(Max(1, pipeline->trigger_interval_ms -
-							   TimestampDifferenceMilliseconds(f->first_at, now)));
+			wait_for_kafka(Max(1, TimestampDifferenceMilliseconds(now, due)));
 		}
 		else
 		{
@@ -805,6 +825,7 @@ ks_worker_main(Datum arg)
 			MemoryContextSwitchTo(old);
 			continue;
 		}
+		last_trigger = GetCurrentTimestamp();
 		ks_fault(KS_FAULT_AFTER_FETCH);
 
 		batch.fetch_ended_at = GetCurrentTimestamp();

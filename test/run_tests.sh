@@ -4,6 +4,7 @@
 #   test/run_tests.sh [regress] [tap] [e2e] [chaos] [fuzz]   (default: all)
 #   KS_TESTS="tap" test/run_tests.sh              (same, by env var)
 #   KS_TAP_FILES="test/t/01_produce.sql" test/run_tests.sh tap
+#   KS_SCRIPTS="kafka_semantics" test/run_tests.sh e2e   (only these scripts)
 #
 # Installs the OS packages, builds and installs the extension, fetches and
 # starts an Apache Kafka broker and a throwaway PostgreSQL 15 cluster
@@ -171,6 +172,8 @@ run_scripts() {
     local part="$1" f
     for f in test/"$part"/*.sh; do
         [ -f "$f" ] && [ -x "$f" ] || continue
+        # KS_SCRIPTS="kafka_semantics outbox": only these (by base name)
+        if [ -n "${KS_SCRIPTS:-}" ] && [[ " $KS_SCRIPTS " != *" $(basename "$f" .sh) "* ]]; then continue; fi
         say "$part: $f"
         if run_limited "$f"; then
             pass "$part: $f"

@@ -127,7 +127,7 @@ def main():
                                  "load_at_start": num(r, p + ".load"),
                                  "same_as_baseline": r.get(p + ".same_as_baseline")}
     py_rate = res["runs"]["python"]["msgs_per_s"] if py else None
-    for key in ("m50k", "m100k", "bronze"):
+    for key in ("m50k", "m100k", "bronze", "w2"):
         p, alls = best(key)
         prefixes[key] = p
         if not p:
@@ -147,7 +147,8 @@ def main():
              "load_at_start": num(r, p + ".load"),
              "same_as_baseline": r.get(p + ".same_as_baseline"),
              "max_offsets_per_batch": num(r, p + ".max_offsets"),
-             "bronze_rows": num(r, p + ".bronze_rows")}
+             "bronze_rows": num(r, p + ".bronze_rows"),
+             "workers": num(r, p + ".workers")}
         res["runs"][key] = d
     for key in ("lat", "lat_bronze"):
         if key + ".rows" not in r:
@@ -198,7 +199,8 @@ def main():
                     fmt(b["load_at_start"]), rounds(b)))
     for key, label in (("m50k", "ours, max_offsets_per_batch 50000"),
                        ("m100k", "ours, max_offsets_per_batch 100000 (default)"),
-                       ("bronze", "ours, 50000, bronze on")):
+                       ("bronze", "ours, 50000, bronze on"),
+                       ("w2", "ours, 100000, workers 2 (worker CPU: both)")):
         d = res["runs"].get(key)
         if not d:
             continue
@@ -248,7 +250,7 @@ def main():
         return "met" if ok else "NOT met"
     d = res["runs"].get("m50k")
     if d and d["vs_baseline"] is not None:
-        best = max(x["vs_baseline"] for k, x in res["runs"].items() if k in ("m50k", "m100k"))
+        best = max(x["vs_baseline"] for k, x in res["runs"].items() if k in ("m50k", "m100k", "w2"))
         t.append("- ours >= 0.8x baseline (bronze off): %.2fx at 50k, best %.2fx: %s"
                  % (d["vs_baseline"], best, verdict(best >= 0.8)))
     d = res["runs"].get("bronze")
@@ -266,7 +268,7 @@ def main():
         lines.append("targets (reported, not asserted):")
         lines.extend(t)
         lines.append("")
-    for key, label in (("m50k", "50k"), ("m100k", "100k"), ("bronze", "bronze")):
+    for key, label in (("m50k", "50k"), ("m100k", "100k"), ("bronze", "bronze"), ("w2", "100k, 2 workers; summed over both")):
         d = res["runs"].get(key)
         if d and d["phase_ms"].get("apply") is not None:
             ph = d["phase_ms"]
@@ -286,7 +288,7 @@ def main():
     plot = []
     for key, label in (("baseline", "baseline (psql COPY+MERGE)"), ("m50k", "ours, 50k/batch"),
                        ("m100k", "ours, 100k/batch"), ("bronze", "ours, 50k/batch, bronze"),
-                       ("py", "Python consumer")):
+                       ("w2", "ours, 100k/batch, 2 workers"), ("py", "Python consumer")):
         p = prefixes.get(key)
         if not p or num(r, p + ".t0") is None:
             continue

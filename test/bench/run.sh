@@ -257,6 +257,9 @@ proc_hwm() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }   # kB
 worker_pid() {
     psu -c "SELECT coalesce(worker_pids[1], 0) FROM kafka_sink.status WHERE name = '$1'" 2>/dev/null || echo 0
 }
+worker_pids() {   # all of a pipeline's workers, space-separated
+    psu -c "SELECT array_to_string(worker_pids, ' ') FROM kafka_sink.status WHERE name = '$1'" 2>/dev/null || true
+}
 start_sampler() {  # start_sampler OUTFILE SQL TARGET: every 0.1 s, until TARGET
     : > "$1"
     "$PY" "$BENCH_DIR/sampler.py" "$1" 0.1 "$3" "$2" 2>> "$LOG" &
@@ -325,11 +328,12 @@ SQL
 }
 
 # ------------------------------------------------------------------ ours
-# ours NAME MAX_OFFSETS BRONZE(0|1): one pipeline from 'earliest' until wait()
+# ours NAME MAX_OFFSETS BRONZE(0|1) [WORKERS]: one pipeline from 'earliest'
+# until caught up
 ours() {
-    local name="bench_${1//./_}" maxoff="$2" bronze="$3" key="$1" bronze_arg="" pid
+    local name="bench_${1//./_}" maxoff="$2" bronze="$3" key="$1" workers="${4:-1}" bronze_arg="" pids
     [ "$bronze" = 1 ] && bronze_arg=", bronze => 'bench.orders_raw'"
-    say "ours ($key): max_offsets_per_batch $maxoff, bronze $([ "$bronze" = 1 ] && echo on || echo off)"
+    say "ours ($key): max_offsets_per_batch $maxoff, bronze $([ "$bronze" = 1 ] && echo on || echo off), workers $workers"
     pso <<SQL
 SET client_min_messages = warning;
 DROP TABLE IF EXISTS bench.orders, bench.orders_raw;
@@ -347,7 +351,7 @@ SELECT 't0', extract(epoch FROM clock_timestamp());
 SELECT 'id', kafka_sink.create_pipeline(
     name => '$name', bootstrap_servers => '$KS_BOOTSTRAP', subscribe => ARRAY['$TOPIC'],
     target => 'bench.orders', order_column => 'event_ts', starting_offsets => 'earliest',
-    max_offsets_per_batch => $maxoff $bronze_arg);
+    max_offsets_per_batch => $maxoff, workers => $workers $bronze_arg);
 SQL
 )"
     echo "$res" >> "$LOG"
@@ -367,17 +371,24 @@ SQL
     t0="$(echo "$res" | awk '$1 == "t0" {print $2}')"
     t1="$(tail -n 1 "$W/$key.samples" | cut -d' ' -f1)"
     [ "$(tail -n 1 "$W/$key.samples" | cut -d' ' -f2)" -ge "$N" ] || die "the sampler of $name stopped early (see $LOG)"
-    pid="$(worker_pid "$name")"
+    pids="$(worker_pids "$name")"
     # and kafka_sink.wait() agrees, at once
     [ "$(pso -c "SELECT kafka_sink.wait('$name', '1 min')")" = t ] || die "$name did not catch up"
     put "$key.t0" "$t0"; put "$key.seconds" "$(sub $t1 $t0)"
     put "$key.machine_busy_s" "$(sub $b1 $b0)"
     put "$key.samples" "$W/$key.samples"
-    put "$key.max_offsets" "$maxoff"; put "$key.bronze" "$bronze"
-    if [ "$pid" != 0 ] && [ -r "/proc/$pid/stat" ]; then
-        put "$key.worker_pid" "$pid"
-        put "$key.cpu_s" "$(proc_cpu "$pid")"
-        put "$key.rss_kb" "$(proc_hwm "$pid")"
+    put "$key.max_offsets" "$maxoff"; put "$key.bronze" "$bronze"; put "$key.workers" "$workers"
+    # CPU: all workers together; RSS: the largest worker
+    local pid cpu=0 hwm=0
+    for pid in $pids; do
+        [ -r "/proc/$pid/stat" ] || continue
+        cpu="$(awk -v a="$cpu" -v b="$(proc_cpu "$pid")" 'BEGIN {printf "%.2f", a + b}')"
+        hwm="$(awk -v a="$hwm" -v b="$(proc_hwm "$pid")" 'BEGIN {print (b > a ? b : a)}')"
+    done
+    if [ "$hwm" != 0 ]; then
+        put "$key.worker_pid" "$pids"
+        put "$key.cpu_s" "$cpu"
+        put "$key.rss_kb" "$hwm"
     fi
     psu -F $'\t' -c "SELECT '$key.batches', count(*) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id WHERE p.name = '$name' AND b.messages > 0
                      UNION ALL SELECT '$key.' || k || '_ms', round(sum((b.progress->'durationMs'->>k)::float)) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id, unnest(ARRAY['fetch','decode','apply','commit']) k WHERE p.name = '$name' GROUP BY k
@@ -419,6 +430,7 @@ for r in $(seq 1 "$REPEAT"); do
     ours "m50k.r$r" 50000 0
     ours "m100k.r$r" 100000 0
     ours "bronze.r$r" 50000 1
+    ours "w2.r$r" 100000 0 2
     if [ "$PEERS" = 1 ]; then python_peer "py.r$r"; fi
 done
 

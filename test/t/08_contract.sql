@@ -6,7 +6,7 @@
 -- landing (idempotent, and bronze-only pipelines), and replay of the
 -- quarantine after the cause is fixed.
 \ir common.psql
-SELECT plan(29);
+SELECT plan(37);
 
 SELECT 't08_' || :'sfx' AS topic \gset
 SELECT 'c08_' || :'sfx' AS sch \gset
@@ -144,6 +144,51 @@ SELECT kafka_sink.create_pipeline(name => 'bronze2_' || :'sfx', bootstrap_server
 RESET ROLE;
 SELECT ok(kafka_sink.wait('bronze2_' || :'sfx'), 'second bronze pipeline: caught up');
 SELECT is((SELECT count(*) FROM :sch.raw), 9::bigint, 'bronze is idempotent: the same range read twice adds nothing');
+
+-- a bronze table of the user's own: other column order, extra columns with
+-- defaults and an identity (the multi-insert path fills them as INSERT would)
+SET ROLE ks_tap;
+SET search_path = :sch, public, pg_catalog;
+CREATE TABLE raw_own (seq bigint GENERATED ALWAYS AS IDENTITY, note text NOT NULL DEFAULT 'landed',
+                      value bytea, key bytea, headers jsonb, ts timestamptz, batch_id bigint NOT NULL,
+                      "offset" bigint NOT NULL, partition integer NOT NULL, topic text NOT NULL,
+                      PRIMARY KEY (topic, partition, "offset"));
+-- one with a trigger, one with a CHECK constraint: the INSERT statement path
+CREATE TABLE raw_trig (LIKE raw INCLUDING ALL);
+CREATE TABLE trig_seen (n int);
+CREATE FUNCTION raw_trig_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN EXECUTE format('INSERT INTO %I.trig_seen VALUES (1)', TG_TABLE_SCHEMA); RETURN NEW; END $$;
+CREATE TRIGGER raw_trig_count AFTER INSERT ON raw_trig FOR EACH ROW EXECUTE FUNCTION raw_trig_count();
+CREATE TABLE raw_check (LIKE raw INCLUDING ALL, CHECK ("offset" >= 0));
+-- and one whose NOT NULL key a keyless message violates
+CREATE TABLE raw_notnull (LIKE raw INCLUDING ALL);
+ALTER TABLE raw_notnull ALTER COLUMN key SET NOT NULL;
+RESET search_path;
+SELECT kafka_sink.create_pipeline(name => 'bronze_' || t || '_' || :'sfx', bootstrap_servers => :'bootstrap',
+       subscribe => ARRAY[:'topic' || '.bykey'], bronze => :'sch' || '.raw_' || t, starting_offsets => 'earliest') > 0
+  FROM unnest(ARRAY['own', 'trig', 'check', 'notnull']) t;
+RESET ROLE;
+SELECT ok(kafka_sink.wait('bronze_own_' || :'sfx') AND kafka_sink.wait('bronze_trig_' || :'sfx')
+          AND kafka_sink.wait('bronze_check_' || :'sfx'), 'bronze tables of the user''s own: caught up');
+SELECT results_eq(format($$SELECT t.seq, t.note, t."offset", t.key, t.value, t.ts, t.batch_id > 0
+                           FROM %1$s.raw_own t ORDER BY "offset"$$, :'sch'),
+    format($$SELECT row_number() OVER (ORDER BY "offset"), 'landed'::text, "offset", key, value, ts, true
+             FROM %1$s.raw ORDER BY "offset"$$, :'sch'),
+    'own bronze table: same messages as the standard one, defaults and identity filled per row');
+SELECT results_eq(format($$SELECT "offset", key, value, ts, headers FROM %1$s.raw_trig
+                           UNION ALL SELECT "offset", key, value, ts, headers FROM %1$s.raw_check ORDER BY 1$$, :'sch'),
+    format($$SELECT "offset", key, value, ts, headers FROM %1$s.raw
+             UNION ALL SELECT "offset", key, value, ts, headers FROM %1$s.raw ORDER BY 1$$, :'sch'),
+    'bronze with a trigger and with a CHECK constraint: the same messages');
+SELECT is((SELECT count(*) FROM :sch.trig_seen), 9::bigint, 'the bronze table''s trigger fired once per message');
+SELECT ok(ks_poll(format($$SELECT state = 'failed' FROM kafka_sink.pipelines WHERE name = 'bronze_notnull_%s'$$, :'sfx')),
+    'a message that violates the bronze table''s NOT NULL fails the pipeline (nothing skipped)');
+SELECT ok((SELECT sqlstate = '23502' AND message LIKE '%null value in column "key"%' FROM kafka_sink.errors e
+             JOIN kafka_sink.pipelines p ON p.id = e.pipeline_id WHERE p.name = 'bronze_notnull_' || :'sfx'
+            ORDER BY e.id DESC LIMIT 1), 'its error names the column');
+SELECT is((SELECT count(*) FROM :sch.raw_notnull), 0::bigint, 'and nothing of that batch landed');
+SELECT is((SELECT sum(next_offset) FROM kafka_sink.offsets o JOIN kafka_sink.pipelines p ON p.id = o.pipeline_id
+            WHERE p.name = 'bronze_notnull_' || :'sfx'), 0::numeric, 'nor did its checkpoint move');
 
 -- ---- replay ------------------------------------------------------------------------------
 SELECT ks_send(:'bootstrap', :'topic' || '.replay', '1', v, 0)
