@@ -1460,48 +1460,93 @@ BEGIN
 END
 $$;
 
+-- wait() and wait_for(): the high watermarks to reach, taken once ...
+CREATE FUNCTION kafka_sink._wait_marks(pipeline text)
+RETURNS jsonb
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(jsonb_agg(jsonb_build_object('topic', w.topic, 'partition', w.partition, 'high', w.high)), '[]')
+      FROM kafka_sink._watermarks(pipeline) w
+$$;
+
+-- ... and one look at the checkpoint: true when it holds every mark, false
+-- when the deadline has passed, NULL to look again; raises when the
+-- pipeline failed.  A checkpoint past a mark (the topic created again) is
+-- not caught up.
+CREATE FUNCTION kafka_sink._wait_check(pipeline text, marks jsonb, deadline timestamptz)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions := kafka_sink._get_pipeline(pipeline);
+    behind bigint;
+    err text;
+BEGIN
+    SELECT count(*) INTO behind
+      FROM jsonb_to_recordset(marks) AS m(topic text, partition integer, high bigint)
+      LEFT JOIN kafka_sink.offsets o
+             ON o.pipeline_id = p.id AND o.topic = m.topic AND o.partition = m.partition
+     WHERE CASE WHEN o.next_offset IS NULL THEN m.high > 0 ELSE o.next_offset <> m.high END;
+    IF behind = 0 THEN
+        RETURN true;
+    END IF;
+    IF p.state = 'failed' THEN
+        SELECT e.message INTO err FROM kafka_sink.errors e
+         WHERE e.pipeline_id = p.id ORDER BY e.occurred_at DESC, e.id DESC LIMIT 1;
+        RAISE EXCEPTION 'pipeline "%" failed', pipeline
+            USING ERRCODE = 'object_not_in_prerequisite_state', DETAIL = coalesce(err, ''),
+                  HINT = 'Fix the cause, then SELECT kafka_sink.start(...).';
+    END IF;
+    IF clock_timestamp() >= deadline THEN
+        RETURN false;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 -- Waits until the pipeline has committed everything up to the high
--- watermarks seen when it was called.  Returns false on timeout.
+-- watermarks seen when it was called.  Returns false on timeout.  One
+-- statement: its snapshot holds back the cleanup of dead rows while it
+-- waits (wait_for() does not).
 CREATE FUNCTION kafka_sink.wait(pipeline text, timeout interval DEFAULT '60 s')
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    p kafka_sink.pipeline_definitions;
     deadline timestamptz := clock_timestamp() + timeout;
-    topics text[];
-    parts int[];
-    highs bigint[];
-    behind bigint;
-    err text;
+    marks jsonb := kafka_sink._wait_marks(pipeline);
+    done boolean;
 BEGIN
-    p := kafka_sink._get_pipeline(pipeline);
-    SELECT array_agg(w.topic), array_agg(w.partition), array_agg(w.high)
-      INTO topics, parts, highs
-      FROM kafka_sink._watermarks(pipeline) w;
     LOOP
-        SELECT count(*) INTO behind
-          FROM unnest(topics, parts, highs) AS m(topic, partition, high)
-          LEFT JOIN kafka_sink.offsets o
-                 ON o.pipeline_id = p.id AND o.topic = m.topic AND o.partition = m.partition
-         -- a checkpoint past the end (the topic created again) is not caught up
-         WHERE CASE WHEN o.next_offset IS NULL THEN m.high > 0 ELSE o.next_offset <> m.high END;
-        IF behind = 0 THEN
-            RETURN true;
-        END IF;
-        SELECT x.state INTO p.state FROM kafka_sink.pipeline_definitions x WHERE x.id = p.id;
-        IF p.state = 'failed' THEN
-            SELECT e.message INTO err FROM kafka_sink.errors e
-             WHERE e.pipeline_id = p.id ORDER BY e.occurred_at DESC, e.id DESC LIMIT 1;
-            RAISE EXCEPTION 'pipeline "%" failed', pipeline
-                USING ERRCODE = 'object_not_in_prerequisite_state', DETAIL = coalesce(err, ''),
-                      HINT = 'Fix the cause, then SELECT kafka_sink.start(...).';
-        END IF;
-        IF clock_timestamp() >= deadline THEN
-            RETURN false;
+        done := kafka_sink._wait_check(pipeline, marks, deadline);
+        IF done IS NOT NULL THEN
+            RETURN done;
         END IF;
         PERFORM pg_sleep(0.05);
+    END LOOP;
+END
+$$;
+
+-- The same as a procedure that commits between looks, so that it holds
+-- no snapshot while it waits: CALL kafka_sink.wait_for('orders', '10 min').
+-- It must be called outside a transaction block.  (A procedure that
+-- commits cannot have a SET clause, so everything here is qualified.)
+CREATE PROCEDURE kafka_sink.wait_for(pipeline text, timeout interval DEFAULT '60 s',
+                                     INOUT caught_up boolean DEFAULT NULL)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    deadline timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
+    marks jsonb := kafka_sink._wait_marks(pipeline);
+BEGIN
+    LOOP
+        caught_up := kafka_sink._wait_check(pipeline, marks, deadline);
+        EXIT WHEN caught_up IS NOT NULL;
+        COMMIT;
+        PERFORM pg_catalog.pg_sleep(0.05);
     END LOOP;
 END
 $$;
@@ -1615,3 +1660,5 @@ GRANT SELECT ON kafka_sink.outbox_status TO kafka_sink_admin;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA kafka_sink FROM PUBLIC;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA kafka_sink TO kafka_sink_admin;
+REVOKE ALL ON PROCEDURE kafka_sink.wait_for(text, interval, boolean) FROM PUBLIC;
+GRANT EXECUTE ON PROCEDURE kafka_sink.wait_for(text, interval, boolean) TO kafka_sink_admin;

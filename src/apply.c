@@ -37,6 +37,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/array.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
@@ -476,6 +477,35 @@ sort_by_key(KsBatch *batch, KeyHash *kh, int *rows, int nrows)
 
 	if (kh->sortable && nrows > 1)
 		qsort_arg(rows, nrows, sizeof(int), cmp_rows_by_key, &sa);
+}
+
+/*
+ * The MERGE (and the tombstones' DELETE) join the batch to the target on
+ * the key.  With the key's unique index the plan to have is a nested loop
+ * of index probes, fed in key order: its cost grows with the batch, not
+ * with the table.  The planner, which guesses the batch's size, picks a
+ * hash join over a sequential scan of the whole target while the table is
+ * small next to that guess, so a few 100,000 rows in, each batch of a
+ * thousand messages cost tens of milliseconds more per 100,000 target rows
+ * (docs/performance.md).  Hash and merge joins are therefore switched off
+ * for these statements, as a SET clause on a function would: returns the
+ * GUC nest level to restore with AtEOXact_GUC(), or 0 when nothing was
+ * set (no such index: then the planner's choice stands).  An error on the
+ * way rolls the settings back with the (sub)transaction.
+ */
+static int
+pin_key_probe_plan(KsTarget *t)
+{
+	int			level;
+
+	if (t->key_index_name == NULL)
+		return 0;
+	level = NewGUCNestLevel();
+	(void) set_config_option("enable_hashjoin", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
 }
 
 /* ---- counting what the MERGE did ---- */
@@ -1419,6 +1449,7 @@ stage_and_apply(KsBatch *batch, bool bronze)
 	{
 		if (p->mode == KS_MODE_MERGE)
 		{
+			int			guc_level = pin_key_probe_plan(batch->target);
 			KeyHash    *kh = keyhash_create(batch->target);
 			char	   *sql = merge_sql(batch->target);
 			int		   *dels = palloc(sizeof(int) * Max(batch->nmsgs, 1));
@@ -1454,6 +1485,8 @@ stage_and_apply(KsBatch *batch, bool bronze)
 				if (failed == 0)
 					break;
 			}
+			if (guc_level > 0)
+				AtEOXact_GUC(true, guc_level);
 		}
 		else
 		{

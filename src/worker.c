@@ -413,6 +413,8 @@ typedef struct Fill
 	int64		bytes;
 	bool	   *eof;
 	TimestampTz first_at;
+	int64	   *goal;			/* per partition: the high watermark when due */
+	bool		due;			/* goal is set */
 } Fill;
 
 static bool
@@ -533,10 +535,41 @@ note_client_error(void)
 static TimestampTz last_trigger = 0;
 
 /*
+ * Once the trigger is due, the batch takes what the broker had then: it
+ * closes when every partition has reached the high watermark librdkafka
+ * last saw for it (fetch responses carry it), or is at its end.  A
+ * partition whose watermark is not known yet counts as reached.
+ */
+static bool
+reached_goal(Fill *f)
+{
+	if (!f->due)
+	{
+		f->due = true;
+		for (int i = 0; i < nparts; i++)
+		{
+			int64		low;
+
+			if (!ks_consumer_cached_watermarks(consumer, parts[i].topic, parts[i].partition,
+											   &low, &f->goal[i]))
+				f->goal[i] = -1;
+			if (parts[i].end_offset >= 0)
+				f->goal[i] = Min(f->goal[i], parts[i].end_offset);
+		}
+	}
+	for (int i = 0; i < nparts; i++)
+		if (!f->eof[i] && f->goal[i] > parts[i].end)
+			return false;
+	return true;
+}
+
+/*
  * Reads from Kafka until the batch is full, every partition is at its end,
- * or the trigger is due: trigger_interval after the previous batch closed,
- * or, when that time has passed, as soon as what is already fetched has
- * been read.
+ * or the trigger is due (trigger_interval after the previous batch closed)
+ * and the batch holds what the broker had at that moment (reached_goal).
+ * Waiting for that is bounded: trigger_interval after the batch's first
+ * message, the batch closes with what it has (e.g. a transaction kept open
+ * holds the watermark above what read_committed can read).
  */
 static void
 fill_batch(Fill *f)
@@ -626,13 +659,20 @@ fill_batch(Fill *f)
 		{
 			bool		all_eof = true;
 			TimestampTz due = TimestampTzPlusMilliseconds(last_trigger, pipeline->trigger_interval_ms);
+			TimestampTz limit = TimestampTzPlusMilliseconds(f->first_at, pipeline->trigger_interval_ms);
 
 			for (int i = 0; i < nparts; i++)
 				if (!f->eof[i])
 					all_eof = false;
-			if (all_eof || f->first_at == 0 || now >= due)
+
+			if (all_eof || f->first_at == 0)
 				return;
-			wait_for_kafka(Max(1, TimestampDifferenceMilliseconds(now, due)));
+			if (now < due)
+				wait_for_kafka(Max(1, TimestampDifferenceMilliseconds(now, due)));
+			else if (reached_goal(f) || now >= limit)
+				return;
+			else
+				wait_for_kafka(Max(1, TimestampDifferenceMilliseconds(now, limit)));
 		}
 		else
 		{
@@ -815,6 +855,7 @@ ks_worker_main(Datum arg)
 		f.cap = 1024;
 		f.msgs = palloc(sizeof(KsMessage *) * f.cap);
 		f.eof = palloc0(sizeof(bool) * Max(nparts, 1));
+		f.goal = palloc0(sizeof(int64) * Max(nparts, 1));
 		for (int i = 0; i < nparts; i++)
 			f.eof[i] = parts[i].end_offset >= 0 && parts[i].committed >= parts[i].end_offset;
 		batch.fetch_started_at = GetCurrentTimestamp();

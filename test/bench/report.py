@@ -170,8 +170,10 @@ def main():
             "batches": num(r, key + ".batches"),
             "avg_batch_messages": float(r[key + ".batches"].split("\t")[1]) if key + ".batches" in r else None,
             "worker_cpu_s": cpu,
-            "worker_cpu_s_per_million": cpu / rows_ * 1e6 if cpu and rows_ else None,
+            # the worker's CPU covers the warm-up too
+            "worker_cpu_s_per_million": cpu / prod.get("all_messages", rows_) * 1e6 if cpu and rows_ else None,
             "worker_peak_rss_mib": num(r, key + ".rss_kb", 0) / 1024 or None,
+            "warmup_messages": prod.get("warmup_messages"),
             "load_at_start": num(r, key + ".load")}
     res["profile"] = {"command": r.get("profile.command"), "committed": num(r, "profile.committed")}
     res["total_seconds"] = num(r, "total_seconds")

@@ -18,7 +18,8 @@
 #      INSERT ... ON CONFLICT with the guard, Kafka commit after the DB
 #      commit), in a venv under the run dir.
 #   5. latency: a paced producer at BENCH_LAT_RATE msgs/s (20000) for
-#      BENCH_LAT_SECONDS (30), unique keys, event_ts = produce time,
+#      BENCH_LAT_WARMUP (5, not measured) + BENCH_LAT_SECONDS (30) seconds,
+#      unique keys, event_ts = produce time,
 #      trigger_interval 100 ms; bronze off and on.
 #   6. profile: perf record -g on the worker for BENCH_PROFILE_SECONDS (20).
 #   7. the table on stdout, test/bench/out/{results.md,results.json,
@@ -55,6 +56,7 @@ SEED="${BENCH_SEED:-42}"
 BATCH=50000
 LAT_RATE="${BENCH_LAT_RATE:-20000}"
 LAT_SECONDS="${BENCH_LAT_SECONDS:-30}"
+LAT_WARMUP="${BENCH_LAT_WARMUP:-5}"
 PROFILE="${BENCH_PROFILE:-1}"
 PROFILE_SECONDS="${BENCH_PROFILE_SECONDS:-20}"
 PEERS="${BENCH_PEERS:-1}"
@@ -463,7 +465,7 @@ SQL
     [ "$pid" != 0 ] || die "$name has no worker"
     c0="$(proc_cpu "$pid")"
     put "$key.load" "$(loadavg)"
-    "$PY" "$BENCH_DIR/paced_producer.py" "$KS_BOOTSTRAP" "$topic" "$LAT_RATE" "$LAT_SECONDS" 1 \
+    "$PY" "$BENCH_DIR/paced_producer.py" "$KS_BOOTSTRAP" "$topic" "$LAT_RATE" "$LAT_SECONDS" 1 "$LAT_WARMUP" \
         > "$W/$key.producer.json" 2>> "$LOG" || die "paced producer failed (see $LOG)"
     cat "$W/$key.producer.json" >> "$LOG"
     put "$key.producer" "$W/$key.producer.json"

@@ -6,6 +6,7 @@
 #    no duplicates and no gaps (an append pipeline counts every message);
 #  - the target is held by OID: renaming it is safe;
 #  - reset_offsets only on a stopped pipeline, recorded in offset_resets;
+#  - wait_for() (a procedure) holds no snapshot while it waits, wait() does;
 #  - a backfill: a bounded pipeline with its own checkpoint, from explicit
 #    starting to ending offsets, that finishes by itself, shows its progress,
 #    and never touches the production pipeline's checkpoint.
@@ -159,6 +160,35 @@ check "overlapping keys over two workers: every key holds its newest event" "$mo
       "$(sql -c "SELECT string_agg(id || ':' || ts, ' ' ORDER BY id) FROM e2e.ops_ovl_$SFX")"
 check "overlapping keys over two workers: no deadlock or failure recorded" 0 \
       "$(sql -c "SELECT count(*) FROM kafka_sink.errors e JOIN kafka_sink.pipeline_definitions d ON d.id = e.pipeline_id WHERE d.name = 'ovl_$SFX' AND e.kind = 'permanent'")"
+
+# ---- wait_for(): waits without holding a snapshot ---------------------------
+# ovl is caught up; 20 more messages while it is paused keep both waiters
+# waiting.  wait() (one statement) keeps its backend's xmin for the whole
+# wait; wait_for() commits between looks, so its xmin follows new xids.
+sql -c "SELECT kafka_sink.pause('ovl_$SFX')" >/dev/null
+for i in $(seq 1 20); do echo "$i|{\"id\":$i,\"ts\":2000000}"; done | kcat -P -b "$KS_BOOTSTRAP" -t "$O" -p 0 -K '|'
+psql -X -A -t -q -c "SET application_name = 'ks_wait_fn'" -c "SELECT kafka_sink.wait('ovl_$SFX', '60 s')" > "$KS_RUN/wait_fn_$SFX.out" 2>&1 &
+wfn=$!
+psql -X -A -t -q -c "SET application_name = 'ks_wait_proc'" -c "CALL kafka_sink.wait_for('ovl_$SFX', '60 s')" > "$KS_RUN/wait_proc_$SFX.out" 2>&1 &
+wproc=$!
+poll "SELECT count(*) = 2 FROM pg_stat_activity WHERE application_name IN ('ks_wait_fn', 'ks_wait_proc') AND state = 'active'" 20 || true
+xmins() { sql -c "SELECT coalesce(max(backend_xmin::text::bigint) FILTER (WHERE application_name = 'ks_wait_fn'), 0) || ' ' || coalesce(max(backend_xmin::text::bigint) FILTER (WHERE application_name = 'ks_wait_proc'), 0) FROM pg_stat_activity"; }
+read -r fn0 proc0 <<< "$(xmins)"
+for i in $(seq 1 5); do sql -c "SELECT txid_current()" >/dev/null; done
+proc1=0
+for _ in $(seq 1 50); do
+    read -r fn1 p <<< "$(xmins)"
+    [ "$p" -gt "$proc1" ] && proc1=$p
+    [ "$proc1" -gt "$proc0" ] && break
+    sleep 0.1
+done
+check "wait() holds its snapshot: its xmin stays while it waits" "$fn0" "$fn1"
+check "wait_for() does not: its xmin moves on while it waits" t "$([ "$proc1" -gt "$proc0" ] && [ "$proc0" -gt 0 ] && echo t || echo "f ($proc0 -> $proc1)")"
+sql -c "SELECT kafka_sink.resume('ovl_$SFX')" >/dev/null
+wait "$wfn" "$wproc"
+check "both waiters return true once caught up" "t|t" "$(cat "$KS_RUN/wait_fn_$SFX.out")|$(cat "$KS_RUN/wait_proc_$SFX.out")"
+check "wait_for() inside a transaction block is refused (it commits)" t \
+      "$(sql -c "BEGIN" -c "CALL kafka_sink.wait_for('ovl_$SFX', '1 s')" -c "COMMIT" 2>&1 | grep -q 'invalid transaction termination' && echo t || echo f)"
 
 for p in log cur bf late ovl; do sql -c "SELECT kafka_sink.drop_pipeline('${p}_$SFX')" >/dev/null; done
 finish

@@ -193,6 +193,7 @@ check "message_fate as the owner" 1 \
 # a tombstone for key 9, produced through the API
 hj "SELECT * FROM kafka_sink.produce('$KS_BOOTSTRAP', '$T', '9', NULL)" >/dev/null
 check "produce + wait as the owner" t "$(hj "SELECT kafka_sink.wait('$CUR', '60 s')")"
+check "wait_for (a procedure, no SET clause) as the owner" t "$(hj "CALL kafka_sink.wait_for('$CUR', '60 s')")"
 hj "ALTER TABLE ks_sec.hj_cur_$SFX DROP CONSTRAINT hj_amount_pos" >/dev/null
 check "replay_quarantine as the owner" "1|0" \
       "$(hj "SELECT replayed, still_failing FROM kafka_sink.replay_quarantine('$CUR', reason => 'constraint_violation')")"
