@@ -1539,8 +1539,8 @@ CREATE PROCEDURE kafka_sink.wait_for(pipeline text, timeout interval DEFAULT '60
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    deadline timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
-    marks jsonb := kafka_sink._wait_marks(pipeline);
+    deadline pg_catalog.timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
+    marks pg_catalog.jsonb := kafka_sink._wait_marks(pipeline);
 BEGIN
     LOOP
         caught_up := kafka_sink._wait_check(pipeline, marks, deadline);
