@@ -528,6 +528,49 @@ xact_counts(Oid relid, int64 *inserted, int64 *updated)
 
 /* ---- statement execution ---- */
 
+/*
+ * The worker's prepared statements, by their text: the MERGE (and DELETE,
+ * INSERT or batch function call) of a target is prepared once and runs
+ * every batch from PostgreSQL's plan cache, which re-plans it by itself
+ * after a change to the table.  The text names the target and its
+ * columns as they are when the batch starts, so a renamed table or a
+ * changed column list is a new text, and a new statement.
+ */
+#define KS_PLAN_CACHE 16
+static struct
+{
+	char	   *sql;
+	SPIPlanPtr	plan;
+}			plan_cache[KS_PLAN_CACHE];
+static int	plan_cache_next = 0;
+
+static SPIPlanPtr
+prepared(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan;
+	int			slot;
+
+	for (int i = 0; i < KS_PLAN_CACHE; i++)
+		if (plan_cache[i].sql != NULL && strcmp(plan_cache[i].sql, sql) == 0)
+			return plan_cache[i].plan;
+	plan = SPI_prepare(sql, nargs, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "kafka_sink: SPI_prepare failed (%s) for: %s",
+			 SPI_result_code_string(SPI_result), sql);
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "kafka_sink: SPI_keepplan failed");
+	slot = plan_cache_next;
+	plan_cache_next = (plan_cache_next + 1) % KS_PLAN_CACHE;
+	if (plan_cache[slot].sql != NULL)
+	{
+		SPI_freeplan(plan_cache[slot].plan);
+		pfree(plan_cache[slot].sql);
+	}
+	plan_cache[slot].sql = MemoryContextStrdup(TopMemoryContext, sql);
+	plan_cache[slot].plan = plan;
+	return plan;
+}
+
 static void
 run_statement(KsBatch *batch, const char *sql, int *rows, int nrows)
 {
@@ -540,7 +583,7 @@ run_statement(KsBatch *batch, const char *sql, int *rows, int nrows)
 	srf_nrows = nrows;
 	PG_TRY();
 	{
-		rc = SPI_execute_with_args(sql, 1, argtypes, values, NULL, false, 0);
+		rc = SPI_execute_plan(prepared(sql, 1, argtypes), values, NULL, false, 0);
 		if (rc < 0)
 			elog(ERROR, "kafka_sink: SPI_execute failed (%d) for: %s", rc, sql);
 	}
