@@ -66,6 +66,7 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 	int			natts;
 	Datum	   *values;
 	bool	   *nulls;
+	Datum	   *topics;
 
 	if (srf_batch == NULL)
 		ereport(ERROR,
@@ -80,10 +81,13 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 
 	values = palloc(sizeof(Datum) * natts);
 	nulls = palloc(sizeof(bool) * natts);
+	/* one text datum per partition's topic, not one per row */
+	topics = palloc0(sizeof(Datum) * Max(srf_batch->nparts, 1));
 	for (int i = 0; i < srf_nrows; i++)
 	{
 		KsRow	   *row = &srf_batch->rows[srf_rows[i]];
 		int			n = t->ncolumns;
+		int			part = row->msg->part_index;
 
 		for (int c = 0; c < n; c++)
 		{
@@ -92,7 +96,14 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 			values[n + c] = BoolGetDatum(row->present[c]);
 			nulls[n + c] = false;
 		}
-		values[2 * n] = CStringGetTextDatum(row->msg->topic);
+		if (part >= 0 && part < srf_batch->nparts)
+		{
+			if (topics[part] == (Datum) 0)
+				topics[part] = CStringGetTextDatum(row->msg->topic);
+			values[2 * n] = topics[part];
+		}
+		else
+			values[2 * n] = CStringGetTextDatum(row->msg->topic);
 		values[2 * n + 1] = Int32GetDatum(row->msg->partition);
 		values[2 * n + 2] = Int64GetDatum(row->msg->offset);
 		values[2 * n + 3] = Int32GetDatum(i);
@@ -470,12 +481,47 @@ cmp_rows_by_key(const void *a, const void *b, void *arg)
 	return 0;
 }
 
+/* a single key column: its value next to the row, so sorting reads no row */
+typedef struct KeyedRow
+{
+	Datum		key;
+	int			row;
+} KeyedRow;
+
+static int
+cmp_keyed_rows(const void *a, const void *b, void *arg)
+{
+	const KeyedRow *x = a;
+	const KeyedRow *y = b;
+
+	return ApplySortComparator(x->key, false, y->key, false, (SortSupport) arg);
+}
+
 static void
 sort_by_key(KsBatch *batch, KeyHash *kh, int *rows, int nrows)
 {
 	SortArg		sa = {batch, kh};
+	KsTarget   *t = batch->target;
 
-	if (kh->sortable && nrows > 1)
+	if (!kh->sortable || nrows < 2)
+		return;
+	if (t->nkeys == 1)
+	{
+		int			k = t->key_index[0];
+		KeyedRow   *keyed = palloc(sizeof(KeyedRow) * nrows);
+
+		/* key columns are never NULL in a row that applies */
+		for (int i = 0; i < nrows; i++)
+		{
+			keyed[i].key = batch->rows[rows[i]].values[k];
+			keyed[i].row = rows[i];
+		}
+		qsort_arg(keyed, nrows, sizeof(KeyedRow), cmp_keyed_rows, &kh->ssup[0]);
+		for (int i = 0; i < nrows; i++)
+			rows[i] = keyed[i].row;
+		pfree(keyed);
+	}
+	else
 		qsort_arg(rows, nrows, sizeof(int), cmp_rows_by_key, &sa);
 }
 
