@@ -4,9 +4,16 @@
  *		One pass over a JSON message that captures the values at a set of
  *		field paths ("payload.amount"), with PostgreSQL's own JSON parser.
  *
+ * Most messages take a fast path: a hand-written scanner (fast_*) that
+ * accepts a subset of what pg_parse_json accepts and captures the same
+ * values, in one pass, with one palloc per captured value.  Whatever it
+ * is not sure about it leaves to the parser (ks_json_walk_slow), which
+ * also writes every error detail.
+ *
  * This file uses only src/common (the JSON lexer, palloc, encoding
  * checks), so it builds outside the server too: the fuzz target in
- * test/fuzz links it against libpgcommon.
+ * test/fuzz links it against libpgcommon and checks the two paths against
+ * each other.
  *
  *-------------------------------------------------------------------------
  */
@@ -18,6 +25,9 @@
 
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
+#ifndef FRONTEND
+#include "utils/memutils.h"		/* MaxAllocSize */
+#endif
 
 #include "jsonwalk.h"
 
@@ -27,6 +37,13 @@
 #else
 #define KS_JSON_RETURN void
 #define KS_JSON_OK return
+#endif
+
+/* The two paths on their own are exported for test/fuzz (jsonwalk.h). */
+#ifdef FRONTEND
+#define KS_TESTABLE
+#else
+#define KS_TESTABLE static
 #endif
 
 #define KS_MAX_DEPTH 64
@@ -231,9 +248,13 @@ nesting_exceeds(const char *data, size_t len, int limit)
 	return false;
 }
 
-KsWalkResult
-ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
-			 KsSlotValue *out, char **detail)
+/*
+ * The slow path: pg_parse_json with the callbacks above.  It decides every
+ * message the fast path gives up on, and so writes every error detail.
+ */
+KS_TESTABLE KsWalkResult
+ks_json_walk_slow(const KsWalkPaths *paths, const char *data, size_t len,
+				  KsSlotValue *out, char **detail)
 {
 	WalkState	w;
 	JsonSemAction sem;
@@ -310,6 +331,513 @@ ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
 #endif
 	pfree(copy);
 	return result;
+}
+
+/*
+ * ---- The fast path ----
+ *
+ * A recursive descent that accepts only an object at the root and only
+ * what PostgreSQL 15's JSON lexer and parser accept, tracking the field
+ * path as the callbacks above do.  On every message it accepts, its result
+ * is exactly the slow path's, because:
+ *
+ * - every token is one json_lex reads the same way: whitespace is space,
+ *	 \t, \n and \r; numbers are -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?;
+ *	 the only words are true, false and null; strings are as in
+ *	 fast_string.  After a value only whitespace and then ',' or the
+ *	 closing bracket may follow (after the root object, only whitespace),
+ *	 so a token json_lex would read on ("01", "1.5.", "truex" are single
+ *	 invalid tokens there) never gets through; and the grammar is the
+ *	 parser's: no trailing comma, nothing after the root object.
+ * - so every byte is ASCII but a valid UTF-8 sequence in a string, and none
+ *	 is NUL: the message passes the checks ks_json_walk_slow makes first.
+ *	 It nests at most KS_MAX_DEPTH + 1 containers, far below
+ *	 KS_MAX_NESTING, so the recursion is bounded too.
+ * - a value at level L (the root object's fields are at level 1) is
+ *	 captured for the first slot whose path is the L keys above it, only
+ *	 when all the containers above it are objects (match()); a later value
+ *	 for the same slot replaces it (a duplicate key: the last one wins).
+ * - the texts are the same: a string's de-escaped value (json_lex_string
+ *	 with need_escapes), a number's or true's or false's token, and an
+ *	 object's or array's span from its '{' or '[' to its closing bracket
+ *	 (the parser's prev_token_terminator once that bracket is read).
+ *
+ * It gives up (NULL) on anything else, and on keys with escapes, which are
+ * rare and would need a de-escaped copy to compare.
+ */
+typedef struct FastWalk
+{
+	const KsWalkPaths *paths;
+	KsSlotValue *out;
+	const char *end;			/* of the message */
+	const char *key[KS_MAX_DEPTH + 1];	/* field name per level, as is */
+	int			keylen[KS_MAX_DEPTH + 1];
+} FastWalk;
+
+static const char *fast_value(FastWalk *fw, const char *p, int level, int slot,
+							  bool objpath);
+
+static inline const char *
+fast_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* The 4 hex digits at p (either case, as json_lex_string), or -1. */
+static inline int
+fast_hex4(const unsigned char *p)
+{
+	int			v = 0;
+
+	for (int i = 0; i < 4; i++)
+	{
+		unsigned char c = p[i];
+
+		if (c >= '0' && c <= '9')
+			v = (v << 4) | (c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = (v << 4) | (c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			v = (v << 4) | (c - 'A' + 10);
+		else
+			return -1;
+	}
+	return v;
+}
+
+/*
+ * Whether the 8 bytes at s all stand for themselves in a string: none is
+ * below 0x20, '"', '\\' or non-ASCII.  The classic bit tricks ("has a byte
+ * below n", "has a zero byte" after an XOR) answer exactly for the word as
+ * a whole; the byte loop in fast_string then finds which byte it is.
+ */
+static inline bool
+fast_plain8(const unsigned char *s)
+{
+	const uint64 ones = UINT64CONST(0x0101010101010101);
+	uint64		x;
+	uint64		q;
+	uint64		b;
+
+	memcpy(&x, s, 8);
+	q = x ^ (ones * '"');
+	b = x ^ (ones * '\\');
+	return ((((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | x) &
+			(ones * 0x80)) == 0;
+}
+
+/*
+ * The string whose opening '"' is at p: returns the position after its
+ * closing '"', or NULL.  Sets *escaped when it has a backslash.  With dst,
+ * also writes its de-escaped value there, NUL-terminated; that is never
+ * longer than the string's source, since no escape is shorter than the
+ * UTF-8 it stands for.
+ *
+ * It accepts what json_lex_string accepts with need_escapes: no control
+ * character below 0x20 unescaped; the escapes \" \\ \/ \b \f \n \r \t and
+ * \uXXXX but for \u0000, a lone low surrogate, and a high surrogate that
+ * is not followed at once by a \u low surrogate; the other bytes valid
+ * UTF-8 (pg_utf8_verifystr's check, character by character).  The lexer
+ * (input encoding UTF-8) copies those bytes as they are and writes an
+ * escape as UTF-8, as here.
+ */
+static pg_attribute_always_inline const char *
+fast_string(const char *p, const char *end, char *dst, bool *escaped)
+{
+	const unsigned char *s = (const unsigned char *) p + 1;
+	const unsigned char *e = (const unsigned char *) end;
+
+	*escaped = false;
+	for (;;)
+	{
+		const unsigned char *run = s;
+		unsigned char c;
+
+		/* the common case: a run of ASCII that stands for itself */
+		while (e - s >= 8 && fast_plain8(s))
+			s += 8;
+		while (s < e && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
+			s++;
+		if (dst)
+		{
+			memcpy(dst, run, s - run);
+			dst += s - run;
+		}
+		if (s == e)
+			return NULL;
+		c = *s;
+		if (c == '"')
+			break;
+		if (c >= 0x80)
+		{
+			int			l = pg_utf_mblen(s);
+
+			if (e - s < l || !pg_utf8_islegal(s, l))
+				return NULL;
+			if (dst)
+			{
+				memcpy(dst, s, l);
+				dst += l;
+			}
+			s += l;
+		}
+		else if (c < 0x20 || e - s < 2)
+			return NULL;
+		else if (s[1] == 'u')
+		{
+			int			hi;
+			int			lo;
+			pg_wchar	ch;
+
+			if (e - s < 6 || (hi = fast_hex4(s + 2)) < 0)
+				return NULL;
+			s += 6;
+			if (is_utf16_surrogate_first(hi))
+			{
+				if (e - s < 6 || s[0] != '\\' || s[1] != 'u' ||
+					(lo = fast_hex4(s + 2)) < 0 || !is_utf16_surrogate_second(lo))
+					return NULL;
+				ch = surrogate_pair_to_codepoint(hi, lo);
+				s += 6;
+			}
+			else if (hi == 0 || is_utf16_surrogate_second(hi))
+				return NULL;
+			else
+				ch = hi;
+#ifndef FRONTEND
+
+			/*
+			 * The backend's lexer turns a non-ASCII escape into the database
+			 * encoding (pg_unicode_to_server), which may also fail: the same
+			 * UTF-8 only in a UTF-8 database.
+			 */
+			if (ch > 0x7F && GetDatabaseEncoding() != PG_UTF8)
+				return NULL;
+#endif
+			if (dst)
+			{
+				unicode_to_utf8(ch, (unsigned char *) dst);
+				dst += pg_utf_mblen((unsigned char *) dst);
+			}
+			*escaped = true;
+		}
+		else
+		{
+			char		r;
+
+			switch (s[1])
+			{
+				case '"':
+				case '\\':
+				case '/':
+					r = (char) s[1];
+					break;
+				case 'b':
+					r = '\b';
+					break;
+				case 'f':
+					r = '\f';
+					break;
+				case 'n':
+					r = '\n';
+					break;
+				case 'r':
+					r = '\r';
+					break;
+				case 't':
+					r = '\t';
+					break;
+				default:
+					return NULL;
+			}
+			if (dst)
+				*dst++ = r;
+			s += 2;
+			*escaped = true;
+		}
+	}
+	if (dst)
+		*dst = '\0';
+	return (const char *) s + 1;
+}
+
+/* One or more digits at p: returns the position after them, or NULL. */
+static inline const char *
+fast_digits(const char *p, const char *end)
+{
+	const char *start = p;
+
+	while (p < end && *p >= '0' && *p <= '9')
+		p++;
+	return p > start ? p : NULL;
+}
+
+/* The number at p, by json_lex_number's grammar (see above), or NULL. */
+static const char *
+fast_number(const char *p, const char *end)
+{
+	if (*p == '-')
+		p++;
+	if (p < end && *p == '0')
+		p++;
+	else if (p < end && *p >= '1' && *p <= '9')
+		p = fast_digits(p, end);
+	else
+		return NULL;
+	if (p < end && *p == '.' && (p = fast_digits(p + 1, end)) == NULL)
+		return NULL;
+	if (p < end && (*p == 'e' || *p == 'E'))
+	{
+		p++;
+		if (p < end && (*p == '+' || *p == '-'))
+			p++;
+		p = fast_digits(p, end);
+	}
+	return p;
+}
+
+static inline const char *
+fast_word(const char *p, const char *end, const char *word, int n)
+{
+	return (end - p >= n && memcmp(p, word, n) == 0) ? p + n : NULL;
+}
+
+/*
+ * Whether the key of n bytes at key is seg.  A key here has no escape and
+ * no NUL, so this is strcmp(seg, its de-escaped copy) == 0; seg's NUL
+ * differs from any byte of the key, so seg is not read past its end.
+ */
+static inline bool
+fast_key_is(const char *seg, const char *key, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (seg[i] != key[i])
+			return false;
+	return seg[n] == '\0';
+}
+
+/* match() on the keys as they are: the first slot whose path is key[1..level] */
+static int
+fast_match(const FastWalk *fw, int level)
+{
+	for (int s = 0; s < fw->paths->nslots; s++)
+	{
+		const KsPath *p = &fw->paths->paths[s];
+		int			i;
+
+		if (p->nsegs != level)
+			continue;
+		for (i = 0; i < level; i++)
+			if (!fast_key_is(p->segs[i], fw->key[i + 1], fw->keylen[i + 1]))
+				break;
+		if (i == level)
+			return s;
+	}
+	return -1;
+}
+
+/* A copy of the n bytes at p, which have no NUL (pnstrdup without strnlen). */
+static char *
+fast_copy(const char *p, size_t n)
+{
+	char	   *text = palloc(n + 1);
+
+	memcpy(text, p, n);
+	text[n] = '\0';
+	return text;
+}
+
+/*
+ * The object whose '{' is at p, at level.  objpath: all the containers
+ * above are objects too; only then are key[1..level] the keys above this
+ * object's fields, which fast_match reads.
+ */
+static const char *
+fast_object(FastWalk *fw, const char *p, int level, bool objpath)
+{
+	const char *end = fw->end;
+	int			child = level + 1;
+
+	p = fast_ws(p + 1, end);
+	if (p < end && *p == '}')
+		return p + 1;
+	for (;;)
+	{
+		const char *key;
+		bool		escaped;
+		int			slot = -1;
+
+		if (p == end || *p != '"')
+			return NULL;
+		key = p + 1;
+		p = fast_string(p, end, NULL, &escaped);
+		if (p == NULL || escaped)
+			return NULL;
+		/* deeper fields are never captured (match); they hold scalars */
+		if (child <= KS_MAX_DEPTH)
+		{
+			fw->key[child] = key;
+			fw->keylen[child] = (int) (p - 1 - key);
+			if (objpath)
+				slot = fast_match(fw, child);
+		}
+		p = fast_ws(p, end);
+		if (p == end || *p != ':')
+			return NULL;
+		p = fast_value(fw, fast_ws(p + 1, end), child, slot, objpath);
+		if (p == NULL)
+			return NULL;
+		p = fast_ws(p, end);
+		if (p < end && *p == '}')
+			return p + 1;
+		if (p == end || *p != ',')
+			return NULL;
+		p = fast_ws(p + 1, end);
+	}
+}
+
+/* The array whose '[' is at p, at level.  No path goes through an array. */
+static const char *
+fast_array(FastWalk *fw, const char *p, int level)
+{
+	const char *end = fw->end;
+
+	p = fast_ws(p + 1, end);
+	if (p < end && *p == ']')
+		return p + 1;
+	for (;;)
+	{
+		p = fast_value(fw, p, level + 1, -1, false);
+		if (p == NULL)
+			return NULL;
+		p = fast_ws(p, end);
+		if (p < end && *p == ']')
+			return p + 1;
+		if (p == end || *p != ',')
+			return NULL;
+		p = fast_ws(p + 1, end);
+	}
+}
+
+/*
+ * The value at p, at level: returns the position after it, or NULL.  It
+ * goes into slot unless that is -1; objpath: all containers above it are
+ * objects.
+ */
+static const char *
+fast_value(FastWalk *fw, const char *p, int level, int slot, bool objpath)
+{
+	const char *end = fw->end;
+	const char *q;
+	KsSlotKind	kind = KS_SLOT_SCALAR;
+	bool		escaped = false;
+	KsSlotValue *v;
+
+	if (p == end)
+		return NULL;
+	switch (*p)
+	{
+		case '{':
+		case '[':
+			/* bounds the recursion: its fields could not be captured */
+			if (level > KS_MAX_DEPTH)
+				return NULL;
+			q = (*p == '{') ? fast_object(fw, p, level, objpath) : fast_array(fw, p, level);
+			kind = KS_SLOT_COMPOSITE;
+			break;
+		case '"':
+			q = fast_string(p, end, NULL, &escaped);
+			kind = KS_SLOT_STRING;
+			break;
+		case 't':
+			q = fast_word(p, end, "true", 4);
+			break;
+		case 'f':
+			q = fast_word(p, end, "false", 5);
+			break;
+		case 'n':
+			q = fast_word(p, end, "null", 4);
+			kind = KS_SLOT_NULL;
+			break;
+		default:
+			q = fast_number(p, end);
+			break;
+	}
+	if (q == NULL || slot < 0)
+		return q;
+
+	v = &fw->out[slot];
+	if (v->text)
+		pfree(v->text);			/* a duplicate key: the last one wins */
+	v->kind = kind;
+	if (kind == KS_SLOT_NULL)
+		v->text = NULL;
+	else if (kind != KS_SLOT_STRING)
+		v->text = fast_copy(p, q - p);
+	else if (!escaped)
+		v->text = fast_copy(p + 1, q - p - 2);
+	else
+	{
+		/* rare: scan it again, de-escaping */
+		v->text = palloc(q - p - 1);
+		(void) fast_string(p, end, v->text, &escaped);
+	}
+	return q;
+}
+
+/*
+ * The fast path: true with out filled in when the message is an object it
+ * is sure about (the result is then KS_WALK_OK); else false, with every
+ * slot ABSENT and nothing left allocated.
+ */
+KS_TESTABLE bool
+ks_json_walk_fast(const KsWalkPaths *paths, const char *data, size_t len,
+				  KsSlotValue *out)
+{
+	FastWalk	fw;
+	const char *p = NULL;
+
+	for (int s = 0; s < paths->nslots; s++)
+	{
+		out[s].kind = KS_SLOT_ABSENT;
+		out[s].text = NULL;
+	}
+	/* the slow path's pnstrdup of the whole message fails beyond that */
+	if (len == 0 || len > MaxAllocSize)
+		return false;
+	fw.paths = paths;
+	fw.out = out;
+	fw.end = data + len;
+	p = fast_ws(data, fw.end);
+	if (p < fw.end && *p == '{')
+		p = fast_object(&fw, p, 0, true);
+	else
+		p = NULL;
+	if (p != NULL && fast_ws(p, fw.end) == fw.end)
+		return true;
+
+	for (int s = 0; s < paths->nslots; s++)
+	{
+		if (out[s].text)
+			pfree(out[s].text);
+		out[s].kind = KS_SLOT_ABSENT;
+		out[s].text = NULL;
+	}
+	return false;
+}
+
+KsWalkResult
+ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
+			 KsSlotValue *out, char **detail)
+{
+	if (ks_json_walk_fast(paths, data, len, out))
+	{
+		*detail = NULL;
+		return KS_WALK_OK;
+	}
+	return ks_json_walk_slow(paths, data, len, out, detail);
 }
 
 /* Splits "a.b.c" into a path; returns false for an empty segment. */

@@ -46,4 +46,16 @@ extern KsWalkResult ks_json_walk(const KsWalkPaths *paths, const char *data, siz
 								 KsSlotValue *out, char **detail);
 extern bool ks_path_parse(const char *text, KsPath *path);
 
+#ifdef FRONTEND
+/*
+ * For test/fuzz: the parser-only path, and the fast path (false when it
+ * gives up, every slot then ABSENT); ks_json_walk is the fast path, else
+ * the parser.
+ */
+extern KsWalkResult ks_json_walk_slow(const KsWalkPaths *paths, const char *data, size_t len,
+									  KsSlotValue *out, char **detail);
+extern bool ks_json_walk_fast(const KsWalkPaths *paths, const char *data, size_t len,
+							  KsSlotValue *out);
+#endif
+
 #endif

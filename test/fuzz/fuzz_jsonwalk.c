@@ -4,7 +4,9 @@
  *		libFuzzer target for src/jsonwalk.c (ks_json_walk, ks_path_parse).
  *
  * Input: byte 0 selects the paths to capture (bit i = paths_text[i]), the
- * rest is the message.  Built and run by test/fuzz/run.sh.
+ * rest is the message.  The rest is also read as choices that make a
+ * second, JSON-shaped message (see Gen), checked the same way.  Built and
+ * run by test/fuzz/run.sh.
  *
  * Memory: in the backend ks_json_walk runs in a memory context that is
  * reset after the batch, and pg_parse_json itself drops a token or field
@@ -32,6 +34,14 @@
  *	- after OK or NOT_AN_OBJECT only the returned texts and detail are
  *	  still allocated; peak memory stays within 16 x the input + 256 KiB
  *	- ks_path_parse accepts 1..64 non-empty segments, refuses the rest
+ *	- differentially, for the paths asked for and for each path alone:
+ *	  ks_json_walk gives exactly what ks_json_walk_slow (pg_parse_json
+ *	  alone) gives: the result, the detail, every slot's kind and text (on
+ *	  errors too); ks_json_walk_fast on its own either gives that with OK,
+ *	  or gives up leaving every slot ABSENT and nothing allocated
+ *
+ * At exit it prints how many walks the fast path took, so that a run
+ * shows the differential check was exercised.
  *
  *-------------------------------------------------------------------------
  */
@@ -48,6 +58,7 @@
 #include "jsonwalk.h"
 
 #define MAX_INPUT (64 * 1024)
+#define MAX_MADE (8 * 1024)		/* the message made from an input (Gen) */
 #define NPATHS 8
 #define NESTING_DETAIL "the value nests arrays and objects"
 
@@ -56,6 +67,8 @@ int			LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size);
 
 static bool strict;
 static bool verbose;
+static unsigned long n_walks;	/* compared with the slow path */
+static unsigned long n_fast;	/* of which the fast path took */
 
 static void
 die(const char *what, const char *data, size_t len)
@@ -305,6 +318,13 @@ nested_paths(const KsPath *p, const KsPath *q)
 	return true;
 }
 
+static void
+report_fast_path(void)
+{
+	fprintf(stderr, "fuzz_jsonwalk: the fast path took %lu of %lu walks\n",
+			n_fast, n_walks);
+}
+
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -326,6 +346,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (paths[NPATHS - 1].nsegs != 64 || paths[1].nsegs != 2 || paths[5].nsegs != 3 ||
 		strcmp(paths[5].segs[2], "z") != 0)
 		die("ks_path_parse split a path wrongly", NULL, 0);
+
+	atexit(report_fast_path);
 
 	tracking = true;
 	for (size_t i = 0; i < lengthof(bad); i++)
@@ -399,7 +421,7 @@ typedef struct Walk
 {
 	KsWalkResult r;
 	char	   *detail;
-	KsSlotValue out[NPATHS];
+	KsSlotValue out[NPATHS + 1];	/* a selection may repeat a path */
 	int			nslots;
 } Walk;
 
@@ -413,7 +435,7 @@ walk(Walk *w, KsPath *sel, int nsel, const char *data, size_t len)
 	size_t		kept = 0;
 
 	w->nslots = nsel;
-	for (int s = 0; s < NPATHS; s++)
+	for (int s = 0; s <= NPATHS; s++)
 	{
 		/* garbage: ks_json_walk must set every slot itself */
 		w->out[s].kind = (KsSlotKind) 77;
@@ -517,29 +539,244 @@ same_text(const char *a, const char *b)
 	return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
 }
 
-int
-LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
+/*
+ * w is ks_json_walk's walk of sel over the message: the parser alone must
+ * give exactly the same, and the fast path alone the same or nothing.
+ */
+static void
+differential(const Walk *w, KsPath *sel, int nsel, const char *data, size_t len)
 {
-	const char *data;
-	size_t		len;
-	KsPath		sel[NPATHS];
-	int			idx[NPATHS];
-	int			nsel = 0;
-	Walk		all;
+	KsWalkPaths wp = {nsel, sel};
+	Walk		slow;
+	KsSlotValue fast[NPATHS + 1];
+	size_t		chunks_before;
+	bool		took;
 
-	if (size < 1 || size - 1 > MAX_INPUT)
-		return 0;
-	data = (const char *) buf + 1;
-	len = size - 1;
-	for (int i = 0; i < NPATHS; i++)
-		if (buf[0] & (1 << i))
+	slow.nslots = nsel;
+	slow.r = ks_json_walk_slow(&wp, data, len, slow.out, &slow.detail);
+	if (slow.r != w->r || !same_text(slow.detail, w->detail))
+	{
+		fprintf(stderr, "fuzz_jsonwalk: ks_json_walk %d \"%s\", the parser alone %d \"%s\"\n",
+				(int) w->r, w->detail ? w->detail : "(null)",
+				(int) slow.r, slow.detail ? slow.detail : "(null)");
+		die("the result or detail differs from the parser's alone", data, len);
+	}
+	for (int s = 0; s < nsel; s++)
+		if (slow.out[s].kind != w->out[s].kind || !same_text(slow.out[s].text, w->out[s].text))
 		{
-			idx[nsel] = i;
-			sel[nsel++] = paths[i];
+			fprintf(stderr, "fuzz_jsonwalk: slot %d: ks_json_walk kind %d \"%s\", the parser alone kind %d \"%s\"\n",
+					s, (int) w->out[s].kind, w->out[s].text ? w->out[s].text : "(null)",
+					(int) slow.out[s].kind, slow.out[s].text ? slow.out[s].text : "(null)");
+			die("a slot differs from the parser's alone", data, len);
 		}
 
-	tracking = true;
+	for (int s = 0; s <= NPATHS; s++)
+	{
+		fast[s].kind = (KsSlotKind) 77;
+		fast[s].text = (char *) data;
+	}
+	chunks_before = live_chunks;
+	took = ks_json_walk_fast(&wp, data, len, fast);
+	n_walks++;
+	if (took)
+	{
+		n_fast++;
+		if (slow.r != KS_WALK_OK)
+			die("the fast path accepted a message the parser does not", data, len);
+		for (int s = 0; s < nsel; s++)
+			if (fast[s].kind != slow.out[s].kind || !same_text(fast[s].text, slow.out[s].text))
+				die("the fast path captured a slot differently", data, len);
+	}
+	else
+	{
+		for (int s = 0; s < nsel; s++)
+			if (fast[s].kind != KS_SLOT_ABSENT || fast[s].text != NULL)
+				die("the fast path gave up but left a slot set", data, len);
+		if (live_chunks != chunks_before)
+			die("the fast path gave up but left memory allocated", data, len);
+	}
+	if (took)
+		for (int s = 0; s < nsel; s++)
+			if (fast[s].text)
+				pfree(fast[s].text);
+	free_walk(&slow);
+}
+
+/* ---- a JSON-shaped message made from the input ---- */
+
+/*
+ * Random bytes seldom make a valid object, and only valid objects take the
+ * fast path.  So each input is also read as a list of choices that build a
+ * message: mostly valid JSON, with the keys of the path table (plain and
+ * escaped), escapes, numbers, words, whitespace and deep nesting, and now
+ * and then something the fast path must leave to the parser (the bad_*
+ * tables: flaws, and keys with escapes).
+ */
+typedef struct Gen
+{
+	const uint8_t *in;
+	size_t		inlen;
+	size_t		pos;
+	char	   *out;
+	size_t		len;			/* at most MAX_MADE; cut off there */
+} Gen;
+
+static const char *const good_keys[] = {
+	"a", "b", "k", "x", "y", "z", "d", "payload", "amount", "\xc3\xa9", "", "a.b", "A",
+};
+static const char *const bad_keys[] = {"\\u00e9", "\\u0061", "\\\"", "\\n", "\x01"};
+static const char *const good_pieces[] = {
+	"\\n", "\\\"", "\\\\", "\\/", "\\b\\f\\r\\t", "\\u00e9", "\\u00E9", "\\ud83d\\ude00",
+	"\\uDBFF\\uDFFF", "\\uffff", "\\u0041", "\\u0800", "\\u07ff", "\\u007f", "\\u0001",
+	"\xc3\xa9", "\xf0\x9f\x98\x80", "\xe2\x82\xac", "\xf4\x8f\xbf\xbf", "{}[],:", "\x7f",
+};
+static const char *const bad_pieces[] = {
+	"\\ud83d", "\\ude00", "\\u0000", "\\ud83d\\u0041", "\\ud83d\\ud83d", "\\ud83dx", "\\ud83d\\n",
+	"\\x", "\\u12", "\\u12g4", "\\U0041", "\x01", "\x1f", "\t", "\xc3", "\xed\xa0\x80",
+	"\xf4\x90\x80\x80", "\xc0\x80", "\xe0\x80\x80", "\x80", "\xff", "\\",
+};
+static const char *const good_numbers[] = {
+	"0", "-0", "1", "123", "-17", "1.5", "1e5", "1E+5", "1.5E-3", "-0.0e0", "0e0", "1e400",
+	"123456789012345678901234567890", "0.000", "9.99e-9",
+};
+static const char *const bad_numbers[] = {
+	"01", "-01", "1.", ".5", "+1", "-", "1e", "1e+", "0x10", "1.5.3", "- 1", "Infinity",
+	"NaN", "1_0", "1e5e5", "-a", "00",
+};
+static const char *const good_words[] = {"true", "false", "null"};
+static const char *const bad_words[] = {"tru", "nul", "True", "truex", "nulll", "t", "fals", "null_"};
+static const char *const good_ws[] = {"", "", "", " ", "\n", "\t", "\r\n  "};
+static const char *const bad_ws[] = {"\f", "\v", "\xc2\xa0", "\x01"};
+
+static unsigned
+gen_byte(Gen *g)
+{
+	return g->pos < g->inlen ? g->in[g->pos++] : 0;
+}
+
+static void
+gen_put(Gen *g, const char *s)
+{
+	size_t		n = Min(strlen(s), MAX_MADE - g->len);
+
+	memcpy(g->out + g->len, s, n);
+	g->len += n;
+}
+
+/* puts one of good, or one time in 16 one of bad */
+#define gen_pick(g, good, bad) gen_pick_(g, good, lengthof(good), bad, lengthof(bad))
+static void
+gen_pick_(Gen *g, const char *const *good, size_t ngood,
+		  const char *const *bad, size_t nbad)
+{
+	unsigned	b = gen_byte(g);
+
+	gen_put(g, (b >> 4) == 15 ? bad[b % nbad] : good[b % ngood]);
+}
+
+static void
+gen_string(Gen *g, int n)
+{
+	gen_put(g, "\"");
+	while (n-- > 0)
+	{
+		unsigned	b = gen_byte(g);
+		char		c[2] = {(char) (' ' + b % 95), '\0'};
+
+		if (b < 0x80 && c[0] != '"' && c[0] != '\\')
+			gen_put(g, c);
+		else
+			gen_pick(g, good_pieces, bad_pieces);
+	}
+	gen_put(g, "\"");
+}
+
+static void
+gen_value(Gen *g, int depth)
+{
+	unsigned	b = gen_byte(g);
+	int			n;
+
+	gen_pick(g, good_ws, bad_ws);
+	if (depth > 80 || g->len > MAX_MADE / 2)
+		b = 7;					/* a string: bounded recursion and size */
+	switch (b % 16)
+	{
+		case 0:
+		case 1:
+		case 2:
+		case 3:
+		case 4:
+			n = (int) (gen_byte(g) % 5);
+			gen_put(g, "{");
+			for (int i = 0; i < n; i++)
+			{
+				if (i > 0)
+					gen_put(g, (gen_byte(g) == 0xff) ? "" : ",");
+				gen_pick(g, good_ws, bad_ws);
+				gen_put(g, "\"");
+				gen_pick(g, good_keys, bad_keys);
+				gen_put(g, "\"");
+				gen_pick(g, good_ws, bad_ws);
+				gen_put(g, ":");
+				gen_value(g, depth + 1);
+			}
+			gen_put(g, (gen_byte(g) == 0xfe) ? ",}" : "}");
+			break;
+		case 5:
+		case 6:
+			n = (int) (gen_byte(g) % 4);
+			gen_put(g, "[");
+			for (int i = 0; i < n; i++)
+			{
+				if (i > 0)
+					gen_put(g, ",");
+				gen_value(g, depth + 1);
+			}
+			gen_put(g, "]");
+			break;
+		case 7:
+		case 8:
+		case 9:
+			gen_string(g, (int) (gen_byte(g) % 8));
+			break;
+		case 10:
+		case 11:
+			gen_pick(g, good_numbers, bad_numbers);
+			break;
+		case 12:
+		case 13:
+			gen_pick(g, good_words, bad_words);
+			break;
+		case 14:
+			/* around KS_MAX_DEPTH (the fast path's bound), cheaply */
+			n = 56 + (int) (gen_byte(g) % 16);
+			for (int i = 0; i < n; i++)
+				gen_put(g, (b & 0x10) ? "[" : "{\"d\":");
+			gen_value(g, depth + 1);
+			for (int i = 0; i < n; i++)
+				gen_put(g, (b & 0x10) ? "]" : "}");
+			break;
+		default:
+			/* a duplicate-prone flat field list at this level */
+			gen_put(g, "{\"a\":1,\"a\":");
+			gen_value(g, depth + 1);
+			gen_put(g, ",\"k\":\"first\",\"k\":");
+			gen_value(g, depth + 1);
+			gen_put(g, "}");
+			break;
+	}
+	gen_pick(g, good_ws, bad_ws);
+}
+
+/* Checks one message against sel (the paths asked for, idx their numbers). */
+static void
+check_message(KsPath *sel, const int *idx, int nsel, const char *data, size_t len)
+{
+	Walk		all;
+
 	walk(&all, sel, nsel, data, len);
+	differential(&all, sel, nsel, data, len);
 
 	/* against the parser on its own */
 	if (!utf8(data, len))
@@ -581,6 +818,7 @@ LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
 			if (nested_paths(&sel[s], &sel[t]))
 				nested = true;
 		walk(&one, &sel[s], 1, data, len);
+		differential(&one, &sel[s], 1, data, len);
 		if (one.r != all.r || !same_text(one.detail, all.detail))
 			die("the result depends on the paths asked for", data, len);
 		if (all.r == KS_WALK_OK && (strict || !nested) &&
@@ -595,6 +833,70 @@ LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
 		free_walk(&one);
 	}
 	free_walk(&all);
+
+	/* a path asked for twice: the first of its slots gets the value */
+	if (nsel > 0)
+	{
+		KsPath		twice[NPATHS + 1];
+		Walk		dup;
+
+		memcpy(twice, sel, sizeof(KsPath) * nsel);
+		twice[nsel] = sel[0];
+		walk(&dup, twice, nsel + 1, data, len);
+		differential(&dup, twice, nsel + 1, data, len);
+		if (dup.r == KS_WALK_OK && dup.out[nsel].kind != KS_SLOT_ABSENT)
+			die("the second slot of a path asked for twice got a value", data, len);
+		free_walk(&dup);
+	}
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
+{
+	static char *made;
+	KsPath		sel[NPATHS];
+	int			idx[NPATHS];
+	int			nsel = 0;
+	Gen			g;
+
+	if (size < 1 || size - 1 > MAX_INPUT)
+		return 0;
+	for (int i = 0; i < NPATHS; i++)
+		if (buf[0] & (1 << i))
+		{
+			idx[nsel] = i;
+			sel[nsel++] = paths[i];
+		}
+
+	tracking = true;
+	check_message(sel, idx, nsel, (const char *) buf + 1, size - 1);
+
+	/* the message the rest of the input describes; the root mostly an object */
+	if (made == NULL)
+		made = malloc(MAX_MADE);
+	memset(&g, 0, sizeof(g));
+	g.in = buf + 1;
+	g.inlen = size - 1;
+	g.out = made;
+	g.pos = 1;
+	if (size > 1 && buf[1] == 0xff)
+		gen_value(&g, 0);
+	else
+	{
+		gen_put(&g, "{");
+		for (int i = 0; g.pos < g.inlen && g.len < MAX_MADE / 2; i++)
+		{
+			if (i > 0)
+				gen_put(&g, ",");
+			gen_put(&g, "\"");
+			gen_pick(&g, good_keys, bad_keys);
+			gen_put(&g, "\":");
+			gen_value(&g, 1);
+		}
+		gen_put(&g, "}");
+	}
+	check_message(sel, idx, nsel, made, g.len);
+
 	reset_input_memory();
 	return 0;
 }

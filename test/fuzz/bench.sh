@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# test/fuzz/bench.sh — build and run the micro-benchmark of src/jsonwalk.c
+# (bench_jsonwalk.c): ns/message of the parser-only path (as before the
+# fast path) and of ks_json_walk over order-event messages.
+#
+#   bash test/fuzz/bench.sh [messages]        (default 1000000)
+#
+# Frontend build like run.sh's fuzz target, but -O2 and no sanitizers.
+# Env: PG_CONFIG, CC (default clang-14, clang or cc), FUZZ_WORKDIR for the
+# binary (default <repo>/.run-fuzz, git-ignored).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+WORK="${FUZZ_WORKDIR:-$REPO/.run-fuzz}"
+PG_CONFIG="${PG_CONFIG:-$(command -v pg_config || echo /usr/lib/postgresql/15/bin/pg_config)}"
+PG_INC="$("$PG_CONFIG" --includedir-server)"
+LIBDIR=
+for d in "$("$PG_CONFIG" --pkglibdir)" "$("$PG_CONFIG" --libdir)"; do
+    if [ -f "$d/libpgcommon.a" ] && [ -f "$d/libpgport.a" ]; then LIBDIR="$d"; break; fi
+done
+[ -n "$LIBDIR" ] || { echo "bench_jsonwalk: libpgcommon.a/libpgport.a not found" >&2; exit 1; }
+CC_BIN="${CC:-}"
+if [ -z "$CC_BIN" ]; then
+    for c in clang-14 clang cc; do command -v "$c" >/dev/null 2>&1 && { CC_BIN="$c"; break; }; done
+fi
+DEFS=()
+nm -g --defined-only "$LIBDIR/libpgcommon.a" 2>/dev/null | grep -qw json_errdetail ||
+    DEFS+=(-DKS_FUZZ_NEED_JSON_ERRDETAIL)
+
+mkdir -p "$WORK"
+"$CC_BIN" -O2 -DFRONTEND -D_GNU_SOURCE "${DEFS[@]}" -Wall -Wextra \
+    -isystem "$PG_INC" -I"$REPO/src" \
+    "$HERE/bench_jsonwalk.c" "$REPO/src/jsonwalk.c" \
+    "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a" -o "$WORK/bench_jsonwalk"
+"$WORK/bench_jsonwalk" "$@"
