@@ -127,6 +127,18 @@ def main():
                                  "load_at_start": num(r, p + ".load"),
                                  "same_as_baseline": r.get(p + ".same_as_baseline")}
     py_rate = res["runs"]["python"]["msgs_per_s"] if py else None
+    p, alls = best("dbz")
+    prefixes["dbz"] = p
+    if p:
+        s_ = num(r, p + ".seconds")
+        res["runs"]["debezium"] = {"seconds": s_, "msgs_per_s": n / s_ if s_ else None, "all_seconds": alls,
+                                   "startup_seconds": num(r, p + ".startup_seconds"),
+                                   "rows_differing_from_rule": num(r, p + ".rows_differing_from_rule"),
+                                   "rows_differing_from_last_offset": num(r, p + ".rows_differing_from_last_offset"),
+                                   "cpu_s": num(r, p + ".cpu_s"), "rss_kb": num(r, p + ".rss_kb"),
+                                   "message_bytes": num(r, p + ".message_bytes"),
+                                   "load_at_start": num(r, p + ".load"),
+                                   "same_as_baseline": r.get(p + ".same_as_baseline")}
     for key in ("m50k", "m100k", "bronze", "w2"):
         p, alls = best(key)
         prefixes[key] = p
@@ -217,7 +229,20 @@ def main():
                      % (fmt(d["seconds"], "{:.1f}"), fmt_int(d["msgs_per_s"]),
                         fmt(d["msgs_per_s"] / base_rate if base_rate else None),
                         fmt_int(d["batches"]), d["same_as_baseline"], fmt(d["load_at_start"]), rounds(d)))
-    lines.append("| peer: Kafka Connect + Debezium JDBC sink | not run (see docs/performance.md) | | | | | | | | | |")
+    d = res["runs"].get("debezium")
+    if d and d["seconds"]:
+        lines.append("| peer: Kafka Connect + Debezium JDBC sink, upsert, batch.size 50000 (schema-embedded JSON, ~%d-byte messages; JVM start %s s included; the connector's JVM CPU s per 1M msgs) | %s | %s | %s | %s | %s | %s | | %s | %s | %s |"
+                     % (d["message_bytes"] or 0, fmt(d["startup_seconds"], "{:.1f}"),
+                        fmt(d["seconds"], "{:.1f}"), fmt_int(d["msgs_per_s"]),
+                        fmt(d["msgs_per_s"] / base_rate if base_rate else None),
+                        fmt(d["msgs_per_s"] / py_rate if py_rate else None),
+                        fmt(d["cpu_s"] / n * 1e6 if d["cpu_s"] else None, "{:.1f}"),
+                        fmt(d["rss_kb"] / 1024 if d["rss_kb"] else None, "{:.0f}"),
+                        "no: %s rows break the ordering rule (last offset wins)" % fmt_int(d["rows_differing_from_rule"])
+                        if d["rows_differing_from_rule"] else d["same_as_baseline"],
+                        fmt(d["load_at_start"]), rounds(d)))
+    else:
+        lines.append("| peer: Kafka Connect + Debezium JDBC sink | not run (BENCH_DEBEZIUM=0, or it failed: see bench.log) | | | | | | | | | |")
     lines.append("")
     if res["latency"]:
         lines.append("| latency run (unique keys, trigger_interval 100 ms) | produced msgs/s | messages "

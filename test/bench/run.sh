@@ -14,9 +14,10 @@
 #      checkpoint holds every offset (polled every 0.1 s; kafka_sink.wait()
 #      confirms), max_offsets_per_batch 50000 and 100000, then 50000 with
 #      bronze => 'bench.orders_raw'; worker CPU and peak RSS.
-#   4. peer: a plain Python consumer (confluent-kafka + psycopg 3, COPY +
+#   4. peers: a plain Python consumer (confluent-kafka + psycopg 3, COPY +
 #      INSERT ... ON CONFLICT with the guard, Kafka commit after the DB
-#      commit), in a venv under the run dir.
+#      commit), in a venv under the run dir; Kafka Connect + the Debezium
+#      JDBC sink in upsert mode (test/bench/debezium_peer.sh, one round).
 #   5. latency: a paced producer at BENCH_LAT_RATE msgs/s (20000) for
 #      BENCH_LAT_WARMUP (5, not measured) + BENCH_LAT_SECONDS (30) seconds,
 #      unique keys, event_ts = produce time,
@@ -32,7 +33,7 @@
 # Knobs: BENCH_EVENTS, BENCH_KEYS (N/4), BENCH_REPEAT (2: rounds of the
 # throughput runs, the fastest of each counts), BENCH_LAT_RATE, BENCH_LAT_SECONDS,
 # BENCH_PROFILE (1; 0 skips perf), BENCH_PROFILE_SECONDS, BENCH_PEERS (1;
-# 0 skips the Python consumer), BENCH_BUILD (1; 0 skips make && make
+# 0 skips the Python consumer and Debezium), BENCH_DEBEZIUM (BENCH_PEERS), BENCH_BUILD (1; 0 skips make && make
 # install), BENCH_KEEP (0; 1 leaves the broker and the cluster running),
 # BENCH_OUT (test/bench/out), BENCH_PRIVATE_PG (1: install into, and run
 # the cluster from, a private copy of the PostgreSQL tree under the run dir),
@@ -246,6 +247,17 @@ got="$(topic_total "$TOPIC")"
 [ "$got" = "$N" ] || die "topic $TOPIC holds $got messages, expected $N"
 bash "$H" topic-offsets "$TOPIC" | tr '\t' ' ' | sed 's/^/partition /' >> "$LOG"
 
+# the Debezium peer reads the same events with a Connect schema embedded
+# (its JDBC sink needs one): a second topic, filled once, outside any timing
+DBZ="${BENCH_DEBEZIUM:-$PEERS}"
+dbz_env() { env PGUSER=$OWNER PY="$PY" KS_HARNESS="$H" DBZ_WORK="$KS_RUN/debezium" DBZ_BATCH=$BATCH "$@"; }
+if [ "$DBZ" = 1 ]; then
+    say "debezium peer: fetching the connector (Maven, cached) and filling $TOPIC.connect (schema-embedded JSON)"
+    dbz_env DBZ_PREPARE_ONLY=1 bash "$BENCH_DIR/debezium_peer.sh" "$KS_BOOTSTRAP" "$TOPIC.connect" \
+        "$DATA/events.tsv" "$N" bench.orders_dbz /dev/null >> "$LOG" 2>&1 \
+        || { say "debezium peer: could not prepare it (see $LOG); skipped"; DBZ=0; }
+fi
+
 CREATE_ORDERS="order_id bigint PRIMARY KEY, event_ts timestamptz NOT NULL, amount numeric(18,2), schema_version int"
 
 # machine CPU time (all cores, seconds) used so far, busy = not idle/iowait
@@ -424,6 +436,31 @@ python_peer() {
     pso -c "DROP TABLE bench.orders_py"
 }
 
+# debezium_peer KEY: Kafka Connect (standalone) + the Debezium JDBC sink in
+# upsert mode over the schema-embedded copy of the topic
+debezium_peer() {
+    local key="$1" b0 b1
+    say "peer ($key): Kafka Connect + Debezium JDBC sink (upsert), batch.size $BATCH"
+    psu -c CHECKPOINT > /dev/null
+    put "$key.load" "$(loadavg)"
+    b0="$(machine_busy)"
+    if ! dbz_env DBZ_PROGRESS="$W/$key.progress" bash "$BENCH_DIR/debezium_peer.sh" "$KS_BOOTSTRAP" \
+            "$TOPIC.connect" "$DATA/events.tsv" "$N" bench.orders_dbz "$W/$key.json" >> "$LOG" 2>&1; then
+        say "debezium peer failed (see $LOG); left out of the table"
+        return 0
+    fi
+    b1="$(machine_busy)"
+    "$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+for f in ("seconds", "t0", "startup_seconds", "rows_differing_from_rule", "rows_differing_from_last_offset",
+          "cpu_s", "rss_kb", "message_bytes"):
+    print("%s.%s\t%s" % (sys.argv[2], f, d.get(f)))' "$W/$key.json" "$key" >> "$RAW"
+    put "$key.samples" "$W/$key.progress"
+    put "$key.machine_busy_s" "$(sub $b1 $b0)"
+    put "$key.same_as_baseline" "$(same_as_baseline bench.orders_dbz)"
+    pso -c "DROP TABLE bench.orders_dbz"
+}
+
 # the throughput runs, BENCH_REPEAT rounds, interleaved (a noisy minute on
 # a shared machine then hurts one round of everything, not every round of
 # one thing); the report takes each configuration's fastest round
@@ -434,6 +471,8 @@ for r in $(seq 1 "$REPEAT"); do
     ours "bronze.r$r" 50000 1
     ours "w2.r$r" 100000 0 2
     if [ "$PEERS" = 1 ]; then python_peer "py.r$r"; fi
+    # one round: it is several times slower than the rest, its noise does not matter
+    if [ "$DBZ" = 1 ] && [ "$r" = 1 ]; then debezium_peer "dbz.r$r"; fi
 done
 
 # ------------------------------------------------------------------ latency
