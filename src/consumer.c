@@ -238,11 +238,15 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	/*
 	 * librdkafka 2.0.2 backs a partition's fetcher off for
 	 * fetch.error.backoff.ms whenever queued.min.messages is exceeded (its
-	 * issue 2879).  Keep the pre-fetch queue above a whole batch so the
-	 * threshold is rarely hit, and the backoff short when it is.
+	 * issue 2879).  Keep the pre-fetch queue well above a whole batch so the
+	 * threshold is rarely hit, and the backoff short when it is.  With a
+	 * floor of 100,000 a worker that decodes fast emptied the queue faster
+	 * than it refilled (40-80 ms waits every few batches of 50,000); at
+	 * 1,000,000 those waits went away (docs/performance.md).  The queue's
+	 * memory stays capped by queued.max.messages.kbytes (64 MB by default).
 	 */
 	conf_set(conf, "queued.min.messages",
-			 psprintf("%lld", (long long) Max(100000, Min(p->max_offsets_per_batch * 2, 10000000))));
+			 psprintf("%lld", (long long) Max(1000000, Min(p->max_offsets_per_batch * 4, 10000000))));
 	conf_set(conf, "fetch.error.backoff.ms", "10");
 	conf_set(conf, "reconnect.backoff.max.ms", "2000");
 	rd_kafka_conf_set_log_cb(conf, log_cb);
