@@ -16,6 +16,7 @@
 #   test/harness.sh topic-start-offsets NAME  # partition<TAB>log_start_offset
 #   test/harness.sh delete-records TOPIC PARTITION OFFSET
 #   test/harness.sh pg-start | pg-stop | pg-kill | env | status | stop-all | clean
+#   test/harness.sh free-port [AVOID...]     # a free loopback port, not one of AVOID
 #
 # Environment knobs (all optional):
 #   KS_RUN            run dir (default <repo>/.run)
@@ -697,6 +698,7 @@ main() {
         status)               cmd_status "$@" ;;
         stop-all)             cmd_stop_all "$@" ;;
         clean)                cmd_clean "$@" ;;
+        free-port)            free_port "$@" ;;
         -h|--help|help)       usage 0 ;;
         *)                    echo "unknown subcommand: $sub" >&2; usage 1 ;;
     esac

@@ -55,26 +55,7 @@ trap cleanup EXIT
 
 rnd() { head -c 9 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 contains() { local n; n="$(grep -c -- "$1" || true)"; [ "${n:-0}" -gt 0 ] && echo t || echo f; }
-free_port() {
-    python3 - "$@" <<'EOF'
-import random, socket, sys
-avoid = set(int(a) for a in sys.argv[1:])
-for _ in range(500):
-    p = random.randint(15000, 32000)
-    if p in avoid:
-        continue
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(p)
-    sys.exit(0)
-sys.exit("no free port")
-EOF
-}
+free_port() { "$HARNESS" free-port "$@"; }
 
 PW_ADMIN="ksAdm$(rnd)"; PW_ALICE="ksAlice256$(rnd)"; PW_BOB="ksBob512$(rnd)"
 PW_CAROL="ksCarolPlain$(rnd)"; PW_WRONG="ksWrong$(rnd)"; PW_KS="ksStore$(rnd)"
@@ -325,11 +306,7 @@ check "after alter_pipeline with the right password it catches up" "t|7|********
 # =============================================================================
 # no secret anywhere
 # =============================================================================
-leaks=0
-for s in "${SECRETS[@]}"; do
-    n="$(grep -c -- "$s" "$LOGF" || true)"
-    leaks=$((leaks + n))
-done
+leaks="$(lines_with "$LOGF" "${SECRETS[@]}")"
 check "no password (right or wrong) appears in the server log" 0 "$leaks"
 check "the server log shows the authentication failure" t \
       "$(n="$(tail -c +$((LOG0 + 1)) "$LOGF" | grep -ci -- 'sasl\|authenticat' || true)"; [ "${n:-0}" -gt 0 ] && echo t || echo f)"

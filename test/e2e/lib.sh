@@ -26,6 +26,17 @@ check() {
     fi
 }
 
+# lines_with FILE STRING...: how many lines of FILE contain each STRING, summed
+lines_with() {
+    local f="$1" s n total=0
+    shift
+    for s in "$@"; do
+        n="$(grep -c -- "$s" "$f" || true)"
+        total=$((total + n))
+    done
+    echo "$total"
+}
+
 # poll SQL_BOOLEAN TIMEOUT_SECONDS: true once the query returns t
 poll() {
     local deadline=$((SECONDS + $2))

@@ -323,11 +323,7 @@ check "a worker that cannot create its consumer says why in kafka_sink.status" t
 check "the failing worker's error names the option, not the key" "t|f" \
       "$(new_log | contains 'ssl.key.pem failed')|$(new_log | contains "$S_PEM")"
 sql -c "SELECT kafka_sink.drop_pipeline('sec_fail_$SFX')" >/dev/null
-leaks=0
-for s in "${SECRETS[@]}"; do
-    n="$(grep -c -- "$s" "$LOGF" || true)"
-    leaks=$((leaks + n))
-done
+leaks="$(lines_with "$LOGF" "${SECRETS[@]}")"
 check "no secret appears anywhere in the server log" 0 "$leaks"
 check "no secret appears in kafka_sink.errors or kafka_sink.quarantine" 0 \
       "$(sql -c "SELECT count(*) FROM ks_sec.opts_$SFX o, jsonb_each_text(o.o) e,
