@@ -15,7 +15,11 @@ OBJS = \
 	src/api.o \
 	src/outbox.o
 
-DATA = kafka_sink--0.1.0.sql
+# 0.1.0 is released and stays as it was; each later install script is the
+# released base followed by the update scripts (see kafka_sink--0.1.0--0.2.0.sql)
+EXTVERSION = 0.2.0
+DATA = kafka_sink--0.1.0.sql kafka_sink--0.1.0--0.2.0.sql
+DATA_built = kafka_sink--$(EXTVERSION).sql
 PGFILEDESC = "kafka_sink - exactly-once Kafka sink"
 
 REGRESS = create validation
@@ -31,6 +35,10 @@ SHLIB_LINK = $(RDKAFKA_LIBS)
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+kafka_sink--$(EXTVERSION).sql: kafka_sink--0.1.0.sql kafka_sink--0.1.0--0.2.0.sql
+	{ echo '-- kafka_sink $(EXTVERSION): built by make from the files below; edit those.'; \
+	  for f in $^; do echo; echo "-- ---- $$f ----"; grep -v '^\\echo ' $$f; done; } > $@
 
 .PHONY: test demo bench
 test:

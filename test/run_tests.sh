@@ -19,7 +19,10 @@
 # The broker and the cluster are always stopped at the end, also on failure
 # or Ctrl-C.  The last line is "N passed, N failed" counting suites.
 #
-# Env: KS_RUN (default <repo>/.run), KS_KEEP_RUN=1 keeps the run dir's data
+# Env: PG_CONFIG (default /usr/lib/postgresql/15/bin/pg_config),
+# KS_PRIVATE_PG=1 installs into a private copy of that PostgreSQL under the
+# repo (.pginst) instead of into it (several clones can test at once),
+# KS_RUN (default <repo>/.run), KS_KEEP_RUN=1 keeps the run dir's data
 # from a previous run (default: start from an empty broker and cluster),
 # KS_KEEP_RUNNING=1 leaves broker and cluster up after the run,
 # KS_SUITE_TIMEOUT seconds per suite (default 900).
@@ -29,7 +32,9 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO" || exit 2
 export KS_RUN="${KS_RUN:-$REPO/.run}"
 H="$REPO/test/harness.sh"
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+# the PostgreSQL to build and test against: PG_CONFIG=/path/to/pg_config
+# (default Debian's 15); test/harness.sh runs initdb/postgres from its bindir
+export PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
 SUITE_TIMEOUT="${KS_SUITE_TIMEOUT:-900}"
 
 parts=("$@")
@@ -118,7 +123,23 @@ setup_step deps "$H" deps
 
 say "build and install"
 setup_step make make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" ${CI:+COPT=-Werror}
-setup_step "make install" make install PG_CONFIG="$PG_CONFIG"
+if [ "${KS_PRIVATE_PG:-0}" = 1 ]; then
+    # a copy of the tree; PostgreSQL finds its lib and share dirs relative
+    # to its binaries, so the copy runs the kafka_sink installed into it
+    PGP="${KS_PRIVATE_PG_DIR:-$REPO/.pginst}"
+    sysbin="$("$PG_CONFIG" --bindir)"; sysshare="$("$PG_CONFIG" --sharedir)"
+    if [ ! -x "$PGP$sysbin/postgres" ]; then
+        mkdir -p "$PGP$(dirname "$(dirname "$sysbin")")" "$PGP$(dirname "$sysshare")"
+        cp -a "$(dirname "$sysbin")" "$PGP$(dirname "$(dirname "$sysbin")")/"
+        cp -a "$sysshare" "$PGP$(dirname "$sysshare")/"
+        chmod -R o+rX "$PGP"
+    fi
+    export KS_PGBIN="$PGP$sysbin"
+    setup_step "make install" make install PG_CONFIG="$PG_CONFIG" DESTDIR="$PGP"
+else
+    export KS_PGBIN="$("$PG_CONFIG" --bindir)"
+    setup_step "make install" make install PG_CONFIG="$PG_CONFIG"
+fi
 
 say "broker and cluster ($KS_RUN)"
 setup_step kafka-fetch "$H" kafka-fetch

@@ -13,8 +13,8 @@
 # and, restored into another cluster where the roles have other OIDs, the
 # pipelines still belong to the same roles (they did not while owner was an oid column, the
 # owner is stored as an oid; see the comment at the check).
-# Also: ALTER EXTENSION kafka_sink UPDATE is a no-op (0.1.0 is the only
-# version so far).
+# Also: ALTER EXTENSION kafka_sink UPDATE at the default version is a no-op (the
+# path from the released 0.1.0 is test/e2e/upgrade.sh's).
 # shellcheck disable=SC2034  # the fp_* queries are used through ${!q}
 . "$(dirname "$0")/lib.sh"
 setup_owner
@@ -163,19 +163,22 @@ check "restored sequences: a new pipeline gets a new id" t \
       "$(sql -d "$DST" -c "SELECT ${new_id:-0} > max(id) FILTER (WHERE name <> 'new_$SFX') FROM kafka_sink.pipeline_definitions")"
 
 # ---- ALTER EXTENSION ... UPDATE ------------------------------------------------------------
-# 0.1.0 is the only version so far: there is no update script, and UPDATE
-# to the default version must change nothing.
-check "0.1.0 is the only version available" "0.1.0" \
-      "$(sql -d "$DST" -c "SELECT string_agg(version, ',') FROM pg_available_extension_versions WHERE name = 'kafka_sink'")"
+# UPDATE to the version already installed (the default) must change
+# nothing; the path from the released 0.1.0 is test/e2e/upgrade.sh's.
+cur="$(sql -d "$DST" -c "SELECT extversion FROM pg_extension WHERE extname = 'kafka_sink'")"
+check "the restored extension is at the default version" \
+      "$(sql -d "$DST" -c "SELECT default_version FROM pg_available_extensions WHERE name = 'kafka_sink'")" "$cur"
+check "0.1.0 is still offered (the released base)" t \
+      "$(sql -d "$DST" -c "SELECT bool_or(version = '0.1.0') FROM pg_available_extension_versions WHERE name = 'kafka_sink'")"
 ext_fp="SELECT e.extversion || ' ' || count(d.*) || ' ' || md5(string_agg(pg_describe_object(d.classid, d.objid, d.objsubid), ',' ORDER BY 1))
         FROM pg_extension e JOIN pg_depend d ON d.refobjid = e.oid AND d.deptype = 'e' WHERE e.extname = 'kafka_sink' GROUP BY e.extversion"
 before="$(sql -d "$DST" -c "$ext_fp")"
 upd="$(psql -X -d "$DST" -c "ALTER EXTENSION kafka_sink UPDATE" 2>&1)"
-check "ALTER EXTENSION kafka_sink UPDATE: already at 0.1.0" t \
-      "$(grep -q 'version "0.1.0" of extension "kafka_sink" is already installed' <<<"$upd" && echo t || echo f)"
+check "ALTER EXTENSION kafka_sink UPDATE: already at $cur" t \
+      "$(grep -q "version \"$cur\" of extension \"kafka_sink\" is already installed" <<<"$upd" && echo t || echo f)"
 check "ALTER EXTENSION kafka_sink UPDATE changes no member object" "$before" "$(sql -d "$DST" -c "$ext_fp")"
-upd="$(psql -X -d "$DST" -c "ALTER EXTENSION kafka_sink UPDATE TO '0.1.0'" 2>&1)"
-check "ALTER EXTENSION kafka_sink UPDATE TO '0.1.0' is accepted too" t \
+upd="$(psql -X -d "$DST" -c "ALTER EXTENSION kafka_sink UPDATE TO '$cur'" 2>&1)"
+check "ALTER EXTENSION kafka_sink UPDATE TO '$cur' is accepted too" t \
       "$(grep -q 'already installed' <<<"$upd" && echo t || echo f)"
 for f in offsets batches data; do
     check "after UPDATE: $f unchanged" "${SRC[$f]}" "$(fingerprint "$DST" "$f")"
