@@ -30,6 +30,7 @@ RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)
 RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)
 
 PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS) -isystem $(shell $(PG_CONFIG) --includedir-server)
+PG_CPPFLAGS += -DKS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = -Wall -Wextra
 SHLIB_LINK = $(RDKAFKA_LIBS)
 

@@ -97,6 +97,40 @@ get_backoff(int64 pipeline_id, int worker_index)
 	return &backoffs[nbackoffs++];
 }
 
+/*
+ * True when the extension's catalog in this database is at the version this
+ * library was built for.  After `make install` of a new release and a
+ * restart, the catalog stays at the old version until ALTER EXTENSION
+ * kafka_sink UPDATE: no worker is started against a catalog it was not
+ * written for, and the log says what to do (once per version seen).
+ */
+static bool
+catalog_version_matches(void)
+{
+	static char reported[64] = "";
+	char	   *version = NULL;
+
+	if (SPI_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = '" KS_EXTENSION_NAME "'",
+					true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		version = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (version == NULL || strcmp(version, KS_VERSION) == 0)
+	{
+		reported[0] = '\0';
+		return true;
+	}
+	if (strcmp(reported, version) != 0)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("kafka_sink library %s is loaded, but the extension in database \"%s\" is at version %s",
+						KS_VERSION, ks_database, version),
+				 errdetail("No pipeline worker is started until the catalog is at the library's version."),
+				 errhint("Run ALTER EXTENSION kafka_sink UPDATE in database \"%s\".", ks_database)));
+		strlcpy(reported, version, sizeof(reported));
+	}
+	return false;
+}
+
 static List *
 read_wanted(void)
 {
@@ -105,6 +139,7 @@ read_wanted(void)
 
 	ks_xact_begin("kafka_sink launcher: reading pipelines");
 	if (OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)) &&
+		catalog_version_matches() &&
 		SPI_execute("SELECT id, owner::oid, workers, state = 'paused', generation FROM kafka_sink.pipeline_definitions"
 					" WHERE state IN ('running', 'paused') ORDER BY id", true, 0) == SPI_OK_SELECT)
 	{

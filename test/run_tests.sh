@@ -132,6 +132,11 @@ if [ "${KS_PRIVATE_PG:-0}" = 1 ]; then
         mkdir -p "$PGP$(dirname "$(dirname "$sysbin")")" "$PGP$(dirname "$sysshare")"
         cp -a "$(dirname "$sysbin")" "$PGP$(dirname "$(dirname "$sysbin")")/"
         cp -a "$sysshare" "$PGP$(dirname "$sysshare")/"
+        # the headers too, so the copy can build extensions (upgrade test)
+        sysinc="$("$PG_CONFIG" --pkgincludedir)"
+        if [ ! -d "$PGP$sysinc" ]; then
+            mkdir -p "$PGP$sysinc" && cp -a "$sysinc/." "$PGP$sysinc/"
+        fi
         chmod -R o+rX "$PGP"
     fi
     export KS_PGBIN="$PGP$sysbin"
