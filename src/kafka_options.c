@@ -264,9 +264,8 @@ static const KsOptDef ks_options[] = {
 };
 
 #define ALLOWED_HINT \
-	"A pipeline may set security.protocol, SASL mechanisms and credentials, SSL material (inline PEM, " \
-	"or file paths for members of pg_read_server_files), timeouts, fetch sizing, client.id, client.rack " \
-	"and debug; see \"Kafka options\" in the README for the list."
+	"A pipeline may set security.protocol, SASL and SSL settings, timeouts, fetch sizing, " \
+	"client.id, client.rack and debug; \"Kafka options\" in the README lists them all."
 
 /* the mechanisms a non-superuser owner may use: they carry their own credentials */
 static const char *const user_mechanisms[] = {
