@@ -404,6 +404,73 @@ check_mechanism(const char *name, const char *value, Oid owner)
 			 errhint("Use one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (or GSSAPI, for a superuser owner).")));
 }
 
+/*
+ * Pass one: the names.  Every option is looked up before any value is
+ * looked at, so that a refused name is the one reported, whatever the
+ * order of the options.
+ */
+static void
+check_name(KsOption *o, const KsOptDef *d, Oid owner, KsOptionUse use)
+{
+	if (d == NULL && is_callback_name(o->name))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("Kafka option \"%s\" is not supported", o->name),
+				 errdetail(WHY_C_API),
+				 errhint("Nothing stored in a pipeline may run a program or load code, not even for a superuser.")));
+	if (d == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("Kafka option \"%s\" is not allowed", o->name),
+				 errhint(ALLOWED_HINT)));
+	switch (d->kind)
+	{
+		case OPT_REFUSED:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("Kafka option \"%s\" is not supported", o->name),
+					 errdetail("%s", d->why),
+					 strcmp(o->name, "enable.sasl.oauthbearer.unsecure.jwt") == 0 ?
+					 errhint("Use sasl.oauthbearer.method = oidc, or SASL/SCRAM.") :
+					 strcmp(o->name, "sasl.kerberos.keytab") == 0 ?
+					 errhint("Obtain the Kerberos ticket outside PostgreSQL (for example with k5start and KRB5CCNAME in the server's environment).") :
+					 errhint("Nothing stored in a pipeline may run a program or load code, not even for a superuser.")));
+			break;
+		case OPT_MANAGED:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("Kafka option \"%s\" is managed by kafka_sink", o->name),
+					 errdetail("%s", d->why),
+					 errhint("Remove it from kafka_options.")));
+			break;
+		case OPT_PATH:
+			/* librdkafka's own search of the system's CA stores */
+			if (strcmp(o->name, "ssl.ca.location") == 0 && strcmp(o->value, "probe") == 0)
+				break;
+			if (!owner_reads_server_files(owner))
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("Kafka option \"%s\" names a file on the database server", o->name),
+						 errdetail("Only superusers and members of pg_read_server_files may have the server read its files for a pipeline."),
+						 errhint("Use the inline PEM option (ssl.ca.pem, ssl.certificate.pem, ssl.key.pem) or ask a superuser to grant pg_read_server_files.")));
+			break;
+		case OPT_PLAIN:
+		case OPT_SECRET:
+			break;
+	}
+	if ((d->flags & use) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("Kafka option \"%s\" does not apply to a %s", o->name,
+						use == KS_USE_CONSUMER ? "consumer" : "producer"),
+				 errhint(ALLOWED_HINT)));
+	if ((d->flags & OPT_SUPERUSER) && !owner_is_superuser(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("Kafka option \"%s\" needs a superuser pipeline owner", o->name),
+				 errdetail("It makes the client authenticate with the database host's own identity.")));
+}
+
 void
 ks_options_check(List *options, Oid owner, KsOptionUse use)
 {
@@ -414,69 +481,20 @@ ks_options_check(List *options, Oid owner, KsOptionUse use)
 	foreach(lc, options)
 	{
 		KsOption   *o = lfirst(lc);
-		const KsOptDef *d = find_option(o->name);
 
 		if (o->value == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("Kafka option \"%s\" has no value", o->name)));
-		if (d == NULL && is_callback_name(o->name))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("Kafka option \"%s\" is not supported", o->name),
-					 errdetail(WHY_C_API),
-					 errhint("Nothing stored in a pipeline may run a program or load code, not even for a superuser.")));
-		if (d == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("Kafka option \"%s\" is not allowed", o->name),
-					 errhint(ALLOWED_HINT)));
-		switch (d->kind)
-		{
-			case OPT_REFUSED:
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("Kafka option \"%s\" is not supported", o->name),
-						 errdetail("%s", d->why),
-						 strcmp(o->name, "enable.sasl.oauthbearer.unsecure.jwt") == 0 ?
-						 errhint("Use sasl.oauthbearer.method = oidc, or SASL/SCRAM.") :
-						 strcmp(o->name, "sasl.kerberos.keytab") == 0 ?
-						 errhint("Obtain the Kerberos ticket outside PostgreSQL (for example with k5start and KRB5CCNAME in the server's environment).") :
-						 errhint("Nothing stored in a pipeline may run a program or load code, not even for a superuser.")));
-				break;
-			case OPT_MANAGED:
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("Kafka option \"%s\" is managed by kafka_sink", o->name),
-						 errdetail("%s", d->why),
-						 errhint("Remove it from kafka_options.")));
-				break;
-			case OPT_PATH:
-				/* librdkafka's own search of the system's CA stores */
-				if (strcmp(o->name, "ssl.ca.location") == 0 && strcmp(o->value, "probe") == 0)
-					break;
-				if (!owner_reads_server_files(owner))
-					ereport(ERROR,
-							(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-							 errmsg("Kafka option \"%s\" names a file on the database server", o->name),
-							 errdetail("Only superusers and members of pg_read_server_files may have the server read its files for a pipeline."),
-							 errhint("Use the inline PEM option (ssl.ca.pem, ssl.certificate.pem, ssl.key.pem) or ask a superuser to grant pg_read_server_files.")));
-				break;
-			case OPT_PLAIN:
-			case OPT_SECRET:
-				break;
-		}
-		if ((d->flags & use) == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("Kafka option \"%s\" does not apply to a %s", o->name,
-							use == KS_USE_CONSUMER ? "consumer" : "producer"),
-					 errhint(ALLOWED_HINT)));
-		if ((d->flags & OPT_SUPERUSER) && !owner_is_superuser(owner))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("Kafka option \"%s\" needs a superuser pipeline owner", o->name),
-					 errdetail("It makes the client authenticate with the database host's own identity.")));
+		check_name(o, find_option(o->name), owner, use);
+	}
+
+	/* pass two: the values that decide what the server does */
+	foreach(lc, options)
+	{
+		KsOption   *o = lfirst(lc);
+		const KsOptDef *d = find_option(o->name);
+
 		if ((d->flags & OPT_KRB_NAME) && !krb_name_ok(o->value))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
