@@ -8,6 +8,7 @@ OBJS = \
 	src/launcher.o \
 	src/worker.o \
 	src/consumer.o \
+	src/kafka_options.o \
 	src/decode.o \
 	src/jsonwalk.o \
 	src/apply.o \
@@ -22,7 +23,7 @@ DATA = kafka_sink--0.1.0.sql kafka_sink--0.1.0--0.2.0.sql
 DATA_built = kafka_sink--$(EXTVERSION).sql
 PGFILEDESC = "kafka_sink - exactly-once Kafka sink"
 
-REGRESS = create validation
+REGRESS = create validation kafka_options
 REGRESS_OPTS = --dbname=kafka_sink_regress
 
 PG_CONFIG ?= pg_config
@@ -49,7 +50,7 @@ demo:
 
 # PGXS does not track header dependencies unless PostgreSQL was configured
 # with --enable-depend; every object depends on the shared header.
-$(OBJS): src/kafka_sink.h src/jsonwalk.h
+$(OBJS): src/kafka_sink.h src/jsonwalk.h src/kafka_options.h
 
 # libFuzzer target for src/jsonwalk.c: builds with clang and fuzzes for
 # FUZZ_SECONDS (default 60); see test/fuzz/run.sh

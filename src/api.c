@@ -8,6 +8,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "kafka_options.h"
 
 #include "access/xact.h"
 #include "executor/spi.h"
@@ -88,7 +89,11 @@ options_from_jsonb(Jsonb *jb, const char *what)
 Datum
 kafka_sink_check_kafka_options(PG_FUNCTION_ARGS)
 {
-	ks_check_options(options_from_jsonb(PG_GETARG_JSONB_P(0), "kafka_options"));
+	List	   *options = options_from_jsonb(PG_GETARG_JSONB_P(0), "kafka_options");
+
+	/* the pipeline's owner is the calling role (create_pipeline) */
+	ks_options_check(options, GetUserId(), KS_USE_CONSUMER);
+	ks_check_options(options);
 	PG_RETURN_VOID();
 }
 

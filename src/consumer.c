@@ -2,8 +2,10 @@
  *
  * consumer.c
  *		Everything that talks to Kafka: the pipeline consumer, metadata and
- *		watermark queries, option checks, and the producer behind
- *		kafka_sink.produce.  The only file that includes rdkafka.h.
+ *		watermark queries, option values checked by librdkafka, and the
+ *		producer behind kafka_sink.produce.  The only file that includes
+ *		rdkafka.h.  Which options may be set at all is decided by
+ *		kafka_options.c, asked right before every client is built.
  *
  * librdkafka's own threads never call into PostgreSQL: logs and errors are
  * routed to the consumer queue (log.queue) and served by the worker's
@@ -13,6 +15,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "kafka_options.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -37,14 +40,6 @@ struct KsConsumer
 	rd_kafka_queue_t *queue;
 	int			pipefd[2];
 	KsPipeline *pipeline;
-};
-
-/* Options that kafka_sink sets itself; users cannot override them. */
-static const char *const managed_options[] = {
-	"bootstrap.servers", "metadata.broker.list", "group.id",
-	"enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset",
-	"enable.partition.eof", "log.queue", "consume.callback.max.messages",
-	"interceptors", "plugin.library.paths", NULL
 };
 
 /* ---- log ring: filled by any thread, emitted by the backend's thread ---- */
@@ -94,20 +89,6 @@ ks_consumer_emit_logs(void)
 
 /* ---- options ---- */
 
-/* True for librdkafka properties whose values must be kept secret. */
-bool
-ks_option_is_secret(const char *name)
-{
-	char	   *lower = asc_tolower(name, strlen(name));
-
-
-	return strstr(lower, "password") != NULL ||
-		strstr(lower, "secret") != NULL ||
-		strcmp(lower, "sasl.oauthbearer.config") == 0 ||
-		strcmp(lower, "ssl.key.pem") == 0 ||
-		strcmp(lower, "ssl_key") == 0;
-}
-
 static void
 conf_set(rd_kafka_conf_t *conf, const char *name, const char *value)
 {
@@ -116,17 +97,20 @@ conf_set(rd_kafka_conf_t *conf, const char *name, const char *value)
 	if (rd_kafka_conf_set(conf, name, value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
 	{
 		rd_kafka_conf_destroy(conf);
+		/* librdkafka's message may quote the value */
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid Kafka option \"%s\"", name),
-				 errdetail("librdkafka: %s.", errstr),
+				 ks_option_is_secret(name) ? 0 : errdetail("librdkafka: %s.", errstr),
 				 errhint("See the librdkafka CONFIGURATION.md for the valid properties and values.")));
 	}
 }
 
 /*
- * Checks each option against librdkafka, without ever echoing a value (it
- * may be a secret).
+ * Checks each value against librdkafka, without ever echoing a value (it
+ * may be a secret).  Only for options that passed ks_options_check: setting
+ * a property can itself run code (plugin.library.paths loads its libraries
+ * in rd_kafka_conf_set).
  */
 void
 ks_check_options(List *options)
@@ -139,29 +123,6 @@ ks_check_options(List *options)
 		KsOption   *o = lfirst(lc);
 		char		errstr[512];
 
-		/*
-		 * librdkafka's "unsecure JWT" is for its own tests, and with a
-		 * malformed sasl.oauthbearer.config librdkafka 2.0.2 crashes its
-		 * process, which here is a PostgreSQL backend.
-		 */
-		if (strcmp(o->name, "enable.sasl.oauthbearer.unsecure.jwt") == 0)
-		{
-			rd_kafka_conf_destroy(conf);
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("Kafka option \"%s\" is not supported", o->name),
-					 errdetail("It signs tokens with no key, for librdkafka's own tests."),
-					 errhint("Use sasl.oauthbearer.method = oidc, or SASL/SCRAM.")));
-		}
-		for (int i = 0; managed_options[i]; i++)
-			if (strcmp(o->name, managed_options[i]) == 0)
-			{
-				rd_kafka_conf_destroy(conf);
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("Kafka option \"%s\" is managed by kafka_sink", o->name),
-						 errhint("Remove it from kafka_options; bootstrap servers are a parameter of their own.")));
-			}
 		if (rd_kafka_conf_set(conf, o->name, o->value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
 		{
 			rd_kafka_conf_destroy(conf);
@@ -216,12 +177,21 @@ ks_consumer_take_error(char *buf, size_t len)
 KsConsumer *
 ks_consumer_create(KsPipeline *p, const char *group_suffix)
 {
-	KsConsumer *c = palloc0(sizeof(KsConsumer));
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	KsConsumer *c;
+	rd_kafka_conf_t *conf;
 	char		errstr[512];
 	char	   *group;
 	ListCell   *lc;
 
+	/*
+	 * The catalog is data: whatever wrote it, nothing reaches librdkafka
+	 * that the allow-list refuses for this pipeline's owner.  Before
+	 * rd_kafka_conf_new, so that a refused option never touches librdkafka.
+	 */
+	ks_options_check(p->options, p->owner, KS_USE_CONSUMER);
+
+	c = palloc0(sizeof(KsConsumer));
+	conf = rd_kafka_conf_new();
 	c->pipeline = p;
 	c->pipefd[0] = c->pipefd[1] = -1;
 
@@ -235,6 +205,8 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	conf_set(conf, "enable.partition.eof", "true");
 	conf_set(conf, "isolation.level", "read_committed");
 	conf_set(conf, "log.queue", "true");
+	/* never run sasl.kerberos.kinit.cmd (a shell line) for GSSAPI */
+	conf_set(conf, "sasl.kerberos.min.time.before.relogin", "0");
 	/*
 	 * librdkafka 2.0.2 backs a partition's fetcher off for
 	 * fetch.error.backoff.ms whenever queued.min.messages is exceeded (its
@@ -646,6 +618,8 @@ get_producer(const char *servers)
 		producer = NULL;
 		pfree(producer_servers);
 	}
+	/* produce() takes no Kafka options: its client is all kafka_sink's own */
+	ks_options_check(NIL, GetUserId(), KS_USE_PRODUCER);
 	conf = rd_kafka_conf_new();
 	conf_set(conf, "bootstrap.servers", servers);
 	conf_set(conf, "client.id", "kafka_sink.produce");
@@ -653,6 +627,7 @@ get_producer(const char *servers)
 	conf_set(conf, "linger.ms", "0");
 	conf_set(conf, "message.timeout.ms", "5000");
 	conf_set(conf, "log.queue", "true");
+	conf_set(conf, "sasl.kerberos.min.time.before.relogin", "0");
 	rd_kafka_conf_set_log_cb(conf, log_cb);
 	rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);
 	producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
@@ -774,17 +749,22 @@ batch_delivery_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 KsProducer *
 ks_producer_create(const char *servers, List *options)
 {
-	KsProducer *p = palloc0(sizeof(KsProducer));
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	KsProducer *p;
+	rd_kafka_conf_t *conf;
 	char		errstr[512];
 	ListCell   *lc;
 
+	/* the relay's options come from its own configuration */
+	ks_options_check(options, GetUserId(), KS_USE_PRODUCER);
+	p = palloc0(sizeof(KsProducer));
+	conf = rd_kafka_conf_new();
 	conf_set(conf, "bootstrap.servers", servers);
 	conf_set(conf, "client.id", "kafka_sink.outbox");
 	conf_set(conf, "enable.idempotence", "true");
 	conf_set(conf, "linger.ms", "5");
 	conf_set(conf, "message.timeout.ms", "30000");
 	conf_set(conf, "log.queue", "true");
+	conf_set(conf, "sasl.kerberos.min.time.before.relogin", "0");
 	foreach(lc, options)
 	{
 		KsOption   *o = lfirst(lc);

@@ -282,7 +282,6 @@ extern bool ks_consumer_cached_watermarks(KsConsumer *c, const char *topic, int3
 										  int64 *low, int64 *high);
 extern bool ks_consumer_take_error(char *buf, size_t len);
 extern char *ks_message_headers_json(KsMessage *msg);
-extern bool ks_option_is_secret(const char *name);
 extern void ks_check_options(List *options);
 typedef struct KsProducer KsProducer;
 

@@ -39,6 +39,7 @@ cleanup() {
     trap - EXIT
     sql -c "SELECT kafka_sink.drop_pipeline(name) FROM kafka_sink.pipeline_definitions WHERE name LIKE 'bsec\\_%\\_$SFX'" >/dev/null 2>&1
     sql -c "DROP TABLE IF EXISTS e2e.bsec_opts_$SFX" >/dev/null 2>&1
+    sql -c "REVOKE pg_read_server_files FROM $O" >/dev/null 2>&1
     for t in sha256 sha512 plain wrong ssl saslssl; do
         sql -c "DROP TABLE IF EXISTS e2e.bsec_${t}_$SFX" >/dev/null 2>&1
     done
@@ -211,8 +212,12 @@ INSERT INTO e2e.bsec_opts_$SFX VALUES
   ('sha512', '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bob", "sasl.password": "$PW_BOB"}'),
   ('plain',  '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "$PW_CAROL"}'),
   ('wrong',  '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "$PW_WRONG"}'),
-  ('ssl',    '$BS_SSL',  '{"security.protocol": "SSL", "ssl.ca.location": "$CA"}'),
+  ('ssl',    '$BS_SSL',  '{"security.protocol": "SSL"}'),
   ('saslssl','$BS_SSSL', '{"security.protocol": "SASL_SSL", "ssl.ca.location": "$CA", "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "$PW_CAROL"}');
+-- the CA inline (ssl.ca.pem), as an owner without pg_read_server_files must
+UPDATE e2e.bsec_opts_$SFX SET o = o || jsonb_build_object('ssl.ca.pem', coalesce(pg_read_file('$CA', 0, 1000000, true), '')) WHERE n = 'ssl';
+-- ssl.ca.location names a server file: the owner needs pg_read_server_files
+GRANT pg_read_server_files TO $O;
 SQL
 for t in sha256 sha512 plain wrong ssl saslssl; do
     sql -c "CREATE TABLE e2e.bsec_${t}_$SFX (id bigint PRIMARY KEY, v text); ALTER TABLE e2e.bsec_${t}_$SFX OWNER TO $O" >/dev/null
@@ -253,8 +258,8 @@ else
 fi
 check "PLAIN (carol): caught up, 5 rows, password masked" "t|5|********" "$(caught plain)"
 if [ "$SSL_OK" = 1 ]; then
-    check "SSL with ssl.ca.location (the test's CA): caught up, 5 rows" "t|5|-" "$(caught ssl)"
-    check "SASL_SSL + PLAIN: caught up, 5 rows, password masked" "t|5|********" "$(caught saslssl)"
+    check "SSL with ssl.ca.pem (the test's CA inline): caught up, 5 rows" "t|5|-" "$(caught ssl)"
+    check "SASL_SSL + PLAIN, ssl.ca.location (owner in pg_read_server_files): caught up, 5 rows, password masked" "t|5|********" "$(caught saslssl)"
 else
     check "SSL: certificates could be made" 1 0
 fi

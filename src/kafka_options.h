@@ -1,0 +1,35 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka_options.h
+ *		The allow-list of librdkafka properties a pipeline owner may set
+ *		(src/kafka_options.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KAFKA_OPTIONS_H
+#define KAFKA_OPTIONS_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+/* which kind of client the options are for */
+typedef enum KsOptionUse
+{
+	KS_USE_CONSUMER = 1 << 0,
+	KS_USE_PRODUCER = 1 << 1
+} KsOptionUse;
+
+/*
+ * Checks options (a list of KsOption) against the allow-list for a client
+ * of kind use that runs on behalf of owner.  Raises an ERROR naming the
+ * first option that is not allowed, never its value.  Called by the SQL
+ * validator and again right before every rd_kafka_conf_t is built: the
+ * catalog is data, and data can be written by other paths.
+ */
+extern void ks_options_check(List *options, Oid owner, KsOptionUse use);
+
+/* True for librdkafka properties whose values must be kept secret. */
+extern bool ks_option_is_secret(const char *name);
+
+#endif							/* KAFKA_OPTIONS_H */
