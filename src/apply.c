@@ -686,21 +686,34 @@ counted_run(KsBatch *batch, const char *sql, int *rows, int nrows)
  *
  * "Raised by the statement itself" versus "inside a function it ran" (a
  * trigger, a default, a policy expression) is read off the error's context:
- * statement_call() pushes a context line of its own, so lines before it are
- * frames of functions the statement called.
+ * statement_call() pushes a context line of its own, so lines before it,
+ * other than SPI's line quoting the statement, are frames of functions the
+ * statement called (raised_in_function()).
  */
 #define KS_STATEMENT_CONTEXT "kafka_sink statement applying rows"
 
-/* Whether the error was raised inside a function the statement called. */
+/*
+ * Whether the error was raised inside a function the statement sql called.
+ * The context lines before ours are, innermost first, the frames of the
+ * functions the statement ran, then SPI's line quoting sql itself: so the
+ * error is the statement's own when nothing but (the line holding) sql comes
+ * before ours.
+ */
 static bool
-raised_in_function(ErrorData *edata)
+raised_in_function(ErrorData *edata, const char *sql)
 {
-	char	   *ours;
+	const char *ours;
+	const char *stmt;
 
 	if (edata->context == NULL)
 		return false;
 	ours = strstr(edata->context, KS_STATEMENT_CONTEXT);
-	return ours == NULL || ours > edata->context;
+	if (ours == NULL)
+		return true;
+	stmt = strstr(edata->context, sql);
+	if (stmt == NULL || stmt > ours)
+		return ours > edata->context;
+	return memchr(edata->context, '\n', stmt - edata->context) != NULL;
 }
 
 /* Whether the owner holds every privilege in needs on the whole relation. */
@@ -723,7 +736,7 @@ owner_holds(Oid relid, AclMode needs)
  * needs: the privileges the statement needs on the target.
  */
 static KsReason
-row_fault(KsBatch *batch, ErrorData *edata, AclMode needs)
+row_fault(KsBatch *batch, ErrorData *edata, const char *sql, AclMode needs)
 {
 	int			code = edata->sqlerrcode;
 
@@ -739,7 +752,7 @@ row_fault(KsBatch *batch, ErrorData *edata, AclMode needs)
 		case ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION:
 			return KS_REJECTED_BY_TARGET;
 	}
-	if (code == ERRCODE_INSUFFICIENT_PRIVILEGE && !raised_in_function(edata) &&
+	if (code == ERRCODE_INSUFFICIENT_PRIVILEGE && !raised_in_function(edata, sql) &&
 		owner_holds(batch->target->relid, needs))
 		return KS_REJECTED_BY_TARGET;
 	return KS_OK;
@@ -752,12 +765,12 @@ row_fault(KsBatch *batch, ErrorData *edata, AclMode needs)
  * worker pins: that gets a hint.
  */
 static void
-rethrow_system_error(ErrorData *edata)
+rethrow_system_error(ErrorData *edata, const char *sql)
 {
 	int			code = edata->sqlerrcode;
 
 	if ((code == ERRCODE_UNDEFINED_TABLE || code == ERRCODE_UNDEFINED_FUNCTION ||
-		 code == ERRCODE_UNDEFINED_OBJECT) && raised_in_function(edata) && edata->hint == NULL)
+		 code == ERRCODE_UNDEFINED_OBJECT) && raised_in_function(edata, sql) && edata->hint == NULL)
 		edata->hint = pstrdup("Functions run for the target (trigger functions, defaults, checks, policies)"
 							  " run with kafka_sink's search_path, pg_catalog, pg_temp:"
 							  " schema-qualify the names they use, or give the function its own"
@@ -823,9 +836,9 @@ try_statement(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode nee
 				 errmsg("a concurrent transaction inserted a key of this batch into %s",
 						batch->target->qualified_name),
 				 errdetail("%s", edata->message)));
-	*reason = row_fault(batch, edata, needs);
+	*reason = row_fault(batch, edata, sql, needs);
 	if (*reason == KS_OK)
-		rethrow_system_error(edata);
+		rethrow_system_error(edata, sql);
 	*err = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : pstrdup(edata->message);
 	return false;
 }
@@ -874,7 +887,7 @@ run_batch_function(KsBatch *batch, const char *sql, int *rows, int nrows)
 	ErrorData  *edata = ks_try_subxact(statement_call, &call);
 
 	if (edata != NULL)
-		rethrow_system_error(edata);
+		rethrow_system_error(edata, sql);
 }
 
 /* ---- catalog writes of the batch ---- */
