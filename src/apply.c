@@ -658,18 +658,130 @@ counted_run(KsBatch *batch, const char *sql, int *rows, int nrows)
 	batch->stats.updated += upd1 - upd0;
 }
 
-static bool
-is_row_error(int sqlerrcode)
-{
-	int			cls = ERRCODE_TO_CATEGORY(sqlerrcode);
+/*
+ * Whose fault is an error: the SQLSTATE table
+ *
+ * An error of a statement applying rows is the fault of the rows it was
+ * given (the statement is narrowed down to single rows, which are
+ * quarantined with a reason, and the batch goes on) or of the system (the
+ * error goes up to the worker, which retries a transient one and fails the
+ * pipeline on a permanent one, see is_transient() in worker.c).  Decided by
+ * class, so that every code of a class is treated alike; the few
+ * exceptions are by code and by evidence, never by message text:
+ *
+ *   22 data exception, 23 integrity constraint  row: constraint_violation
+ *      (but 23505 on the key index from a concurrent writer: transient)
+ *   54 program limit (54000: an index row too big) row: value_too_large,
+ *      54xxx others (a trigger recursing too deep) row: rejected_by_target
+ *   P0 PL/pgSQL RAISE/ASSERT (a trigger said no)  row: rejected_by_target
+ *   44 WITH CHECK OPTION of a view                row: rejected_by_target
+ *   27 triggered data change violation            row: rejected_by_target
+ *   42501 raised by the statement itself while the owner holds every
+ *      privilege it needs on the target: a row level security WITH CHECK
+ *      policy rejecting the row                   row: rejected_by_target
+ *   42501 otherwise (a privilege is missing, or a function the statement
+ *      ran lacks one)                             system, permanent
+ *   everything else (42, 0A, 25, 2F, 38, 39, XX, ...)   system: transient
+ *      or permanent as worker.c decides
+ *
+ * "Raised by the statement itself" versus "inside a function it ran" (a
+ * trigger, a default, a policy expression) is read off the error's context:
+ * statement_call() pushes a context line of its own, so lines before it,
+ * other than SPI's line quoting the statement, are frames of functions the
+ * statement called (raised_in_function()).
+ */
+#define KS_STATEMENT_CONTEXT "kafka_sink statement applying rows"
 
-	return cls == ERRCODE_DATA_EXCEPTION || cls == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION;
+/*
+ * Whether the error was raised inside a function the statement sql called.
+ * The context lines before ours are, innermost first, the frames of the
+ * functions the statement ran, then SPI's line quoting sql itself: so the
+ * error is the statement's own when nothing but (the line holding) sql comes
+ * before ours.
+ */
+static bool
+raised_in_function(ErrorData *edata, const char *sql)
+{
+	const char *ours;
+	const char *stmt;
+
+	if (edata->context == NULL)
+		return false;
+	ours = strstr(edata->context, KS_STATEMENT_CONTEXT);
+	if (ours == NULL)
+		return true;
+	stmt = strstr(edata->context, sql);
+	if (stmt == NULL || stmt > ours)
+		return ours > edata->context;
+	return memchr(edata->context, '\n', stmt - edata->context) != NULL;
+}
+
+/* Whether the owner holds every privilege in needs on the whole relation. */
+static bool
+owner_holds(Oid relid, AclMode needs)
+{
+	AclMode		modes[] = {ACL_SELECT, ACL_INSERT, ACL_UPDATE, ACL_DELETE};
+
+	for (int i = 0; i < (int) lengthof(modes); i++)
+		if ((needs & modes[i]) &&
+			pg_class_aclcheck(relid, GetUserId(), modes[i]) != ACLCHECK_OK &&
+			pg_attribute_aclcheck_all(relid, GetUserId(), modes[i], ACLMASK_ALL) != ACLCHECK_OK)
+			return false;
+	return true;
 }
 
 /*
- * Runs sql over rows inside a subtransaction.  Returns true on success;
- * on a row-data error (class 22 or 23) returns false with the message in
- * *err; any other error is rethrown.
+ * The quarantine reason when the error is the fault of the rows the
+ * statement was given, KS_OK when it is the system's (see the table above).
+ * needs: the privileges the statement needs on the target.
+ */
+static KsReason
+row_fault(KsBatch *batch, ErrorData *edata, const char *sql, AclMode needs)
+{
+	int			code = edata->sqlerrcode;
+
+	switch (ERRCODE_TO_CATEGORY(code))
+	{
+		case ERRCODE_DATA_EXCEPTION:
+		case ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION:
+			return KS_CONSTRAINT_VIOLATION;
+		case ERRCODE_PROGRAM_LIMIT_EXCEEDED:
+			return code == ERRCODE_PROGRAM_LIMIT_EXCEEDED ? KS_VALUE_TOO_LARGE : KS_REJECTED_BY_TARGET;
+		case ERRCODE_PLPGSQL_ERROR:
+		case ERRCODE_WITH_CHECK_OPTION_VIOLATION:
+		case ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION:
+			return KS_REJECTED_BY_TARGET;
+	}
+	if (code == ERRCODE_INSUFFICIENT_PRIVILEGE && !raised_in_function(edata, sql) &&
+		owner_holds(batch->target->relid, needs))
+		return KS_REJECTED_BY_TARGET;
+	return KS_OK;
+}
+
+/*
+ * Rethrows an error that is not a row's fault.  A name that does not
+ * resolve inside a function the statement ran (a trigger function saying
+ * INSERT INTO audit) is most likely resolved through search_path, which the
+ * worker pins: that gets a hint.
+ */
+static void
+rethrow_system_error(ErrorData *edata, const char *sql)
+{
+	int			code = edata->sqlerrcode;
+
+	if ((code == ERRCODE_UNDEFINED_TABLE || code == ERRCODE_UNDEFINED_FUNCTION ||
+		 code == ERRCODE_UNDEFINED_OBJECT) && raised_in_function(edata, sql) && edata->hint == NULL)
+		edata->hint = pstrdup("Functions run for the target (trigger functions, defaults, checks, policies)"
+							  " run with kafka_sink's search_path, pg_catalog, pg_temp:"
+							  " schema-qualify the names they use, or give the function its own"
+							  " SET search_path.");
+	ReThrowError(edata);
+}
+
+/*
+ * Runs sql over rows inside a subtransaction.  Returns true on success; on
+ * an error that is the rows' fault (row_fault()) returns false with the
+ * reason in *reason and the message in *err; any other error is rethrown.
  */
 typedef struct StatementCall
 {
@@ -677,20 +789,41 @@ typedef struct StatementCall
 	const char *sql;
 	int		   *rows;
 	int			nrows;
+	bool		deletes;		/* count what it deletes, not inserts/updates */
 } StatementCall;
+
+static void
+statement_context(void *arg)
+{
+	(void) arg;
+	errcontext(KS_STATEMENT_CONTEXT);
+}
 
 static void
 statement_call(void *arg)
 {
 	StatementCall *c = arg;
+	ErrorContextCallback cb;
 
-	counted_run(c->batch, c->sql, c->rows, c->nrows);
+	cb.callback = statement_context;
+	cb.arg = NULL;
+	cb.previous = error_context_stack;
+	error_context_stack = &cb;
+	if (c->deletes)
+	{
+		run_statement(c->batch, c->sql, c->rows, c->nrows);
+		c->batch->stats.deleted += SPI_processed;
+	}
+	else
+		counted_run(c->batch, c->sql, c->rows, c->nrows);
+	error_context_stack = cb.previous;
 }
 
 static bool
-try_statement(KsBatch *batch, const char *sql, int *rows, int nrows, char **err)
+try_statement(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode needs,
+			  KsReason *reason, char **err)
 {
-	StatementCall call = {batch, sql, rows, nrows};
+	StatementCall call = {batch, sql, rows, nrows, (needs & ACL_DELETE) != 0};
 	ErrorData  *edata = ks_try_subxact(statement_call, &call);
 
 	if (edata == NULL)
@@ -703,37 +836,58 @@ try_statement(KsBatch *batch, const char *sql, int *rows, int nrows, char **err)
 				 errmsg("a concurrent transaction inserted a key of this batch into %s",
 						batch->target->qualified_name),
 				 errdetail("%s", edata->message)));
-	if (!is_row_error(edata->sqlerrcode))
-		ReThrowError(edata);
+	*reason = row_fault(batch, edata, sql, needs);
+	if (*reason == KS_OK)
+		rethrow_system_error(edata, sql);
 	*err = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : pstrdup(edata->message);
 	return false;
 }
 
 /*
- * Applies rows with one statement; when it fails on row data, narrows down
- * row by row, quarantining the rows that fail.  Returns the number of rows
- * quarantined here (their reason is set).
+ * Applies rows with one statement; when it fails through the fault of its
+ * rows, narrows down by bisection, quarantining the rows that fail alone.
+ * A row is quarantined only on its own failure, so a trigger that rejects
+ * every row quarantines every row (each was rejected), while an error that
+ * is not a row's fault fails the batch at the first statement.  needs: the
+ * privileges the statement needs on the target (ACL_DELETE: it deletes).
+ * Returns the number of rows quarantined here (their reason is set).
  */
 static int
-apply_rows(KsBatch *batch, const char *sql, int *rows, int nrows)
+apply_rows(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode needs)
 {
 	char	   *err = NULL;
+	KsReason	reason = KS_OK;
 	int			failed = 0;
 
 	if (nrows == 0)
 		return 0;
-	if (try_statement(batch, sql, rows, nrows, &err))
+	if (try_statement(batch, sql, rows, nrows, needs, &reason, &err))
 		return 0;
 	if (nrows == 1)
 	{
-		batch->rows[rows[0]].reason = KS_CONSTRAINT_VIOLATION;
+		batch->rows[rows[0]].reason = reason;
 		batch->rows[rows[0]].detail = err;
 		return 1;
 	}
 	/* bisect: halves that succeed are applied, failing halves split again */
-	failed += apply_rows(batch, sql, rows, nrows / 2);
-	failed += apply_rows(batch, sql, rows + nrows / 2, nrows - nrows / 2);
+	failed += apply_rows(batch, sql, rows, nrows / 2, needs);
+	failed += apply_rows(batch, sql, rows + nrows / 2, nrows - nrows / 2, needs);
 	return failed;
+}
+
+/*
+ * Runs the batch function: not narrowed, since the function decides for
+ * the whole batch (it may aggregate, or act once per call).  Its errors are
+ * the system's whatever their class; only the search_path hint is added.
+ */
+static void
+run_batch_function(KsBatch *batch, const char *sql, int *rows, int nrows)
+{
+	StatementCall call = {batch, sql, rows, nrows, false};
+	ErrorData  *edata = ks_try_subxact(statement_call, &call);
+
+	if (edata != NULL)
+		rethrow_system_error(edata, sql);
 }
 
 /* ---- catalog writes of the batch ---- */
@@ -1543,11 +1697,11 @@ stage_and_apply(KsBatch *batch, bool bronze)
 			char	   *sql = merge_sql(batch->target);
 			int		   *dels = palloc(sizeof(int) * Max(batch->nmsgs, 1));
 			int			ndels;
-			bool		deleted = false;
 
 			/*
-			 * A winner that fails on its data is quarantined, and the next
-			 * best message of its key (if any) competes again.
+			 * A winner (or tombstone) that fails through its own fault is
+			 * quarantined, and the next best message of its key (if any)
+			 * competes again.
 			 */
 			for (;;)
 			{
@@ -1555,12 +1709,22 @@ stage_and_apply(KsBatch *batch, bool bronze)
 				int			n = 0;
 
 				nsel = reduce(batch, kh, sel, dels, &ndels);
-				if (!deleted && ndels > 0)
+				/* tombstones not run in an earlier round */
+				for (int i = 0; i < ndels; i++)
+					if (batch->rows[dels[i]].next_candidate == 0)
+						dels[n++] = dels[i];
+				ndels = n;
+				n = 0;
+				if (ndels > 0)
 				{
 					/* tombstones first, so that a re-insert after one lands */
-					run_statement(batch, delete_sql(batch->target), dels, ndels);
-					s->deleted += SPI_processed;
-					deleted = true;
+					failed = apply_rows(batch, delete_sql(batch->target), dels, ndels,
+										ACL_DELETE | ACL_SELECT);
+					for (int i = 0; i < ndels; i++)
+						batch->rows[dels[i]].next_candidate = 1;
+					/* a key whose tombstone failed has new winners: reduce again */
+					if (failed > 0)
+						continue;
 				}
 				/* apply only winners not applied in an earlier round */
 				for (int i = 0; i < nsel; i++)
@@ -1568,7 +1732,7 @@ stage_and_apply(KsBatch *batch, bool bronze)
 						sel[n++] = sel[i];
 				nsel = n;
 				sort_by_key(batch, kh, sel, nsel);
-				failed = apply_rows(batch, sql, sel, nsel);
+				failed = apply_rows(batch, sql, sel, nsel, ACL_INSERT | ACL_UPDATE | ACL_SELECT);
 				for (int i = 0; i < nsel; i++)
 					batch->rows[sel[i]].next_candidate = 1;
 				if (failed == 0)
@@ -1585,9 +1749,9 @@ stage_and_apply(KsBatch *batch, bool bronze)
 				if (batch->rows[i].reason == KS_OK && !batch->rows[i].duplicate)
 					sel[nsel++] = i;
 			if (p->mode == KS_MODE_APPEND)
-				apply_rows(batch, sql, sel, nsel);
+				apply_rows(batch, sql, sel, nsel, ACL_INSERT);
 			else
-				counted_run(batch, sql, sel, nsel);
+				run_batch_function(batch, sql, sel, nsel);
 		}
 		if (p->event_id)
 			record_event_ids(batch);

@@ -60,6 +60,8 @@ ks_reason_name(KsReason r)
 			return "constraint_violation";
 		case KS_VALUE_TOO_LARGE:
 			return "value_too_large";
+		case KS_REJECTED_BY_TARGET:
+			return "rejected_by_target";
 	}
 	return "unknown";
 }

@@ -363,7 +363,8 @@ typedef enum KsReason
 	KS_UNKNOWN_SCHEMA_VERSION,
 	KS_NULL_KEY,
 	KS_CONSTRAINT_VIOLATION,
-	KS_VALUE_TOO_LARGE
+	KS_VALUE_TOO_LARGE,
+	KS_REJECTED_BY_TARGET		/* a trigger, RLS policy or check option said no */
 } KsReason;
 
 /* A decoded message: one value per target column. */

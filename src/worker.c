@@ -731,6 +731,20 @@ is_transient(int sqlerrcode)
 		sqlerrcode == ERRCODE_ADMIN_SHUTDOWN;
 }
 
+/*
+ * What kafka_sink.errors records as the detail of an error: its detail and
+ * its hint (the hint says what to do, e.g. about the pinned search_path).
+ */
+static const char *
+detail_and_hint(ErrorData *edata)
+{
+	if (edata->hint == NULL)
+		return edata->detail;
+	if (edata->detail == NULL)
+		return psprintf("Hint: %s", edata->hint);
+	return psprintf("%s\nHint: %s", edata->detail, edata->hint);
+}
+
 static void
 publish_progress(KsBatch *b)
 {
@@ -925,7 +939,8 @@ ks_worker_main(Datum arg)
 				ereport(LOG,
 						(errmsg("kafka_sink: pipeline \"%s\": transient error, retrying in %ld ms: %s",
 								pipeline->name, delay, edata->message)));
-				ks_record_error(pipeline->id, "transient", edata->sqlerrcode, edata->message, edata->detail);
+				ks_record_error(pipeline->id, "transient", edata->sqlerrcode, edata->message,
+								detail_and_hint(edata));
 				ks_slot_set_detail(args.slot, "retrying after: %s", edata->message);
 				rewind_to_checkpoint();
 				wait_for_kafka(delay);
@@ -933,8 +948,10 @@ ks_worker_main(Datum arg)
 			else
 			{
 				ereport(LOG,
-						(errmsg("kafka_sink: pipeline \"%s\" failed: %s", pipeline->name, edata->message)));
-				ks_record_error(pipeline->id, "permanent", edata->sqlerrcode, edata->message, edata->detail);
+						(errmsg("kafka_sink: pipeline \"%s\" failed: %s", pipeline->name, edata->message),
+						 edata->hint ? errhint("%s", edata->hint) : 0));
+				ks_record_error(pipeline->id, "permanent", edata->sqlerrcode, edata->message,
+								detail_and_hint(edata));
 				ks_set_state(pipeline->id, "failed");
 				proc_exit(0);
 			}
