@@ -196,11 +196,16 @@ api_target(FmgrInfo *outer)
 Datum
 kafka_sink_api_call(PG_FUNCTION_ARGS)
 {
-	ApiTarget  *t = (ApiTarget *) fcinfo->flinfo->fn_extra;
+	ApiTarget  *t;
 	FunctionCallInfo inner;
 	volatile Datum result = (Datum) 0;
 	int			saved;
 
+	if (fcinfo->flinfo == NULL || !OidIsValid(fcinfo->flinfo->fn_oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("kafka_sink_api_call must be called as a SQL function")));
+	t = (ApiTarget *) fcinfo->flinfo->fn_extra;
 	if (t == NULL)
 	{
 		t = api_target(fcinfo->flinfo);
