@@ -13,6 +13,7 @@ OBJS = \
 	src/jsonwalk.o \
 	src/apply.o \
 	src/catalog.o \
+	src/catalog_guard.o \
 	src/api.o \
 	src/outbox.o
 

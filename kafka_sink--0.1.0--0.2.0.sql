@@ -24,8 +24,370 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'value_too_large, rejected_by_target (a trigger, row level security policy or check option of the target '
     'rejected the row)';
 
--- the new reason is accepted as a filter
-CREATE OR REPLACE FUNCTION kafka_sink.replay_quarantine(
+-- ---- trust boundary: the catalog is written only through the API ----
+--
+-- Members of kafka_sink_admin keep their DML privileges on the catalog (the
+-- API runs as the caller, so that row level security and the caller's own
+-- privileges decide what it may do), but the trigger kafka_sink._catalog_guard
+-- refuses every INSERT, UPDATE, DELETE or TRUNCATE (COPY FROM, ON CONFLICT,
+-- MERGE included) unless the session is a superuser's or kafka_sink's C
+-- code allows catalog writes at that moment: the public API functions that
+-- write are C trampolines (kafka_sink_api_call) that allow them while they
+-- run their SQL body kafka_sink._api_<name>, and pipeline workers allow
+-- them except while code of the user's runs.  See docs/design-notes.md,
+-- "The catalog is written only through the API".
+--
+-- To change an API function, replace kafka_sink._api_<name>; a new catalog
+-- table gets the trigger from the loop at the end of this block (append new
+-- tables before it, or attach the trigger the same way).
+
+CREATE FUNCTION kafka_sink._catalog_guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'kafka_sink_catalog_guard'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION kafka_sink._catalog_guard() FROM PUBLIC;
+COMMENT ON FUNCTION kafka_sink._catalog_guard() IS
+'Trigger on every catalog table: refuses writes that do not come from kafka_sink (its API functions and workers) or a superuser.';
+
+-- The SQL bodies of the API.  Those that name their own parameters as
+-- <function>.<parameter> are created again under the new name (the name
+-- qualifies the parameters); the others are renamed.  Their text is
+-- otherwise that of 0.1.0, except reset_offsets (below).
+DROP FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text);
+DROP FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text);
+DROP FUNCTION kafka_sink.drop_pipeline(text, boolean);
+DROP FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[]);
+DROP FUNCTION kafka_sink.reset_offsets(text, text);
+ALTER FUNCTION kafka_sink.start(text) RENAME TO _api_start;
+ALTER FUNCTION kafka_sink.stop(text) RENAME TO _api_stop;
+ALTER FUNCTION kafka_sink.pause(text) RENAME TO _api_pause;
+ALTER FUNCTION kafka_sink.resume(text) RENAME TO _api_resume;
+ALTER FUNCTION kafka_sink.outbox_send(text, text, text, jsonb) RENAME TO _api_outbox_send;
+
+CREATE FUNCTION kafka_sink._api_create_pipeline(
+    name                  text,
+    bootstrap_servers     text,
+    target                text DEFAULT NULL,
+    subscribe             text[] DEFAULT NULL,
+    subscribe_pattern     text DEFAULT NULL,
+    assign                jsonb DEFAULT NULL,
+    key_columns           text[] DEFAULT NULL,
+    order_column          text DEFAULT NULL,
+    mode                  text DEFAULT 'merge',
+    batch_function        regprocedure DEFAULT NULL,
+    starting_offsets      text DEFAULT 'latest',
+    fail_on_data_loss     boolean DEFAULT true,
+    max_offsets_per_batch bigint DEFAULT 100000,
+    max_batch_bytes       bigint DEFAULT 67108864,
+    trigger_interval      interval DEFAULT '100 ms',
+    workers               integer DEFAULT 1,
+    kafka_options         jsonb DEFAULT '{}',
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL,
+    ending_offsets        text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    target_oid regclass;
+    bronze_oid regclass;
+    new_id bigint;
+    plain_options jsonb;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    IF name IS NULL OR name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,62}$' THEN
+        RAISE EXCEPTION 'invalid pipeline name "%"', name
+            USING ERRCODE = 'invalid_name',
+                  HINT = 'A pipeline name starts with a letter or "_" and has at most 63 letters, digits, "_", "." or "-".';
+    END IF;
+    IF EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.name = _api_create_pipeline.name) THEN
+        RAISE EXCEPTION 'pipeline "%" already exists', name
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Choose another name, or drop the pipeline first with kafka_sink.drop_pipeline.';
+    END IF;
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+       AND NOT coalesce(current_setting('kafka_sink.allow_superuser_pipelines', true), 'off')::boolean THEN
+        RAISE EXCEPTION 'pipelines cannot be owned by a superuser'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A pipeline runs with its owner''s privileges.',
+                  HINT = 'Create the pipeline as an ordinary role that is a member of kafka_sink_admin (SET ROLE), or set kafka_sink.allow_superuser_pipelines.';
+    END IF;
+    IF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = current_user) THEN
+        RAISE EXCEPTION 'role "%" cannot own a pipeline because it cannot log in', current_user
+            USING ERRCODE = 'invalid_authorization_specification',
+                  DETAIL = 'Pipeline workers connect as the pipeline''s owner.',
+                  HINT = format('ALTER ROLE %I LOGIN', current_user);
+    END IF;
+    IF bootstrap_servers IS NULL OR btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    PERFORM kafka_sink._check_source(subscribe, subscribe_pattern, assign);
+
+    IF mode IS NULL OR mode NOT IN ('merge', 'append', 'function') THEN
+        RAISE EXCEPTION 'invalid mode "%"', mode
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'mode is one of ''merge'', ''append'' or ''function''.';
+    END IF;
+    IF target IS NULL AND bronze IS NULL THEN
+        RAISE EXCEPTION 'target cannot be null'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass target => ''schema.table''; in mode function it gives the rows'' type. A bronze-only pipeline passes bronze => ''schema.raw_table'' instead.';
+    END IF;
+    IF bronze IS NOT NULL THEN
+        bronze_oid := kafka_sink._bronze_table(bronze);
+    END IF;
+    IF target IS NOT NULL THEN
+        target_oid := to_regclass(target);
+        IF target_oid IS NULL THEN
+            RAISE EXCEPTION 'target table "%" does not exist', target
+                USING ERRCODE = 'undefined_table',
+                      HINT = 'Create the table first, and schema-qualify its name.';
+        END IF;
+        key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
+        PERFORM kafka_sink._check_contract(target_oid, key_columns, columns, key_format,
+                                           delete_on_tombstone, schema_version_field,
+                                           schema_versions, event_id, mode);
+    ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
+          OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge' THEN
+        RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
+    END IF;
+    IF mode = 'function' THEN
+        IF batch_function IS NULL THEN
+            RAISE EXCEPTION 'mode function needs a batch_function'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass batch_function => ''my_schema.my_fn(bigint, my_schema.my_table[])''.';
+        END IF;
+        PERFORM kafka_sink._check_batch_function(batch_function, target_oid);
+    ELSIF batch_function IS NOT NULL THEN
+        RAISE EXCEPTION 'batch_function needs mode function'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass mode => ''function'' as well.';
+    END IF;
+
+    PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+    IF ending_offsets IS NOT NULL THEN
+        IF ending_offsets = 'earliest' THEN
+            RAISE EXCEPTION 'ending_offsets cannot be earliest'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A backfill ends at ''latest'' (the high watermarks when it starts), a timestamp, or per-partition JSON.';
+        END IF;
+        PERFORM kafka_sink._check_starting_offsets(ending_offsets);
+    END IF;
+    IF max_offsets_per_batch IS NULL OR max_offsets_per_batch <= 0 THEN
+        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
+    END IF;
+    IF max_batch_bytes IS NULL OR max_batch_bytes <= 0 THEN
+        RAISE EXCEPTION 'max_batch_bytes must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
+    END IF;
+    IF trigger_interval IS NULL OR trigger_interval < '0' OR trigger_interval > '1 hour' THEN
+        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
+    END IF;
+    IF workers IS NULL OR workers NOT BETWEEN 1 AND 64 THEN
+        RAISE EXCEPTION 'workers must be between 1 and 64'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
+    END IF;
+    IF fail_on_data_loss IS NULL OR start IS NULL THEN
+        RAISE EXCEPTION 'fail_on_data_loss and start cannot be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
+    END IF;
+    IF kafka_options IS NULL THEN
+        kafka_options := '{}';
+    END IF;
+    PERFORM kafka_sink._check_kafka_options(kafka_options);
+
+    INSERT INTO kafka_sink.pipeline_definitions AS p
+        (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, kafka_options, columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets)
+    VALUES
+        (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
+         CASE WHEN start THEN 'running' ELSE 'stopped' END,
+         bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target_oid, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, '{}', columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid, ending_offsets)
+    RETURNING p.id INTO new_id;
+
+    plain_options := kafka_sink._split_secrets(new_id, kafka_options);
+    UPDATE kafka_sink.pipeline_definitions p SET kafka_options = plain_options WHERE p.id = new_id;
+    PERFORM kafka_sink._wake_launcher();
+    RETURN new_id;
+END
+$$;
+
+CREATE FUNCTION kafka_sink._api_alter_pipeline(
+    name                  text,
+    max_offsets_per_batch bigint DEFAULT NULL,
+    max_batch_bytes       bigint DEFAULT NULL,
+    trigger_interval      interval DEFAULT NULL,
+    workers               integer DEFAULT NULL,
+    kafka_options         jsonb DEFAULT NULL,
+    starting_offsets      text DEFAULT NULL,
+    fail_on_data_loss     boolean DEFAULT NULL,
+    bootstrap_servers     text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    k text;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(name, true);
+    IF max_offsets_per_batch IS NOT NULL AND max_offsets_per_batch <= 0 THEN
+        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
+    END IF;
+    IF max_batch_bytes IS NOT NULL AND max_batch_bytes <= 0 THEN
+        RAISE EXCEPTION 'max_batch_bytes must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
+    END IF;
+    IF trigger_interval IS NOT NULL AND (trigger_interval < '0' OR trigger_interval > '1 hour') THEN
+        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
+    END IF;
+    IF workers IS NOT NULL AND workers NOT BETWEEN 1 AND 64 THEN
+        RAISE EXCEPTION 'workers must be between 1 and 64'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
+    END IF;
+    IF bootstrap_servers IS NOT NULL AND btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    IF starting_offsets IS NOT NULL THEN
+        PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+        IF EXISTS (SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = p.id) THEN
+            RAISE NOTICE 'starting_offsets only applies to partitions with no checkpoint'
+                USING DETAIL = 'Partitions that already have a checkpoint keep reading from it.',
+                      HINT = 'Stop the pipeline and use kafka_sink.reset_offsets to move a checkpoint.';
+        END IF;
+    END IF;
+    IF kafka_options IS NOT NULL THEN
+        PERFORM kafka_sink._check_kafka_options(kafka_options);
+        -- a key with a JSON null value removes the option
+        FOR k IN SELECT key FROM jsonb_each(kafka_options) WHERE jsonb_typeof(value) = 'null' LOOP
+            DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id AND s.name = k;
+            p.kafka_options := p.kafka_options - k;
+        END LOOP;
+        p.kafka_options := p.kafka_options ||
+            kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
+    END IF;
+
+    UPDATE kafka_sink.pipeline_definitions x SET
+        max_offsets_per_batch = coalesce(_api_alter_pipeline.max_offsets_per_batch, x.max_offsets_per_batch),
+        max_batch_bytes = coalesce(_api_alter_pipeline.max_batch_bytes, x.max_batch_bytes),
+        trigger_interval = coalesce(_api_alter_pipeline.trigger_interval, x.trigger_interval),
+        workers = coalesce(_api_alter_pipeline.workers, x.workers),
+        kafka_options = p.kafka_options,
+        starting_offsets = coalesce(_api_alter_pipeline.starting_offsets, x.starting_offsets),
+        fail_on_data_loss = coalesce(_api_alter_pipeline.fail_on_data_loss, x.fail_on_data_loss),
+        bootstrap_servers = coalesce(_api_alter_pipeline.bootstrap_servers, x.bootstrap_servers),
+        generation = x.generation + 1,
+        updated_at = now()
+    WHERE x.id = p.id;
+    PERFORM kafka_sink._wake_launcher();
+END
+$$;
+
+CREATE FUNCTION kafka_sink._api_drop_pipeline(name text, if_exists boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    IF if_exists AND NOT EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.name = _api_drop_pipeline.name) THEN
+        RAISE NOTICE 'pipeline "%" does not exist, skipping', name;
+        RETURN;
+    END IF;
+    PERFORM kafka_sink._get_pipeline(name, true);
+    DELETE FROM kafka_sink.pipeline_definitions p WHERE p.name = _api_drop_pipeline.name;
+    PERFORM kafka_sink._wake_launcher();
+END
+$$;
+
+-- reset_offsets without a temporary table: a temporary table named by the
+-- function is resolved in the caller's pg_temp, where the caller could have
+-- put one with a trigger or a rule of their own, run with the catalog
+-- writes allowed.  One statement computes the moves, writes the checkpoint
+-- and the audit, and keeps the moves for the result.
+CREATE FUNCTION kafka_sink._api_reset_offsets(pipeline text, "to" text)
+RETURNS TABLE (topic text, partition integer, old_offset bigint, new_offset bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    j jsonb;
+    ts timestamptz;
+    moved jsonb;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline, true);
+    IF p.state IN ('running', 'paused') THEN
+        RAISE EXCEPTION 'pipeline "%" is %', pipeline, p.state
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Stop it first with kafka_sink.stop; offsets move only on a stopped pipeline.';
+    END IF;
+    PERFORM kafka_sink._check_starting_offsets("to");
+    IF left("to", 1) = '{' THEN
+        j := "to"::jsonb;
+    ELSIF "to" NOT IN ('earliest', 'latest') THEN
+        ts := "to"::timestamptz;
+    END IF;
+    WITH w AS MATERIALIZED (
+        SELECT w.topic, w.partition, o.next_offset AS old_offset,
+               CASE WHEN "to" = 'earliest' THEN w.low
+                    WHEN "to" = 'latest' THEN w.high
+                    WHEN j IS NOT NULL THEN
+                        CASE (j -> w.topic ->> w.partition::text)::bigint
+                            WHEN -2 THEN w.low WHEN -1 THEN w.high
+                            ELSE (j -> w.topic ->> w.partition::text)::bigint END
+                    ELSE CASE WHEN w.at_offset < 0 THEN w.high ELSE w.at_offset END
+               END AS new_offset
+          FROM kafka_sink._watermarks(pipeline, ts) w
+          LEFT JOIN kafka_sink.offsets o
+                 ON o.pipeline_id = p.id AND o.topic = w.topic AND o.partition = w.partition
+         WHERE j IS NULL OR j -> w.topic ? w.partition::text),
+    r AS MATERIALIZED (
+        SELECT * FROM w WHERE w.new_offset IS NOT NULL AND w.new_offset IS DISTINCT FROM w.old_offset),
+    upsert AS (
+        INSERT INTO kafka_sink.offsets AS o (pipeline_id, topic, partition, next_offset, start_offset)
+        SELECT p.id, r.topic, r.partition, r.new_offset, r.new_offset FROM r
+        ON CONFLICT ON CONSTRAINT offsets_pkey DO UPDATE SET next_offset = excluded.next_offset,
+            batch_id = NULL, updated_at = now()),
+    audit AS (
+        INSERT INTO kafka_sink.offset_resets (pipeline_id, topic, partition, old_offset, new_offset, spec)
+        SELECT p.id, r.topic, r.partition, r.old_offset, r.new_offset, "to" FROM r)
+    SELECT coalesce(jsonb_agg(jsonb_build_object('topic', r.topic, 'partition', r.partition,
+                                                 'old_offset', r.old_offset, 'new_offset', r.new_offset)), '[]')
+      INTO moved FROM r;
+    RETURN QUERY SELECT m.topic, m.partition, m.old_offset, m.new_offset
+                   FROM jsonb_to_recordset(moved) AS m(topic text, partition integer, old_offset bigint, new_offset bigint)
+                  ORDER BY 1, 2;
+END
+$$;
+
+CREATE FUNCTION kafka_sink._api_replay_quarantine(
     pipeline    text,
     reason      text DEFAULT NULL,
     topic       text DEFAULT NULL,
@@ -57,16 +419,190 @@ BEGIN
     SELECT array_agg(q.id) INTO chosen
       FROM kafka_sink.quarantine q
      WHERE q.pipeline_id = p.id AND q.replayed_at IS NULL
-       AND (replay_quarantine.reason IS NULL OR q.reason = replay_quarantine.reason)
-       AND (replay_quarantine.topic IS NULL OR q.topic = replay_quarantine.topic)
-       AND (replay_quarantine.partition IS NULL OR q.partition = replay_quarantine.partition)
+       AND (_api_replay_quarantine.reason IS NULL OR q.reason = _api_replay_quarantine.reason)
+       AND (_api_replay_quarantine.topic IS NULL OR q.topic = _api_replay_quarantine.topic)
+       AND (_api_replay_quarantine.partition IS NULL OR q.partition = _api_replay_quarantine.partition)
        AND (from_offset IS NULL OR q.message_offset >= from_offset)
        AND (to_offset IS NULL OR q.message_offset <= to_offset)
-       AND (replay_quarantine.ids IS NULL OR q.id = ANY (replay_quarantine.ids));
+       AND (_api_replay_quarantine.ids IS NULL OR q.id = ANY (_api_replay_quarantine.ids));
     IF chosen IS NULL THEN
         RETURN QUERY SELECT 0::bigint, 0::bigint;
         RETURN;
     END IF;
     RETURN QUERY SELECT * FROM kafka_sink._replay(p.id, chosen);
+END
+$$;
+
+-- Only the extension owner may call the bodies; everyone else goes through
+-- the public functions (fmgr does not check EXECUTE when they call them).
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'kafka_sink'::regnamespace AND p.proname LIKE '\_api\_%'
+    LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC, kafka_sink_admin', f);
+        EXECUTE format('COMMENT ON FUNCTION %s IS %L', f,
+                       format('The SQL body of kafka_sink.%s, called only through it (with the catalog writes allowed).',
+                              substr((SELECT proname FROM pg_catalog.pg_proc WHERE oid = f), 6)));
+    END LOOP;
+END
+$$;
+
+-- The public API: the same names, parameters and defaults as before, in C.
+CREATE FUNCTION kafka_sink.create_pipeline(
+    name                  text,
+    bootstrap_servers     text,
+    target                text DEFAULT NULL,
+    subscribe             text[] DEFAULT NULL,
+    subscribe_pattern     text DEFAULT NULL,
+    assign                jsonb DEFAULT NULL,
+    key_columns           text[] DEFAULT NULL,
+    order_column          text DEFAULT NULL,
+    mode                  text DEFAULT 'merge',
+    batch_function        regprocedure DEFAULT NULL,
+    starting_offsets      text DEFAULT 'latest',
+    fail_on_data_loss     boolean DEFAULT true,
+    max_offsets_per_batch bigint DEFAULT 100000,
+    max_batch_bytes       bigint DEFAULT 67108864,
+    trigger_interval      interval DEFAULT '100 ms',
+    workers               integer DEFAULT 1,
+    kafka_options         jsonb DEFAULT '{}',
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL,
+    ending_offsets        text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text) IS
+'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id.';
+
+CREATE FUNCTION kafka_sink.alter_pipeline(
+    name                  text,
+    max_offsets_per_batch bigint DEFAULT NULL,
+    max_batch_bytes       bigint DEFAULT NULL,
+    trigger_interval      interval DEFAULT NULL,
+    workers               integer DEFAULT NULL,
+    kafka_options         jsonb DEFAULT NULL,
+    starting_offsets      text DEFAULT NULL,
+    fail_on_data_loss     boolean DEFAULT NULL,
+    bootstrap_servers     text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text) IS
+'Changes a pipeline''s tunables, options, bootstrap servers or starting offsets; its workers restart with the new definition. A kafka_options key with a JSON null removes that option.';
+
+CREATE FUNCTION kafka_sink.drop_pipeline(name text, if_exists boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.drop_pipeline(text, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.drop_pipeline(text, boolean) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.drop_pipeline(text, boolean) IS
+'Drops a pipeline and its catalog rows (checkpoint, batches, quarantine, errors); the target''s data stays.';
+
+CREATE FUNCTION kafka_sink.start(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.start(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.start(text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.start(text) IS
+'Starts a stopped, failed, finished or paused pipeline from its checkpoint.';
+
+CREATE FUNCTION kafka_sink.stop(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.stop(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.stop(text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.stop(text) IS
+'Stops a pipeline''s workers; the checkpoint stays.';
+
+CREATE FUNCTION kafka_sink.reset_offsets(pipeline text, "to" text)
+RETURNS TABLE (topic text, partition integer, old_offset bigint, new_offset bigint)
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.reset_offsets(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.reset_offsets(text, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.reset_offsets(text, text) IS
+'Moves the checkpoint of a stopped pipeline to earliest, latest, a timestamp or per-partition offsets, recording each change in kafka_sink.offset_resets. Returns the partitions it moved.';
+
+CREATE FUNCTION kafka_sink.outbox_send(topic text, key text, value text, headers jsonb DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.outbox_send(text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.outbox_send(text, text, text, jsonb) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.outbox_send(text, text, text, jsonb) IS
+'Queues a message for Kafka in the caller''s transaction; the outbox relay publishes it only if the transaction commits. Returns its event id.';
+
+CREATE FUNCTION kafka_sink.pause(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.pause(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.pause(text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.pause(text) IS
+'Pauses a running pipeline: its workers stay, apply nothing, and keep the lag up to date.';
+
+CREATE FUNCTION kafka_sink.resume(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.resume(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.resume(text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.resume(text) IS
+'Resumes a paused pipeline from its checkpoint.';
+
+CREATE FUNCTION kafka_sink.replay_quarantine(
+    pipeline    text,
+    reason      text DEFAULT NULL,
+    topic       text DEFAULT NULL,
+    partition   integer DEFAULT NULL,
+    from_offset bigint DEFAULT NULL,
+    to_offset   bigint DEFAULT NULL,
+    ids         bigint[] DEFAULT NULL)
+RETURNS TABLE (replayed bigint, still_failing bigint)
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[]) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[]) IS
+'Applies quarantined messages of a pipeline again (those matching the filters), in offset order and in the caller''s transaction; those that apply now are marked replayed.';
+
+-- The guard on every table of the extension (pg_depend: its members).  A
+-- table added later gets it from this loop when it is created before it,
+-- else with the same two statements.
+DO $$
+DECLARE
+    t regclass;
+BEGIN
+    FOR t IN SELECT c.oid::regclass FROM pg_catalog.pg_depend d
+               JOIN pg_catalog.pg_class c ON c.oid = d.objid
+              WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'e'
+                AND d.refclassid = 'pg_catalog.pg_extension'::regclass
+                AND d.refobjid = (SELECT oid FROM pg_catalog.pg_extension WHERE extname = 'kafka_sink')
+                AND c.relkind IN ('r', 'p')
+              ORDER BY c.relname
+    LOOP
+        EXECUTE format('CREATE TRIGGER catalog_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s'
+                       ' FOR EACH STATEMENT EXECUTE FUNCTION kafka_sink._catalog_guard()', t);
+        -- also with session_replication_role = replica
+        EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER catalog_guard', t);
+    END LOOP;
 END
 $$;

@@ -623,10 +623,13 @@ run_statement(KsBatch *batch, const char *sql, int *rows, int nrows)
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(batch->batch_id)};
 	int			rc;
+	int			catalog_writes;
 
 	srf_batch = batch;
 	srf_rows = rows;
 	srf_nrows = nrows;
+	/* the user's triggers, defaults and batch function may not write the catalog */
+	catalog_writes = ks_catalog_writes_suspend();
 	PG_TRY();
 	{
 		rc = SPI_execute_plan(prepared(sql, 1, argtypes), values, NULL, false, 0);
@@ -635,6 +638,7 @@ run_statement(KsBatch *batch, const char *sql, int *rows, int nrows)
 	}
 	PG_FINALLY();
 	{
+		ks_catalog_writes_restore(catalog_writes);
 		srf_batch = NULL;
 		srf_rows = NULL;
 		srf_nrows = 0;
@@ -1508,6 +1512,7 @@ write_bronze(KsBatch *batch)
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(batch->batch_id)};
 	char	   *sql;
+	int			catalog_writes;
 
 	sql = psprintf("INSERT INTO %s (topic, partition, \"offset\", ts, key, value, headers, batch_id)"
 				   " SELECT m.topic, m.partition, m.\"offset\", m.ts, m.key, m.value, m.headers, $1"
@@ -1516,6 +1521,8 @@ write_bronze(KsBatch *batch)
 				   quote_qualified_identifier(get_namespace_name(get_rel_namespace(batch->pipeline->bronze)),
 											  get_rel_name(batch->pipeline->bronze)));
 	srf_raw_batch = batch;
+	/* bronze's triggers and defaults are the user's too */
+	catalog_writes = ks_catalog_writes_suspend();
 	PG_TRY();
 	{
 		if (!try_bronze(batch, sql, argtypes, values) &&
@@ -1525,6 +1532,7 @@ write_bronze(KsBatch *batch)
 	}
 	PG_FINALLY();
 	{
+		ks_catalog_writes_restore(catalog_writes);
 		srf_raw_batch = NULL;
 	}
 	PG_END_TRY();

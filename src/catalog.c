@@ -35,9 +35,21 @@ ks_xact_begin(const char *activity)
 void
 ks_xact_commit(void)
 {
+	int			saved;
+
 	SPI_finish();
 	PopActiveSnapshot();
-	CommitTransactionCommand();
+	/* deferred triggers on a target run here: not with catalog writes allowed */
+	saved = ks_catalog_writes_suspend();
+	PG_TRY();
+	{
+		CommitTransactionCommand();
+	}
+	PG_FINALLY();
+	{
+		ks_catalog_writes_restore(saved);
+	}
+	PG_END_TRY();
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }

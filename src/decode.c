@@ -635,8 +635,8 @@ decode_from(void *arg)
 		decode_one(c->t, c->p, &c->rows[c->cur]);
 }
 
-void
-ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
+static void
+decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
 {
 	DecodeCall	call = {t, p, rows, nrows, 0};
 
@@ -660,4 +660,24 @@ ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
 		FreeErrorData(edata);
 		call.cur++;
 	}
+}
+
+/*
+ * Decodes rows into the target's types.  A domain's CHECK constraint can
+ * call a function of the user's: it runs with catalog writes suspended.
+ */
+void
+ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
+{
+	int			catalog_writes = ks_catalog_writes_suspend();
+
+	PG_TRY();
+	{
+		decode_batch(t, p, rows, nrows);
+	}
+	PG_FINALLY();
+	{
+		ks_catalog_writes_restore(catalog_writes);
+	}
+	PG_END_TRY();
 }

@@ -243,6 +243,12 @@ extern void ks_record_error(int64 pipeline_id, const char *kind, int sqlerrcode,
 extern void ks_set_state(int64 pipeline_id, const char *state);
 extern ErrorData *ks_try_subxact(void (*fn) (void *arg), void *arg);
 
+/* ---- catalog_guard.c ---- */
+extern int	ks_catalog_writes_raise(void);
+extern int	ks_catalog_writes_suspend(void);
+extern void ks_catalog_writes_restore(int saved);
+extern void ks_catalog_writes_for_worker(void);
+
 /* ---- consumer.c ---- */
 typedef struct KsConsumer KsConsumer;
 

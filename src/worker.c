@@ -777,6 +777,8 @@ ks_worker_main(Datum arg)
 
 	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION);
+	/* suspended around the user's code: apply.c, decode.c, ks_xact_commit */
+	ks_catalog_writes_for_worker();
 
 	ks_xact_begin("kafka_sink: loading the pipeline");
 	pipeline = ks_load_pipeline(args.pipeline_id, TopMemoryContext);

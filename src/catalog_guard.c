@@ -1,0 +1,243 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog_guard.c
+ *		The catalog is written only by kafka_sink: the guard trigger on
+ *		every catalog table, the backend-local "catalog writes allowed"
+ *		level it consults, and the trampoline through which the public API
+ *		functions raise that level around their SQL bodies.
+ *
+ * Members of kafka_sink_admin keep DML privileges on the catalog (the API
+ * runs as the caller, so that row level security and the caller's own
+ * privileges decide), but a statement-level BEFORE trigger refuses every
+ * write unless the caller is a superuser or this backend's level is above
+ * zero.  Only C code of the extension changes the level:
+ *  - kafka_sink_api_call(), the C body of each public API function that
+ *    writes the catalog, raises it while it runs kafka_sink._api_<name>;
+ *  - a pipeline worker keeps it raised for its life (ks_catalog_writes_
+ *    for_worker) and suspends it around everything of the user's it runs:
+ *    decoding into the target's types, the bronze write, the statements
+ *    against the target (triggers, defaults, the batch function) and its
+ *    commit (deferred triggers).
+ * Every change is undone in a PG_FINALLY block, so an error leaves the
+ * level as it was before the change; there is no SQL-callable setter.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
+#include "commands/trigger.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+
+PG_FUNCTION_INFO_V1(kafka_sink_catalog_guard);
+PG_FUNCTION_INFO_V1(kafka_sink_api_call);
+
+/* > 0: this backend is inside kafka_sink code that may write the catalog */
+static int	catalog_writes = 0;
+
+#define KS_API_PREFIX "_api_"
+
+/* Raises the level; returns the previous one for ks_catalog_writes_restore. */
+int
+ks_catalog_writes_raise(void)
+{
+	int			saved = catalog_writes;
+
+	catalog_writes = Max(saved, 0) + 1;
+	return saved;
+}
+
+/*
+ * Suspends catalog writes while code of the user's runs; returns the
+ * previous level for ks_catalog_writes_restore.
+ */
+int
+ks_catalog_writes_suspend(void)
+{
+	int			saved = catalog_writes;
+
+	catalog_writes = 0;
+	return saved;
+}
+
+void
+ks_catalog_writes_restore(int saved)
+{
+	catalog_writes = saved;
+}
+
+/*
+ * A pipeline worker writes the catalog as the pipeline's owner: the level
+ * stays raised for the process's life, suspended around the user's code.
+ */
+void
+ks_catalog_writes_for_worker(void)
+{
+	catalog_writes = 1;
+}
+
+/*
+ * kafka_sink._catalog_guard(): BEFORE INSERT OR UPDATE OR DELETE OR
+ * TRUNCATE ... FOR EACH STATEMENT on every catalog table.
+ */
+Datum
+kafka_sink_catalog_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	const char *what;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("kafka_sink._catalog_guard() must be called as a BEFORE ... FOR EACH STATEMENT trigger")));
+
+	if (catalog_writes > 0 || superuser())
+		return PointerGetDatum(NULL);
+
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		what = "INSERT into";
+	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+		what = "UPDATE";
+	else if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+		what = "DELETE from";
+	else
+		what = "TRUNCATE";
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("kafka_sink's catalog tables are written only by kafka_sink"),
+			 errdetail("The statement would %s %s.", what,
+					   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(trigdata->tg_relation)),
+												  RelationGetRelationName(trigdata->tg_relation))),
+			 errhint("Use the kafka_sink API: create_pipeline, alter_pipeline, drop_pipeline, start, stop, pause, resume, reset_offsets, replay_quarantine or outbox_send.")));
+	return PointerGetDatum(NULL);	/* not reached */
+}
+
+/* What the trampoline caches in fn_extra: the _api_ function to call. */
+typedef struct ApiTarget
+{
+	FmgrInfo	flinfo;
+	bool		strict;
+} ApiTarget;
+
+/*
+ * Finds kafka_sink._api_<name>(same argument types) for the API function
+ * fn_oid, which must live in the extension's schema and return the same.
+ */
+static ApiTarget *
+api_target(FmgrInfo *outer)
+{
+	HeapTuple	tup;
+	Form_pg_proc proc;
+	Oid			nsp = get_namespace_oid(KS_SCHEMA, false);
+	char		name[NAMEDATALEN];
+	Oid			target_oid;
+	HeapTuple	ttup;
+	Form_pg_proc tproc;
+	ApiTarget  *t;
+
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(outer->fn_oid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", outer->fn_oid);
+	proc = (Form_pg_proc) GETSTRUCT(tup);
+	if (proc->pronamespace != nsp ||
+		strncmp(NameStr(proc->proname), KS_API_PREFIX, strlen(KS_API_PREFIX)) == 0 ||
+		strlen(KS_API_PREFIX) + strlen(NameStr(proc->proname)) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
+				 errmsg("function %s is not a kafka_sink API function", format_procedure(outer->fn_oid)),
+				 errhint("Only functions of schema kafka_sink created by the extension use kafka_sink_api_call.")));
+	snprintf(name, sizeof(name), "%s%s", KS_API_PREFIX, NameStr(proc->proname));
+	target_oid = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+								 CStringGetDatum(name),
+								 PointerGetDatum(&proc->proargtypes),
+								 ObjectIdGetDatum(nsp));
+	if (!OidIsValid(target_oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("the body of kafka_sink API function %s is missing", format_procedure(outer->fn_oid)),
+				 errdetail("Function %s.%s with the same argument types does not exist.", KS_SCHEMA, name),
+				 errhint("Reinstall the extension: ALTER EXTENSION kafka_sink UPDATE.")));
+	ttup = SearchSysCache1(PROCOID, ObjectIdGetDatum(target_oid));
+	if (!HeapTupleIsValid(ttup))
+		elog(ERROR, "cache lookup failed for function %u", target_oid);
+	tproc = (Form_pg_proc) GETSTRUCT(ttup);
+	if (tproc->prorettype != proc->prorettype || tproc->proretset != proc->proretset ||
+		tproc->prokind != PROKIND_FUNCTION)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
+				 errmsg("the body of kafka_sink API function %s does not match it", format_procedure(outer->fn_oid)),
+				 errhint("Reinstall the extension: ALTER EXTENSION kafka_sink UPDATE.")));
+
+	t = MemoryContextAllocZero(outer->fn_mcxt, sizeof(ApiTarget));
+	t->strict = tproc->proisstrict;
+	ReleaseSysCache(ttup);
+	ReleaseSysCache(tup);
+	fmgr_info_cxt(target_oid, &t->flinfo, outer->fn_mcxt);
+	return t;
+}
+
+/*
+ * The C body of every public API function that writes the catalog: calls
+ * kafka_sink._api_<its name> with the same arguments, the same result
+ * info (so that a set-returning body materializes into the caller's
+ * tuplestore) and the catalog writes allowed.  The body runs as the caller
+ * (SECURITY INVOKER, row level security applies); fmgr does not check
+ * EXECUTE on it, which is revoked from everyone but the extension owner.
+ */
+Datum
+kafka_sink_api_call(PG_FUNCTION_ARGS)
+{
+	ApiTarget  *t;
+	FunctionCallInfo inner;
+	volatile Datum result = (Datum) 0;
+	int			saved;
+
+	if (fcinfo->flinfo == NULL || !OidIsValid(fcinfo->flinfo->fn_oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("kafka_sink_api_call must be called as a SQL function")));
+	t = (ApiTarget *) fcinfo->flinfo->fn_extra;
+	if (t == NULL)
+	{
+		t = api_target(fcinfo->flinfo);
+		fcinfo->flinfo->fn_extra = t;
+	}
+	if (t->strict)
+	{
+		for (int i = 0; i < fcinfo->nargs; i++)
+			if (fcinfo->args[i].isnull)
+				PG_RETURN_NULL();
+	}
+	/* the body resolves its call expression (polymorphism, result type) */
+	t->flinfo.fn_expr = fcinfo->flinfo->fn_expr;
+
+	inner = palloc0(SizeForFunctionCallInfo(fcinfo->nargs));
+	InitFunctionCallInfoData(*inner, &t->flinfo, fcinfo->nargs, fcinfo->fncollation,
+							 fcinfo->context, fcinfo->resultinfo);
+	for (int i = 0; i < fcinfo->nargs; i++)
+		inner->args[i] = fcinfo->args[i];
+
+	saved = ks_catalog_writes_raise();
+	PG_TRY();
+	{
+		result = FunctionCallInvoke(inner);
+	}
+	PG_FINALLY();
+	{
+		ks_catalog_writes_restore(saved);
+	}
+	PG_END_TRY();
+
+	fcinfo->isnull = inner->isnull;
+	pfree(inner);
+	return result;
+}
