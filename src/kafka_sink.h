@@ -326,6 +326,12 @@ typedef struct KsColumn
 	bool		is_json;		/* json/jsonb: take the raw JSON text */
 	bool		is_numeric;
 	const char *lineage;		/* for _kafka_* columns: the source expression */
+	int			prov;			/* merge with an order column, optional column:
+								 * index of its supplier-order column, else -1 */
+	/* key columns: how the key index compares them (its opclass, collation) */
+	Oid			key_collation;
+	Oid			key_eq_opr;
+	Oid			key_lt_opr;
 } KsColumn;
 
 typedef struct KsTarget
@@ -338,6 +344,7 @@ typedef struct KsTarget
 	int		   *key_index;		/* into columns */
 	int			order_index;	/* -1 when none */
 	char	   *key_index_name;	/* the unique index over the key columns */
+	int			nprov;			/* supplier-order columns of the batch rows */
 	Oid			rowtype;
 	int			natts_all;
 	char	   *row_sql;		/* ROW(...) of the row type, for function mode */
@@ -382,6 +389,9 @@ typedef struct KsRow
 	uint32		hash;
 	int			next_candidate; /* reduce bookkeeping */
 	bool		winner;
+	int		   *fold_src;		/* a winner folding several messages: per
+								 * column, the row supplying it (-1 absent);
+								 * NULL: the row alone */
 } KsRow;
 
 extern KsTarget *ks_target_open(KsPipeline *p);
