@@ -364,15 +364,33 @@ build_walk(KsWalkPaths *walk, List *paths)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid JSON path \"%s\"", (char *) lfirst(lc)),
-					 errhint("A path names nested fields with dots, such as \"payload.amount\".")));
+					 errhint("A path names nested fields with dots, such as \"payload.amount\"; \\. is a dot within a field name.")));
 		i++;
 	}
+}
+
+/* A field name as a path of one segment: dots and backslashes escaped. */
+static char *
+escaped_field(const char *name)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	for (const char *p = name; *p; p++)
+	{
+		if (*p == '.' || *p == '\\')
+			appendStringInfoChar(&b, '\\');
+		appendStringInfoChar(&b, *p);
+	}
+	return b.data;
 }
 
 /*
  * The slots to capture and, for the default mapping and each schema
  * version, the slot of every column.  A column not named in a mapping is
- * read from the field of its own name.
+ * read from the top-level field of its own name; a name with dots, when
+ * that field is absent, from the nested path its dots spell (as before
+ * paths had an escape), through t->alt.
  */
 static void
 build_mappings(KsTarget *t, KsPipeline *p)
@@ -400,9 +418,21 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		t->map[c] = slot_for(&paths, m->path);
 		t->scale[c] = m->scale;
 	}
+	t->alt = palloc(sizeof(int) * Max(t->ncolumns, 1));
 	for (int i = 0; i < t->ncolumns; i++)
-		if (t->map[i] == -2)
-			t->map[i] = slot_for(&paths, t->columns[i].name);
+	{
+		t->alt[i] = -1;
+		if (t->map[i] != -2)
+			continue;
+		t->map[i] = slot_for(&paths, escaped_field(t->columns[i].name));
+		if (strchr(t->columns[i].name, '.') != NULL)
+		{
+			KsPath		nested;
+
+			if (ks_path_parse(t->columns[i].name, &nested))
+				t->alt[i] = slot_for(&paths, t->columns[i].name);
+		}
+	}
 
 	t->nversions = list_length(p->versions);
 	t->version_names = palloc(sizeof(char *) * Max(t->nversions, 1));
@@ -446,7 +476,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		List	   *kpaths = NIL;
 
 		for (int k = 0; k < t->nkeys; k++)
-			(void) slot_for(&kpaths, t->columns[t->key_index[k]].name);
+			(void) slot_for(&kpaths, escaped_field(t->columns[t->key_index[k]].name));
 		build_walk(&t->key_walk, kpaths);
 	}
 }
@@ -653,7 +683,10 @@ decode_one(KsTarget *t, KsPipeline *p, KsRow *row)
 	{
 		if ((p->key_format != KS_KEY_NONE && t->columns[i].is_key) || t->columns[i].lineage)
 			continue;
-		convert_value(t, row, i, &slots[map[i]], scale[i]);
+		if (t->alt[i] >= 0 && map[i] == t->map[i] && slots[map[i]].kind == KS_SLOT_ABSENT)
+			convert_value(t, row, i, &slots[t->alt[i]], scale[i]);
+		else
+			convert_value(t, row, i, &slots[map[i]], scale[i]);
 	}
 	if (row->reason != KS_OK)
 		return;
@@ -745,4 +778,20 @@ ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
 		FreeErrorData(edata);
 		call.cur++;
 	}
+}
+
+/*
+ * kafka_sink._json_path_valid(path): whether path is a valid mapping path,
+ * by the parser decoding uses, so that the validator and the decoder
+ * agree.  NULL for NULL.
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_json_path_valid);
+Datum
+kafka_sink_json_path_valid(PG_FUNCTION_ARGS)
+{
+	KsPath		path;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	PG_RETURN_BOOL(ks_path_parse(text_to_cstring(PG_GETARG_TEXT_PP(0)), &path));
 }

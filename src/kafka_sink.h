@@ -351,6 +351,8 @@ typedef struct KsTarget
 	/* decoding: JSON paths captured in one pass, and which column takes which */
 	KsWalkPaths walk;
 	int		   *map;			/* default mapping: column -> slot, or -1 */
+	int		   *alt;			/* default-mapped name with dots: its nested
+								 * path's slot when the field is absent, or -1 */
 	int		   *scale;
 	int			nversions;
 	char	  **version_names;
@@ -397,6 +399,7 @@ typedef struct KsRow
 extern KsTarget *ks_target_open(KsPipeline *p);
 extern const char *ks_reason_name(KsReason r);
 extern void ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows);
+extern PGDLLEXPORT Datum kafka_sink_json_path_valid(PG_FUNCTION_ARGS);
 
 /* ---- apply.c ---- */
 typedef struct KsBatchStats
