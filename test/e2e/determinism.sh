@@ -53,13 +53,13 @@ for s in $(seq 1 "$SEEDS"); do
     r1=$((RANDOM % 6 + 2))
     r2=$((RANDOM % 20 + 2))
     names=("d${SFX}_${s}_one" "d${SFX}_${s}_each" "d${SFX}_${s}_ra$r1" "d${SFX}_${s}_rb$r2" "d${SFX}_${s}_alt")
-    maxes=(100000 1 "$r1" "$r2" 3)
+    maxes=(100000 1 "$r1" "$r2" 1)
     for i in "${!names[@]}"; do
         table_sql "${names[$i]}" | sql
         pipeline_sql "${names[$i]}" "$topic" "${maxes[$i]}" | sql > /dev/null
     done
     # the last one changes its batch size mid-way (an alter restarts it)
-    poll "$(done_sql "${names[4]}" $((n / 3)))" 120 || true
+    poll "$(done_sql "${names[4]}" $((n / 4)))" 120 || true
     sql -c "SET ROLE ks_e2e; SELECT kafka_sink.alter_pipeline('${names[4]}', max_offsets_per_batch => 7)" > /dev/null
     for i in "${!names[@]}"; do
         name="${names[$i]}"
