@@ -50,6 +50,10 @@
 #include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/rls.h"
+#include "utils/ruleutils.h"
+#include "utils/syscache.h"
+#include "catalog/pg_operator.h"
+#include "access/htup_details.h"
 #include "utils/sortsupport.h"
 #include "utils/typcache.h"
 
@@ -74,7 +78,7 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 				 errmsg("there is no kafka_sink batch in this session"),
 				 errhint("Only a kafka_sink pipeline worker stages batches.")));
 	t = srf_batch->target;
-	natts = 2 * t->ncolumns + 5;
+	natts = 2 * t->ncolumns + 5 + t->nprov;
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (rsinfo->setDesc->natts != natts)
 		elog(ERROR, "kafka_sink: batch row descriptor mismatch");
@@ -91,10 +95,23 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 
 		for (int c = 0; c < n; c++)
 		{
-			values[c] = row->values[c];
-			nulls[c] = row->nulls[c];
-			values[n + c] = BoolGetDatum(row->present[c]);
+			/* a folded winner: each column from the message supplying it */
+			KsRow	   *src = row;
+
+			if (row->fold_src != NULL)
+				src = row->fold_src[c] >= 0 ? &srf_batch->rows[row->fold_src[c]] : NULL;
+			values[c] = src ? src->values[c] : (Datum) 0;
+			nulls[c] = src ? src->nulls[c] : true;
+			values[n + c] = BoolGetDatum(src ? src->present[c] : false);
 			nulls[n + c] = false;
+			if (t->columns[c].prov >= 0)
+			{
+				int			o = t->order_index;
+				int			pc = 2 * n + 5 + t->columns[c].prov;
+
+				values[pc] = src ? src->values[o] : (Datum) 0;
+				nulls[pc] = src ? src->nulls[o] : true;
+			}
 		}
 		if (part >= 0 && part < srf_batch->nparts)
 		{
@@ -132,7 +149,12 @@ source_sql(KsTarget *t)
 	for (int i = 0; i < t->ncolumns; i++)
 		appendStringInfo(&b, "_ks_p%d boolean, ", i);
 	appendStringInfoString(&b, "_ks_topic text, _ks_partition integer, _ks_offset bigint, _ks_seq integer,"
-						   " _ks_ts timestamptz)");
+						   " _ks_ts timestamptz");
+	/* the order value of the message that supplied each optional column */
+	for (int i = 0; i < t->ncolumns; i++)
+		if (t->columns[i].prov >= 0)
+			appendStringInfo(&b, ", _ks_o%d %s", i, t->columns[t->order_index].type_sql);
+	appendStringInfoChar(&b, ')');
 	return b.data;
 }
 
@@ -150,15 +172,47 @@ append_insert_value(StringInfo b, KsColumn *c, int i)
 						 c->default_sql ? c->default_sql : "NULL");
 }
 
-/* "t.k1 = s.k1 AND ...": a target row and a batch row of the same key */
+/* OPERATOR(schema.op) of an operator */
+static char *
+qualified_operator(Oid opno)
+{
+	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	Form_pg_operator op;
+	char	   *res;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", opno);
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	res = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(op->oprnamespace)),
+				   NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return res;
+}
+
+/*
+ * "t.k1 = s.k1 AND ...": a target row and a batch row of the same key, as
+ * the key index compares them.  When the index's collation or operator
+ * class is not the column's own, the batch side says so (COLLATE, and
+ * OPERATOR(...) for a non-default equality): the comparison is then the
+ * index's, and the index still serves it.
+ */
 static void
 append_key_match(StringInfo b, KsTarget *t)
 {
 	for (int k = 0; k < t->nkeys; k++)
 	{
-		const char *name = quote_identifier(t->columns[t->key_index[k]].name);
+		KsColumn   *c = &t->columns[t->key_index[k]];
+		const char *name = quote_identifier(c->name);
+		TypeCacheEntry *tc = lookup_type_cache(c->typid, TYPECACHE_EQ_OPR);
 
-		appendStringInfo(b, "%st.%s = s.%s", k > 0 ? " AND " : "", name, name);
+		appendStringInfo(b, "%st.%s ", k > 0 ? " AND " : "", name);
+		if (OidIsValid(c->key_eq_opr) && c->key_eq_opr != tc->eq_opr)
+			appendStringInfoString(b, qualified_operator(c->key_eq_opr));
+		else
+			appendStringInfoChar(b, '=');
+		appendStringInfo(b, " s.%s", name);
+		if (OidIsValid(c->key_collation) && c->key_collation != c->collation)
+			appendStringInfo(b, " COLLATE %s", generate_collation_name(c->key_collation));
 	}
 }
 
@@ -188,6 +242,15 @@ merge_sql(KsTarget *t)
 			continue;
 		if (c->lineage)
 			appendStringInfo(&b, "%s%s = %s", first ? " THEN UPDATE SET " : ", ", name, c->lineage);
+		else if (c->prov >= 0)
+		{
+			const char *o = quote_identifier(t->columns[t->order_index].name);
+
+			/* the message that supplied the column applies, by the guard */
+			appendStringInfo(&b, "%s%s = CASE WHEN s._ks_p%d AND (t.%s IS NULL OR s._ks_o%d >= t.%s)"
+							 " THEN s.%s ELSE t.%s END",
+							 first ? " THEN UPDATE SET " : ", ", name, i, o, i, o, name, name);
+		}
 		else
 			appendStringInfo(&b, "%s%s = CASE WHEN s._ks_p%d THEN s.%s ELSE t.%s END",
 							 first ? " THEN UPDATE SET " : ", ", name, i, name, name);
@@ -286,23 +349,40 @@ keyhash_create(KsTarget *t)
 		KsColumn   *c = &t->columns[t->key_index[k]];
 		TypeCacheEntry *tc = lookup_type_cache(c->typid,
 											   TYPECACHE_HASH_PROC_FINFO | TYPECACHE_EQ_OPR_FINFO);
+		Oid			lt_opr;
 
-		if (!OidIsValid(tc->hash_proc) || !OidIsValid(tc->eq_opr))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_FUNCTION),
-					 errmsg("key column \"%s\" has a type without hashing and equality", c->name),
-					 errhint("Use key columns of types such as bigint, text or uuid.")));
-		fmgr_info_copy(&kh->hash[k], &tc->hash_proc_finfo, CurrentMemoryContext);
-		fmgr_info_copy(&kh->eq[k], &tc->eq_opr_finfo, CurrentMemoryContext);
-		kh->coll[k] = c->collation;
-		tc = lookup_type_cache(c->typid, TYPECACHE_LT_OPR);
-		if (OidIsValid(tc->lt_opr))
+		if (OidIsValid(c->key_eq_opr))
+		{
+			/* the key index's equality (decode.c checked that it hashes) */
+			RegProcedure lhs,
+						rhs;
+
+			if (!get_op_hash_functions(c->key_eq_opr, &lhs, &rhs))
+				elog(ERROR, "kafka_sink: the key index's equality cannot be hashed");
+			fmgr_info(lhs, &kh->hash[k]);
+			fmgr_info(get_opcode(c->key_eq_opr), &kh->eq[k]);
+			lt_opr = c->key_lt_opr;
+		}
+		else
+		{
+			if (!OidIsValid(tc->hash_proc) || !OidIsValid(tc->eq_opr))
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_FUNCTION),
+						 errmsg("key column \"%s\" has a type without hashing and equality", c->name),
+						 errhint("Use key columns of types such as bigint, text or uuid.")));
+			fmgr_info_copy(&kh->hash[k], &tc->hash_proc_finfo, CurrentMemoryContext);
+			fmgr_info_copy(&kh->eq[k], &tc->eq_opr_finfo, CurrentMemoryContext);
+			lt_opr = lookup_type_cache(c->typid, TYPECACHE_LT_OPR)->lt_opr;
+		}
+		/* keys are one when the key index says so: its collation */
+		kh->coll[k] = c->key_collation;
+		if (OidIsValid(lt_opr))
 		{
 			/* sort support: int8 keys compare without a function call */
 			kh->ssup[k].ssup_cxt = CurrentMemoryContext;
-			kh->ssup[k].ssup_collation = c->collation;
+			kh->ssup[k].ssup_collation = c->key_collation;
 			kh->ssup[k].ssup_nulls_first = false;
-			PrepareSortSupportFromOrderingOp(tc->lt_opr, &kh->ssup[k]);
+			PrepareSortSupportFromOrderingOp(lt_opr, &kh->ssup[k]);
 		}
 		else
 			kh->sortable = false;
@@ -370,9 +450,23 @@ row_beats(KsTarget *t, KeyHash *kh, KsRow *a, KsRow *b)
 }
 
 /*
- * Picks one winner per key among the rows that are OK, in batch order.
- * A tombstone (is_delete) ends the competition for its key: it is recorded
- * in deletes (the last one per key), and only messages after it compete.
+ * Folds the rows that are OK into one row per key, in batch order, so
+ * that the MERGE of a batch gives what applying its messages one at a time
+ * gives, wherever the batch boundaries fall (docs/design-notes.md,
+ * "Partial messages fold in order").  Applying one at a time, a message
+ * applies iff its order value is >= the row's (NULL lowest); so within a
+ * batch it can only apply if it is >= every earlier message of its key: a
+ * candidate.  The candidates' order values only grow, so the ones that
+ * apply are those >= the target row's order T, a suffix of them.  Each
+ * column ends with the value of the last applying message in which the
+ * field is present: the last candidate presenting it if that candidate
+ * is >= T, else none.  The winner is the last candidate (it carries the
+ * greatest order, ties to the later offset, and the lineage); fold_src
+ * names, per column, the last candidate presenting it, whose order value
+ * the MERGE compares with T (merge_sql()).  Key columns keep the first
+ * candidate's value: the message that inserts the row writes the key.
+ * A tombstone (is_delete) ends the fold of its key: it is recorded in
+ * deletes (the last one per key), and only messages after it fold.
  * Fills winners and deletes (indexes into rows) and returns the number of
  * winners; *ndeletes gets the number of deletes.
  */
@@ -385,6 +479,7 @@ reduce(KsBatch *batch, KeyHash *kh, int *winners, int *deletes, int *ndeletes)
 	int		   *win;			/* per key: winning row or -1 */
 	int		   *del;			/* per key: last tombstone row or -1 */
 	int		   *first;			/* per key: a row carrying the key */
+	int		  **src;			/* per key: its fold, NULL while one candidate */
 	int			nkeys = 0;
 	int			nwin = 0;
 
@@ -395,6 +490,7 @@ reduce(KsBatch *batch, KeyHash *kh, int *winners, int *deletes, int *ndeletes)
 	win = palloc(sizeof(int) * Max(batch->nmsgs, 1));
 	del = palloc(sizeof(int) * Max(batch->nmsgs, 1));
 	first = palloc(sizeof(int) * Max(batch->nmsgs, 1));
+	src = palloc(sizeof(int *) * Max(batch->nmsgs, 1));
 
 	for (int i = 0; i < batch->nmsgs; i++)
 	{
@@ -403,6 +499,7 @@ reduce(KsBatch *batch, KeyHash *kh, int *winners, int *deletes, int *ndeletes)
 		int			k = -1;
 
 		r->winner = false;
+		r->fold_src = NULL;
 		if (r->reason != KS_OK || r->duplicate)
 			continue;
 		r->hash = row_hash(t, kh, r);
@@ -415,6 +512,7 @@ reduce(KsBatch *batch, KeyHash *kh, int *winners, int *deletes, int *ndeletes)
 				win[k] = -1;
 				del[k] = -1;
 				first[k] = i;
+				src[k] = NULL;
 				break;
 			}
 			if (row_key_equal(t, kh, &batch->rows[first[table[pos]]], r))
@@ -427,9 +525,26 @@ reduce(KsBatch *batch, KeyHash *kh, int *winners, int *deletes, int *ndeletes)
 		{
 			del[k] = i;
 			win[k] = -1;		/* whatever came before is deleted */
+			src[k] = NULL;
 		}
-		else if (win[k] < 0 || row_beats(t, kh, &batch->rows[win[k]], r))
+		else if (win[k] < 0)
 			win[k] = i;
+		else if (row_beats(t, kh, &batch->rows[win[k]], r))
+		{
+			/* a second candidate: from now on the key's columns are a fold */
+			if (src[k] == NULL)
+			{
+				KsRow	   *w = &batch->rows[win[k]];
+
+				src[k] = palloc(sizeof(int) * Max(t->ncolumns, 1));
+				for (int c = 0; c < t->ncolumns; c++)
+					src[k][c] = w->present[c] ? win[k] : -1;
+			}
+			for (int c = 0; c < t->ncolumns; c++)
+				if (r->present[c] && !(t->columns[c].is_key && src[k][c] >= 0))
+					src[k][c] = i;
+			win[k] = i;
+		}
 	}
 	*ndeletes = 0;
 	for (int k = 0; k < nkeys; k++)
@@ -437,6 +552,7 @@ reduce(KsBatch *batch, KeyHash *kh, int *winners, int *deletes, int *ndeletes)
 		if (win[k] >= 0)
 		{
 			batch->rows[win[k]].winner = true;
+			batch->rows[win[k]].fold_src = src[k];
 			winners[nwin++] = win[k];
 		}
 		if (del[k] >= 0)
@@ -446,6 +562,7 @@ reduce(KsBatch *batch, KeyHash *kh, int *winners, int *deletes, int *ndeletes)
 	pfree(win);
 	pfree(del);
 	pfree(first);
+	pfree(src);
 	return nwin;
 }
 
@@ -1504,7 +1621,13 @@ try_bronze(KsBatch *batch, const char *sql, Oid *argtypes, Datum *values)
  * (offsets reset backwards, a second pipeline on the same table) is kept
  * as it is.  The common case, no such message, is a plain insert: INSERT
  * ... ON CONFLICT DO NOTHING costs a speculative insertion per row, so it
- * only runs when the plain one hit a unique violation.
+ * only runs when the plain one hit a unique violation.  Only a message
+ * already landed may be skipped: the arbiter is the unique index on
+ * (topic, partition, "offset"), so a conflict on any other unique index
+ * of the table fails the batch (nothing is checkpointed) instead of
+ * dropping the message.  A bronze table without such an index has no way
+ * to tell a message landed before: its unique violations all fail the
+ * batch ("there is no unique or exclusion constraint matching").
  */
 static void
 write_bronze(KsBatch *batch)
@@ -1526,7 +1649,7 @@ write_bronze(KsBatch *batch)
 	PG_TRY();
 	{
 		if (!try_bronze(batch, sql, argtypes, values) &&
-			SPI_execute_with_args(psprintf("%s ON CONFLICT DO NOTHING", sql),
+			SPI_execute_with_args(psprintf("%s ON CONFLICT (topic, partition, \"offset\") DO NOTHING", sql),
 								  1, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "kafka_sink: could not write to the bronze table");
 	}

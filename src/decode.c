@@ -22,6 +22,7 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
+#include "access/stratnum.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -96,6 +97,40 @@ column_index(KsTarget *t, const char *name)
 		if (strcmp(t->columns[i].name, name) == 0)
 			return i;
 	return -1;
+}
+
+/*
+ * A key column as the key index compares it: the index's collation and its
+ * operator class's equality and order.  The reduce hashes keys with the
+ * hash function of that equality, so the equality must be hashable.
+ */
+static void
+key_index_column(KsTarget *t, KsColumn *c, Oid coll, Oid opclass, const char *opcname,
+				 const char *amname)
+{
+	Oid			family = get_opclass_family(opclass);
+	Oid			intype = get_opclass_input_type(opclass);
+	RegProcedure lhs,
+				rhs;
+
+	c->key_collation = coll;
+	if (strcmp(amname, "btree") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the unique index \"%s\" on %s is not a btree index", t->key_index_name,
+						t->qualified_name),
+				 errhint("Key the pipeline on columns covered by a btree unique index.")));
+	c->key_eq_opr = get_opfamily_member(family, intype, intype, BTEqualStrategyNumber);
+	c->key_lt_opr = get_opfamily_member(family, intype, intype, BTLessStrategyNumber);
+	if (!OidIsValid(c->key_eq_opr) || !get_op_hash_functions(c->key_eq_opr, &lhs, &rhs) ||
+		lhs != rhs)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the equality of operator class \"%s\" of the unique index \"%s\" cannot be hashed",
+						opcname, t->key_index_name),
+				 errdetail("Key column \"%s\" is compared as the key index compares it, and kafka_sink reduces a batch by hashing its keys.",
+						   c->name),
+				 errhint("Key the pipeline on a unique index whose operator classes have hash support, such as the default ones.")));
 }
 
 /*
@@ -221,7 +256,19 @@ ks_target_open(KsPipeline *p)
 	}
 	build_mappings(t, p);
 
-	/* the unique index over exactly the key columns, to recognise its violations */
+	/*
+	 * The unique index over exactly the key columns: its violations are
+	 * recognised, and its operator classes and collations say when two keys
+	 * are one (the reduce and the MERGE compare keys as it does).
+	 */
+	for (int k = 0; k < t->nkeys; k++)
+	{
+		KsColumn   *c = &t->columns[t->key_index[k]];
+
+		c->key_collation = c->collation;
+		c->key_eq_opr = InvalidOid;
+		c->key_lt_opr = InvalidOid;
+	}
 	if (t->nkeys > 0)
 	{
 		Oid			argtypes[2] = {OIDOID, TEXTARRAYOID};
@@ -232,17 +279,57 @@ ks_target_open(KsPipeline *p)
 			names[k] = CStringGetTextDatum(t->columns[t->key_index[k]].name);
 		values[0] = ObjectIdGetDatum(p->target);
 		values[1] = PointerGetDatum(construct_array(names, t->nkeys, TEXTOID, -1, false, TYPALIGN_INT));
-		if (SPI_execute_with_args("SELECT c.relname FROM pg_catalog.pg_index i"
-								  " JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
+		if (SPI_execute_with_args("WITH x AS (SELECT i.indexrelid, i.indrelid, i.indkey, i.indcollation, i.indclass"
+								  " FROM pg_catalog.pg_index i"
 								  " WHERE i.indrelid = $1 AND i.indisunique AND i.indpred IS NULL"
 								  " AND i.indexprs IS NULL"
 								  " AND (SELECT array_agg(a.attname::text ORDER BY a.attname::text COLLATE \"C\")"
 								  "      FROM pg_catalog.pg_attribute a"
 								  "      WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey))"
 								  "     = (SELECT array_agg(x ORDER BY x COLLATE \"C\") FROM unnest($2::text[]) x)"
-								  " LIMIT 1",
-								  2, argtypes, values, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
-			t->key_index_name = pstrdup(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+								  " ORDER BY i.indisprimary DESC, i.indisvalid DESC, i.indexrelid LIMIT 1)"
+								  " SELECT c.relname::text, a.attname::text, u.coll, u.cls, oc.opcname::text, am.amname::text"
+								  " FROM x JOIN pg_catalog.pg_class c ON c.oid = x.indexrelid"
+								  " CROSS JOIN LATERAL unnest(x.indkey::pg_catalog.int2[], x.indcollation::pg_catalog.oid[],"
+								  "                           x.indclass::pg_catalog.oid[]) AS u(attnum, coll, cls)"
+								  " JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = u.attnum"
+								  " JOIN pg_catalog.pg_opclass oc ON oc.oid = u.cls"
+								  " JOIN pg_catalog.pg_am am ON am.oid = oc.opcmethod",
+								  2, argtypes, values, NULL, true, 0) == SPI_OK_SELECT && SPI_processed > 0)
+		{
+			SPITupleTable *tt = SPI_tuptable;
+
+			t->key_index_name = pstrdup(SPI_getvalue(tt->vals[0], tt->tupdesc, 1));
+			for (uint64 r = 0; r < SPI_processed; r++)
+			{
+				char	   *att = SPI_getvalue(tt->vals[r], tt->tupdesc, 2);
+				bool		isnull;
+				Oid			coll = DatumGetObjectId(SPI_getbinval(tt->vals[r], tt->tupdesc, 3, &isnull));
+				Oid			cls = DatumGetObjectId(SPI_getbinval(tt->vals[r], tt->tupdesc, 4, &isnull));
+				int			idx = column_index(t, att);
+
+				if (idx >= 0)
+					key_index_column(t, &t->columns[idx], coll, cls,
+									 SPI_getvalue(tt->vals[r], tt->tupdesc, 5),
+									 SPI_getvalue(tt->vals[r], tt->tupdesc, 6));
+			}
+		}
+	}
+
+	/*
+	 * Partial messages fold per key (apply.c, reduce()): with an order
+	 * column, an optional column carries the order value of the message
+	 * that supplied it, for the MERGE to tell whether that message applies.
+	 */
+	t->nprov = 0;
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		c->prov = -1;
+		if (p->mode == KS_MODE_MERGE && t->order_index >= 0 && !c->is_key &&
+			!c->is_order && !c->required && c->lineage == NULL)
+			c->prov = t->nprov++;
 	}
 	return t;
 }
@@ -279,15 +366,33 @@ build_walk(KsWalkPaths *walk, List *paths)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid JSON path \"%s\"", (char *) lfirst(lc)),
-					 errhint("A path names nested fields with dots, such as \"payload.amount\".")));
+					 errhint("A path names nested fields with dots, such as \"payload.amount\"; \\. is a dot within a field name.")));
 		i++;
 	}
+}
+
+/* A field name as a path of one segment: dots and backslashes escaped. */
+static char *
+escaped_field(const char *name)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	for (const char *p = name; *p; p++)
+	{
+		if (*p == '.' || *p == '\\')
+			appendStringInfoChar(&b, '\\');
+		appendStringInfoChar(&b, *p);
+	}
+	return b.data;
 }
 
 /*
  * The slots to capture and, for the default mapping and each schema
  * version, the slot of every column.  A column not named in a mapping is
- * read from the field of its own name.
+ * read from the top-level field of its own name; a name with dots, when
+ * that field is absent, from the nested path its dots spell (as before
+ * paths had an escape), through t->alt.
  */
 static void
 build_mappings(KsTarget *t, KsPipeline *p)
@@ -315,9 +420,21 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		t->map[c] = slot_for(&paths, m->path);
 		t->scale[c] = m->scale;
 	}
+	t->alt = palloc(sizeof(int) * Max(t->ncolumns, 1));
 	for (int i = 0; i < t->ncolumns; i++)
-		if (t->map[i] == -2)
-			t->map[i] = slot_for(&paths, t->columns[i].name);
+	{
+		t->alt[i] = -1;
+		if (t->map[i] != -2)
+			continue;
+		t->map[i] = slot_for(&paths, escaped_field(t->columns[i].name));
+		if (strchr(t->columns[i].name, '.') != NULL)
+		{
+			KsPath		nested;
+
+			if (ks_path_parse(t->columns[i].name, &nested))
+				t->alt[i] = slot_for(&paths, t->columns[i].name);
+		}
+	}
 
 	t->nversions = list_length(p->versions);
 	t->version_names = palloc(sizeof(char *) * Max(t->nversions, 1));
@@ -361,7 +478,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		List	   *kpaths = NIL;
 
 		for (int k = 0; k < t->nkeys; k++)
-			(void) slot_for(&kpaths, t->columns[t->key_index[k]].name);
+			(void) slot_for(&kpaths, escaped_field(t->columns[t->key_index[k]].name));
 		build_walk(&t->key_walk, kpaths);
 	}
 }
@@ -568,7 +685,10 @@ decode_one(KsTarget *t, KsPipeline *p, KsRow *row)
 	{
 		if ((p->key_format != KS_KEY_NONE && t->columns[i].is_key) || t->columns[i].lineage)
 			continue;
-		convert_value(t, row, i, &slots[map[i]], scale[i]);
+		if (t->alt[i] >= 0 && map[i] == t->map[i] && slots[map[i]].kind == KS_SLOT_ABSENT)
+			convert_value(t, row, i, &slots[t->alt[i]], scale[i]);
+		else
+			convert_value(t, row, i, &slots[map[i]], scale[i]);
 	}
 	if (row->reason != KS_OK)
 		return;
@@ -680,4 +800,20 @@ ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
 		ks_catalog_writes_restore(catalog_writes);
 	}
 	PG_END_TRY();
+}
+
+/*
+ * kafka_sink._json_path_valid(path): whether path is a valid mapping path,
+ * by the parser decoding uses, so that the validator and the decoder
+ * agree.  NULL for NULL.
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_json_path_valid);
+Datum
+kafka_sink_json_path_valid(PG_FUNCTION_ARGS)
+{
+	KsPath		path;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	PG_RETURN_BOOL(ks_path_parse(text_to_cstring(PG_GETARG_TEXT_PP(0)), &path));
 }

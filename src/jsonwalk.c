@@ -840,32 +840,52 @@ ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
 	return ks_json_walk_slow(paths, data, len, out, detail);
 }
 
-/* Splits "a.b.c" into a path; returns false for an empty segment. */
+/*
+ * Splits "a.b.c" into a path; returns false for an empty segment.  A
+ * backslash takes the next character literally, so a\.b is the one
+ * top-level field "a.b" and a\\b the field "a\b"; a trailing lone
+ * backslash is invalid.  The SQL validator calls this same parser
+ * (kafka_sink._json_path_valid()).
+ */
 bool
 ks_path_parse(const char *text, KsPath *path)
 {
-	char	   *copy = pstrdup(text);
+	size_t		len = strlen(text);
+	char	   *buf = palloc(len + 1);
+	char	   *out = buf;
 	int			n = 1;
-	char	   *p;
 
-	for (p = copy; *p; p++)
-		if (*p == '.')
+	for (const char *p = text; *p; p++)
+	{
+		if (*p == '\\' && p[1] != '\0')
+			p++;
+		else if (*p == '.')
 			n++;
+	}
 	path->segs = palloc(sizeof(char *) * n);
 	path->nsegs = 0;
-	p = copy;
-	for (;;)
+	path->segs[path->nsegs] = out;
+	for (const char *p = text;; p++)
 	{
-		char	   *dot = strchr(p, '.');
-
-		if (dot)
-			*dot = '\0';
-		if (*p == '\0')
-			return false;
-		path->segs[path->nsegs++] = p;
-		if (!dot)
-			break;
-		p = dot + 1;
+		if (*p == '\\')
+		{
+			if (p[1] == '\0')
+				return false;
+			*out++ = *++p;
+			continue;
+		}
+		if (*p == '.' || *p == '\0')
+		{
+			if (out == path->segs[path->nsegs])
+				return false;	/* an empty segment */
+			*out++ = '\0';
+			path->nsegs++;
+			if (*p == '\0')
+				break;
+			path->segs[path->nsegs] = out;
+			continue;
+		}
+		*out++ = *p;
 	}
 	return path->nsegs <= KS_MAX_DEPTH;
 }

@@ -331,6 +331,12 @@ typedef struct KsColumn
 	bool		is_json;		/* json/jsonb: take the raw JSON text */
 	bool		is_numeric;
 	const char *lineage;		/* for _kafka_* columns: the source expression */
+	int			prov;			/* merge with an order column, optional column:
+								 * index of its supplier-order column, else -1 */
+	/* key columns: how the key index compares them (its opclass, collation) */
+	Oid			key_collation;
+	Oid			key_eq_opr;
+	Oid			key_lt_opr;
 } KsColumn;
 
 typedef struct KsTarget
@@ -343,12 +349,15 @@ typedef struct KsTarget
 	int		   *key_index;		/* into columns */
 	int			order_index;	/* -1 when none */
 	char	   *key_index_name;	/* the unique index over the key columns */
+	int			nprov;			/* supplier-order columns of the batch rows */
 	Oid			rowtype;
 	int			natts_all;
 	char	   *row_sql;		/* ROW(...) of the row type, for function mode */
 	/* decoding: JSON paths captured in one pass, and which column takes which */
 	KsWalkPaths walk;
 	int		   *map;			/* default mapping: column -> slot, or -1 */
+	int		   *alt;			/* default-mapped name with dots: its nested
+								 * path's slot when the field is absent, or -1 */
 	int		   *scale;
 	int			nversions;
 	char	  **version_names;
@@ -388,11 +397,15 @@ typedef struct KsRow
 	uint32		hash;
 	int			next_candidate; /* reduce bookkeeping */
 	bool		winner;
+	int		   *fold_src;		/* a winner folding several messages: per
+								 * column, the row supplying it (-1 absent);
+								 * NULL: the row alone */
 } KsRow;
 
 extern KsTarget *ks_target_open(KsPipeline *p);
 extern const char *ks_reason_name(KsReason r);
 extern void ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows);
+extern PGDLLEXPORT Datum kafka_sink_json_path_valid(PG_FUNCTION_ARGS);
 
 /* ---- apply.c ---- */
 typedef struct KsBatchStats
