@@ -47,7 +47,7 @@ SELECT s.name, s.state, coalesce(s.workers, 0),
                        FROM kafka_sink.progress g WHERE g.pipeline = s.name) l ON true
 $$;
 COMMENT ON FUNCTION kafka_sink.metrics_pipelines() IS
-'Per pipeline numbers of kafka_sink.status for monitoring (every pipeline, no text but the name and state); EXECUTE is granted to pg_monitor. lag_messages is the sum of kafka_sink.progress.lag_messages, NULL while no worker has seen the watermarks; batches is last_batch_id, a counter that survives the pruning of kafka_sink.batches.';
+'Per pipeline numbers of kafka_sink.status for monitoring (every pipeline, no text but the name and state); EXECUTE is granted to pg_monitor. lag_messages is the sum of kafka_sink.progress.lag_messages (which reads 0 while no worker has seen the watermarks; lag_bytes is NULL then); batches is last_batch_id, a counter that survives the pruning of kafka_sink.batches.';
 
 CREATE FUNCTION kafka_sink.metrics_partitions()
 RETURNS TABLE (pipeline text, topic text, partition integer,
@@ -61,7 +61,7 @@ SELECT g.pipeline, g.topic, g.partition, g.committed_offset, g.log_start_offset,
   FROM kafka_sink.progress g
 $$;
 COMMENT ON FUNCTION kafka_sink.metrics_partitions() IS
-'Per partition numbers of kafka_sink.progress for monitoring (every pipeline); EXECUTE is granted to pg_monitor. Watermarks and lag are NULL while no worker has seen them.';
+'Per partition numbers of kafka_sink.progress for monitoring (every pipeline); EXECUTE is granted to pg_monitor. Watermarks, lag_bytes and the rate are NULL while no worker has seen the watermarks (lag_messages then reads 0, as in the view).';
 
 CREATE FUNCTION kafka_sink.metrics_quarantine()
 RETURNS TABLE (pipeline text, reason text, messages bigint, pending bigint)
