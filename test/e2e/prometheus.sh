@@ -128,8 +128,15 @@ scrape() {
     return 1
 }
 scrape "$WORK/scrape1.txt" || true
-# the views' answers, read right after the scrape
-sql -c "SELECT now()" >/dev/null
+# the time-dependent answers of the views (rates over the last 60 s, ages),
+# read right after the scrape
+declare -A TIMELY
+for p in "$A" "$B"; do
+    TIMELY[$p]="$(sql -F ' ' -c "SELECT coalesce(input_rows_per_second, 0), coalesce(processed_rows_per_second, 0),
+                                        coalesce(extract(epoch FROM clock_timestamp() - last_commit_at), 'NaN')
+                                   FROM kafka_sink.status WHERE name = '$p'")"
+done
+OUTBOX_ROW="$(sql -F ' ' -c "SELECT pending, coalesce(extract(epoch FROM oldest_pending_age), 0), (relay_pid IS NOT NULL)::int FROM kafka_sink.outbox_status")"
 
 # metric lines as name|label=value,...|value with the labels sorted, the
 # exporter's server label left out and numbers in one notation; "key" picks
@@ -201,10 +208,7 @@ close_to() {  # NAME PIPELINE SQL_VALUE TOLERANCE: t when the scraped value is w
     python3 -c "import sys; g, w, t = sys.argv[1:]; print('t' if g and abs(float(g) - float(w)) <= float(t) else 'f ' + g + ' vs ' + w)" "$got" "$3" "$4"
 }
 for p in "$A" "$B"; do
-    row="$(sql -F ' ' -c "SELECT coalesce(input_rows_per_second, 0), coalesce(processed_rows_per_second, 0),
-                                 coalesce(extract(epoch FROM clock_timestamp() - last_commit_at), 'NaN')
-                            FROM kafka_sink.status WHERE name = '$p'")"
-    read -r inrate prate since <<< "$row"
+    read -r inrate prate since <<< "${TIMELY[$p]}"
     check "$p: input_rows_per_second as in status (within 25%)" t \
           "$(close_to kafka_sink_pipeline_input_rows_per_second "$p" "$inrate" "$(python3 -c "print(max(0.25 * $inrate, 0.2))")")"
     check "$p: processed_rows_per_second as in status" t \
@@ -252,8 +256,7 @@ check "errors: B has a permanent one" t \
       "$(metrics "$S1" kafka_sink_errors_recorded | grep -q "kind=permanent,pipeline=$B|[1-9]" && echo t || echo f)"
 
 # outbox
-row="$(sql -F ' ' -c "SELECT pending, coalesce(extract(epoch FROM oldest_pending_age), 0), (relay_pid IS NOT NULL)::int FROM kafka_sink.outbox_status")"
-read -r opend oage orelay <<< "$row"
+read -r opend oage orelay <<< "$OUTBOX_ROW"
 check "outbox: pending and relay as in outbox_status" "$opend|$orelay" \
       "$(metrics "$S1" kafka_sink_outbox_pending | cut -d'|' -f3)|$(metrics "$S1" kafka_sink_outbox_relay_running | cut -d'|' -f3)"
 check "outbox: oldest pending age as in outbox_status (within 10 s)" t \
@@ -279,4 +282,5 @@ cleanup
 EXP_PID=""
 as_role ks_e2e -c "SELECT kafka_sink.drop_pipeline('$A')" >/dev/null
 as_role "$OWNER_B" -c "SELECT kafka_sink.drop_pipeline('$B')" >/dev/null
+sql -c "DELETE FROM kafka_sink.outbox WHERE topic = 'e2e_prom_out_$SFX'" >/dev/null
 finish
