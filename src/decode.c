@@ -226,8 +226,8 @@ ks_target_open(KsPipeline *p)
 		Datum		values[2];
 		Datum	   *names = palloc(sizeof(Datum) * t->nkeys);
 
-		for (int k = 0; k < t->nkeys; k++)
-			names[k] = CStringGetTextDatum(t->columns[t->key_index[k]].name);
+		for (int i = 0; i < t->nkeys; i++)
+			names[i] = CStringGetTextDatum(t->columns[t->key_index[i]].name);
 		values[0] = ObjectIdGetDatum(p->target);
 		values[1] = PointerGetDatum(construct_array(names, t->nkeys, TEXTOID, -1, false, TYPALIGN_INT));
 		if (SPI_execute_with_args("SELECT c.relname FROM pg_catalog.pg_index i"

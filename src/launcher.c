@@ -377,7 +377,7 @@ ks_launcher_main(Datum arg)
 		MemoryContextSwitchTo(old);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 ks_launcher_naptime_ms, PG_WAIT_EXTENSION);
+						 ks_launcher_naptime_ms, ks_wait_event(KS_WAIT_LAUNCHER_NAP));
 		ResetLatch(MyLatch);
 	}
 }
