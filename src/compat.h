@@ -46,6 +46,7 @@
  */
 #if PG_VERSION_NUM >= 160000
 #define KS_HAVE_SOFT_INPUT_ERRORS 1
+#include "nodes/miscnodes.h"
 #endif
 
 /*
