@@ -166,6 +166,8 @@ start_worker(Wanted *w, int index)
 	BackgroundWorker bgw;
 	KsWorkerArgs a;
 	int			slot = -1;
+	bool		registered;
+	MemoryContext old_cxt;
 	Backoff    *b = get_backoff(w->pipeline_id, index);
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -230,7 +232,15 @@ start_worker(Wanted *w, int index)
 	if (handles[slot])
 		pfree(handles[slot]);
 	handles[slot] = NULL;
-	if (!RegisterDynamicBackgroundWorker(&bgw, &handles[slot]))
+	/*
+	 * The handle outlives this round: allocate it in TopMemoryContext, not
+	 * in the loop's context, which is reset before the next round reads
+	 * (and frees) it.  PostgreSQL 18 crashed on the dangling handle.
+	 */
+	old_cxt = MemoryContextSwitchTo(TopMemoryContext);
+	registered = RegisterDynamicBackgroundWorker(&bgw, &handles[slot]);
+	MemoryContextSwitchTo(old_cxt);
+	if (!registered)
 	{
 		LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 		ks_shared->slots[slot].in_use = false;

@@ -64,7 +64,6 @@ SUITE_TIMEOUT="${KS_SUITE_TIMEOUT:-900}"
 
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || read -r -a parts <<< "${KS_TESTS:-regress tap e2e chaos fuzz}"
-want() { local p; for p in "${parts[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 for p in "${parts[@]}" "${matrix_parts[@]}"; do
     case "$p" in regress|tap|e2e|chaos|fuzz) ;; *) echo "unknown part '$p' (regress, tap, e2e, chaos, fuzz)" >&2; exit 2 ;; esac
 done
