@@ -51,7 +51,7 @@ demo:
 
 # PGXS does not track header dependencies unless PostgreSQL was configured
 # with --enable-depend; every object depends on the shared header.
-$(OBJS): src/kafka_sink.h src/jsonwalk.h src/kafka_options.h
+$(OBJS): src/kafka_sink.h src/compat.h src/jsonwalk.h src/kafka_options.h
 
 # libFuzzer target for src/jsonwalk.c: builds with clang and fuzzes for
 # FUZZ_SECONDS (default 60); see test/fuzz/run.sh

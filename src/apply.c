@@ -1554,11 +1554,7 @@ bronze_fast_path(KsBatch *batch)
 			List	   *recheck;
 
 			econtext->ecxt_scantuple = slots[i];
-#if PG_VERSION_NUM >= 160000
-			recheck = ExecInsertIndexTuples(rri, slots[i], estate, false, false, NULL, NIL, false);
-#else
-			recheck = ExecInsertIndexTuples(rri, slots[i], estate, false, false, NULL, NIL);
-#endif
+			recheck = KS_EXEC_INSERT_INDEX_TUPLES(rri, slots[i], estate);
 			/* no deferrable or exclusion index, so nothing to recheck */
 			Assert(recheck == NIL);
 			list_free(recheck);

@@ -275,8 +275,8 @@ ks_target_open(KsPipeline *p)
 		Datum		values[2];
 		Datum	   *names = palloc(sizeof(Datum) * t->nkeys);
 
-		for (int k = 0; k < t->nkeys; k++)
-			names[k] = CStringGetTextDatum(t->columns[t->key_index[k]].name);
+		for (int i = 0; i < t->nkeys; i++)
+			names[i] = CStringGetTextDatum(t->columns[t->key_index[i]].name);
 		values[0] = ObjectIdGetDatum(p->target);
 		values[1] = PointerGetDatum(construct_array(names, t->nkeys, TEXTOID, -1, false, TYPALIGN_INT));
 		if (SPI_execute_with_args("WITH x AS (SELECT i.indexrelid, i.indrelid, i.indkey, i.indcollation, i.indclass"
@@ -486,6 +486,15 @@ build_mappings(KsTarget *t, KsPipeline *p)
 /* Which column is being converted, for the error detail; see decode_one. */
 static volatile int converting_column = -1;
 
+static bool is_row_data_error(int sqlerrcode);
+
+/* the detail of a value its type's input function rejects (both paths) */
+static char *
+invalid_value_detail(KsColumn *col, const char *message)
+{
+	return psprintf("field \"%s\" is not a valid %s: %s", col->name, col->type_sql, message);
+}
+
 static bool
 is_text_like(Oid typid)
 {
@@ -546,7 +555,34 @@ convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
 		n = DirectFunctionCall2(numeric_div, n, div);
 		text = DatumGetCString(DirectFunctionCall1(numeric_out, n));
 	}
+#ifdef KS_HAVE_SOFT_INPUT_ERRORS
+	{
+		/*
+		 * 16+: the input functions that support it report bad input here,
+		 * and the row is quarantined without rolling back the batch's
+		 * subtransaction; those that do not (a user-defined type, a domain
+		 * whose check throws) still throw, and ks_decode_batch() catches
+		 * that as before.
+		 */
+		ErrorSaveContext escontext = {.type = T_ErrorSaveContext, .details_wanted = true};
+
+		if (!InputFunctionCallSafe(&col->infunc, text, col->ioparam, col->typmod,
+								   (Node *) &escontext, &row->values[c]))
+		{
+			ErrorData  *edata = escontext.error_data;
+
+			converting_column = -1;
+			if (!is_row_data_error(edata->sqlerrcode))
+				ThrowErrorData(edata);
+			row->reason = KS_INVALID_VALUE;
+			row->detail = invalid_value_detail(col, edata->message);
+			FreeErrorData(edata);
+			return;
+		}
+	}
+#else
 	row->values[c] = InputFunctionCall(&col->infunc, text, col->ioparam, col->typmod);
+#endif
 	row->nulls[c] = false;
 	row->present[c] = true;
 	converting_column = -1;
@@ -772,9 +808,7 @@ decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
 			ReThrowError(edata);
 		rows[call.cur].reason = KS_INVALID_VALUE;
 		if (col >= 0)
-			rows[call.cur].detail = psprintf("field \"%s\" is not a valid %s: %s",
-											 t->columns[col].name, t->columns[col].type_sql,
-											 edata->message);
+			rows[call.cur].detail = invalid_value_detail(&t->columns[col], edata->message);
 		else
 			rows[call.cur].detail = pstrdup(edata->message);
 		FreeErrorData(edata);

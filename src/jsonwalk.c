@@ -62,7 +62,7 @@ typedef struct Capture
 {
 	int			slot;
 	int			level;
-	char	   *start;
+	const char *start;
 } Capture;
 
 typedef struct WalkState

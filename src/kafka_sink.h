@@ -24,13 +24,7 @@
 #define KS_EXTENSION_NAME "kafka_sink"
 
 /* API differences across the supported PostgreSQL versions (15 to 18) */
-#if PG_VERSION_NUM >= 170000
-#define KS_MY_PROCNO() GetNumberFromPGProc(MyProc)
-#define KS_IDENTITY_SEQUENCE(rel, attnum) getIdentitySequence((rel), (attnum), true)
-#else
-#define KS_MY_PROCNO() (MyProc->pgprocno)
-#define KS_IDENTITY_SEQUENCE(rel, attnum) getIdentitySequence(RelationGetRelid(rel), (attnum), true)
-#endif
+#include "compat.h"
 #define KS_SCHEMA "kafka_sink"
 
 /* ---- guc.c ---- */

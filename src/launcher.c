@@ -201,6 +201,8 @@ start_worker(Wanted *w, int index)
 	BackgroundWorker bgw;
 	KsWorkerArgs a;
 	int			slot = -1;
+	bool		registered;
+	MemoryContext old_cxt;
 	Backoff    *b = get_backoff(w->pipeline_id, index);
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -265,7 +267,15 @@ start_worker(Wanted *w, int index)
 	if (handles[slot])
 		pfree(handles[slot]);
 	handles[slot] = NULL;
-	if (!RegisterDynamicBackgroundWorker(&bgw, &handles[slot]))
+	/*
+	 * The handle outlives this round: allocate it in TopMemoryContext, not
+	 * in the loop's context, which is reset before the next round reads
+	 * (and frees) it.  PostgreSQL 18 crashed on the dangling handle.
+	 */
+	old_cxt = MemoryContextSwitchTo(TopMemoryContext);
+	registered = RegisterDynamicBackgroundWorker(&bgw, &handles[slot]);
+	MemoryContextSwitchTo(old_cxt);
+	if (!registered)
 	{
 		LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 		ks_shared->slots[slot].in_use = false;
@@ -412,7 +422,7 @@ ks_launcher_main(Datum arg)
 		MemoryContextSwitchTo(old);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 ks_launcher_naptime_ms, PG_WAIT_EXTENSION);
+						 ks_launcher_naptime_ms, ks_wait_event(KS_WAIT_LAUNCHER_NAP));
 		ResetLatch(MyLatch);
 	}
 }

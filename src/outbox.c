@@ -199,7 +199,7 @@ prune(void)
 static void
 relay_wait(long ms)
 {
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, ks_wait_event(KS_WAIT_RELAY_NAP));
 	ResetLatch(MyLatch);
 	QueryCancelPending = false; /* nothing to cancel between deliveries */
 	CHECK_FOR_INTERRUPTS();

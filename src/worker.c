@@ -487,7 +487,8 @@ wait_for_kafka(long timeout_ms)
 	pgstat_report_activity(STATE_IDLE, NULL);
 	rc = WaitLatchOrSocket(MyLatch,
 						   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						   ks_consumer_fd(consumer), timeout_ms, PG_WAIT_EXTENSION);
+						   ks_consumer_fd(consumer), timeout_ms,
+						   ks_wait_event(KS_WAIT_MESSAGES));
 	if (rc & WL_LATCH_SET)
 		ResetLatch(MyLatch);
 	if (rc & WL_SOCKET_READABLE)

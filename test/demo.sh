@@ -22,7 +22,9 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 export KS_RUN="${KS_RUN:-$REPO/.run-demo}"
 H="$REPO/test/harness.sh"
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+# Debian's PostgreSQL 15 unless PG_CONFIG names another one (its bindir
+# runs the demo cluster; start from a fresh run dir when switching majors)
+PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
 TOPIC=orders.v1
 PIPELINE=orders_demo
 
@@ -43,6 +45,7 @@ step "1. packages, build, install"
 "$H" deps
 make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG"
 make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
+export KS_PGBIN="$("$PG_CONFIG" --bindir)"
 
 step "2. Apache Kafka broker and PostgreSQL cluster ($KS_RUN)"
 if [ $fresh = 1 ] && [ -e "$KS_RUN/.ks_run" ]; then "$H" clean; fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/harness.sh — throwaway Apache Kafka broker and PostgreSQL 15 cluster
+# test/harness.sh — throwaway Apache Kafka broker and PostgreSQL cluster
 # for kafka_sink's end-to-end tests, its demo and interactive development.
 #
 # Everything lives in one run dir, ${KS_RUN:-<repo>/.run}: data, logs
@@ -16,6 +16,7 @@
 #   test/harness.sh topic-start-offsets NAME  # partition<TAB>log_start_offset
 #   test/harness.sh delete-records TOPIC PARTITION OFFSET
 #   test/harness.sh pg-start | pg-stop | pg-kill | env | status | stop-all | clean
+#   test/harness.sh pg-wipe                  # stop the cluster, delete its data
 #   test/harness.sh free-port [AVOID...]     # a free loopback port, not one of AVOID
 #
 # Environment knobs (all optional):
@@ -26,6 +27,9 @@
 #   KS_PRELOAD        shared_preload_libraries (default kafka_sink; '' = none)
 #   KS_PG_CONF        extra postgresql.conf lines, rewritten on every start
 #   KS_PGUSER_OS      OS user that owns the cluster when run as root (kstest)
+#   KS_PGBIN          the PostgreSQL: initdb/pg_ctl/postgres/psql from this
+#                     bindir (default Debian's 15; test/run_tests.sh sets it
+#                     from PG_CONFIG; after switching majors, pg-wipe first)
 #   KS_KAFKA_HOME     where the classpath file and the tools' AppCDS archive
 #                     live (~/.cache/kafka_sink/kafka-<version>; jars in ~/.m2)
 #   KS_KAFKA_START_TIMEOUT  seconds to wait for the broker (60)
@@ -654,6 +658,18 @@ cmd_stop_all() {
     return $rc
 }
 
+# pg-wipe: stop the cluster and delete its data dir (the broker keeps
+# running): the next pg-start initdbs anew, with the KS_PGBIN of that call;
+# test/run_tests.sh does this between PostgreSQL major versions.
+cmd_pg_wipe() {
+    pg_paths
+    cmd_pg_stop || cmd_pg_kill || true
+    if [ -d "$PGDATA_DIR" ]; then
+        rm -rf "$PGDATA_DIR"
+        log "pg-wipe: deleted $PGDATA_DIR"
+    fi
+}
+
 # clean: stop everything, then delete the run dir (and the cluster's dir
 # when it had to live outside it): the next start formats and initdbs anew.
 cmd_clean() {
@@ -698,6 +714,7 @@ main() {
         status)               cmd_status "$@" ;;
         stop-all)             cmd_stop_all "$@" ;;
         clean)                cmd_clean "$@" ;;
+        pg-wipe)              cmd_pg_wipe "$@" ;;
         free-port)            free_port "$@" ;;
         -h|--help|help)       usage 0 ;;
         *)                    echo "unknown subcommand: $sub" >&2; usage 1 ;;

@@ -7,8 +7,8 @@
 #   KS_SCRIPTS="kafka_semantics" test/run_tests.sh e2e   (only these scripts)
 #
 # Installs the OS packages, builds and installs the extension, fetches and
-# starts an Apache Kafka broker and a throwaway PostgreSQL 15 cluster
-# (test/harness.sh), then runs the suites:
+# starts an Apache Kafka broker and a throwaway PostgreSQL cluster
+# (test/harness.sh; PostgreSQL 15 unless told otherwise), then runs the suites:
 #   regress  make installcheck (pg_regress: sql/ + expected/)
 #   tap      pg_prove over test/t/*.sql, one suite per file
 #   e2e      every executable test/e2e/*.sh, one suite per script
@@ -19,9 +19,25 @@
 # The broker and the cluster are always stopped at the end, also on failure
 # or Ctrl-C.  The last line is "N passed, N failed" counting suites.
 #
-# Env: PG_CONFIG (default /usr/lib/postgresql/15/bin/pg_config),
-# KS_PRIVATE_PG=1 installs into a private copy of that PostgreSQL under the
-# repo (.pginst) instead of into it (several clones can test at once),
+# Every suite's time is printed with its result and again in a table at
+# the end.
+#
+# The PostgreSQL (15, 16, 17, 18; see test/tools/pg_binaries.sh):
+#   PG_CONFIG=/path/to/pg_config   any PostgreSQL (default Debian's 15), or
+#   KS_PG_MAJOR=17                 one that test/tools/pg_binaries.sh fetches
+#   KS_PG_MATRIX="16 17 18"        after the suites above, for each of these
+#                                  majors in turn (same broker, a new cluster):
+#                                  build with -Werror, install, and run
+#                                  KS_MATRIX_TESTS (default "regress tap e2e
+#                                  chaos") limited to the scripts
+#                                  KS_MATRIX_SCRIPTS (default "exactly_once
+#                                  upgrade"), with CHAOS_* from
+#                                  KS_MATRIX_CHAOS_ENV (a smaller exactly_once;
+#                                  it still kills workers and the postmaster).
+#                                  Their suites are named "pgNN: ...".
+# Env: KS_PRIVATE_PG=1 installs into a private copy of Debian's PostgreSQL
+# under the repo (.pginst) instead of into it (several clones can test at
+# once; the trees of pg_binaries.sh are private to the checkout already),
 # KS_RUN (default <repo>/.run), KS_KEEP_RUN=1 keeps the run dir's data
 # from a previous run (default: start from an empty broker and cluster),
 # KS_KEEP_RUNNING=1 leaves broker and cluster up after the run,
@@ -33,15 +49,26 @@ cd "$REPO" || exit 2
 export KS_RUN="${KS_RUN:-$REPO/.run}"
 H="$REPO/test/harness.sh"
 # the PostgreSQL to build and test against: PG_CONFIG=/path/to/pg_config
-# (default Debian's 15); test/harness.sh runs initdb/postgres from its bindir
+# (default Debian's 15) or KS_PG_MAJOR; test/harness.sh runs
+# initdb/postgres from its bindir
+PG_BINARIES="$REPO/test/tools/pg_binaries.sh"
+if [ -n "${KS_PG_MAJOR:-}" ]; then
+    PG_CONFIG="$(bash "$PG_BINARIES" "$KS_PG_MAJOR")" || { echo "no PostgreSQL $KS_PG_MAJOR" >&2; exit 2; }
+fi
 export PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
+read -r -a matrix <<< "${KS_PG_MATRIX:-}"
+read -r -a matrix_parts <<< "${KS_MATRIX_TESTS:-regress tap e2e chaos}"
+MATRIX_SCRIPTS="${KS_MATRIX_SCRIPTS:-exactly_once upgrade}"
+MATRIX_CHAOS_ENV="${KS_MATRIX_CHAOS_ENV:-CHAOS_MESSAGES=30000 CHAOS_KEYS=3000 CHAOS_CHUNKS=12 CHAOS_KILLS=10 CHAOS_EXTRA_KILLS=4}"
 SUITE_TIMEOUT="${KS_SUITE_TIMEOUT:-900}"
 
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || read -r -a parts <<< "${KS_TESTS:-regress tap e2e chaos fuzz}"
-want() { local p; for p in "${parts[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
-for p in "${parts[@]}"; do
+for p in "${parts[@]}" "${matrix_parts[@]}"; do
     case "$p" in regress|tap|e2e|chaos|fuzz) ;; *) echo "unknown part '$p' (regress, tap, e2e, chaos, fuzz)" >&2; exit 2 ;; esac
+done
+for m in "${matrix[@]}"; do
+    case "$m" in 15|16|17|18) ;; *) echo "unknown PostgreSQL major '$m' in KS_PG_MATRIX (15, 16, 17, 18)" >&2; exit 2 ;; esac
 done
 
 passed=0
@@ -65,9 +92,17 @@ run_limited() {
     return $rc
 }
 
+# suite names get the prefix of the PostgreSQL they run on ("pg17: tap: ...")
+# outside the first one; every result carries the suite's time, which
+# begin() started
+prefix=
+suite_t0=$SECONDS
+timings=()
 say() { printf '\n=== %s\n' "$*"; }
-pass() { passed=$((passed + 1)); echo "--- PASS: $1"; }
-fail() { failed=$((failed + 1)); failed_names+=("$1"); echo "--- FAIL: $1"; }
+begin() { suite_t0=$SECONDS; say "$prefix$*"; }
+took() { local d=$((SECONDS - suite_t0)); timings+=("$(printf '%5ds  %s %s' "$d" "$1" "$2")"); echo "--- $1: $2 (${d}s)"; }
+pass() { passed=$((passed + 1)); took PASS "$prefix$1"; }
+fail() { failed=$((failed + 1)); failed_names+=("$prefix$1"); took FAIL "$prefix$1"; }
 
 # shellcheck disable=SC2317  # reached through the traps
 finish() {
@@ -97,6 +132,11 @@ finish() {
         say "stopping broker and cluster"
         "$H" stop-all || true
     fi
+    if [ ${#timings[@]} -gt 0 ]; then
+        echo
+        echo "times:"
+        printf '  %s\n' "${timings[@]}"
+    fi
     if [ ${#failed_names[@]} -gt 0 ]; then
         echo
         echo "full logs: $KS_RUN/logs (kafka.log, postgresql.log)"
@@ -112,41 +152,80 @@ trap 'trap "" PIPE; failed_names+=("interrupted"); failed=$((failed + 1)); echo;
 # setup: any failure here aborts the run (counted as one failed suite)
 setup_step() {
     local name="$1"; shift
+    suite_t0=$SECONDS
     if ! "$@"; then
         fail "setup: $name"
         exit 1
     fi
+    local d=$((SECONDS - suite_t0))
+    timings+=("$(printf '%5ds  setup %s' "$d" "$prefix$name")")
 }
 
-say "deps"
-setup_step deps "$H" deps
-
-say "build and install"
-setup_step make make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" ${CI:+COPT=-Werror}
-if [ "${KS_PRIVATE_PG:-0}" = 1 ]; then
-    # a copy of the tree; PostgreSQL finds its lib and share dirs relative
-    # to its binaries, so the copy runs the kafka_sink installed into it
-    PGP="${KS_PRIVATE_PG_DIR:-$REPO/.pginst}"
-    sysbin="$("$PG_CONFIG" --bindir)"; sysshare="$("$PG_CONFIG" --sharedir)"
-    if [ ! -x "$PGP$sysbin/postgres" ]; then
-        mkdir -p "$PGP$(dirname "$(dirname "$sysbin")")" "$PGP$(dirname "$sysshare")"
-        cp -a "$(dirname "$sysbin")" "$PGP$(dirname "$(dirname "$sysbin")")/"
-        cp -a "$sysshare" "$PGP$(dirname "$sysshare")/"
-        # the headers too, so the copy can build extensions (upgrade test)
-        sysinc="$("$PG_CONFIG" --pkgincludedir)"
-        if [ ! -d "$PGP$sysinc" ]; then
-            mkdir -p "$PGP$sysinc" && cp -a "$sysinc/." "$PGP$sysinc/"
-        fi
-        chmod -R o+rX "$PGP"
+# build_install [MAKE ARGS...]: builds against $PG_CONFIG and installs into
+# it (or into a private copy, KS_PRIVATE_PG=1); exports KS_PGBIN.  Objects
+# built against another PostgreSQL are cleaned first (.ks_build_pg records
+# which one the objects are for).
+build_install() {
+    local stamp="$REPO/.ks_build_pg"
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$PG_CONFIG" ]; then
+        make -s clean >/dev/null 2>&1 || true
     fi
-    export KS_PGBIN="$PGP$sysbin"
-    setup_step "make install" make install PG_CONFIG="$PG_CONFIG" DESTDIR="$PGP"
-else
-    export KS_PGBIN="$("$PG_CONFIG" --bindir)"
-    setup_step "make install" make install PG_CONFIG="$PG_CONFIG"
+    echo "$PG_CONFIG" > "$stamp"
+    echo "PostgreSQL: $("$PG_CONFIG" --version) ($PG_CONFIG)"
+    setup_step make make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" "$@"
+    local bindir
+    bindir="$("$PG_CONFIG" --bindir)"
+    if [ "${KS_PRIVATE_PG:-0}" = 1 ] && [[ "$bindir" != "$REPO"/* ]]; then
+        # a copy of the tree; PostgreSQL finds its lib and share dirs relative
+        # to its binaries, so the copy runs the kafka_sink installed into it
+        PGP="${KS_PRIVATE_PG_DIR:-$REPO/.pginst}"
+        local sysbin="$bindir" sysshare
+        sysshare="$("$PG_CONFIG" --sharedir)"
+        if [ ! -x "$PGP$sysbin/postgres" ]; then
+            mkdir -p "$PGP$(dirname "$(dirname "$sysbin")")" "$PGP$(dirname "$sysshare")"
+            cp -a "$(dirname "$sysbin")" "$PGP$(dirname "$(dirname "$sysbin")")/"
+            cp -a "$sysshare" "$PGP$(dirname "$sysshare")/"
+            # the headers too, so the copy can build extensions (upgrade test)
+            local sysinc
+            sysinc="$("$PG_CONFIG" --pkgincludedir)"
+            if [ ! -d "$PGP$sysinc" ]; then
+                mkdir -p "$PGP$sysinc" && cp -a "$sysinc/." "$PGP$sysinc/"
+            fi
+            chmod -R o+rX "$PGP"
+        fi
+        export KS_PGBIN="$PGP$sysbin"
+        setup_step "make install" make install PG_CONFIG="$PG_CONFIG" DESTDIR="$PGP"
+    else
+        # Debian's tree (CI), or a tree of test/tools/pg_binaries.sh under
+        # the repo, which is this checkout's own
+        export KS_PGBIN="$bindir"
+        setup_step "make install" make install PG_CONFIG="$PG_CONFIG"
+    fi
+    # psql, pg_prove's psql and the scripts' client tools of the same version
+    export PATH="$KS_PGBIN:${PATH_BASE:=$PATH}"
+}
+
+# the cluster's env (PGPORT, KS_PGBIN, ...) for the suites
+load_env() {
+    set -a
+    # shellcheck disable=SC1091
+    . "$KS_RUN/env"
+    set +a
+}
+
+begin "deps"
+setup_step deps "$H" deps
+if [ ${#matrix[@]} -gt 0 ]; then
+    # fetched before anything starts, so a network failure shows at once
+    for m in "${matrix[@]}"; do
+        setup_step "pg_binaries $m" bash "$PG_BINARIES" "$m" >/dev/null
+    done
 fi
 
-say "broker and cluster ($KS_RUN)"
+begin "build and install"
+build_install ${CI:+COPT=-Werror}
+
+begin "broker and cluster ($KS_RUN)"
 setup_step kafka-fetch "$H" kafka-fetch
 if [ "${KS_KEEP_RUN:-0}" != 1 ] && [ -e "$KS_RUN/.ks_run" ]; then
     "$H" clean >/dev/null
@@ -154,53 +233,19 @@ fi
 started=1
 setup_step kafka-start "$H" kafka-start
 setup_step pg-start "$H" pg-start
-set -a
-# shellcheck disable=SC1091
-. "$KS_RUN/env"
-set +a
+load_env
 echo "KS_BOOTSTRAP=$KS_BOOTSTRAP PGHOST=$PGHOST PGPORT=$PGPORT PGUSER=$PGUSER PGDATABASE=$PGDATABASE"
-
-if want regress; then
-    say "regress: make installcheck"
-    rm -f regression.diffs regression.out
-    if run_limited make installcheck PG_CONFIG="$PG_CONFIG"; then
-        pass regress
-    else
-        if [ -f regression.diffs ]; then
-            say "regression.diffs"
-            head -n 400 regression.diffs
-        fi
-        fail regress
-    fi
-fi
-
-if want tap; then
-    if [ -n "${KS_TAP_FILES:-}" ]; then
-        read -r -a tap_files <<< "$KS_TAP_FILES"
-    else
-        tap_files=(test/t/*.sql)
-    fi
-    for f in "${tap_files[@]}"; do
-        [ -f "$f" ] || continue
-        say "tap: $f"
-        if run_limited pg_prove --verbose --failures -d "$PGDATABASE" "$f"; then
-            pass "tap: $f"
-        else
-            fail "tap: $f"
-        fi
-    done
-fi
 
 # run_scripts PART: every executable test/PART/*.sh, one suite each, with the
 # harness env exported; the broker and the cluster are started again after
-# each (a script may stop or kill them)
+# each (a script may stop or kill them).  KS_SCRIPTS="kafka_semantics
+# outbox": only these (by base name).
 run_scripts() {
     local part="$1" f
     for f in test/"$part"/*.sh; do
         [ -f "$f" ] && [ -x "$f" ] || continue
-        # KS_SCRIPTS="kafka_semantics outbox": only these (by base name)
         if [ -n "${KS_SCRIPTS:-}" ] && [[ " $KS_SCRIPTS " != *" $(basename "$f" .sh) "* ]]; then continue; fi
-        say "$part: $f"
+        begin "$part: $f"
         if run_limited "$f"; then
             pass "$part: $f"
         else
@@ -211,18 +256,78 @@ run_scripts() {
     done
 }
 
-want e2e && run_scripts e2e
-want chaos && run_scripts chaos
+# run_parts PART...: the suites, against the cluster that is up
+run_parts() {
+    local -a ps=("$@")
+    has() { local p; for p in "${ps[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
-# the decoder's fuzz target, for a bounded time (make fuzz runs it longer)
-if want fuzz; then
-    say "fuzz: test/fuzz/run.sh (${FUZZ_SECONDS:-30} s)"
-    if FUZZ_SECONDS="${FUZZ_SECONDS:-30}" run_limited bash test/fuzz/run.sh; then
-        pass "fuzz: test/fuzz/run.sh"
-    else
-        fail "fuzz: test/fuzz/run.sh"
+    if has regress; then
+        begin "regress: make installcheck"
+        rm -f regression.diffs regression.out
+        if run_limited make installcheck PG_CONFIG="$PG_CONFIG"; then
+            pass regress
+        else
+            if [ -f regression.diffs ]; then
+                say "regression.diffs"
+                head -n 400 regression.diffs
+            fi
+            fail regress
+        fi
     fi
-fi
+
+    if has tap; then
+        local -a tap_files
+        if [ -n "${KS_TAP_FILES:-}" ]; then
+            read -r -a tap_files <<< "$KS_TAP_FILES"
+        else
+            tap_files=(test/t/*.sql)
+        fi
+        local f
+        for f in "${tap_files[@]}"; do
+            [ -f "$f" ] || continue
+            begin "tap: $f"
+            if run_limited pg_prove --verbose --failures -d "$PGDATABASE" "$f"; then
+                pass "tap: $f"
+            else
+                fail "tap: $f"
+            fi
+        done
+    fi
+
+    has e2e && run_scripts e2e
+    has chaos && run_scripts chaos
+
+    # the decoder's fuzz target, for a bounded time (make fuzz runs it longer)
+    if has fuzz; then
+        begin "fuzz: test/fuzz/run.sh (${FUZZ_SECONDS:-30} s)"
+        if FUZZ_SECONDS="${FUZZ_SECONDS:-30}" run_limited bash test/fuzz/run.sh; then
+            pass "fuzz: test/fuzz/run.sh"
+        else
+            fail "fuzz: test/fuzz/run.sh"
+        fi
+    fi
+    return 0
+}
+
+run_parts "${parts[@]}"
+
+# the other PostgreSQL majors: same broker, a new cluster each
+for m in "${matrix[@]}"; do
+    prefix="pg$m: "
+    begin "PostgreSQL $m"
+    PG_CONFIG="$(bash "$PG_BINARIES" "$m")"
+    export PG_CONFIG
+    setup_step pg-wipe "$H" pg-wipe
+    # (a setup failure here ends the run, counted as one failed suite)
+    build_install COPT=-Werror
+    setup_step pg-start "$H" pg-start
+    load_env
+    # the matrix subset: its scripts only, a smaller exactly_once
+    export KS_SCRIPTS="${KS_SCRIPTS:-$MATRIX_SCRIPTS}"
+    # shellcheck disable=SC2086  # the knobs are words
+    export $MATRIX_CHAOS_ENV
+    run_parts "${matrix_parts[@]}"
+done
 
 [ $((passed + failed)) -gt 0 ] || echo "no suite ran"
 exit 0

@@ -1,0 +1,68 @@
+/*-------------------------------------------------------------------------
+ *
+ * compat.h
+ *		API differences across the supported PostgreSQL versions (15 to 18),
+ *		in one place (included by kafka_sink.h; see docs/design-notes.md,
+ *		"Version support").
+ *
+ * jsonwalk.c keeps its own guard for the JSON parser callbacks' return type
+ * (16+), as it is also built without the backend headers for test/fuzz.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KAFKA_SINK_COMPAT_H
+#define KAFKA_SINK_COMPAT_H
+
+/* 17 made PGPROC numbers a function of the PGPROC */
+#if PG_VERSION_NUM >= 170000
+#define KS_MY_PROCNO() GetNumberFromPGProc(MyProc)
+#else
+#define KS_MY_PROCNO() (MyProc->pgprocno)
+#endif
+
+/* 17: getIdentitySequence takes the Relation, not its OID */
+#if PG_VERSION_NUM >= 170000
+#define KS_IDENTITY_SEQUENCE(rel, attnum) getIdentitySequence((rel), (attnum), true)
+#else
+#define KS_IDENTITY_SEQUENCE(rel, attnum) getIdentitySequence(RelationGetRelid(rel), (attnum), true)
+#endif
+
+/*
+ * 16 added ExecInsertIndexTuples' onlySummarizing (true only for HOT updates
+ * that changed summarizing-index columns; never for an insert).
+ */
+#if PG_VERSION_NUM >= 160000
+#define KS_EXEC_INSERT_INDEX_TUPLES(rri, slot, estate) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL, false)
+#else
+#define KS_EXEC_INSERT_INDEX_TUPLES(rri, slot, estate) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
+#endif
+
+/*
+ * 16: input functions can report bad input as a soft error into an
+ * ErrorSaveContext (InputFunctionCallSafe) instead of throwing; decode.c
+ * uses that to quarantine a bad value without a subtransaction.
+ */
+#if PG_VERSION_NUM >= 160000
+#define KS_HAVE_SOFT_INPUT_ERRORS 1
+#include "nodes/miscnodes.h"
+#endif
+
+/*
+ * What the workers' waits report in pg_stat_activity.wait_event: 17 has
+ * named custom wait events (WaitEventExtensionNew), before that they all
+ * are "Extension".  ks_wait_event() (kafka_sink.c) registers each name once
+ * per process.
+ */
+typedef enum KsWaitEvent
+{
+	KS_WAIT_LAUNCHER_NAP,		/* KafkaSinkLauncherNap */
+	KS_WAIT_MESSAGES,			/* KafkaSinkWaitForMessages */
+	KS_WAIT_RELAY_NAP,			/* KafkaSinkRelayNap */
+	KS_WAIT_NUM
+} KsWaitEvent;
+
+extern uint32 ks_wait_event(KsWaitEvent which);
+
+#endif							/* KAFKA_SINK_COMPAT_H */
