@@ -26,8 +26,26 @@ REGRESS = create validation
 REGRESS_OPTS = --dbname=kafka_sink_regress
 
 PG_CONFIG ?= pg_config
-RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)
+# librdkafka from pkg-config: PKG_CONFIG_PATH=<prefix>/lib/pkgconfig selects
+# another than the system's (test/tools/librdkafka.sh builds 2.12.1 into
+# /var/cache/kafka_sink/librdkafka-2.12.1).  Outside the system library
+# directories the module gets an rpath to it, or the server would load the
+# system's librdkafka at run time (same soname, librdkafka.so.1) whatever it
+# was compiled against; RDKAFKA_RPATH=no leaves it out (e.g. for packagers).
+# (its headers as system headers: 2.12.1's rdkafka.h trips -Wextra)
+RDKAFKA_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags rdkafka))
 RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)
+RDKAFKA_LIBDIR := $(shell pkg-config --variable=libdir rdkafka)
+RDKAFKA_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+RDKAFKA_SYSTEM_LIBDIRS := /lib /lib64 /usr/lib /usr/lib64 \
+	$(if $(RDKAFKA_MULTIARCH),/lib/$(RDKAFKA_MULTIARCH) /usr/lib/$(RDKAFKA_MULTIARCH))
+ifneq ($(RDKAFKA_RPATH),no)
+ifneq ($(RDKAFKA_LIBDIR),)
+ifeq ($(filter $(patsubst %/,%,$(RDKAFKA_LIBDIR)),$(RDKAFKA_SYSTEM_LIBDIRS)),)
+RDKAFKA_LIBS += -Wl,-rpath,$(RDKAFKA_LIBDIR)
+endif
+endif
+endif
 
 PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS) -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CFLAGS = -Wall -Wextra
@@ -45,6 +63,13 @@ test:
 	bash test/run_tests.sh
 demo:
 	bash test/demo.sh
+
+# rebuild everything when another librdkafka is chosen (PKG_CONFIG_PATH):
+# the objects saw its headers, the module carries its rpath
+RDKAFKA_STAMP := .rdkafka-build
+$(shell echo '$(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)' | cmp -s - $(RDKAFKA_STAMP) 2>/dev/null || echo '$(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)' > $(RDKAFKA_STAMP))
+$(OBJS): $(RDKAFKA_STAMP)
+EXTRA_CLEAN = $(RDKAFKA_STAMP)
 
 # PGXS does not track header dependencies unless PostgreSQL was configured
 # with --enable-depend; every object depends on the shared header.

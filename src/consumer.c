@@ -872,3 +872,31 @@ ks_producer_send_all(KsProducer *p, KsOutMsg *msgs, int n, int timeout_ms)
 			rd_kafka_poll(p->rk, 10);
 	}
 }
+
+/* ---- the loaded librdkafka ---- */
+
+/*
+ * The version of the librdkafka this process loaded, which is not
+ * necessarily the one kafka_sink was compiled against: the dynamic linker
+ * picks the library (rpath, ld.so.conf), and a build against another
+ * librdkafka without an rpath still loads the system's.
+ */
+const char *
+ks_librdkafka_version(void)
+{
+	return rd_kafka_version_str();
+}
+
+/* The loaded librdkafka's builtin.features ("gzip,snappy,ssl,sasl,..."), palloc'd. */
+char *
+ks_librdkafka_features(void)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char		buf[1024];
+	size_t		size = sizeof(buf);
+
+	if (rd_kafka_conf_get(conf, "builtin.features", buf, &size) != RD_KAFKA_CONF_OK)
+		buf[0] = '\0';
+	rd_kafka_conf_destroy(conf);
+	return pstrdup(buf);
+}

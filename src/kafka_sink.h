@@ -284,6 +284,8 @@ extern bool ks_consumer_take_error(char *buf, size_t len);
 extern char *ks_message_headers_json(KsMessage *msg);
 extern bool ks_option_is_secret(const char *name);
 extern void ks_check_options(List *options);
+extern const char *ks_librdkafka_version(void);
+extern char *ks_librdkafka_features(void);
 typedef struct KsProducer KsProducer;
 
 typedef struct KsOutMsg

@@ -25,7 +25,9 @@
 # KS_RUN (default <repo>/.run), KS_KEEP_RUN=1 keeps the run dir's data
 # from a previous run (default: start from an empty broker and cluster),
 # KS_KEEP_RUNNING=1 leaves broker and cluster up after the run,
-# KS_SUITE_TIMEOUT seconds per suite (default 900).
+# KS_SUITE_TIMEOUT seconds per suite (default 900),
+# KS_RDKAFKA=2.12.1 builds against that librdkafka (test/tools/librdkafka.sh)
+# instead of the system's.
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -120,6 +122,16 @@ setup_step() {
 
 say "deps"
 setup_step deps "$H" deps
+
+# KS_RDKAFKA=2.12.1: build against that librdkafka instead of the system's
+# (test/tools/librdkafka.sh builds it once into a cached prefix; the
+# Makefile takes it from PKG_CONFIG_PATH and links it with an rpath)
+if [ -n "${KS_RDKAFKA:-}" ]; then
+    say "librdkafka $KS_RDKAFKA"
+    rdk_prefix="$(bash test/tools/librdkafka.sh "$KS_RDKAFKA")" || { fail "setup: librdkafka $KS_RDKAFKA"; exit 1; }
+    export PKG_CONFIG_PATH="$rdk_prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    echo "PKG_CONFIG_PATH=$PKG_CONFIG_PATH"
+fi
 
 say "build and install"
 setup_step make make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" ${CI:+COPT=-Werror}
