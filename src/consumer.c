@@ -196,7 +196,7 @@ static bool last_error_set = false;
  * down".
  */
 #define KS_ERROR_CAUSE_SECS 300
-static char last_cause[256];
+static char last_cause[440];
 static time_t last_cause_at = 0;
 
 static void
