@@ -24,12 +24,30 @@ DATA = kafka_sink--0.1.0.sql kafka_sink--0.1.0--0.2.0.sql
 DATA_built = kafka_sink--$(EXTVERSION).sql
 PGFILEDESC = "kafka_sink - exactly-once Kafka sink"
 
-REGRESS = create validation kafka_options
+REGRESS = create validation kafka_options versions
 REGRESS_OPTS = --dbname=kafka_sink_regress
 
 PG_CONFIG ?= pg_config
-RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)
+# librdkafka from pkg-config: PKG_CONFIG_PATH=<prefix>/lib/pkgconfig selects
+# another than the system's (test/tools/librdkafka.sh builds 2.12.1 into
+# /var/cache/kafka_sink/librdkafka-2.12.1).  Outside the system library
+# directories the module gets an rpath to it, or the server would load the
+# system's librdkafka at run time (same soname, librdkafka.so.1) whatever it
+# was compiled against; RDKAFKA_RPATH=no leaves it out (e.g. for packagers).
+# (its headers as system headers: 2.12.1's rdkafka.h trips -Wextra)
+RDKAFKA_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags rdkafka))
 RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)
+RDKAFKA_LIBDIR := $(shell pkg-config --variable=libdir rdkafka)
+RDKAFKA_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+RDKAFKA_SYSTEM_LIBDIRS := /lib /lib64 /usr/lib /usr/lib64 \
+	$(if $(RDKAFKA_MULTIARCH),/lib/$(RDKAFKA_MULTIARCH) /usr/lib/$(RDKAFKA_MULTIARCH))
+ifneq ($(RDKAFKA_RPATH),no)
+ifneq ($(RDKAFKA_LIBDIR),)
+ifeq ($(filter $(patsubst %/,%,$(RDKAFKA_LIBDIR)),$(RDKAFKA_SYSTEM_LIBDIRS)),)
+RDKAFKA_LIBS += -Wl,-rpath,$(RDKAFKA_LIBDIR)
+endif
+endif
+endif
 
 PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS) -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CPPFLAGS += -DKS_VERSION=\"$(EXTVERSION)\"
@@ -48,6 +66,13 @@ test:
 	bash test/run_tests.sh
 demo:
 	bash test/demo.sh
+
+# rebuild everything when another librdkafka is chosen (PKG_CONFIG_PATH):
+# the objects saw its headers, the module carries its rpath
+RDKAFKA_STAMP := .rdkafka-build
+$(shell echo '$(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)' | cmp -s - $(RDKAFKA_STAMP) 2>/dev/null || echo '$(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)' > $(RDKAFKA_STAMP))
+$(OBJS): $(RDKAFKA_STAMP)
+EXTRA_CLEAN = $(RDKAFKA_STAMP)
 
 # PGXS does not track header dependencies unless PostgreSQL was configured
 # with --enable-depend; every object depends on the shared header.

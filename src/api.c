@@ -11,9 +11,11 @@
 #include "kafka_options.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
@@ -29,6 +31,8 @@ PG_FUNCTION_INFO_V1(kafka_sink_replay);
 PG_FUNCTION_INFO_V1(kafka_sink_wake_launcher);
 PG_FUNCTION_INFO_V1(kafka_sink_worker_pids);
 PG_FUNCTION_INFO_V1(kafka_sink_partition_stats);
+PG_FUNCTION_INFO_V1(kafka_sink_librdkafka_version);
+PG_FUNCTION_INFO_V1(kafka_sink_librdkafka_features);
 
 /*
  * A jsonb object of scalars -> list of KsOption.  JSON nulls are skipped
@@ -352,4 +356,36 @@ kafka_sink_partition_stats(PG_FUNCTION_ARGS)
 	}
 	LWLockRelease(ks_shared->lock);
 	return (Datum) 0;
+}
+
+/*
+ * kafka_sink.librdkafka_version() -> text: the librdkafka this backend
+ * loaded (rd_kafka_version_str()), e.g. "2.12.1"; the workers are forked
+ * from the same postmaster and run the same library.
+ */
+Datum
+kafka_sink_librdkafka_version(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(ks_librdkafka_version()));
+}
+
+/*
+ * kafka_sink.librdkafka_features() -> text[]: the loaded librdkafka's
+ * builtin.features, e.g. {gzip,snappy,ssl,sasl,...,sasl_oauthbearer,http,oidc}.
+ */
+Datum
+kafka_sink_librdkafka_features(PG_FUNCTION_ARGS)
+{
+	char	   *features = ks_librdkafka_features();
+	ArrayBuildState *astate = NULL;
+	char	   *tok;
+	char	   *save = NULL;
+
+	for (tok = strtok_r(features, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save))
+		if (*tok != '\0')
+			astate = accumArrayResult(astate, CStringGetTextDatum(tok), false,
+									  TEXTOID, CurrentMemoryContext);
+	if (astate == NULL)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(TEXTOID));
+	PG_RETURN_DATUM(makeArrayResult(astate, CurrentMemoryContext));
 }

@@ -19,6 +19,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
@@ -147,14 +148,40 @@ ks_check_options(List *options)
 static char last_error[512];
 static bool last_error_set = false;
 
+/*
+ * The last error about one broker (authentication, TLS), kept for a while:
+ * "all brokers are down" is its consequence and would hide it.  librdkafka
+ * 2.x reports an identical broker error once per 30 s but "all brokers are
+ * down" at each change, so without this the status of a pipeline with a
+ * wrong password or a refused client certificate only says "1/1 brokers are
+ * down".
+ */
+#define KS_ERROR_CAUSE_SECS 300
+static char last_cause[440];
+static time_t last_cause_at = 0;
+
 static void
 error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
+	time_t		now = time(NULL);
+
 	(void) opaque;
 	/* served on the worker's thread through the consumer queue */
 	log_cb(rk, err == RD_KAFKA_RESP_ERR__FATAL ? 3 : 4, "ERROR", reason);
 	pthread_mutex_lock(&log_lock);
-	snprintf(last_error, sizeof(last_error), "%s: %s", rd_kafka_err2name(err), reason);
+	if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN && last_cause_at != 0 &&
+		now - last_cause_at < KS_ERROR_CAUSE_SECS)
+		snprintf(last_error, sizeof(last_error), "%s: %s (last broker error: %s)",
+				 rd_kafka_err2name(err), reason, last_cause);
+	else
+	{
+		snprintf(last_error, sizeof(last_error), "%s: %s", rd_kafka_err2name(err), reason);
+		if (err != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+		{
+			snprintf(last_cause, sizeof(last_cause), "%s: %s", rd_kafka_err2name(err), reason);
+			last_cause_at = now;
+		}
+	}
 	last_error_set = true;
 	pthread_mutex_unlock(&log_lock);
 }
@@ -194,6 +221,10 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	conf = rd_kafka_conf_new();
 	c->pipeline = p;
 	c->pipefd[0] = c->pipefd[1] = -1;
+	/* a broker error of an earlier consumer is no cause of this one's */
+	pthread_mutex_lock(&log_lock);
+	last_cause_at = 0;
+	pthread_mutex_unlock(&log_lock);
 
 	conf_set(conf, "bootstrap.servers", p->bootstrap_servers);
 	group = psprintf("kafka_sink.%s%s", p->name, group_suffix ? group_suffix : "");
@@ -851,4 +882,32 @@ ks_producer_send_all(KsProducer *p, KsOutMsg *msgs, int n, int timeout_ms)
 		while (rd_kafka_outq_len(p->rk) > 0)
 			rd_kafka_poll(p->rk, 10);
 	}
+}
+
+/* ---- the loaded librdkafka ---- */
+
+/*
+ * The version of the librdkafka this process loaded, which is not
+ * necessarily the one kafka_sink was compiled against: the dynamic linker
+ * picks the library (rpath, ld.so.conf), and a build against another
+ * librdkafka without an rpath still loads the system's.
+ */
+const char *
+ks_librdkafka_version(void)
+{
+	return rd_kafka_version_str();
+}
+
+/* The loaded librdkafka's builtin.features ("gzip,snappy,ssl,sasl,..."), palloc'd. */
+char *
+ks_librdkafka_features(void)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char		buf[1024];
+	size_t		size = sizeof(buf);
+
+	if (rd_kafka_conf_get(conf, "builtin.features", buf, &size) != RD_KAFKA_CONF_OK)
+		buf[0] = '\0';
+	rd_kafka_conf_destroy(conf);
+	return pstrdup(buf);
 }

@@ -283,6 +283,8 @@ extern bool ks_consumer_cached_watermarks(KsConsumer *c, const char *topic, int3
 extern bool ks_consumer_take_error(char *buf, size_t len);
 extern char *ks_message_headers_json(KsMessage *msg);
 extern void ks_check_options(List *options);
+extern const char *ks_librdkafka_version(void);
+extern char *ks_librdkafka_features(void);
 typedef struct KsProducer KsProducer;
 
 typedef struct KsOutMsg

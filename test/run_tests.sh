@@ -215,6 +215,17 @@ load_env() {
 
 begin "deps"
 setup_step deps "$H" deps
+
+# KS_RDKAFKA=2.12.1: build against that librdkafka instead of the system's
+# (test/tools/librdkafka.sh builds it once into a cached prefix; the
+# Makefile takes it from PKG_CONFIG_PATH and links it with an rpath)
+if [ -n "${KS_RDKAFKA:-}" ]; then
+    begin "librdkafka $KS_RDKAFKA"
+    setup_step "librdkafka $KS_RDKAFKA" bash test/tools/librdkafka.sh "$KS_RDKAFKA"
+    rdk_prefix="$(bash test/tools/librdkafka.sh "$KS_RDKAFKA")"
+    export PKG_CONFIG_PATH="$rdk_prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    echo "PKG_CONFIG_PATH=$PKG_CONFIG_PATH"
+fi
 if [ ${#matrix[@]} -gt 0 ]; then
     # fetched before anything starts, so a network failure shows at once
     for m in "${matrix[@]}"; do

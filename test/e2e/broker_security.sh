@@ -3,9 +3,12 @@
 # real broker.  The shared test broker is PLAINTEXT only, so this script
 # starts its own single-node KRaft broker (never touching the shared one)
 # with four listeners:
-#   SASL_PLAINTEXT  SCRAM-SHA-256 (alice), SCRAM-SHA-512 (bob), PLAIN (carol)
+#   SASL_PLAINTEXT  SCRAM-SHA-256 (alice), SCRAM-SHA-512 (bob), PLAIN (carol),
+#                   OAUTHBEARER (Kafka's unsecured JWT validator)
 #   SSL             server certificate signed by a CA the script makes
 #   SASL_SSL        SCRAM-SHA-512 over TLS
+#   MTLS            SSL with ssl.client.auth=required (client certificates
+#                   signed by the same CA)
 #   CONTROLLER      PLAINTEXT, the KRaft quorum
 # and checks:
 #  - a pipeline per mechanism catches up (kafka_sink.wait) and the target
@@ -14,7 +17,20 @@
 #    kafka_sink.errors (not a silent stall), and wait() on that pipeline
 #    fails or times out within its timeout instead of hanging;
 #  - no password (right or wrong) ever reaches the server log,
-#    kafka_sink.errors or kafka_sink.status.
+#    kafka_sink.errors or kafka_sink.status;
+#  - OAUTHBEARER with sasl.oauthbearer.method=oidc: librdkafka fetches an
+#    (unsigned) JWT from a token endpoint the script serves on loopback
+#    (client-credentials grant, HTTP Basic client id/secret) and the broker
+#    accepts it; a wrong client secret is visible.  OIDC needs a librdkafka
+#    built with libcurl (builtin.features has "oidc"): Debian's 2.0.2 is not,
+#    and there create_pipeline refuses the option;
+#  - mTLS: client certificate and key from files (ssl.*.location, an owner
+#    that may read server files: pg_read_server_files) and inline
+#    (ssl.*.pem, an owner without that role); no certificate is refused
+#    visibly.
+# The librdkafka in use is the one the server loaded
+# (kafka_sink.librdkafka_version()); with KS_RDKAFKA=X.Y.Z (run_tests.sh
+# builds against that one) it must be X.Y.Z, i.e. the rpath works.
 # SCRAM needs librdkafka >= 2.6.1 against a Kafka 4.x broker: older versions
 # send a client-final nonce that 4.x rejects as "invalid credentials"
 # (confluentinc/librdkafka#4895).  With an older librdkafka (Debian 12 has
@@ -31,7 +47,9 @@ BDIR="$KS_RUN/sasl_$SFX"
 # files PostgreSQL (OS user kstest) must read: o+rx, outside /root
 SSLDIR="/tmp/ks_ssl_$SFX"
 BPID=""
+TPID=""
 T0=$SECONDS
+TABLES="sha256 sha512 plain wrong ssl saslssl mtls mtlspem nocert oidc oidcwrong"
 
 cleanup() {
     local rc=$?
@@ -39,10 +57,13 @@ cleanup() {
     trap - EXIT
     sql -c "SELECT kafka_sink.drop_pipeline(name) FROM kafka_sink.pipeline_definitions WHERE name LIKE 'bsec\\_%\\_$SFX'" >/dev/null 2>&1
     sql -c "DROP TABLE IF EXISTS e2e.bsec_opts_$SFX" >/dev/null 2>&1
-    sql -c "REVOKE pg_read_server_files FROM $O" >/dev/null 2>&1
-    for t in sha256 sha512 plain wrong ssl saslssl; do
+    for t in $TABLES; do
         sql -c "DROP TABLE IF EXISTS e2e.bsec_${t}_$SFX" >/dev/null 2>&1
     done
+    sql -c "REVOKE pg_read_server_files FROM $O" >/dev/null 2>&1
+    sql -c "DROP OWNED BY ks_e2e_pem" >/dev/null 2>&1
+    sql -c "DROP ROLE IF EXISTS ks_e2e_pem" >/dev/null 2>&1
+    if [ -n "$TPID" ] && kill -0 "$TPID" 2>/dev/null; then kill -TERM "$TPID" 2>/dev/null; fi
     if [ -n "$BPID" ] && kill -0 "$BPID" 2>/dev/null; then
         kill -TERM "$BPID" 2>/dev/null
         for _ in $(seq 1 100); do kill -0 "$BPID" 2>/dev/null || break; sleep 0.1; done
@@ -60,7 +81,8 @@ free_port() { "$HARNESS" free-port "$@"; }
 
 PW_ADMIN="ksAdm$(rnd)"; PW_ALICE="ksAlice256$(rnd)"; PW_BOB="ksBob512$(rnd)"
 PW_CAROL="ksCarolPlain$(rnd)"; PW_WRONG="ksWrong$(rnd)"; PW_KS="ksStore$(rnd)"
-SECRETS=("$PW_ADMIN" "$PW_ALICE" "$PW_BOB" "$PW_CAROL" "$PW_WRONG" "$PW_KS")
+PW_OIDC="ksOidc$(rnd)"
+SECRETS=("$PW_ADMIN" "$PW_ALICE" "$PW_BOB" "$PW_CAROL" "$PW_WRONG" "$PW_KS" "$PW_OIDC")
 
 # =============================================================================
 # the CA and the broker's keystore
@@ -78,22 +100,34 @@ chmod 755 "$SSLDIR"
         -extfile ext.cnf -out broker.pem
     openssl pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -name broker \
         -passout "pass:$PW_KS" -out "$BDIR/broker.p12"
-    rm -f ca.key broker.key broker.csr ca.srl
-    chmod 644 ca.pem
+    # the client certificate for mTLS (files PostgreSQL reads: 644, test only)
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=kafka_sink client $SFX" -keyout client.key -out client.csr
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' > cext.cnf
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+        -extfile cext.cnf -out client.pem
+    rm -f ca.key broker.key broker.csr client.csr ca.srl
+    chmod 644 ca.pem client.pem client.key
 ) > "$BDIR/ssl.log" 2>&1 || SSL_OK=0
 [ "$SSL_OK" = 1 ] || { echo "# could not make the certificates:"; sed 's/^/#   /' "$BDIR/ssl.log"; }
 CA="$SSLDIR/ca.pem"
+# a line from the middle of the client key: must never show in a log or view
+[ "$SSL_OK" != 1 ] || SECRETS+=("$(sed -n 5p "$SSLDIR/client.key")")
 
 # =============================================================================
 # our own broker
 # =============================================================================
 P_SASL="$(free_port)"; P_SSL="$(free_port "$P_SASL")"
-P_SSSL="$(free_port "$P_SASL" "$P_SSL")"; P_CTL="$(free_port "$P_SASL" "$P_SSL" "$P_SSSL")"
-BS_SASL="127.0.0.1:$P_SASL"; BS_SSL="127.0.0.1:$P_SSL"; BS_SSSL="127.0.0.1:$P_SSSL"
+P_SSSL="$(free_port "$P_SASL" "$P_SSL")"; P_MTLS="$(free_port "$P_SASL" "$P_SSL" "$P_SSSL")"
+P_CTL="$(free_port "$P_SASL" "$P_SSL" "$P_SSSL" "$P_MTLS")"
+P_TOK="$(free_port "$P_SASL" "$P_SSL" "$P_SSSL" "$P_MTLS" "$P_CTL")"
+BS_SASL="127.0.0.1:$P_SASL"; BS_SSL="127.0.0.1:$P_SSL"; BS_SSSL="127.0.0.1:$P_SSSL"; BS_MTLS="127.0.0.1:$P_MTLS"
 PLAIN_JAAS="org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"$PW_ADMIN\" user_admin=\"$PW_ADMIN\" user_carol=\"$PW_CAROL\";"
 SCRAM_JAAS="org.apache.kafka.common.security.scram.ScramLoginModule required;"
+# OAUTHBEARER: no server callback handler configured = Kafka's unsecured JWT
+# validator (alg "none", principal from "sub", "exp" required)
+OAUTH_JAAS="org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"admin\";"
 if [ "$SSL_OK" = 1 ]; then
-    LISTENERS="SASL_PLAINTEXT://127.0.0.1:$P_SASL,SSL://127.0.0.1:$P_SSL,SASL_SSL://127.0.0.1:$P_SSSL"
+    LISTENERS="SASL_PLAINTEXT://127.0.0.1:$P_SASL,SSL://127.0.0.1:$P_SSL,SASL_SSL://127.0.0.1:$P_SSSL,MTLS://127.0.0.1:$P_MTLS"
 else
     LISTENERS="SASL_PLAINTEXT://127.0.0.1:$P_SASL"
 fi
@@ -106,20 +140,25 @@ listeners=$LISTENERS,CONTROLLER://127.0.0.1:$P_CTL
 advertised.listeners=$LISTENERS
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=SASL_PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
-sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,MTLS:SSL
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,OAUTHBEARER
 sasl.mechanism.inter.broker.protocol=PLAIN
 listener.name.sasl_plaintext.plain.sasl.jaas.config=$PLAIN_JAAS
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=$SCRAM_JAAS
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=$SCRAM_JAAS
+listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=$OAUTH_JAAS
 listener.name.sasl_ssl.plain.sasl.jaas.config=$PLAIN_JAAS
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$SCRAM_JAAS
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$SCRAM_JAAS
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=$OAUTH_JAAS
 ssl.keystore.type=PKCS12
 ssl.keystore.location=$BDIR/broker.p12
 ssl.keystore.password=$PW_KS
 ssl.key.password=$PW_KS
 ssl.client.auth=none
+listener.name.mtls.ssl.client.auth=required
+listener.name.mtls.ssl.truststore.type=PEM
+listener.name.mtls.ssl.truststore.location=$SSLDIR/ca.pem
 log.dirs=$BDIR/data
 num.partitions=2
 auto.create.topics.enable=true
@@ -133,7 +172,7 @@ group.initial.rebalance.delay.ms=0
 num.network.threads=2
 num.io.threads=2
 EOF
-[ "$SSL_OK" = 1 ] || sed -i '/^ssl\./d' "$BDIR/server.properties"
+[ "$SSL_OK" = 1 ] || sed -i '/^ssl\./d; /^listener\.name\.mtls\./d; s/,MTLS:SSL//' "$BDIR/server.properties"
 cat > "$BDIR/log4j2.properties" <<'EOF'
 status = warn
 appender.out.type = Console
@@ -160,6 +199,56 @@ java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
 BPID=$!
 echo "$BPID" > "$BDIR/pid"
 
+# =============================================================================
+# an OIDC token endpoint on loopback: client-credentials grant, HTTP Basic
+# client id/secret; issues unsigned JWTs (alg "none") that Kafka's unsecured
+# validator accepts.  Counts what it served in $BDIR/token.log.
+# =============================================================================
+cat > "$BDIR/token_server.py" <<'PY'
+import base64, http.server, json, os, sys, time
+port, log = int(sys.argv[1]), sys.argv[2]
+want = "Basic " + base64.b64encode(("kafka_sink:" + os.environ["KS_OIDC_SECRET"]).encode()).decode()
+
+def b64(obj):
+    # base64url without padding; the JSON is padded with spaces until the
+    # encoding has no '-' or '_' so that any base64 decoder reads it
+    raw = json.dumps(obj)
+    while True:
+        enc = base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+        if "-" not in enc and "_" not in enc:
+            return enc
+        raw += " "
+
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        ok = self.headers.get("Authorization") == want and "grant_type=client_credentials" in body
+        with open(log, "a") as f:
+            f.write(("issued" if ok else "refused") + "\n")
+        if not ok:
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"error": "invalid_client"}')
+            return
+        now = int(time.time())
+        tok = b64({"alg": "none"}) + "." + b64({"sub": "kafka_sink_oidc", "iat": now, "exp": now + 3600, "scope": "kafka"}) + "."
+        out = json.dumps({"access_token": tok, "token_type": "bearer", "expires_in": 3600}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *a):
+        pass
+
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+PY
+: > "$BDIR/token.log"
+( KS_OIDC_SECRET="$PW_OIDC" exec python3 "$BDIR/token_server.py" "$P_TOK" "$BDIR/token.log" > "$BDIR/token_server.out" 2>&1 < /dev/null ) &
+TPID=$!
+TOKEN_URL="http://127.0.0.1:$P_TOK/token"
+
 # kcat with SASL: kc MECH USER PASSWORD kcat-args...
 kc() {
     local m="$1" u="$2" p="$3"; shift 3
@@ -184,12 +273,15 @@ for i in 1 2 3 4 5; do printf '%d|{"id":%d,"v":"v%d"}\n' "$i" "$i" "$i"; done \
     || { sed 's/^/#   /' "$BDIR/kcat.err"; }
 check "kcat with a wrong PLAIN password is refused by the broker (sanity)" f \
       "$(kc PLAIN carol "$PW_WRONG" -L -m 3 2>/dev/null | contains '1 brokers:')"
-# the librdkafka the extension links, and whether its SCRAM works with Kafka 4.x
-RDLIB="$(ldd "$("$KS_PGBIN/pg_config" --pkglibdir 2>/dev/null || echo /usr/lib/postgresql/15/lib)/kafka_sink.so" | awk '/librdkafka/ {print $3}')"
-RDVER="$(python3 -c "import ctypes,sys; l=ctypes.CDLL(sys.argv[1]); l.rd_kafka_version.restype=ctypes.c_int; v=l.rd_kafka_version(); print('%d.%d.%d' % ((v>>24)&255, (v>>16)&255, (v>>8)&255))" "$RDLIB" 2>/dev/null || echo 0.0.0)"
+# the librdkafka the server loaded, and whether its SCRAM works with Kafka 4.x
+RDVER="$(sql -c "SELECT kafka_sink.librdkafka_version()")"
+RDFEAT="$(sql -c "SELECT array_to_string(kafka_sink.librdkafka_features(), ',')")"
 SCRAM_OK=0
 [ "$(printf '%s\n2.6.1\n' "$RDVER" | sort -V | head -1)" = 2.6.1 ] && SCRAM_OK=1
-echo "# librdkafka $RDVER ($RDLIB): SCRAM against Kafka 4.x $([ $SCRAM_OK = 1 ] && echo usable || echo 'NOT usable (< 2.6.1, confluentinc/librdkafka#4895)')"
+OIDC_OK=0
+[[ ",$RDFEAT," == *,oidc,* ]] && OIDC_OK=1
+echo "# librdkafka $RDVER loaded ($RDFEAT): SCRAM against Kafka 4.x $([ $SCRAM_OK = 1 ] && echo usable || echo 'NOT usable (< 2.6.1, confluentinc/librdkafka#4895)'), OIDC $([ $OIDC_OK = 1 ] && echo usable || echo 'NOT usable (built without libcurl)')"
+[ -z "${KS_RDKAFKA:-}" ] || check "the server loaded the librdkafka it was built against (KS_RDKAFKA=$KS_RDKAFKA)" "$KS_RDKAFKA" "$RDVER"
 # the broker's SCRAM users are good: the Java client authenticates with them
 jscram() {  # jscram MECH USER PASSWORD: t when the Java AdminClient authenticates
     printf 'security.protocol=SASL_PLAINTEXT\nsasl.mechanism=%s\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="%s" password="%s";\n' "$1" "$2" "$3" > "$BDIR/client.properties"
@@ -212,32 +304,67 @@ INSERT INTO e2e.bsec_opts_$SFX VALUES
   ('sha512', '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bob", "sasl.password": "$PW_BOB"}'),
   ('plain',  '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "$PW_CAROL"}'),
   ('wrong',  '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "$PW_WRONG"}'),
-  ('ssl',    '$BS_SSL',  '{"security.protocol": "SSL"}'),
-  ('saslssl','$BS_SSSL', '{"security.protocol": "SASL_SSL", "ssl.ca.location": "$CA", "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "$PW_CAROL"}');
--- the CA inline (ssl.ca.pem), as an owner without pg_read_server_files must
-UPDATE e2e.bsec_opts_$SFX SET o = o || jsonb_build_object('ssl.ca.pem', coalesce(pg_read_file('$CA', 0, 1000000, true), '')) WHERE n = 'ssl';
--- ssl.ca.location names a server file: the owner needs pg_read_server_files
+  ('ssl',    '$BS_SSL',  '{"security.protocol": "SSL", "ssl.ca.location": "$CA"}'),
+  ('saslssl','$BS_SSSL', '{"security.protocol": "SASL_SSL", "ssl.ca.location": "$CA", "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "$PW_CAROL"}'),
+  ('oidc',   '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": "kafka_sink", "sasl.oauthbearer.client.secret": "$PW_OIDC", "sasl.oauthbearer.token.endpoint.url": "$TOKEN_URL"}'),
+  ('oidcwrong', '$BS_SASL', '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": "kafka_sink", "sasl.oauthbearer.client.secret": "$PW_WRONG", "sasl.oauthbearer.token.endpoint.url": "$TOKEN_URL"}');
+-- mTLS, the key and certificate from files: for owners that may read server
+-- files (superusers, pg_read_server_files), as the option allow-list wants
 GRANT pg_read_server_files TO $O;
+-- mTLS inline (ssl.*.pem): any owner; this one may not read server files
+DO \$\$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'ks_e2e_pem') THEN CREATE ROLE ks_e2e_pem LOGIN; END IF;
+END \$\$;
+GRANT kafka_sink_admin TO ks_e2e_pem;
+GRANT USAGE ON SCHEMA e2e TO ks_e2e_pem;
+GRANT SELECT ON e2e.bsec_opts_$SFX TO ks_e2e_pem;
 SQL
-for t in sha256 sha512 plain wrong ssl saslssl; do
-    sql -c "CREATE TABLE e2e.bsec_${t}_$SFX (id bigint PRIMARY KEY, v text); ALTER TABLE e2e.bsec_${t}_$SFX OWNER TO $O" >/dev/null
+if [ "$SSL_OK" = 1 ]; then
+    sql >/dev/null <<SQL
+INSERT INTO e2e.bsec_opts_$SFX VALUES
+  ('mtls',   '$BS_MTLS', '{"security.protocol": "SSL", "ssl.ca.location": "$CA", "ssl.certificate.location": "$SSLDIR/client.pem", "ssl.key.location": "$SSLDIR/client.key"}'),
+  ('mtlspem','$BS_MTLS', jsonb_build_object('security.protocol', 'SSL', 'ssl.ca.pem', pg_read_file('$CA'),
+                           'ssl.certificate.pem', pg_read_file('$SSLDIR/client.pem'), 'ssl.key.pem', pg_read_file('$SSLDIR/client.key'))),
+  ('nocert', '$BS_MTLS', '{"security.protocol": "SSL", "ssl.ca.location": "$CA"}');
+SQL
+fi
+# owner_of NAME: the role that owns pipeline NAME
+owner_of() { [ "$1" = mtlspem ] && echo ks_e2e_pem || echo "$O"; }
+for t in $TABLES; do
+    sql -c "CREATE TABLE e2e.bsec_${t}_$SFX (id bigint PRIMARY KEY, v text); ALTER TABLE e2e.bsec_${t}_$SFX OWNER TO $(owner_of "$t")" >/dev/null
 done
 as_owner() { psql -X -A -t -q -v ON_ERROR_STOP=1 -U "$O" "$@"; }
-# create NAME: a pipeline bsec_NAME_SFX from the options row NAME
+as_owner_of() { local n="$1"; shift; psql -X -A -t -q -v ON_ERROR_STOP=1 -U "$(owner_of "$n")" "$@"; }
+# create NAME: a pipeline bsec_NAME_SFX from the options row NAME, by its owner
 create() {
-    as_owner -c "SELECT kafka_sink.create_pipeline(name => 'bsec_$1_$SFX',
+    as_owner_of "$1" -c "SELECT kafka_sink.create_pipeline(name => 'bsec_$1_$SFX',
         bootstrap_servers => (SELECT bs FROM e2e.bsec_opts_$SFX WHERE n = '$1'),
         subscribe => ARRAY['$T'], target => 'e2e.bsec_$1_$SFX', starting_offsets => 'earliest',
         kafka_options => (SELECT o FROM e2e.bsec_opts_$SFX WHERE n = '$1'))" >/dev/null
 }
-# caught NAME: wait()|rows in the target|password as shown by kafka_sink.pipelines
+# caught NAME [OPTION]: wait()|rows in the target|OPTION (default
+# sasl.password) as shown by kafka_sink.pipelines, '-' when not set
 caught() {
-    echo "$(as_owner -c "SELECT kafka_sink.wait('bsec_$1_$SFX', '30 s')" 2>&1 | head -1)|$(sql -c "SELECT count(*) FROM e2e.bsec_$1_$SFX")|$(as_owner -c "SELECT coalesce(kafka_options->>'sasl.password', '-') FROM kafka_sink.pipelines WHERE name = 'bsec_$1_$SFX'")"
+    echo "$(as_owner_of "$1" -c "SELECT kafka_sink.wait('bsec_$1_$SFX', '30 s')" 2>&1 | head -1)|$(sql -c "SELECT count(*) FROM e2e.bsec_$1_$SFX")|$(as_owner_of "$1" -c "SELECT coalesce(kafka_options->>'${2:-sasl.password}', '-') FROM kafka_sink.pipelines WHERE name = 'bsec_$1_$SFX'")"
 }
+# refused_re NAME REGEX: status matches REGEX (within 30 s)|nothing applied
+refused_re() {
+    local q="SELECT coalesce(worker_detail, '') || coalesce(last_error, '') ~* '$2' FROM kafka_sink.status WHERE name = 'bsec_$1_$SFX'"
+    poll "$q" 30 || true
+    echo "$(sql -c "$q")|$(sql -c "SELECT count(*) FROM e2e.bsec_$1_$SFX")"
+}
+# status_of NAME: what kafka_sink.status says, for the log
+status_of() { sql -c "SELECT concat_ws(' || ', state, worker_detail, last_error) FROM kafka_sink.status WHERE name = 'bsec_$1_$SFX'"; }
 
 # create them all first, so the workers connect in parallel
 create sha256; create sha512; create plain
-[ "$SSL_OK" = 1 ] && { create ssl; create saslssl; }
+[ "$SSL_OK" = 1 ] && { create ssl; create saslssl; create mtls; create mtlspem; create nocert; }
+OIDC_CREATE=""
+if [ "$OIDC_OK" = 1 ]; then
+    create oidc; create oidcwrong
+else
+    OIDC_CREATE="$(create oidc 2>&1 || true)"
+fi
 LOG0="$(stat -c %s "$LOGF")"
 create wrong
 
@@ -258,11 +385,35 @@ else
 fi
 check "PLAIN (carol): caught up, 5 rows, password masked" "t|5|********" "$(caught plain)"
 if [ "$SSL_OK" = 1 ]; then
-    check "SSL with ssl.ca.pem (the test's CA inline): caught up, 5 rows" "t|5|-" "$(caught ssl)"
-    check "SASL_SSL + PLAIN, ssl.ca.location (owner in pg_read_server_files): caught up, 5 rows, password masked" "t|5|********" "$(caught saslssl)"
+    check "SSL with ssl.ca.location (the test's CA): caught up, 5 rows" "t|5|-" "$(caught ssl)"
+    check "SASL_SSL + PLAIN: caught up, 5 rows, password masked" "t|5|********" "$(caught saslssl)"
 else
     check "SSL: certificates could be made" 1 0
 fi
+# mTLS: the client certificate from files and inline; no certificate is refused
+if [ "$SSL_OK" = 1 ]; then
+    check "mTLS, certificate and key from files (owner with pg_read_server_files): caught up, 5 rows" "t|5|-" "$(caught mtls)"
+    check "mTLS, inline ssl.certificate.pem/ssl.key.pem (owner without it): caught up, 5 rows, key masked" "t|5|********" "$(caught mtlspem ssl.key.pem)"
+    check "mTLS without a client certificate: refused visibly in status, nothing applied" "t|0" "$(refused_re nocert 'certificate|handshake')"
+    echo "# no client certificate, status: $(status_of nocert)"
+    check "the broker logged the failed client authentication (sanity: mTLS is enforced)" t \
+          "$(contains 'SSL handshake failed\|Failed authentication' < "$BDIR/broker.log")"
+fi
+# OAUTHBEARER through an OIDC token endpoint
+if [ "$OIDC_OK" = 1 ]; then
+    check "OAUTHBEARER/OIDC: caught up, 5 rows, client secret masked" "t|5|********" "$(caught oidc sasl.oauthbearer.client.secret)"
+    check "the token endpoint issued tokens" t "$( [ "$(grep -c '^issued' "$BDIR/token.log")" -gt 0 ] && echo t || echo f)"
+    check "OAUTHBEARER/OIDC with a wrong client secret: refused visibly in status, nothing applied" "t|0" \
+          "$(refused_re oidcwrong 'oidc|oauth|token|401|authenticat')"
+    echo "# wrong client secret, status: $(status_of oidcwrong)"
+    check "the token endpoint refused the wrong client secret" t "$( [ "$(grep -c '^refused' "$BDIR/token.log")" -gt 0 ] && echo t || echo f)"
+else
+    echo "# OIDC on librdkafka $RDVER (no libcurl): create_pipeline said: $(head -3 <<<"$OIDC_CREATE" | tr '\n' ' ')"
+    check "OAUTHBEARER/OIDC on librdkafka $RDVER without libcurl: create_pipeline refuses sasl.oauthbearer.method" t \
+          "$(contains 'sasl.oauthbearer.method' <<<"$OIDC_CREATE")"
+    check "... and the client secret is not echoed" f "$(contains "$PW_OIDC" <<<"$OIDC_CREATE")"
+fi
+
 # more messages reach every pipeline (the workers keep their sessions)
 for i in 6 7; do printf '%d|{"id":%d,"v":"v%d"}\n' "$i" "$i" "$i"; done \
     | kc PLAIN admin "$PW_ADMIN" -P -t "$T" -K '|'
@@ -272,7 +423,9 @@ if [ "$SCRAM_OK" = 1 ]; then
 else
     check "two more messages reach PLAIN" "t|7|********" "$(caught plain)"
 fi
-[ "$SSL_OK" != 1 ] || check "two more messages reach SSL and SASL_SSL" "t|7|-,t|7|********" "$(caught ssl),$(caught saslssl)"
+[ "$SSL_OK" != 1 ] || check "two more messages reach SSL, SASL_SSL and both mTLS" "t|7|-,t|7|********,t|7|-,t|7|********" \
+      "$(caught ssl),$(caught saslssl),$(caught mtls),$(caught mtlspem ssl.key.pem)"
+[ "$OIDC_OK" != 1 ] || check "two more messages reach OAUTHBEARER/OIDC" "t|7|********" "$(caught oidc sasl.oauthbearer.client.secret)"
 
 # =============================================================================
 # a wrong password: visible, not a silent stall
