@@ -35,6 +35,12 @@
 #                                  KS_MATRIX_CHAOS_ENV (a smaller exactly_once;
 #                                  it still kills workers and the postmaster).
 #                                  Their suites are named "pgNN: ...".
+#   KS_RDKAFKA_MATRIX="2.12.1"     then, for each of these librdkafka versions
+#                                  (test/tools/librdkafka.sh), PostgreSQL 15
+#                                  again with KS_RDKAFKA_TESTS (default
+#                                  "regress tap e2e") and KS_RDKAFKA_SCRIPTS
+#                                  (default "broker_security").
+#   KS_RDKAFKA=2.12.1              build everything against that librdkafka.
 # Env: KS_PRIVATE_PG=1 installs into a private copy of Debian's PostgreSQL
 # under the repo (.pginst) instead of into it (several clones can test at
 # once; the trees of pg_binaries.sh are private to the checkout already),
@@ -338,6 +344,27 @@ for m in "${matrix[@]}"; do
     # shellcheck disable=SC2086  # the knobs are words
     export $MATRIX_CHAOS_ENV
     run_parts "${matrix_parts[@]}"
+done
+
+# another librdkafka: PostgreSQL 15 (a private copy of its tree, so the
+# system's keeps the module linked to Debian's librdkafka), the broker
+# security suite and the SQL-level suites against it
+read -r -a rdk_matrix <<< "${KS_RDKAFKA_MATRIX:-}"
+for v in "${rdk_matrix[@]}"; do
+    prefix="librdkafka $v: "
+    begin "librdkafka $v"
+    setup_step "build librdkafka $v" bash test/tools/librdkafka.sh "$v"
+    rdk_prefix="$(bash test/tools/librdkafka.sh "$v")"
+    export PKG_CONFIG_PATH="$rdk_prefix/lib/pkgconfig${PKG_CONFIG_PATH_BASE:+:$PKG_CONFIG_PATH_BASE}"
+    export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config KS_PRIVATE_PG=1
+    export KS_RDKAFKA="$v"
+    setup_step pg-wipe "$H" pg-wipe
+    build_install COPT=-Werror
+    setup_step pg-start "$H" pg-start
+    load_env
+    export KS_SCRIPTS="${KS_RDKAFKA_SCRIPTS:-broker_security}"
+    read -r -a rdk_parts <<< "${KS_RDKAFKA_TESTS:-regress tap e2e}"
+    run_parts "${rdk_parts[@]}"
 done
 
 [ $((passed + failed)) -gt 0 ] || echo "no suite ran"
