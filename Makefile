@@ -13,7 +13,8 @@ OBJS = \
 	src/apply.o \
 	src/catalog.o \
 	src/api.o \
-	src/outbox.o
+	src/outbox.o \
+	src/offsets.o
 
 # 0.1.0 is released and stays as it was; each later install script is the
 # released base followed by the update scripts (see kafka_sink--0.1.0--0.2.0.sql)

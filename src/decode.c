@@ -110,7 +110,19 @@ ks_target_open(KsPipeline *p)
 	ListCell   *lc;
 	int			k;
 
-	rel = table_open(p->target, AccessShareLock);
+	/*
+	 * target is a regclass, not a dependency: the table may have been
+	 * dropped since the pipeline was created.  Say so, rather than "could
+	 * not open relation with OID".  try_table_open also sees a drop that
+	 * commits while it waits for the lock.
+	 */
+	rel = OidIsValid(p->target) ? try_table_open(p->target, AccessShareLock) : NULL;
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("target table of pipeline \"%s\" no longer exists", p->name),
+				 errdetail("The table with OID %u was dropped after the pipeline was created.", p->target),
+				 errhint("Drop the pipeline and create it again for the new table.")));
 	desc = RelationGetDescr(rel);
 	t->relid = p->target;
 	t->rowtype = rel->rd_rel->reltype;
@@ -201,8 +213,9 @@ ks_target_open(KsPipeline *p)
 		if (idx < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("key column \"%s\" no longer exists in %s", (char *) lfirst(lc), t->qualified_name),
-					 errhint("Recreate the pipeline with key columns of the target.")));
+					 errmsg("key column \"%s\" of pipeline \"%s\" no longer exists in %s",
+							(char *) lfirst(lc), p->name, t->qualified_name),
+					 errhint("Drop the pipeline and create it again with key columns of the target.")));
 		t->key_index[k++] = idx;
 		t->columns[idx].is_key = true;
 	}
@@ -213,8 +226,9 @@ ks_target_open(KsPipeline *p)
 		if (t->order_index < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("order column \"%s\" no longer exists in %s", p->order_column, t->qualified_name),
-					 errhint("Recreate the pipeline with an order column of the target.")));
+					 errmsg("order column \"%s\" of pipeline \"%s\" no longer exists in %s",
+							p->order_column, p->name, t->qualified_name),
+					 errhint("Drop the pipeline and create it again with an order column of the target.")));
 		t->columns[t->order_index].is_order = true;
 	}
 	build_mappings(t, p);
@@ -308,8 +322,9 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		if (c < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("mapped column \"%s\" does not exist in %s", m->column, t->qualified_name),
-					 errhint("The keys of columns => name columns of the target.")));
+					 errmsg("mapped column \"%s\" of pipeline \"%s\" no longer exists in %s",
+							m->column, p->name, t->qualified_name),
+					 errhint("The keys of columns => name columns of the target: drop the pipeline and create it again with the current columns.")));
 		t->map[c] = slot_for(&paths, m->path);
 		t->scale[c] = m->scale;
 	}

@@ -84,6 +84,7 @@ typedef struct KsWorkerSlot
 	int64		last_batch_id;
 	bool		paused;			/* set by the launcher for paused pipelines */
 	int			procno;			/* the worker's PGPROC, to set its latch */
+	bool		ready;			/* connected: records its own errors from now on */
 	char		detail[KS_DETAIL_LEN];	/* e.g. "broker unreachable" */
 } KsWorkerSlot;
 
@@ -242,6 +243,19 @@ extern void ks_record_error(int64 pipeline_id, const char *kind, int sqlerrcode,
 							const char *message, const char *detail);
 extern void ks_set_state(int64 pipeline_id, const char *state);
 extern ErrorData *ks_try_subxact(void (*fn) (void *arg), void *arg);
+
+/* ---- offsets.c: the one parser of offsets specs ---- */
+typedef enum KsSpecKind
+{
+	KS_SPEC_EARLIEST,
+	KS_SPEC_LATEST,
+	KS_SPEC_TIMESTAMP,
+	KS_SPEC_PARTITIONS
+} KsSpecKind;
+
+extern KsSpecKind ks_parse_offsets_spec(const char *spec, const char *what,
+										List **per_partition, int64 *ts_ms);
+extern PGDLLEXPORT Datum kafka_sink_check_offsets(PG_FUNCTION_ARGS);
 
 /* ---- consumer.c ---- */
 typedef struct KsConsumer KsConsumer;
