@@ -94,8 +94,6 @@ parse_timestamp(const char *what, const char *spec)
 
 	if (strlen(spec) >= MAXDATELEN)
 		invalid_spec(what, spec, "It is too long to be a timestamp.");
-	if (has_relative_word(spec))
-		invalid_spec(what, spec, "A timestamp must have a fixed, finite value: not now, today, tomorrow, yesterday or infinity.");
 	dterr = ParseDateTime(spec, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf);
 	if (dterr == 0)
 	{
@@ -109,6 +107,8 @@ parse_timestamp(const char *what, const char *spec)
 	}
 	if (dterr != 0)
 		invalid_spec(what, spec, "It is neither earliest, latest, per-partition JSON nor a valid timestamp.");
+	if (has_relative_word(spec))
+		invalid_spec(what, spec, "A timestamp must have a fixed, finite value: not now, today, tomorrow, yesterday or infinity.");
 	if (dtype == DTK_EPOCH)
 		return 0;
 	if (dtype != DTK_DATE)
