@@ -426,8 +426,8 @@ BEGIN
     IF j IS NOT NULL THEN
         -- every partition named must exist, and its offset be within its log
         SELECT x.topic, x.partition, x.off INTO bad_topic, bad_partition, bad_offset
-          FROM (SELECT t.key AS topic, p.key::int AS partition, (p.value #>> '{}')::bigint AS off
-                  FROM jsonb_each(j) t, jsonb_each(t.value) p) x
+          FROM (SELECT jt.key AS topic, jp.key::int AS partition, (jp.value #>> '{}')::bigint AS off
+                  FROM jsonb_each(j) jt, jsonb_each(jt.value) jp) x
          WHERE NOT EXISTS (SELECT 1 FROM kafka_sink_reset r WHERE r.topic = x.topic AND r.partition = x.partition)
          LIMIT 1;
         IF FOUND THEN

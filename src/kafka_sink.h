@@ -55,7 +55,8 @@ typedef enum KsFaultPoint
 	KS_FAULT_AFTER_DECODE,
 	KS_FAULT_AFTER_MERGE,
 	KS_FAULT_BEFORE_COMMIT,
-	KS_FAULT_AFTER_COMMIT
+	KS_FAULT_AFTER_COMMIT,
+	KS_FAULT_BEFORE_CONNECT		/* at start, before the worker can record errors */
 } KsFaultPoint;
 
 typedef enum KsFaultAction

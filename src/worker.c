@@ -1058,6 +1058,7 @@ ks_worker_main(Datum arg)
 		proc_exit(0);
 
 	/* an owner that cannot connect is reported by the launcher (reap_slot) */
+	ks_fault(KS_FAULT_BEFORE_CONNECT);
 	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
 	pin_settings();
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
