@@ -340,6 +340,8 @@ typedef struct KsColumn
 	char	   *type_sql;		/* format_type_with_typemod */
 	bool		is_json;		/* json/jsonb: take the raw JSON text */
 	bool		is_numeric;
+	bool		is_array;		/* an array type (or a domain over one) */
+	bool		elem_is_json;	/* ... of json or jsonb */
 	const char *lineage;		/* for _kafka_* columns: the source expression */
 } KsColumn;
 
