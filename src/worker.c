@@ -63,13 +63,13 @@ worker_fail(const char *kind, int sqlerrcode, const char *message,
 			const char *detail, const char *hint)
 {
 	bool		permanent = strcmp(kind, "transient") != 0;
-	const char *name = pipeline ? pipeline->name : psprintf("%lld", (long long) args.pipeline_id);
+	const char *name = pipeline ? quote_identifier(pipeline->name) : psprintf("%lld", (long long) args.pipeline_id);
 	char	   *full_detail = (char *) detail;
 
 	if (hint)
 		full_detail = detail ? psprintf("%s Hint: %s", detail, hint) : psprintf("Hint: %s", hint);
 	ereport(LOG,
-			(errmsg("kafka_sink: pipeline \"%s\" %s: %s", name,
+			(errmsg("kafka_sink: pipeline %s %s: %s", name,
 					permanent ? "failed" : "hit a transient error, a worker starts again", message),
 			 detail ? errdetail("%s", detail) : 0,
 			 hint ? errhint("%s", hint) : 0));
