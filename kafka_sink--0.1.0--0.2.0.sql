@@ -461,6 +461,42 @@ BEGIN
 END
 $$;
 
+-- wait() and wait_for() raise for a failed pipeline first: a pipeline that
+-- failed before reading anything has nothing "behind" and is not caught up.
+CREATE OR REPLACE FUNCTION kafka_sink._wait_check(pipeline text, marks jsonb, deadline timestamptz)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions := kafka_sink._get_pipeline(pipeline);
+    behind bigint;
+    err text;
+BEGIN
+    -- a failed pipeline says so, even when nothing is behind (it may have
+    -- failed before reading anything)
+    IF p.state = 'failed' THEN
+        SELECT concat_ws(' ', e.message, e.detail) INTO err FROM kafka_sink.errors e
+         WHERE e.pipeline_id = p.id ORDER BY e.occurred_at DESC, e.id DESC LIMIT 1;
+        RAISE EXCEPTION 'pipeline "%" failed', pipeline
+            USING ERRCODE = 'object_not_in_prerequisite_state', DETAIL = coalesce(err, ''),
+                  HINT = 'Fix the cause, then SELECT kafka_sink.start(...).';
+    END IF;
+    SELECT count(*) INTO behind
+      FROM jsonb_to_recordset(marks) AS m(topic text, partition integer, high bigint)
+      LEFT JOIN kafka_sink.offsets o
+             ON o.pipeline_id = p.id AND o.topic = m.topic AND o.partition = m.partition
+     WHERE CASE WHEN o.next_offset IS NULL THEN m.high > 0 ELSE o.next_offset <> m.high END;
+    IF behind = 0 THEN
+        RETURN true;
+    END IF;
+    IF clock_timestamp() >= deadline THEN
+        RETURN false;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 REVOKE ALL ON FUNCTION kafka_sink._check_offsets(text, text, text), kafka_sink._check_definition(),
     kafka_sink._check_user_table(regclass, text), kafka_sink._check_writable_column(regclass, text, text),
     kafka_sink._check_lineage_columns(regclass) FROM PUBLIC;

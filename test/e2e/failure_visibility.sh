@@ -35,7 +35,7 @@ produce 20
 # of kafka_sink_admin) owning schema fv_NAME with table t, and a pipeline
 # NAME_SFX reading the topic from earliest into it
 new_case() {
-    local c="$1" extra="${2:-}"
+    local c="$1" extra="${2:-}" topic="${3:-$T}"
     sql >/dev/null <<SQL
 SET client_min_messages = warning;
 CREATE ROLE fv_${c}_$SFX LOGIN;
@@ -44,7 +44,7 @@ CREATE SCHEMA fv_${c}_$SFX AUTHORIZATION fv_${c}_$SFX;
 SET ROLE fv_${c}_$SFX;
 CREATE TABLE fv_${c}_$SFX.t (id bigint PRIMARY KEY, v text);
 SELECT kafka_sink.create_pipeline(name => '${c}_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
-       subscribe => ARRAY['$T'], target => 'fv_${c}_$SFX.t', starting_offsets => 'earliest' ${extra:+, $extra});
+       subscribe => ARRAY['$topic'], target => 'fv_${c}_$SFX.t', starting_offsets => 'earliest' ${extra:+, $extra});
 SQL
 }
 
@@ -103,6 +103,18 @@ SQL
 failed_visibly dropped 'owner of pipeline .* no longer exists'
 check "dropped: the hint says what to do" t \
       "$(sql -c "SELECT detail ~ 'drop the pipeline and create it again' FROM kafka_sink.errors e JOIN kafka_sink.pipelines p ON p.id = e.pipeline_id WHERE p.name = 'dropped_$SFX' ORDER BY e.id DESC LIMIT 1")"
+
+# ---- the same on an empty topic: nothing is behind, wait() still raises --------
+"$HARNESS" topic-create "${T}_empty" 1 >/dev/null 2>&1
+new_case empty "" "${T}_empty"
+check "empty: caught up first" t "$(sql -c "SELECT kafka_sink.wait('empty_$SFX', '60 s')")"
+sql >/dev/null <<SQL
+SET client_min_messages = warning;
+REASSIGN OWNED BY fv_empty_$SFX TO ks_e2e;
+DROP OWNED BY fv_empty_$SFX;
+DROP ROLE fv_empty_$SFX;
+SQL
+failed_visibly empty 'owner of pipeline .* no longer exists'
 
 # ---- the owner made NOLOGIN --------------------------------------------------
 new_case nologin
