@@ -119,7 +119,7 @@ get_backoff(int64 pipeline_id, int worker_index)
  * so dropping them leaves the definition dangling.
  */
 #define WANTED_SQL \
-	"SELECT p.id, p.owner::oid, p.workers, p.state = 'paused', p.generation, x.problem, x.hint" \
+	"SELECT p.id, p.owner::oid, p.workers, p.state = 'paused', p.generation, x.problem, h.hint" \
 	" FROM kafka_sink.pipeline_definitions p" \
 	" LEFT JOIN pg_catalog.pg_authid r ON r.oid = p.owner::oid" \
 	" LEFT JOIN LATERAL (SELECT k FROM pg_catalog.unnest(p.key_columns || p.order_column) k" \
@@ -139,12 +139,13 @@ get_backoff(int64 pipeline_id, int worker_index)
 	"    THEN pg_catalog.format('the batch function of pipeline \"%s\" (OID %s) no longer exists', p.name, p.batch_function::oid)" \
 	"   WHEN mk.k IS NOT NULL THEN pg_catalog.format('%s column \"%s\" of pipeline \"%s\" no longer exists in %s'," \
 	"    CASE WHEN mk.k = p.order_column THEN 'order' ELSE 'key' END, mk.k, p.name, p.target)" \
-	"  END AS problem," \
-	"  CASE WHEN r.oid IS NULL OR NOT r.rolcanlogin OR r.rolsuper OR NOT pg_catalog.pg_has_role(r.oid, 'kafka_sink_admin', 'MEMBER')" \
+	"  END AS problem) x" \
+	" CROSS JOIN LATERAL (SELECT" \
+	"  CASE WHEN x.problem LIKE 'the owner%'" \
 	"    THEN 'A pipeline runs as its owner, who must exist, be able to log in, be a member of kafka_sink_admin and not be a superuser" \
 	" (unless kafka_sink.allow_superuser_pipelines is on). Fix the role and SELECT kafka_sink.start(...), or drop the pipeline and create it again as another owner.'" \
 	"   ELSE 'The pipeline was created for an object that was dropped or renamed since. Drop the pipeline and create it again for the current objects.'" \
-	"  END AS hint) x" \
+	"  END AS hint) h" \
 	" WHERE p.state IN ('running', 'paused') ORDER BY p.id"
 
 static List *
@@ -208,7 +209,7 @@ read_wanted(void)
 		if (w->problem == NULL)
 			continue;
 		fail_pipeline(w->pipeline_id,
-					  strncmp(w->problem, "the owner", 9) == 0 ?
+					  strncmp(w->problem, "the owner", strlen("the owner")) == 0 ?
 					  ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION : ERRCODE_UNDEFINED_OBJECT,
 					  w->problem, w->hint);
 		wanted = foreach_delete_current(wanted, lc);
