@@ -15,7 +15,8 @@ OBJS = \
 	src/catalog.o \
 	src/catalog_guard.o \
 	src/api.o \
-	src/outbox.o
+	src/outbox.o \
+	src/offsets.o
 
 # 0.1.0 is released and stays as it was; each later install script is the
 # released base followed by the update scripts (see kafka_sink--0.1.0--0.2.0.sql)
@@ -24,7 +25,7 @@ DATA = kafka_sink--0.1.0.sql kafka_sink--0.1.0--0.2.0.sql
 DATA_built = kafka_sink--$(EXTVERSION).sql
 PGFILEDESC = "kafka_sink - exactly-once Kafka sink"
 
-REGRESS = create validation kafka_options versions
+REGRESS = create validation kafka_options versions create_refusals
 REGRESS_OPTS = --dbname=kafka_sink_regress
 
 PG_CONFIG ?= pg_config

@@ -308,12 +308,22 @@ function_sql(KsBatch *batch)
 {
 	KsTarget   *t = batch->target;
 	StringInfoData b;
-	char	   *fn = format_procedure_qualified(batch->pipeline->batch_function);
-	char	   *fname = pstrdup(fn);
-	char	   *paren = strchr(fname, '(');
+	Oid			fn = batch->pipeline->batch_function;
+	char	   *nspname = get_namespace_name(get_func_namespace(fn));
+	char	   *proname = get_func_name(fn);
+	char	   *fname;
 
-	if (paren)
-		*paren = '\0';
+	/*
+	 * From the pg_proc row, each part quoted: cutting the text of
+	 * format_procedure at "(" breaks on a schema or function name holding
+	 * one.  The argument types come from the call ($1 bigint, the row array).
+	 */
+	if (nspname == NULL || proname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("batch function of pipeline \"%s\" no longer exists", batch->pipeline->name),
+				 errhint("Drop the pipeline and create it again for the new function.")));
+	fname = quote_qualified_identifier(nspname, proname);
 	initStringInfo(&b);
 	appendStringInfo(&b, "SELECT %s($1::bigint, ARRAY(SELECT ROW(%s)::%s FROM (%s) AS s ORDER BY s._ks_seq))",
 					 fname, t->row_sql, format_type_be_qualified(t->rowtype), source_sql(t));

@@ -149,40 +149,19 @@ load_text_list(const char *sql, int64 pipeline_id, MemoryContext mcxt)
 }
 
 /*
- * Parses an offsets spec column (starting_offsets or ending_offsets):
- * per-partition JSON into a list, a timestamp into Unix milliseconds.
+ * Parses an offsets spec column (starting_offsets or ending_offsets) with
+ * the parser the validator uses (offsets.c): per-partition JSON into a
+ * list, a timestamp into Unix milliseconds.  A value the validator would
+ * refuse (written into the catalog by hand) is an error naming it.
  */
 static void
-load_offset_spec(int64 pipeline_id, const char *column, const char *spec,
+load_offset_spec(const char *column, const char *spec,
 				 List **list, int64 *ts_ms, MemoryContext mcxt)
 {
-	MemoryContext old;
+	MemoryContext old = MemoryContextSwitchTo(mcxt);
 
-	if (spec[0] == '{')
-	{
-		exec_id(psprintf("SELECT t.key, p.key::int8, (p.value #>> '{}')::int8"
-						 " FROM kafka_sink.pipeline_definitions d,"
-						 " jsonb_each(d.%s::jsonb) t, jsonb_each(t.value) p WHERE d.id = $1", column),
-				pipeline_id, SPI_OK_SELECT);
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			KsPartition *sp = MemoryContextAllocZero(mcxt, sizeof(KsPartition));
-
-			sp->topic = getstr(i, 1, mcxt);
-			sp->partition = (int32) getint8(i, 2);
-			sp->committed = getint8(i, 3);
-			old = MemoryContextSwitchTo(mcxt);
-			*list = lappend(*list, sp);
-			MemoryContextSwitchTo(old);
-		}
-	}
-	else if (strcmp(spec, "earliest") != 0 && strcmp(spec, "latest") != 0)
-	{
-		exec_id(psprintf("SELECT (extract(epoch FROM %s::timestamptz) * 1000)::int8"
-						 " FROM kafka_sink.pipeline_definitions WHERE id = $1", column),
-				pipeline_id, SPI_OK_SELECT);
-		*ts_ms = getint8(0, 1);
-	}
+	(void) ks_parse_offsets_spec(spec, column, list, ts_ms);
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -301,10 +280,10 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		p->options = lappend(p->options, o);
 		MemoryContextSwitchTo(old);
 	}
-	load_offset_spec(pipeline_id, "starting_offsets", p->starting_offsets,
+	load_offset_spec("starting_offsets", p->starting_offsets,
 					 &p->start_offsets, &p->start_ts_ms, mcxt);
 	if (p->ending_offsets)
-		load_offset_spec(pipeline_id, "ending_offsets", p->ending_offsets,
+		load_offset_spec("ending_offsets", p->ending_offsets,
 						 &p->end_offsets, &p->end_ts_ms, mcxt);
 	return p;
 }

@@ -32,6 +32,8 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -147,7 +149,19 @@ ks_target_open(KsPipeline *p)
 	ListCell   *lc;
 	int			k;
 
-	rel = table_open(p->target, AccessShareLock);
+	/*
+	 * target is a regclass, not a dependency: the table may have been
+	 * dropped since the pipeline was created.  Say so, rather than "could
+	 * not open relation with OID".  try_table_open also sees a drop that
+	 * commits while it waits for the lock.
+	 */
+	rel = OidIsValid(p->target) ? try_table_open(p->target, AccessShareLock) : NULL;
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("target table of pipeline \"%s\" no longer exists", p->name),
+				 errdetail("The table with OID %u was dropped after the pipeline was created.", p->target),
+				 errhint("Drop the pipeline and create it again for the new table.")));
 	desc = RelationGetDescr(rel);
 	t->relid = p->target;
 	t->rowtype = rel->rd_rel->reltype;
@@ -177,6 +191,13 @@ ks_target_open(KsPipeline *p)
 		c->is_json = (getBaseType(att->atttypid) == JSONOID ||
 					  getBaseType(att->atttypid) == JSONBOID);
 		c->is_numeric = getBaseType(att->atttypid) == NUMERICOID;
+		{
+			Oid			elem = get_element_type(getBaseType(att->atttypid));
+
+			c->is_array = OidIsValid(elem);
+			c->elem_is_json = c->is_array &&
+				(getBaseType(elem) == JSONOID || getBaseType(elem) == JSONBOID);
+		}
 		c->lineage = lineage_source(c->name);
 		if (c->lineage)
 			c->required = false;
@@ -238,8 +259,9 @@ ks_target_open(KsPipeline *p)
 		if (idx < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("key column \"%s\" no longer exists in %s", (char *) lfirst(lc), t->qualified_name),
-					 errhint("Recreate the pipeline with key columns of the target.")));
+					 errmsg("key column \"%s\" of pipeline \"%s\" no longer exists in %s",
+							(char *) lfirst(lc), p->name, t->qualified_name),
+					 errhint("Drop the pipeline and create it again with key columns of the target.")));
 		t->key_index[k++] = idx;
 		t->columns[idx].is_key = true;
 	}
@@ -250,8 +272,9 @@ ks_target_open(KsPipeline *p)
 		if (t->order_index < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("order column \"%s\" no longer exists in %s", p->order_column, t->qualified_name),
-					 errhint("Recreate the pipeline with an order column of the target.")));
+					 errmsg("order column \"%s\" of pipeline \"%s\" no longer exists in %s",
+							p->order_column, p->name, t->qualified_name),
+					 errhint("Drop the pipeline and create it again with an order column of the target.")));
 		t->columns[t->order_index].is_order = true;
 	}
 	build_mappings(t, p);
@@ -415,8 +438,9 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		if (c < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("mapped column \"%s\" does not exist in %s", m->column, t->qualified_name),
-					 errhint("The keys of columns => name columns of the target.")));
+					 errmsg("mapped column \"%s\" of pipeline \"%s\" no longer exists in %s",
+							m->column, p->name, t->qualified_name),
+					 errhint("The keys of columns => name columns of the target: drop the pipeline and create it again with the current columns.")));
 		t->map[c] = slot_for(&paths, m->path);
 		t->scale[c] = m->scale;
 	}
@@ -503,12 +527,104 @@ is_text_like(Oid typid)
 	return base == TEXTOID || base == VARCHAROID || base == BPCHAROID;
 }
 
+/* Appends s as a double-quoted element of an array literal. */
+static void
+append_array_element(StringInfo out, const char *s, int len)
+{
+	appendStringInfoChar(out, '"');
+	for (int i = 0; i < len; i++)
+	{
+		if (s[i] == '"' || s[i] == '\\')
+			appendStringInfoChar(out, '\\');
+		appendStringInfoChar(out, s[i]);
+	}
+	appendStringInfoChar(out, '"');
+}
+
+/*
+ * A JSON array as the text of a PostgreSQL array literal, for the column
+ * type's own input function (array_in checks the elements as their type's
+ * input does, and nested arrays as dimensions).  JSON null is a NULL
+ * element; strings keep commas, quotes and braces (every element is
+ * quoted).  For json[]/jsonb[], each element is one JSON value, objects
+ * and arrays included.  Returns false, with *what set, for an object where
+ * the element type is not JSON.
+ */
+static bool
+json_array_literal(StringInfo out, JsonbContainer *c, bool elem_json, const char **what)
+{
+	JsonbIterator *it = JsonbIteratorInit(c);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	bool		first = true;
+
+	appendStringInfoChar(out, '{');
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *s;
+
+		if (tok != WJB_ELEM)
+			continue;
+		if (!first)
+			appendStringInfoChar(out, ',');
+		first = false;
+		switch (v.type)
+		{
+			case jbvNull:
+				appendStringInfoString(out, "NULL");
+				break;
+			case jbvString:
+				if (elem_json)
+				{
+					StringInfoData j;
+
+					initStringInfo(&j);
+					escape_json(&j, pnstrdup(v.val.string.val, v.val.string.len));
+					append_array_element(out, j.data, j.len);
+				}
+				else
+					append_array_element(out, v.val.string.val, v.val.string.len);
+				break;
+			case jbvNumeric:
+				s = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+				append_array_element(out, s, strlen(s));
+				break;
+			case jbvBool:
+				appendStringInfoString(out, v.val.boolean ? "true" : "false");
+				break;
+			case jbvBinary:
+				if (elem_json)
+				{
+					s = JsonbToCString(NULL, v.val.binary.data, v.val.binary.len);
+					append_array_element(out, s, strlen(s));
+				}
+				else if (JsonContainerIsArray(v.val.binary.data))
+				{
+					if (!json_array_literal(out, v.val.binary.data, elem_json, what))
+						return false;
+				}
+				else
+				{
+					*what = "a JSON object inside an array";
+					return false;
+				}
+				break;
+			default:
+				*what = "an unexpected JSON value";
+				return false;
+		}
+	}
+	appendStringInfoChar(out, '}');
+	return true;
+}
+
 /* Converts one captured value into column c of the row. */
 static void
 convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
 {
 	KsColumn   *col = &t->columns[c];
 	char	   *text = f->text;
+	bool		in_server_encoding = false;
 
 	switch (f->kind)
 	{
@@ -531,6 +647,30 @@ convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
 		case KS_SLOT_SCALAR:
 			break;
 		case KS_SLOT_COMPOSITE:
+			if (col->is_array && text[0] == '[')
+			{
+				Jsonb	   *jb;
+				StringInfoData lit;
+				const char *what = NULL;
+
+				/* jsonb_in may raise on odd input: a data error of this field */
+				converting_column = c;
+				if (GetDatabaseEncoding() != PG_UTF8)
+					text = pg_any_to_server(text, strlen(text), PG_UTF8);
+				in_server_encoding = true;
+				jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
+				initStringInfo(&lit);
+				if (!json_array_literal(&lit, &jb->root, col->elem_is_json, &what))
+				{
+					converting_column = -1;
+					row->reason = KS_INVALID_VALUE;
+					row->detail = psprintf("field \"%s\": %s is not a valid %s",
+										   col->name, what, col->type_sql);
+					return;
+				}
+				text = lit.data;
+				break;
+			}
 			if (!col->is_json && !is_text_like(col->typid))
 			{
 				row->reason = KS_INVALID_VALUE;
@@ -541,7 +681,7 @@ convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
 			}
 			break;
 	}
-	if (GetDatabaseEncoding() != PG_UTF8)
+	if (GetDatabaseEncoding() != PG_UTF8 && !in_server_encoding)
 		text = pg_any_to_server(text, strlen(text), PG_UTF8);
 	converting_column = c;
 	if (scale != 0 && col->is_numeric)

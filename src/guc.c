@@ -34,6 +34,7 @@ static const struct config_enum_entry fault_point_options[] = {
 	{"after_merge", KS_FAULT_AFTER_MERGE, false},
 	{"before_commit", KS_FAULT_BEFORE_COMMIT, false},
 	{"after_commit", KS_FAULT_AFTER_COMMIT, false},
+	{"before_connect", KS_FAULT_BEFORE_CONNECT, false},
 	{NULL, 0, false}
 };
 
@@ -146,7 +147,7 @@ ks_guc_init(void)
 							 NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("kafka_sink.fault_point",
-							 "Test only: makes pipeline workers fail at the given phase of every batch.",
+							 "Test only: makes pipeline workers fail at the given phase of every batch (or of their start).",
 							 NULL,
 							 &ks_fault_point,
 							 KS_FAULT_NONE,

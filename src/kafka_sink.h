@@ -49,7 +49,8 @@ typedef enum KsFaultPoint
 	KS_FAULT_AFTER_DECODE,
 	KS_FAULT_AFTER_MERGE,
 	KS_FAULT_BEFORE_COMMIT,
-	KS_FAULT_AFTER_COMMIT
+	KS_FAULT_AFTER_COMMIT,
+	KS_FAULT_BEFORE_CONNECT		/* at start, before the worker can record errors */
 } KsFaultPoint;
 
 typedef enum KsFaultAction
@@ -78,6 +79,7 @@ typedef struct KsWorkerSlot
 	int64		last_batch_id;
 	bool		paused;			/* set by the launcher for paused pipelines */
 	int			procno;			/* the worker's PGPROC, to set its latch */
+	bool		ready;			/* connected: records its own errors from now on */
 	char		detail[KS_DETAIL_LEN];	/* e.g. "broker unreachable" */
 } KsWorkerSlot;
 
@@ -243,6 +245,19 @@ extern int	ks_catalog_writes_suspend(void);
 extern void ks_catalog_writes_restore(int saved);
 extern void ks_catalog_writes_for_worker(void);
 
+/* ---- offsets.c: the one parser of offsets specs ---- */
+typedef enum KsSpecKind
+{
+	KS_SPEC_EARLIEST,
+	KS_SPEC_LATEST,
+	KS_SPEC_TIMESTAMP,
+	KS_SPEC_PARTITIONS
+} KsSpecKind;
+
+extern KsSpecKind ks_parse_offsets_spec(const char *spec, const char *what,
+										List **per_partition, int64 *ts_ms);
+extern PGDLLEXPORT Datum kafka_sink_check_offsets(PG_FUNCTION_ARGS);
+
 /* ---- consumer.c ---- */
 typedef struct KsConsumer KsConsumer;
 
@@ -326,6 +341,8 @@ typedef struct KsColumn
 	char	   *type_sql;		/* format_type_with_typemod */
 	bool		is_json;		/* json/jsonb: take the raw JSON text */
 	bool		is_numeric;
+	bool		is_array;		/* an array type (or a domain over one) */
+	bool		elem_is_json;	/* ... of json or jsonb */
 	const char *lineage;		/* for _kafka_* columns: the source expression */
 	int			prov;			/* merge with an order column, optional column:
 								 * index of its supplier-order column, else -1 */

@@ -17,6 +17,7 @@
 #include <signal.h>
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -39,7 +40,15 @@ typedef struct Wanted
 	int			workers;
 	int			generation;
 	bool		paused;
+	char	   *problem;		/* why a worker cannot do its job, or NULL */
+	char	   *hint;
 } Wanted;
+
+/*
+ * A worker that exits this many times in a row before it could record its
+ * own errors (see KsWorkerSlot.ready) fails its pipeline.
+ */
+#define KS_MAX_EARLY_EXITS 3
 
 /* Launcher-local memory of each (pipeline, worker): for backoff. */
 typedef struct Backoff
@@ -50,7 +59,10 @@ typedef struct Backoff
 	TimestampTz last_start;
 	TimestampTz not_before;
 	TimestampTz last_reported;
+	int			early_exits;	/* in a row, before the worker was ready */
 } Backoff;
+
+static void fail_pipeline(int64 pipeline_id, int sqlerrcode, const char *message, const char *detail);
 
 static BackgroundWorkerHandle **handles;
 static Backoff *backoffs;
@@ -131,17 +143,58 @@ catalog_version_matches(void)
 	return false;
 }
 
+/*
+ * The pipelines that should have workers, and for each what would stop a
+ * worker from doing its job, checked here by the launcher (a superuser)
+ * because a worker cannot report some of it itself: it connects as the
+ * owner, so a dropped or NOLOGIN owner kills it before it can write
+ * anything.  The target, bronze table, batch function and key columns are
+ * regclass/regprocedure/name references that PostgreSQL does not track,
+ * so dropping them leaves the definition dangling.
+ */
+#define WANTED_SQL \
+	"SELECT p.id, p.owner::oid, p.workers, p.state = 'paused', p.generation, x.problem, h.hint" \
+	" FROM kafka_sink.pipeline_definitions p" \
+	" LEFT JOIN pg_catalog.pg_authid r ON r.oid = p.owner::oid" \
+	" LEFT JOIN LATERAL (SELECT k FROM pg_catalog.unnest(p.key_columns || p.order_column) k" \
+	"   WHERE p.target IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a" \
+	"   WHERE a.attrelid = p.target AND a.attname = k AND a.attnum > 0 AND NOT a.attisdropped) LIMIT 1) mk ON true" \
+	" CROSS JOIN LATERAL (SELECT" \
+	"  CASE WHEN r.oid IS NULL THEN pg_catalog.format('the owner of pipeline \"%s\" (role OID %s) no longer exists', p.name, p.owner::oid)" \
+	"   WHEN NOT r.rolcanlogin THEN pg_catalog.format('the owner of pipeline \"%s\", role \"%s\", cannot log in', p.name, r.rolname)" \
+	"   WHEN r.rolsuper AND NOT $1 THEN pg_catalog.format('the owner of pipeline \"%s\", role \"%s\", is a superuser', p.name, r.rolname)" \
+	"   WHEN NOT r.rolsuper AND NOT pg_catalog.pg_has_role(r.oid, 'kafka_sink_admin', 'MEMBER')" \
+	"    THEN pg_catalog.format('the owner of pipeline \"%s\", role \"%s\", is no longer a member of kafka_sink_admin', p.name, r.rolname)" \
+	"   WHEN p.target IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = p.target)" \
+	"    THEN pg_catalog.format('the target table of pipeline \"%s\" (OID %s) no longer exists', p.name, p.target::oid)" \
+	"   WHEN p.bronze IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = p.bronze)" \
+	"    THEN pg_catalog.format('the bronze table of pipeline \"%s\" (OID %s) no longer exists', p.name, p.bronze::oid)" \
+	"   WHEN p.batch_function IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc f WHERE f.oid = p.batch_function)" \
+	"    THEN pg_catalog.format('the batch function of pipeline \"%s\" (OID %s) no longer exists', p.name, p.batch_function::oid)" \
+	"   WHEN mk.k IS NOT NULL THEN pg_catalog.format('%s column \"%s\" of pipeline \"%s\" no longer exists in %s'," \
+	"    CASE WHEN mk.k = p.order_column THEN 'order' ELSE 'key' END, mk.k, p.name, p.target)" \
+	"  END AS problem) x" \
+	" CROSS JOIN LATERAL (SELECT" \
+	"  CASE WHEN x.problem LIKE 'the owner%'" \
+	"    THEN 'A pipeline runs as its owner, who must exist, be able to log in, be a member of kafka_sink_admin and not be a superuser" \
+	" (unless kafka_sink.allow_superuser_pipelines is on). Fix the role and SELECT kafka_sink.start(...), or drop the pipeline and create it again as another owner.'" \
+	"   ELSE 'The pipeline was created for an object that was dropped or renamed since. Drop the pipeline and create it again for the current objects.'" \
+	"  END AS hint) h" \
+	" WHERE p.state IN ('running', 'paused') ORDER BY p.id"
+
 static List *
 read_wanted(void)
 {
 	List	   *wanted = NIL;
 	MemoryContext cxt = CurrentMemoryContext;
+	ListCell   *lc;
 
 	ks_xact_begin("kafka_sink launcher: reading pipelines");
 	if (OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)) &&
 		catalog_version_matches() &&
-		SPI_execute("SELECT id, owner::oid, workers, state = 'paused', generation FROM kafka_sink.pipeline_definitions"
-					" WHERE state IN ('running', 'paused') ORDER BY id", true, 0) == SPI_OK_SELECT)
+		SPI_execute_with_args(WANTED_SQL, 1, (Oid[]) {BOOLOID},
+							  (Datum[]) {BoolGetDatum(ks_allow_superuser_pipelines)},
+							  NULL, true, 0) == SPI_OK_SELECT)
 	{
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
@@ -153,6 +206,13 @@ read_wanted(void)
 			w->workers = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
 			w->paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull));
 			w->generation = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 5, &isnull));
+			w->problem = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 6);
+			w->hint = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 7);
+			if (w->problem)
+			{
+				w->problem = MemoryContextStrdup(cxt, w->problem);
+				w->hint = w->hint ? MemoryContextStrdup(cxt, w->hint) : NULL;
+			}
 			{
 				MemoryContext old = MemoryContextSwitchTo(cxt);
 
@@ -175,7 +235,36 @@ read_wanted(void)
 		MemoryContextSwitchTo(old);
 	}
 	ks_xact_commit();
+
+	/* a pipeline that cannot work fails, visibly, instead of starting workers */
+	foreach(lc, wanted)
+	{
+		Wanted	   *w = lfirst(lc);
+
+		if (w->problem == NULL)
+			continue;
+		fail_pipeline(w->pipeline_id,
+					  strncmp(w->problem, "the owner", strlen("the owner")) == 0 ?
+					  ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION : ERRCODE_UNDEFINED_OBJECT,
+					  w->problem, w->hint);
+		wanted = foreach_delete_current(wanted, lc);
+	}
 	return wanted;
+}
+
+/*
+ * Fails a pipeline from the launcher: an errors row of kind 'permanent'
+ * and state 'failed', so that status, errors and wait() show why, and no
+ * worker is started for it again until kafka_sink.start.
+ */
+static void
+fail_pipeline(int64 pipeline_id, int sqlerrcode, const char *message, const char *detail)
+{
+	ereport(WARNING,
+			(errmsg("kafka_sink: pipeline %lld failed: %s", (long long) pipeline_id, message),
+			 detail ? errdetail("%s", detail) : 0));
+	ks_record_error(pipeline_id, "permanent", sqlerrcode, message, detail);
+	ks_set_state(pipeline_id, "failed");
 }
 
 static void
@@ -195,6 +284,53 @@ report_start_failure(int64 pipeline_id, const char *why)
 					"Raise max_worker_processes or kafka_sink.max_workers, or stop other pipelines.");
 }
 
+/*
+ * Forgets the handle of a worker that has exited, and counts the exits of
+ * workers that never became ready (they died before they could record an
+ * error themselves: e.g. at connection, as an owner that cannot log in).
+ * Such exits, KS_MAX_EARLY_EXITS times in a row, fail the pipeline with an
+ * error that points to the server log, instead of a silent restart loop.
+ */
+static int64
+reap_slot(int i)
+{
+	pid_t		pid;
+	int64		pipeline_id;
+	int			worker_index;
+	bool		ready;
+	Backoff    *b;
+
+	if (handles[i] == NULL || GetBackgroundWorkerPid(handles[i], &pid) != BGWH_STOPPED)
+		return 0;
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	if (ks_shared->slots[i].in_use && ks_shared->slots[i].pid == 0)
+		ks_shared->slots[i].in_use = false;
+	pipeline_id = ks_shared->slots[i].pipeline_id;
+	worker_index = ks_shared->slots[i].worker_index;
+	ready = ks_shared->slots[i].ready;
+	LWLockRelease(ks_shared->lock);
+	pfree(handles[i]);
+	handles[i] = NULL;
+	if (pipeline_id == KS_RELAY_ID)
+		return 0;
+
+	b = get_backoff(pipeline_id, worker_index);
+	if (ready)
+	{
+		b->early_exits = 0;
+		return 0;
+	}
+	if (++b->early_exits < KS_MAX_EARLY_EXITS)
+		return 0;
+	b->early_exits = 0;
+	fail_pipeline(pipeline_id, ERRCODE_INTERNAL_ERROR,
+				  psprintf("the worker of pipeline %lld exited %d times in a row before it could start", (long long) pipeline_id,
+						   KS_MAX_EARLY_EXITS),
+				  "It failed before it could record its own error, for example while connecting as the pipeline's owner. "
+				  "The server log has the error of each attempt. Fix the cause, then SELECT kafka_sink.start(...).");
+	return pipeline_id;
+}
+
 static void
 start_worker(Wanted *w, int index)
 {
@@ -208,6 +344,11 @@ start_worker(Wanted *w, int index)
 
 	if (b->not_before != 0 && now < b->not_before)
 		return;
+
+	/* count the exits of workers not seen yet, before their slots are reused */
+	for (int i = 0; i < ks_shared->nslots; i++)
+		if (reap_slot(i) == w->pipeline_id)
+			return;				/* it has just failed */
 
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < ks_shared->nslots; i++)
@@ -297,26 +438,13 @@ start_worker(Wanted *w, int index)
 static void
 reconcile(void)
 {
-	List	   *wanted = read_wanted();
+	List	   *wanted;
 	ListCell   *lc;
 
 	/* free slots of workers that died before they could attach */
 	for (int i = 0; i < ks_shared->nslots; i++)
-	{
-		pid_t		pid;
-
-		if (handles[i] == NULL)
-			continue;
-		if (GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED)
-		{
-			LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
-			if (ks_shared->slots[i].in_use && ks_shared->slots[i].pid == 0)
-				ks_shared->slots[i].in_use = false;
-			LWLockRelease(ks_shared->lock);
-			pfree(handles[i]);
-			handles[i] = NULL;
-		}
-	}
+		reap_slot(i);
+	wanted = read_wanted();
 
 	/* stop what is no longer wanted; tell the others whether they are paused */
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);

@@ -41,6 +41,60 @@ static int	nparts = 0;
 static TimestampTz next_metadata_refresh = 0;
 static bool broker_error_shown = false;
 
+static void worker_fail(const char *kind, int sqlerrcode, const char *message,
+						const char *detail, const char *hint) pg_attribute_noreturn();
+
+/* ---- failures ---- */
+
+/*
+ * Records a failure where it happens and ends the worker: a row in
+ * kafka_sink.errors and, unless it is transient, state 'failed' (so that
+ * status, errors and wait() show it and the launcher starts no worker for
+ * it again).  Must be called outside any transaction.  A transient failure
+ * exits with state 'running': the launcher starts a worker again, with
+ * backoff.
+ *
+ * If even that cannot be written, the slot is marked not ready before
+ * exiting: the launcher counts such exits and, after a few in a row,
+ * records the failure itself (it is a superuser).
+ */
+static void
+worker_fail(const char *kind, int sqlerrcode, const char *message,
+			const char *detail, const char *hint)
+{
+	bool		permanent = strcmp(kind, "transient") != 0;
+	const char *name = pipeline ? quote_identifier(pipeline->name) : psprintf("%lld", (long long) args.pipeline_id);
+	char	   *full_detail = (char *) detail;
+
+	if (hint)
+		full_detail = detail ? psprintf("%s Hint: %s", detail, hint) : psprintf("Hint: %s", hint);
+	ereport(LOG,
+			(errmsg("kafka_sink: pipeline %s %s: %s", name,
+					permanent ? "failed" : "hit a transient error, a worker starts again", message),
+			 detail ? errdetail("%s", detail) : 0,
+			 hint ? errhint("%s", hint) : 0));
+	PG_TRY();
+	{
+		ks_record_error(args.pipeline_id, kind, sqlerrcode, message, full_detail);
+		if (permanent)
+			ks_set_state(args.pipeline_id, "failed");
+		else
+			ks_slot_set_detail(args.slot, "retrying after: %s", message);
+	}
+	PG_CATCH();
+	{
+		EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+		ks_shared->slots[args.slot].ready = false;
+		LWLockRelease(ks_shared->lock);
+		proc_exit(1);
+	}
+	PG_END_TRY();
+	proc_exit(permanent ? 0 : 1);
+}
+
 /* ---- slot ---- */
 
 /*
@@ -452,11 +506,9 @@ handle_out_of_range(int idx)
 			msg = psprintf("data loss on topic \"%s\" partition %d: expected offset %lld, earliest available offset %lld",
 						   p->topic, p->partition, (long long) p->end, (long long) low);
 
-		ks_record_error(pipeline->id, "data_loss", ERRCODE_DATA_CORRUPTED, msg,
-						"fail_on_data_loss is true, so the pipeline stopped. Set it to false with kafka_sink.alter_pipeline to skip the gap, or reset the offsets.");
-		ks_set_state(pipeline->id, "failed");
-		ereport(LOG, (errmsg("kafka_sink: pipeline \"%s\": %s", pipeline->name, msg)));
-		proc_exit(0);
+		worker_fail("data_loss", ERRCODE_DATA_CORRUPTED, msg,
+					"fail_on_data_loss is true, so the pipeline stopped. Set it to false with kafka_sink.alter_pipeline to skip the gap, or reset the offsets.",
+					NULL);
 	}
 	p->loss = true;
 	p->loss_expected = p->end;
@@ -759,27 +811,70 @@ publish_progress(KsBatch *b)
 	LWLockRelease(ks_shared->lock);
 }
 
-void
-ks_worker_main(Datum arg)
+/*
+ * Settings the worker depends on, whatever the owner's role-level settings
+ * (ALTER ROLE ... SET, ALTER ROLE ... IN DATABASE ... SET) say: a read-only
+ * default, a stricter isolation level, timeouts, replica mode (triggers off)
+ * or a SET ROLE to another role would make every batch fail, or silently
+ * change what a batch does.  Session-level values override the role's; a
+ * batch function's own SET clause still applies within it.
+ */
+static void
+pin_settings(void)
+{
+	static const char *const pinned[][2] = {
+		{"search_path", "pg_catalog, pg_temp"},
+		{"role", "none"},
+		{"default_transaction_read_only", "off"},
+		{"default_transaction_isolation", "read committed"},
+		{"default_transaction_deferrable", "off"},
+		{"statement_timeout", "0"},
+		{"lock_timeout", "0"},
+		{"idle_in_transaction_session_timeout", "0"},
+		{"session_replication_role", "origin"},
+	};
+
+	for (int i = 0; i < (int) lengthof(pinned); i++)
+		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET, PGC_S_SESSION);
+}
+
+/*
+ * application_name and the process title are cut at NAMEDATALEN - 1 bytes:
+ * a long pipeline name is shortened with a hash of the whole name, so that
+ * two long names with the same beginning, and the workers of one pipeline,
+ * stay apart.
+ */
+static char *
+worker_appname(const char *name)
+{
+	char		suffix[16] = "";
+	char	   *full;
+
+	if (args.nworkers > 1)
+		snprintf(suffix, sizeof(suffix), "/%d", args.worker_index);
+	full = psprintf("kafka_sink: %s%s", name, suffix);
+	if (strlen(full) > NAMEDATALEN - 1)
+	{
+		uint32		h = hash_bytes((const unsigned char *) name, strlen(name));
+		int			keep = NAMEDATALEN - 1 - (int) strlen("kafka_sink: ") - 9 - (int) strlen(suffix);
+
+		full = psprintf("kafka_sink: %.*s~%08x%s", keep, name, h, suffix);
+	}
+	return full;
+}
+
+/*
+ * Every phase from the connection on runs here, under ks_worker_main's
+ * error handler: loading the definition, checking the target, creating the
+ * consumer, resolving starting offsets and the batch loop.
+ */
+static void
+worker_run(void)
 {
 	MemoryContext batch_cxt;
 	volatile int failures = 0;
 	volatile TimestampTz last_commit = 0;
 	volatile bool paused = false;
-
-	(void) arg;
-	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(KsWorkerArgs));
-	pqsignal(SIGTERM, die);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-
-	if (!ks_slot_attach(args.slot, args.pipeline_id, args.worker_index))
-		proc_exit(0);
-
-	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION);
-	/* suspended around the user's code: apply.c, decode.c, ks_xact_commit */
-	ks_catalog_writes_for_worker();
 
 	ks_xact_begin("kafka_sink: loading the pipeline");
 	pipeline = ks_load_pipeline(args.pipeline_id, TopMemoryContext);
@@ -788,34 +883,22 @@ ks_worker_main(Datum arg)
 		proc_exit(0);
 
 	{
-		char	   *appname = psprintf("kafka_sink: %s", pipeline->name);
+		char	   *appname = worker_appname(pipeline->name);
 
-		if (args.nworkers > 1)
-			appname = psprintf("kafka_sink: %s/%d", pipeline->name, args.worker_index);
 		SetConfigOption("application_name", appname, PGC_USERSET, PGC_S_SESSION);
 		pgstat_report_appname(appname);
 	}
 
-	/* a consumer librdkafka refuses to create is a configuration error */
-	PG_TRY();
+	/* the target as it is now: a dropped table or column fails at once */
+	if (OidIsValid(pipeline->target))
 	{
-		consumer = ks_consumer_create(pipeline, NULL);
+		ks_xact_begin("kafka_sink: checking the target");
+		(void) ks_target_open(pipeline);
+		ks_xact_commit();
 	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
 
-		MemoryContextSwitchTo(TopMemoryContext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		ks_record_error(pipeline->id, "permanent", edata->sqlerrcode, edata->message, edata->detail);
-		ks_set_state(pipeline->id, "failed");
-		ereport(LOG,
-				(errmsg("kafka_sink: pipeline \"%s\" failed: %s", pipeline->name, edata->message),
-				 edata->detail ? errdetail("%s", edata->detail) : 0));
-		proc_exit(0);
-	}
-	PG_END_TRY();
+	/* a consumer librdkafka refuses to create is a configuration error */
+	consumer = ks_consumer_create(pipeline, NULL);
 	batch_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink batch", ALLOCSET_DEFAULT_SIZES);
 
 	while (!refresh_assignment(true))
@@ -949,15 +1032,7 @@ ks_worker_main(Datum arg)
 				wait_for_kafka(delay);
 			}
 			else
-			{
-				ereport(LOG,
-						(errmsg("kafka_sink: pipeline \"%s\" failed: %s", pipeline->name, edata->message),
-						 edata->hint ? errhint("%s", edata->hint) : 0));
-				ks_record_error(pipeline->id, "permanent", edata->sqlerrcode, edata->message,
-								detail_and_hint(edata));
-				ks_set_state(pipeline->id, "failed");
-				proc_exit(0);
-			}
+				worker_fail("permanent", edata->sqlerrcode, edata->message, edata->detail, edata->hint);
 			MemoryContextSwitchTo(old);
 			continue;
 		}
@@ -984,4 +1059,53 @@ ks_worker_main(Datum arg)
 		publish_progress(&batch);
 		MemoryContextSwitchTo(old);
 	}
+}
+
+void
+ks_worker_main(Datum arg)
+{
+	(void) arg;
+	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(KsWorkerArgs));
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+
+	if (!ks_slot_attach(args.slot, args.pipeline_id, args.worker_index))
+		proc_exit(0);
+
+	/* an owner that cannot connect is reported by the launcher (reap_slot) */
+	ks_fault(KS_FAULT_BEFORE_CONNECT);
+	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
+	pin_settings();
+	/* suspended around the user's code: apply.c, decode.c, ks_xact_commit */
+	ks_catalog_writes_for_worker();
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	ks_shared->slots[args.slot].ready = true;
+	LWLockRelease(ks_shared->lock);
+
+	PG_TRY();
+	{
+		worker_run();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		RESUME_INTERRUPTS();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		if (edata->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE)
+		{
+			ereport(LOG, (errmsg("kafka_sink: pipeline %lld is no longer running, worker exits",
+								 (long long) args.pipeline_id)));
+			proc_exit(0);
+		}
+		worker_fail(is_transient(edata->sqlerrcode) ? "transient" : "permanent",
+					edata->sqlerrcode, edata->message, edata->detail, edata->hint);
+	}
+	PG_END_TRY();
 }
