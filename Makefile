@@ -13,6 +13,7 @@ OBJS = \
 	src/apply.o \
 	src/catalog.o \
 	src/api.o \
+	src/sqlcall.o \
 	src/outbox.o
 
 # 0.1.0 is released and stays as it was; each later install script is the
