@@ -1752,7 +1752,7 @@ kafka_sink_replay(PG_FUNCTION_ARGS)
 	ks_srf_check_context(fcinfo, "kafka_sink._replay()");
 	if (srf_batch != NULL || srf_raw_batch != NULL || ks_in_own_worker())
 		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				(errcode(KS_ERRCODE_WRONG_CONTEXT),
 				 errmsg("kafka_sink._replay() cannot run inside a kafka_sink batch"),
 				 errdetail("It was called from a batch function, a trigger or another statement run while a batch is applied."),
 				 errhint("Call kafka_sink.replay_quarantine() from a session of its own.")));

@@ -439,6 +439,9 @@ typedef struct KsSrfColumn
 	int32		typmod;
 } KsSrfColumn;
 
+/* a C function called where it cannot work (see ks_require_batch) */
+#define KS_ERRCODE_WRONG_CONTEXT ERRCODE_FEATURE_NOT_SUPPORTED
+
 extern void ks_srf_check_context(FunctionCallInfo fcinfo, const char *fname);
 extern void ks_srf_check_record(FunctionCallInfo fcinfo, const char *fname,
 								const KsSrfColumn *cols, int ncols);

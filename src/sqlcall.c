@@ -42,7 +42,7 @@ ks_srf_check_context(FunctionCallInfo fcinfo, const char *fname)
 	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
 		(rsinfo->allowedModes & SFRM_Materialize) == 0)
 		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				(errcode(KS_ERRCODE_WRONG_CONTEXT),
 				 errmsg("%s was called in a context that cannot accept a set", fname),
 				 errhint("Call it in FROM: SELECT * FROM %s.", fname)));
 }
@@ -87,7 +87,7 @@ ks_srf_check_record(FunctionCallInfo fcinfo, const char *fname,
 	desc = rsinfo->expectedDesc;
 	if (desc == NULL)
 		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				(errcode(KS_ERRCODE_WRONG_CONTEXT),
 				 errmsg("%s must be called in FROM with a column definition list", fname),
 				 errhint("The batch's columns are: %s.", column_list(cols, ncols))));
 	n = Min(desc->natts, ncols);
@@ -130,13 +130,20 @@ ks_srf_check_record(FunctionCallInfo fcinfo, const char *fname,
  * being applied right now (in_progress: the function's own pointer to it
  * is set, which only the statement that reads it sets, see run_statement
  * and write_bronze).
+ *
+ * The errcode is KS_ERRCODE_WRONG_CONTEXT (feature_not_supported, as
+ * PostgreSQL's own "called in a context that cannot accept a set"), not
+ * object_not_in_prerequisite_state: a worker takes that one, raised during
+ * its batch, for "my pipeline was stopped" and exits without a word, so a
+ * batch function calling the wrong function would restart forever instead
+ * of failing the pipeline with this message.
  */
 void
 ks_require_batch(bool in_progress, const char *fname, const char *what)
 {
 	if (!in_progress)
 		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				(errcode(KS_ERRCODE_WRONG_CONTEXT),
 				 errmsg("%s can only be called while this session applies a kafka_sink batch", fname),
 				 errdetail("It returns %s of the batch being applied, and none is being applied now.", what),
 				 errhint("It is internal to kafka_sink.  A batch function gets the batch's rows as its second argument.")));
