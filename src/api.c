@@ -344,20 +344,26 @@ Datum
 kafka_sink_worker_pids(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	KsWorkerSlot *copy;
+	int			n = 0;
 
 	ks_srf_check_context(fcinfo, "kafka_sink._worker_pids()");
 	InitMaterializedSRF(fcinfo, 0);
 	if (ks_shared == NULL)
 		return (Datum) 0;
+	/* copied under the lock; the role checks may read the catalog */
+	copy = palloc(sizeof(KsWorkerSlot) * Max(ks_shared->nslots, 1));
 	LWLockAcquire(ks_shared->lock, LW_SHARED);
 	for (int i = 0; i < ks_shared->nslots; i++)
+		if (ks_shared->slots[i].in_use && ks_shared->slots[i].database == MyDatabaseId)
+			copy[n++] = ks_shared->slots[i];
+	LWLockRelease(ks_shared->lock);
+	for (int i = 0; i < n; i++)
 	{
-		KsWorkerSlot *s = &ks_shared->slots[i];
+		KsWorkerSlot *s = &copy[i];
 		Datum		values[5];
 		bool		nulls[5] = {false, false, false, false, false};
 
-		if (!s->in_use || s->database != MyDatabaseId)
-			continue;
 		if (s->pipeline_id != KS_RELAY_ID && !ks_may_see_owner(s->owner))
 			continue;
 		values[0] = Int64GetDatum(s->pipeline_id);
@@ -367,7 +373,6 @@ kafka_sink_worker_pids(PG_FUNCTION_ARGS)
 		values[4] = CStringGetTextDatum(s->detail);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	LWLockRelease(ks_shared->lock);
 	return (Datum) 0;
 }
 
@@ -380,19 +385,27 @@ Datum
 kafka_sink_partition_stats(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	KsPartStat *copy;
+	int			ncopy = 0;
 
 	ks_srf_check_context(fcinfo, "kafka_sink._partition_stats()");
 	InitMaterializedSRF(fcinfo, 0);
 	if (ks_shared == NULL)
 		return (Datum) 0;
+	/* copied under the lock; the role checks may read the catalog */
+	copy = palloc(sizeof(KsPartStat) * Max(ks_shared->npartstats, 1));
 	LWLockAcquire(ks_shared->lock, LW_SHARED);
 	for (int i = 0; i < ks_shared->npartstats; i++)
+		if (KS_PARTSTATS()[i].in_use && KS_PARTSTATS()[i].database == MyDatabaseId)
+			copy[ncopy++] = KS_PARTSTATS()[i];
+	LWLockRelease(ks_shared->lock);
+	for (int i = 0; i < ncopy; i++)
 	{
-		KsPartStat *s = &KS_PARTSTATS()[i];
+		KsPartStat *s = &copy[i];
 		Datum		v[10];
 		bool		n[10] = {false, false, false, false, false, false, false, false, false, false};
 
-		if (!s->in_use || s->database != MyDatabaseId || !ks_may_see_owner(s->owner))
+		if (!ks_may_see_owner(s->owner))
 			continue;
 		v[0] = Int64GetDatum(s->pipeline_id);
 		v[1] = CStringGetTextDatum(s->topic);
@@ -409,6 +422,5 @@ kafka_sink_partition_stats(PG_FUNCTION_ARGS)
 		v[9] = Float8GetDatum(s->rate);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
 	}
-	LWLockRelease(ks_shared->lock);
 	return (Datum) 0;
 }
