@@ -96,6 +96,8 @@ sql -c "SELECT count(*) FROM generate_series(1, 3) i,
                            format('{\"order_id\": %s, \"event_ts\": %s, \"amount\": \"%s.25\", \"note\": \"n%s\"}', i, i, i, i))" >/dev/null
 
 PM0="$(postmaster_pid)"
+# on a fresh cluster the launcher may still be starting
+poll "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'kafka_sink launcher'" 60 || true
 LAUNCHER0="$(launcher_pid)"
 
 # new_pipeline KIND NAME [start]: a pipeline of A reading the topic from the
