@@ -5,6 +5,20 @@
  *		written in SQL (kafka_sink--*.sql); these are the parts that need
  *		librdkafka or shared memory.
  *
+ * The rule for every C function exposed in SQL (here and in apply.c):
+ * whoever may EXECUTE it (kafka_sink_admin) can call it directly, with any
+ * arguments, from any statement, so it is checked like a public function.
+ * Each validates its arguments (NULLs where not STRICT, ranges, empty
+ * strings), its calling context (set-returning functions only where a set
+ * is accepted; batch-only functions only during this process's batch), a
+ * caller-declared record type against the tuples it builds (never build a
+ * tuple with an unchecked column definition list: ks_srf_check_record),
+ * and shows or acts on pipelines only under the catalog's rule: the
+ * caller is a member of the owner (ks_may_see_owner, or the catalog's row
+ * level security when it reads the catalog).  The helpers are in
+ * sqlcall.c; each function's header comment says what it checks, and
+ * docs/design-notes.md ("Internal SQL-callable functions") lists them.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
@@ -25,9 +39,7 @@ PG_FUNCTION_INFO_V1(kafka_sink_check_kafka_options);
 PG_FUNCTION_INFO_V1(kafka_sink_is_secret_option);
 PG_FUNCTION_INFO_V1(kafka_sink_produce);
 PG_FUNCTION_INFO_V1(kafka_sink_watermarks);
-PG_FUNCTION_INFO_V1(kafka_sink_batch_rows);
-PG_FUNCTION_INFO_V1(kafka_sink_batch_messages);
-PG_FUNCTION_INFO_V1(kafka_sink_replay);
+/* _batch_rows, _batch_messages and _replay: with their bodies in apply.c */
 PG_FUNCTION_INFO_V1(kafka_sink_wake_launcher);
 PG_FUNCTION_INFO_V1(kafka_sink_worker_pids);
 PG_FUNCTION_INFO_V1(kafka_sink_partition_stats);
@@ -90,6 +102,11 @@ options_from_jsonb(Jsonb *jb, const char *what)
 	return result;
 }
 
+/*
+ * _check_kafka_options(options): STRICT; options must be a JSON object of
+ * scalars (options_from_jsonb), then the option rules of consumer.c.
+ * Touches nothing else.
+ */
 Datum
 kafka_sink_check_kafka_options(PG_FUNCTION_ARGS)
 {
@@ -101,6 +118,7 @@ kafka_sink_check_kafka_options(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* _is_secret_option(name): STRICT and IMMUTABLE; any string is a valid question. */
 Datum
 kafka_sink_is_secret_option(PG_FUNCTION_ARGS)
 {
@@ -110,6 +128,9 @@ kafka_sink_is_secret_option(PG_FUNCTION_ARGS)
 /*
  * produce(bootstrap_servers, topic, key, value, headers, partition)
  * Waits for the acknowledgement; not transactional.
+ * Checks: the call context before anything is sent (a message once sent
+ * stays); bootstrap_servers and topic not NULL nor empty, a topic name
+ * Kafka accepts; headers a JSON object of scalars; partition not negative.
  */
 Datum
 kafka_sink_produce(PG_FUNCTION_ARGS)
@@ -131,13 +152,20 @@ kafka_sink_produce(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("bootstrap_servers and topic cannot be null"),
 				 errhint("Pass bootstrap_servers => 'localhost:9092', topic => 'orders.v1'.")));
+	ks_srf_check_context(fcinfo, "kafka_sink.produce()");
 	servers = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	if (topic[0] == '\0' || strlen(topic) > 249)
+	if (servers[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("bootstrap_servers cannot be empty"),
+				 errhint("Pass bootstrap_servers => 'localhost:9092'.")));
+	if (topic[0] == '\0' || strlen(topic) > 249 || strcmp(topic, ".") == 0 || strcmp(topic, "..") == 0 ||
+		strspn(topic, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(topic))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid topic name \"%s\"", topic),
-				 errhint("Kafka topic names have 1 to 249 characters.")));
+				 errhint("Kafka topic names use letters, digits, \".\", \"_\" and \"-\", 1 to 249 characters.")));
 	if (PG_NARGS() > 5 && !PG_ARGISNULL(5) && partition < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -159,6 +187,13 @@ kafka_sink_produce(PG_FUNCTION_ARGS)
 /*
  * _watermarks(pipeline): low and high watermarks of every partition the
  * pipeline reads, asked of the broker now.  Used by kafka_sink.wait().
+ * Checks: pipeline not NULL, at finite; the call context before the broker
+ * is contacted.  It contacts the broker with the pipeline's options,
+ * secrets included, so it must only work on pipelines the caller may see:
+ * it runs with the caller's rights (SECURITY INVOKER, no SET ROLE) and
+ * reads pipeline_definitions and secrets through SPI, under their row
+ * level security, so another owner's pipeline "does not exist" here
+ * (test: sql/internal_functions.sql).
  */
 Datum
 kafka_sink_watermarks(PG_FUNCTION_ARGS)
@@ -182,8 +217,14 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("pipeline name cannot be null"),
 				 errhint("Pass the pipeline's name.")));
+	ks_srf_check_context(fcinfo, "kafka_sink._watermarks()");
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	argv[0] = CStringGetTextDatum(name);
+	if (with_at && TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(1)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the time to look up offsets for must be finite"),
+				 errhint("Pass a timestamp, or NULL for the watermarks only.")));
 	if (with_at)
 		at_ms = (PG_GETARG_TIMESTAMPTZ(1) / 1000) +
 			((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000);
@@ -198,6 +239,11 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 				 errhint("SELECT name FROM kafka_sink.pipelines lists the pipelines you can see.")));
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	p = ks_load_pipeline(id, CurrentMemoryContext);
+	if (p == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline \"%s\" does not exist", name),
+				 errhint("SELECT name FROM kafka_sink.pipelines lists the pipelines you can see.")));
 	/* secrets of other roles are invisible here (row level security) */
 	{
 		MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
@@ -278,6 +324,10 @@ wake_xact_callback(XactEvent event, void *arg)
 		wake_at_commit = false;
 }
 
+/*
+ * _wake_launcher(): no arguments; only sets a flag for this transaction's
+ * commit (waking the launcher early is harmless, it reconciles anyway).
+ */
 Datum
 kafka_sink_wake_launcher(PG_FUNCTION_ARGS)
 {
@@ -292,23 +342,38 @@ kafka_sink_wake_launcher(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* The live worker slots: pipeline, worker index, pid, state, detail. */
+/*
+ * The live worker slots: pipeline, worker index, pid, state, detail.
+ * Shows only the slots of this database whose owner the caller is a
+ * member of (ks_may_see_owner: the catalog's rule), and the outbox relay's,
+ * which belongs to no pipeline (kafka_sink.outbox_status shows it to every
+ * admin).
+ */
 Datum
 kafka_sink_worker_pids(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	KsWorkerSlot *copy;
+	int			n = 0;
 
+	ks_srf_check_context(fcinfo, "kafka_sink._worker_pids()");
 	InitMaterializedSRF(fcinfo, 0);
 	if (ks_shared == NULL)
 		return (Datum) 0;
+	/* copied under the lock; the role checks may read the catalog */
+	copy = palloc(sizeof(KsWorkerSlot) * Max(ks_shared->nslots, 1));
 	LWLockAcquire(ks_shared->lock, LW_SHARED);
 	for (int i = 0; i < ks_shared->nslots; i++)
+		if (ks_shared->slots[i].in_use && ks_shared->slots[i].database == MyDatabaseId)
+			copy[n++] = ks_shared->slots[i];
+	LWLockRelease(ks_shared->lock);
+	for (int i = 0; i < n; i++)
 	{
-		KsWorkerSlot *s = &ks_shared->slots[i];
+		KsWorkerSlot *s = &copy[i];
 		Datum		values[5];
 		bool		nulls[5] = {false, false, false, false, false};
 
-		if (!s->in_use || s->database != MyDatabaseId)
+		if (s->pipeline_id != KS_RELAY_ID && !ks_may_see_owner(s->owner))
 			continue;
 		values[0] = Int64GetDatum(s->pipeline_id);
 		values[1] = Int32GetDatum(s->worker_index);
@@ -317,27 +382,39 @@ kafka_sink_worker_pids(PG_FUNCTION_ARGS)
 		values[4] = CStringGetTextDatum(s->detail);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	LWLockRelease(ks_shared->lock);
 	return (Datum) 0;
 }
 
-/* The partitions the workers of this database own, with cached watermarks. */
+/*
+ * The partitions the workers of this database own, with cached watermarks.
+ * Shows only the partitions of workers whose owner the caller is a member
+ * of (ks_may_see_owner: the catalog's rule).
+ */
 Datum
 kafka_sink_partition_stats(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	KsPartStat *copy;
+	int			ncopy = 0;
 
+	ks_srf_check_context(fcinfo, "kafka_sink._partition_stats()");
 	InitMaterializedSRF(fcinfo, 0);
 	if (ks_shared == NULL)
 		return (Datum) 0;
+	/* copied under the lock; the role checks may read the catalog */
+	copy = palloc(sizeof(KsPartStat) * Max(ks_shared->npartstats, 1));
 	LWLockAcquire(ks_shared->lock, LW_SHARED);
 	for (int i = 0; i < ks_shared->npartstats; i++)
+		if (KS_PARTSTATS()[i].in_use && KS_PARTSTATS()[i].database == MyDatabaseId)
+			copy[ncopy++] = KS_PARTSTATS()[i];
+	LWLockRelease(ks_shared->lock);
+	for (int i = 0; i < ncopy; i++)
 	{
-		KsPartStat *s = &KS_PARTSTATS()[i];
+		KsPartStat *s = &copy[i];
 		Datum		v[10];
 		bool		n[10] = {false, false, false, false, false, false, false, false, false, false};
 
-		if (!s->in_use || s->database != MyDatabaseId)
+		if (!ks_may_see_owner(s->owner))
 			continue;
 		v[0] = Int64GetDatum(s->pipeline_id);
 		v[1] = CStringGetTextDatum(s->topic);
@@ -354,7 +431,6 @@ kafka_sink_partition_stats(PG_FUNCTION_ARGS)
 		v[9] = Float8GetDatum(s->rate);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
 	}
-	LWLockRelease(ks_shared->lock);
 	return (Datum) 0;
 }
 

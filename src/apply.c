@@ -62,6 +62,61 @@ static KsBatch *srf_batch = NULL;
 static int *srf_rows = NULL;
 static int	srf_nrows = 0;
 
+PG_FUNCTION_INFO_V1(kafka_sink_batch_rows);
+PG_FUNCTION_INFO_V1(kafka_sink_batch_messages);
+PG_FUNCTION_INFO_V1(kafka_sink_replay);
+
+/*
+ * The columns of the tuples kafka_sink._batch_rows() builds: the target's
+ * columns with their types and typmods, a "present" flag per column, then
+ * the message's topic, partition, offset, sequence and timestamp.
+ * source_sql() declares exactly these.
+ */
+static KsSrfColumn *
+batch_rows_columns(KsTarget *t, int *ncols)
+{
+	int			n = t->ncolumns;
+	KsSrfColumn *cols = palloc(sizeof(KsSrfColumn) * (2 * n + 5 + t->nprov));
+	int			next = 2 * n + 5;
+	static const KsSrfColumn tail[5] = {
+		{"_ks_topic", TEXTOID, -1}, {"_ks_partition", INT4OID, -1}, {"_ks_offset", INT8OID, -1},
+		{"_ks_seq", INT4OID, -1}, {"_ks_ts", TIMESTAMPTZOID, -1}};
+
+	for (int c = 0; c < n; c++)
+	{
+		cols[c].name = t->columns[c].name;
+		cols[c].typid = t->columns[c].typid;
+		cols[c].typmod = t->columns[c].typmod;
+		cols[n + c].name = psprintf("_ks_p%d", c);
+		cols[n + c].typid = BOOLOID;
+		cols[n + c].typmod = -1;
+	}
+	memcpy(&cols[2 * n], tail, sizeof(tail));
+	/* the order value of the message that supplied each optional column */
+	for (int c = 0; c < n; c++)
+		if (t->columns[c].prov >= 0)
+		{
+			cols[next].name = psprintf("_ks_o%d", c);
+			cols[next].typid = t->columns[t->order_index].typid;
+			cols[next].typmod = t->columns[t->order_index].typmod;
+			next++;
+		}
+	Assert(next == 2 * n + 5 + t->nprov);
+	*ncols = next;
+	return cols;
+}
+
+/*
+ * kafka_sink._batch_rows(): the staged rows of the batch this process is
+ * applying, for the statements of apply.c (source_sql).
+ * Checks: a batch is being applied by this process (the worker's, or
+ * _replay's in this session): srf_batch is only set while one of our
+ * statements runs, so a call from elsewhere, a later trigger or another
+ * session finds none; the caller's column definition list is exactly the
+ * batch's columns (count, types, typmods), since the tuples are built with
+ * it.  A user's batch function or trigger that calls it during the batch
+ * with the right list gets the same rows, which it could read anyway.
+ */
 Datum
 kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 {
@@ -71,17 +126,16 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 	Datum	   *values;
 	bool	   *nulls;
 	Datum	   *topics;
+	KsSrfColumn *cols;
 
-	if (srf_batch == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("there is no kafka_sink batch in this session"),
-				 errhint("Only a kafka_sink pipeline worker stages batches.")));
+	ks_srf_check_context(fcinfo, "kafka_sink._batch_rows()");
+	ks_require_batch(srf_batch != NULL && srf_batch->target != NULL,
+					 "kafka_sink._batch_rows()", "the decoded rows");
 	t = srf_batch->target;
-	natts = 2 * t->ncolumns + 5 + t->nprov;
+	cols = batch_rows_columns(t, &natts);
+	ks_srf_check_record(fcinfo, "kafka_sink._batch_rows()", cols, natts);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	if (rsinfo->setDesc->natts != natts)
-		elog(ERROR, "kafka_sink: batch row descriptor mismatch");
+	Assert(rsinfo->setDesc->natts == natts);
 
 	values = palloc(sizeof(Datum) * natts);
 	nulls = palloc(sizeof(bool) * natts);
@@ -1381,16 +1435,30 @@ bronze_row(KsBatch *batch, KsMessage *m, Datum *v, bool *n)
 
 static KsBatch *srf_raw_batch = NULL;
 
+/*
+ * kafka_sink._batch_messages(): the raw messages of the batch this process
+ * is writing to its bronze table (write_bronze).
+ * Checks: the bronze write of a batch is in progress in this process
+ * (srf_raw_batch is only set around it); the caller's column definition
+ * list is exactly the seven bronze columns below (types and typmods), since
+ * the tuples are built with it.
+ */
 Datum
 kafka_sink_batch_messages(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	KsSrfColumn cols[KS_BRONZE_NCOLS - 1];
 
-	if (srf_raw_batch == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("there is no kafka_sink batch in this session"),
-				 errhint("Only a kafka_sink pipeline worker stages batches.")));
+	ks_srf_check_context(fcinfo, "kafka_sink._batch_messages()");
+	ks_require_batch(srf_raw_batch != NULL, "kafka_sink._batch_messages()", "the raw messages");
+	/* the SRF's 7 columns are the first 7; batch_id is a parameter */
+	for (int c = 0; c < KS_BRONZE_NCOLS - 1; c++)
+	{
+		cols[c].name = bronze_names[c];
+		cols[c].typid = bronze_types[c];
+		cols[c].typmod = -1;
+	}
+	ks_srf_check_record(fcinfo, "kafka_sink._batch_messages()", cols, KS_BRONZE_NCOLS - 1);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (int i = 0; i < srf_raw_batch->nmsgs; i++)
 	{
@@ -1968,6 +2036,14 @@ ks_apply_batch(KsBatch *batch)
  * included), in the caller's transaction and with the caller's rights.
  * Messages that now apply are marked replayed; the others get their new
  * reason.  Returns (replayed, still_failing).
+ * Checks: STRICT (no NULL arguments); ids may be empty, hold NULLs (they
+ * match nothing) or have several dimensions (= ANY flattens them); the
+ * pipeline is read through SPI with the caller's rights, so another
+ * owner's pipeline, like a missing one or a negative id, "does not
+ * exist" (row level security), and so are its quarantine rows; not inside
+ * a batch (a batch function or trigger calling it would nest a second
+ * batch into the statement that reads the first) nor in a kafka_sink
+ * background worker.
  */
 Datum
 kafka_sink_replay(PG_FUNCTION_ARGS)
@@ -1985,13 +2061,22 @@ kafka_sink_replay(PG_FUNCTION_ARGS)
 	Datum		out[2];
 	bool		nulls[2] = {false, false};
 
+	ks_srf_check_context(fcinfo, "kafka_sink._replay()");
+	if (srf_batch != NULL || srf_raw_batch != NULL || ks_in_own_worker())
+		ereport(ERROR,
+				(errcode(KS_ERRCODE_WRONG_CONTEXT),
+				 errmsg("kafka_sink._replay() cannot run inside a kafka_sink batch"),
+				 errdetail("It was called from a batch function, a trigger or another statement run while a batch is applied."),
+				 errhint("Call kafka_sink.replay_quarantine() from a session of its own.")));
 	InitMaterializedSRF(fcinfo, 0);
-	SPI_connect();
-	p = ks_load_pipeline(pipeline_id, CurrentMemoryContext);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "kafka_sink: SPI_connect failed");
+	p = pipeline_id > 0 ? ks_load_pipeline(pipeline_id, CurrentMemoryContext) : NULL;
 	if (p == NULL || !OidIsValid(p->target))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("pipeline %lld does not exist or has no target", (long long) pipeline_id)));
+				 errmsg("pipeline %lld does not exist or has no target", (long long) pipeline_id),
+				 errhint("SELECT id, name, target FROM kafka_sink.pipelines lists the pipelines you can see.")));
 	if (SPI_execute_with_args("SELECT id, topic, partition, message_offset,"
 							  " (extract(epoch FROM message_ts) * 1000)::int8, key, value"
 							  " FROM kafka_sink.quarantine WHERE pipeline_id = $1 AND id = ANY ($2)"

@@ -70,6 +70,7 @@ typedef struct KsWorkerSlot
 	bool		in_use;
 	Oid			database;
 	int64		pipeline_id;
+	Oid			owner;			/* the role the worker runs as; Invalid: the relay */
 	int			worker_index;
 	int			nworkers;
 	int			generation;		/* of the definition the worker runs */
@@ -90,6 +91,7 @@ typedef struct KsPartStat
 	bool		in_use;
 	Oid			database;
 	int64		pipeline_id;
+	Oid			owner;			/* the role the worker runs as */
 	int			worker_index;
 	pid_t		pid;
 	char		topic[KS_TOPIC_LEN];
@@ -460,6 +462,24 @@ extern void ks_apply_batch(KsBatch *batch);
 extern PGDLLEXPORT Datum kafka_sink_batch_rows(PG_FUNCTION_ARGS);
 extern PGDLLEXPORT Datum kafka_sink_batch_messages(PG_FUNCTION_ARGS);
 extern PGDLLEXPORT Datum kafka_sink_replay(PG_FUNCTION_ARGS);
+
+/* ---- sqlcall.c: checks of the SQL-callable functions ---- */
+typedef struct KsSrfColumn
+{
+	const char *name;
+	Oid			typid;
+	int32		typmod;
+} KsSrfColumn;
+
+/* a C function called where it cannot work (see ks_require_batch) */
+#define KS_ERRCODE_WRONG_CONTEXT ERRCODE_FEATURE_NOT_SUPPORTED
+
+extern void ks_srf_check_context(FunctionCallInfo fcinfo, const char *fname);
+extern void ks_srf_check_record(FunctionCallInfo fcinfo, const char *fname,
+								const KsSrfColumn *cols, int ncols);
+extern void ks_require_batch(bool in_progress, const char *fname, const char *what);
+extern bool ks_in_own_worker(void);
+extern bool ks_may_see_owner(Oid owner);
 
 /* ---- workers ---- */
 extern void ks_launcher_register(void);

@@ -365,6 +365,7 @@ start_worker(Wanted *w, int index)
 		s->in_use = true;
 		s->database = MyDatabaseId;
 		s->pipeline_id = w->pipeline_id;
+		s->owner = w->owner;	/* who may see the slot (_worker_pids) */
 		s->worker_index = index;
 		s->nworkers = w->workers;
 		s->generation = w->generation;

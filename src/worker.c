@@ -122,6 +122,7 @@ publish_partitions(void)
 		st[next].in_use = true;
 		st[next].database = MyDatabaseId;
 		st[next].pipeline_id = args.pipeline_id;
+		st[next].owner = args.owner;	/* who may see it (_partition_stats) */
 		st[next].worker_index = args.worker_index;
 		st[next].pid = MyProcPid;
 		strlcpy(st[next].topic, parts[p].topic, KS_TOPIC_LEN);
