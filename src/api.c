@@ -26,6 +26,7 @@ PG_FUNCTION_INFO_V1(kafka_sink_watermarks);
 PG_FUNCTION_INFO_V1(kafka_sink_batch_rows);
 PG_FUNCTION_INFO_V1(kafka_sink_batch_messages);
 PG_FUNCTION_INFO_V1(kafka_sink_replay);
+PG_FUNCTION_INFO_V1(kafka_sink_pipeline_statements);
 PG_FUNCTION_INFO_V1(kafka_sink_wake_launcher);
 PG_FUNCTION_INFO_V1(kafka_sink_worker_pids);
 PG_FUNCTION_INFO_V1(kafka_sink_partition_stats);

@@ -447,6 +447,7 @@ extern void ks_apply_batch(KsBatch *batch);
 extern PGDLLEXPORT Datum kafka_sink_batch_rows(PG_FUNCTION_ARGS);
 extern PGDLLEXPORT Datum kafka_sink_batch_messages(PG_FUNCTION_ARGS);
 extern PGDLLEXPORT Datum kafka_sink_replay(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum kafka_sink_pipeline_statements(PG_FUNCTION_ARGS);
 
 /* ---- workers ---- */
 extern void ks_launcher_register(void);
