@@ -2173,7 +2173,8 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 				"among these columns, from 0) true when the message set it; a column the message did not "
 				"set keeps the target's value on update and takes its default on insert. "
 				"_ks_topic, _ks_partition, _ks_offset, _ks_ts: the message's coordinates and timestamp; "
-				"_ks_seq: its position in the batch.");
+				"_ks_seq: its position in the batch; _ks_oN (with an order column and optional "
+				"columns): the order value of the message that supplied column N, for the ordering guard.");
 		if (p->mode == KS_MODE_MERGE && p->delete_on_tombstone)
 			KS_EMIT(p->target, "delete", delete_sql(t, false), delete_sql(t, true),
 					"Runs first, over the batch's tombstones that win their key (delete_on_tombstone). "
