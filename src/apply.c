@@ -191,13 +191,19 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 
 /* ---- statement text ---- */
 
+/*
+ * The columns of a staged batch, "(name type, ..., _ks_p0 boolean, ...)":
+ * the record kafka_sink._batch_rows() returns, and the staging table that
+ * kafka_sink.pipeline_statements() tells a user to fill to run a statement
+ * by hand.
+ */
 static char *
-source_sql(KsTarget *t)
+batch_columns_sql(KsTarget *t)
 {
 	StringInfoData b;
 
 	initStringInfo(&b);
-	appendStringInfoString(&b, "SELECT * FROM kafka_sink._batch_rows() AS s(");
+	appendStringInfoChar(&b, '(');
 	for (int i = 0; i < t->ncolumns; i++)
 		appendStringInfo(&b, "%s %s, ", quote_identifier(t->columns[i].name), t->columns[i].type_sql);
 	for (int i = 0; i < t->ncolumns; i++)
@@ -210,6 +216,21 @@ source_sql(KsTarget *t)
 			appendStringInfo(&b, ", _ks_o%d %s", i, t->columns[t->order_index].type_sql);
 	appendStringInfoChar(&b, ')');
 	return b.data;
+}
+
+/* The staging table of a statement run by hand (pipeline_statements()). */
+#define KS_BY_HAND_STAGING "pg_temp.kafka_sink_batch"
+
+/*
+ * The batch source of the statements: the worker's staged rows, or (by
+ * hand) a staging table with the same columns.
+ */
+static char *
+source_sql(KsTarget *t, bool by_hand)
+{
+	if (by_hand)
+		return pstrdup("SELECT * FROM " KS_BY_HAND_STAGING " AS s");
+	return psprintf("SELECT * FROM kafka_sink._batch_rows() AS s%s", batch_columns_sql(t));
 }
 
 /* The value to insert for column i: the message's, else the default. */
@@ -271,13 +292,13 @@ append_key_match(StringInfo b, KsTarget *t)
 }
 
 static char *
-merge_sql(KsTarget *t)
+merge_sql(KsTarget *t, bool by_hand)
 {
 	StringInfoData b;
 	bool		first;
 
 	initStringInfo(&b);
-	appendStringInfo(&b, "MERGE INTO %s AS t USING (%s) AS s ON ", t->qualified_name, source_sql(t));
+	appendStringInfo(&b, "MERGE INTO %s AS t USING (%s) AS s ON ", t->qualified_name, source_sql(t, by_hand));
 	append_key_match(&b, t);
 	appendStringInfoString(&b, " WHEN MATCHED");
 	if (t->order_index >= 0)
@@ -327,18 +348,18 @@ merge_sql(KsTarget *t)
 }
 
 static char *
-delete_sql(KsTarget *t)
+delete_sql(KsTarget *t, bool by_hand)
 {
 	StringInfoData b;
 
 	initStringInfo(&b);
-	appendStringInfo(&b, "DELETE FROM %s AS t USING (%s) AS s WHERE ", t->qualified_name, source_sql(t));
+	appendStringInfo(&b, "DELETE FROM %s AS t USING (%s) AS s WHERE ", t->qualified_name, source_sql(t, by_hand));
 	append_key_match(&b, t);
 	return b.data;
 }
 
 static char *
-append_sql(KsTarget *t)
+append_sql(KsTarget *t, bool by_hand)
 {
 	StringInfoData b;
 
@@ -353,12 +374,12 @@ append_sql(KsTarget *t)
 			appendStringInfoString(&b, ", ");
 		append_insert_value(&b, &t->columns[i], i);
 	}
-	appendStringInfo(&b, " FROM (%s) AS s ORDER BY s._ks_seq", source_sql(t));
+	appendStringInfo(&b, " FROM (%s) AS s ORDER BY s._ks_seq", source_sql(t, by_hand));
 	return b.data;
 }
 
 static char *
-function_sql(KsBatch *batch)
+function_sql(KsBatch *batch, bool by_hand)
 {
 	KsTarget   *t = batch->target;
 	StringInfoData b;
@@ -380,7 +401,7 @@ function_sql(KsBatch *batch)
 	fname = quote_qualified_identifier(nspname, proname);
 	initStringInfo(&b);
 	appendStringInfo(&b, "SELECT %s($1::bigint, ARRAY(SELECT ROW(%s)::%s FROM (%s) AS s ORDER BY s._ks_seq))",
-					 fname, t->row_sql, format_type_be_qualified(t->rowtype), source_sql(t));
+					 fname, t->row_sql, format_type_be_qualified(t->rowtype), source_sql(t, by_hand));
 	return b.data;
 }
 
@@ -1690,6 +1711,18 @@ try_bronze(KsBatch *batch, const char *sql, Oid *argtypes, Datum *values)
 	return edata == NULL;
 }
 
+/* The INSERT that lands a batch in bronze when the fast path cannot. */
+static char *
+bronze_sql(Oid bronze)
+{
+	return psprintf("INSERT INTO %s (topic, partition, \"offset\", ts, key, value, headers, batch_id)"
+					" SELECT m.topic, m.partition, m.\"offset\", m.ts, m.key, m.value, m.headers, $1"
+					" FROM kafka_sink._batch_messages() AS m(topic text, partition integer,"
+					" \"offset\" bigint, ts timestamptz, key bytea, value bytea, headers jsonb)",
+					quote_qualified_identifier(get_namespace_name(get_rel_namespace(bronze)),
+											   get_rel_name(bronze)));
+}
+
 /*
  * Lands the batch's raw messages.  Idempotent: a message already in bronze
  * (offsets reset backwards, a second pipeline on the same table) is kept
@@ -1711,12 +1744,7 @@ write_bronze(KsBatch *batch)
 	char	   *sql;
 	int			catalog_writes;
 
-	sql = psprintf("INSERT INTO %s (topic, partition, \"offset\", ts, key, value, headers, batch_id)"
-				   " SELECT m.topic, m.partition, m.\"offset\", m.ts, m.key, m.value, m.headers, $1"
-				   " FROM kafka_sink._batch_messages() AS m(topic text, partition integer,"
-				   " \"offset\" bigint, ts timestamptz, key bytea, value bytea, headers jsonb)",
-				   quote_qualified_identifier(get_namespace_name(get_rel_namespace(batch->pipeline->bronze)),
-											  get_rel_name(batch->pipeline->bronze)));
+	sql = bronze_sql(batch->pipeline->bronze);
 	srf_raw_batch = batch;
 	/* bronze's triggers and defaults are the user's too */
 	catalog_writes = ks_catalog_writes_suspend();
@@ -1899,7 +1927,7 @@ stage_and_apply(KsBatch *batch, bool bronze)
 		{
 			int			guc_level = pin_key_probe_plan(batch->target);
 			KeyHash    *kh = keyhash_create(batch->target);
-			char	   *sql = merge_sql(batch->target);
+			char	   *sql = merge_sql(batch->target, false);
 			int		   *dels = palloc(sizeof(int) * Max(batch->nmsgs, 1));
 			int			ndels;
 
@@ -1923,7 +1951,7 @@ stage_and_apply(KsBatch *batch, bool bronze)
 				if (ndels > 0)
 				{
 					/* tombstones first, so that a re-insert after one lands */
-					failed = apply_rows(batch, delete_sql(batch->target), dels, ndels,
+					failed = apply_rows(batch, delete_sql(batch->target, false), dels, ndels,
 										ACL_DELETE | ACL_SELECT);
 					for (int i = 0; i < ndels; i++)
 						batch->rows[dels[i]].next_candidate = 1;
@@ -1948,7 +1976,7 @@ stage_and_apply(KsBatch *batch, bool bronze)
 		}
 		else
 		{
-			char	   *sql = p->mode == KS_MODE_APPEND ? append_sql(batch->target) : function_sql(batch);
+			char	   *sql = p->mode == KS_MODE_APPEND ? append_sql(batch->target, false) : function_sql(batch, false);
 
 			for (int i = 0; i < batch->nmsgs; i++)
 				if (batch->rows[i].reason == KS_OK && !batch->rows[i].duplicate)
@@ -2152,5 +2180,119 @@ kafka_sink_replay(PG_FUNCTION_ARGS)
 	out[0] = Int64GetDatum(replayed);
 	out[1] = Int64GetDatum(failing);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+	return (Datum) 0;
+}
+
+/*
+ * kafka_sink._pipeline_statements(pipeline_id): the statements a batch of
+ * the pipeline runs, built by the same functions the worker builds them
+ * with (so the text shown is the text run), per target and in the order
+ * they run.  statement is the text as run ($1 is the batch id; the batch
+ * comes from kafka_sink._batch_rows(), which only a worker has); by_hand
+ * is the same statement reading the staging table that the 'staging' row
+ * creates, for a user to run it (PREPARE ... (bigint) AS ..., EXECUTE).
+ * The pipeline is read with the caller's rights: one they cannot see does
+ * not exist.
+ */
+Datum
+kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int64		pipeline_id;
+	KsPipeline *p;
+	KsBatch		batch = {0};
+	KsTarget   *t = NULL;
+	int			step = 0;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pipeline id cannot be null")));
+	pipeline_id = PG_GETARG_INT64(0);
+	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != 7)
+		elog(ERROR, "kafka_sink: pipeline_statements descriptor mismatch");
+	SPI_connect();
+	p = ks_load_pipeline(pipeline_id, CurrentMemoryContext);
+	if (p == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline %lld does not exist", (long long) pipeline_id),
+				 errhint("SELECT name FROM kafka_sink.pipelines lists the pipelines you can see.")));
+	if (OidIsValid(p->target))
+	{
+		if (get_rel_name(p->target) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("the target of pipeline \"%s\" no longer exists", p->name)));
+		t = ks_target_open(p);
+	}
+	if (OidIsValid(p->bronze) && get_rel_name(p->bronze) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the bronze table of pipeline \"%s\" no longer exists", p->name)));
+	batch.pipeline = p;
+	batch.target = t;
+
+#define KS_EMIT(rel, kind, stmt, hand, note) \
+	do { \
+		Datum		v_[7]; \
+		bool		n_[7] = {false, false, false, false, false, false, false}; \
+		v_[0] = Int32GetDatum(++step); \
+		v_[1] = ObjectIdGetDatum(rel); \
+		v_[2] = CStringGetTextDatum(kind); \
+		v_[3] = CStringGetTextDatum("sql"); \
+		if ((stmt) != NULL) v_[4] = CStringGetTextDatum(stmt); else n_[4] = true; \
+		if ((hand) != NULL) v_[5] = CStringGetTextDatum(hand); else n_[5] = true; \
+		v_[6] = CStringGetTextDatum(note); \
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v_, n_); \
+	} while (0)
+
+	if (OidIsValid(p->bronze))
+		KS_EMIT(p->bronze, "bronze", bronze_sql(p->bronze), NULL,
+				"Lands every message of the batch raw, first. When the bronze table is a plain table the worker "
+				"can write as INSERT would (no triggers, row level security, CHECK constraints or generated "
+				"columns), it inserts the same rows through table_multi_insert instead of this statement. "
+				"A message already landed (offsets moved back) is kept: the statement is then run again with "
+				"ON CONFLICT (topic, partition, \"offset\") DO NOTHING.");
+	if (t != NULL)
+	{
+		KS_EMIT(p->target, "staging", NULL,
+				psprintf("CREATE TEMP TABLE kafka_sink_batch %s", batch_columns_sql(t)),
+				"Not run by the worker: the table the by_hand statements read in place of "
+				"kafka_sink._batch_rows(). Per column: its value, and _ks_pN (N: the column's position "
+				"among these columns, from 0) true when the message set it; a column the message did not "
+				"set keeps the target's value on update and takes its default on insert. "
+				"_ks_topic, _ks_partition, _ks_offset, _ks_ts: the message's coordinates and timestamp; "
+				"_ks_seq: its position in the batch; _ks_oN (with an order column and optional "
+				"columns): the order value of the message that supplied column N, for the ordering guard.");
+		if (p->mode == KS_MODE_MERGE && p->delete_on_tombstone)
+			KS_EMIT(p->target, "delete", delete_sql(t, false), delete_sql(t, true),
+					"Runs first, over the batch's tombstones that win their key (delete_on_tombstone). "
+					"To run by hand: PREPARE d(bigint) AS <by_hand>; EXECUTE d(<batch id>).");
+		if (p->mode == KS_MODE_MERGE)
+			KS_EMIT(p->target, "merge", merge_sql(t, false), merge_sql(t, true),
+					psprintf("Runs over one row per key, the winner of the reduce: %s, then the latest "
+							 "offset. The WHEN MATCHED condition is the ordering guard: a target row "
+							 "that is newer stays (the message is stale). Rows go in key order; a row "
+							 "that fails through its own fault is quarantined and its key's next best "
+							 "message competes again. $1 is the batch id, written to _kafka_batch_id. "
+							 "To run by hand: PREPARE m(bigint) AS <by_hand>; EXECUTE m(<batch id>) "
+							 "(the staging table must hold at most one row per key).",
+							 p->order_column ? psprintf("the greatest %s (NULL lowest)",
+														quote_identifier(p->order_column))
+							 : "no order column, so"));
+		else if (p->mode == KS_MODE_APPEND)
+			KS_EMIT(p->target, "append", append_sql(t, false), append_sql(t, true),
+					"Runs over every message that decoded (not quarantined, not a duplicate event id), in "
+					"offset order. $1 is the batch id. To run by hand: PREPARE a(bigint) AS <by_hand>; "
+					"EXECUTE a(<batch id>).");
+		else
+			KS_EMIT(p->target, "function", function_sql(&batch, false), function_sql(&batch, true),
+					"Calls the batch function once per batch with the batch id ($1) and the decoded rows in "
+					"offset order. To run by hand: PREPARE f(bigint) AS <by_hand>; EXECUTE f(<batch id>).");
+	}
+#undef KS_EMIT
+	SPI_finish();
 	return (Datum) 0;
 }

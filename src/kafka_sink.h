@@ -462,6 +462,7 @@ extern void ks_apply_batch(KsBatch *batch);
 extern PGDLLEXPORT Datum kafka_sink_batch_rows(PG_FUNCTION_ARGS);
 extern PGDLLEXPORT Datum kafka_sink_batch_messages(PG_FUNCTION_ARGS);
 extern PGDLLEXPORT Datum kafka_sink_replay(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum kafka_sink_pipeline_statements(PG_FUNCTION_ARGS);
 
 /* ---- sqlcall.c: checks of the SQL-callable functions ---- */
 typedef struct KsSrfColumn
