@@ -67,8 +67,8 @@ SELECT knobs.err($$SELECT kafka_sink.alter_pipeline('k', min_offsets_per_batch =
 SELECT knobs.err($$SELECT kafka_sink.alter_pipeline('k', max_offsets_per_batch => 50)$$);
 SELECT knobs.err($$SELECT kafka_sink.alter_pipeline('k', max_trigger_delay => '25 hours')$$);
 SELECT knobs.err($$SELECT kafka_sink.alter_pipeline('k', min_offsets_per_batch => -5)$$);
-SELECT min_offsets_per_batch, max_offsets_per_batch, max_trigger_delay, generation
-  FROM kafka_sink.pipelines JOIN kafka_sink.pipeline_definitions USING (id) WHERE pipelines.name = 'k';
+SELECT d.min_offsets_per_batch, d.max_offsets_per_batch, d.max_trigger_delay, d.generation
+  FROM kafka_sink.pipeline_definitions d WHERE d.name = 'k';
 -- both limits in one call, then the minimum taken away (0) and NULL keeping the delay
 SELECT knobs.err($$SELECT kafka_sink.alter_pipeline('k', max_offsets_per_batch => 5000, min_offsets_per_batch => 2000)$$);
 SELECT min_offsets_per_batch, max_offsets_per_batch, max_trigger_delay FROM kafka_sink.pipelines WHERE name = 'k';
@@ -78,11 +78,12 @@ SELECT knobs.err($$SELECT kafka_sink.alter_pipeline('k', max_trigger_delay => '1
 SELECT max_trigger_delay FROM kafka_sink.pipelines WHERE name = 'k';
 RESET ROLE;
 
--- the table's CHECKs hold whatever path writes the catalog
-SELECT knobs.err($$UPDATE kafka_sink.pipeline_definitions SET min_offsets_per_batch = max_offsets_per_batch + 1 WHERE name = 'k'$$);
-SELECT knobs.err($$UPDATE kafka_sink.pipeline_definitions SET min_offsets_per_batch = -1 WHERE name = 'k'$$);
-SELECT knobs.err($$UPDATE kafka_sink.pipeline_definitions SET max_trigger_delay = '-1 s' WHERE name = 'k'$$);
-SELECT knobs.err($$UPDATE kafka_sink.pipeline_definitions SET max_trigger_delay = '2 days' WHERE name = 'k'$$);
+-- the table's CHECKs hold whatever path writes the catalog (the failing row's
+-- detail is left out: it holds ids and times)
+SELECT split_part(knobs.err($$UPDATE kafka_sink.pipeline_definitions SET min_offsets_per_batch = max_offsets_per_batch + 1 WHERE name = 'k'$$), E'\n', 1);
+SELECT split_part(knobs.err($$UPDATE kafka_sink.pipeline_definitions SET min_offsets_per_batch = -1 WHERE name = 'k'$$), E'\n', 1);
+SELECT split_part(knobs.err($$UPDATE kafka_sink.pipeline_definitions SET max_trigger_delay = '-1 s' WHERE name = 'k'$$), E'\n', 1);
+SELECT split_part(knobs.err($$UPDATE kafka_sink.pipeline_definitions SET max_trigger_delay = '2 days' WHERE name = 'k'$$), E'\n', 1);
 
 -- ---- group.id: the consumer group the checkpoints are mirrored to ----
 SET ROLE regress_knobs;
