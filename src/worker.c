@@ -495,6 +495,15 @@ static TimestampTz mirror_not_before = 0;
 static int	mirror_failures = 0;
 static int64 mirror_failures_unlogged = 0;
 static TimestampTz mirror_logged_at = 0;
+static TimestampTz mirror_sent_at = 0;
+
+/*
+ * Kafka expires the offsets of a group without members
+ * offsets.retention.minutes (7 days by default) after their last commit:
+ * an idle pipeline commits its checkpoint again every hour so that the
+ * group does not vanish from the lag tools.
+ */
+#define MIRROR_REFRESH_MS (3600 * 1000L)
 
 static void
 mirror_checkpoint(void)
@@ -529,8 +538,13 @@ mirror_checkpoint(void)
 	}
 	else if (r > 0)
 		mirror_failures = 0;
+	if (mirror_sent_at != 0 && TimestampDifferenceExceeds(mirror_sent_at, now, MIRROR_REFRESH_MS))
+		mirror_due = true;
 	if (mirror_due && now >= mirror_not_before && ks_consumer_mirror_send(consumer, parts, nparts))
+	{
 		mirror_due = false;
+		mirror_sent_at = now;
+	}
 }
 
 /* Before the worker exits on its own: give the last commit a moment. */
