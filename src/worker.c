@@ -487,8 +487,8 @@ handle_out_of_range(int idx)
  * own lag tools (kafka-consumer-groups, Burrow, kafka-lag-exporter, cloud
  * consoles) show the pipeline's lag.  Advisory only: never read back (the
  * catalog is the truth), never waited for, and a failure neither fails nor
- * delays a batch; it is logged at most once a minute and retried, with a
- * backoff, after the next batch or while idle.
+ * delays a batch; it is logged at most once a minute and retried after the
+ * next batch or, while idle, with a backoff.
  */
 static bool mirror_due = false;		/* the group is behind the checkpoint */
 static TimestampTz mirror_not_before = 0;
@@ -1131,7 +1131,9 @@ ks_worker_main(Datum arg)
 			parts[i].loss = false;
 		}
 		ks_fault(KS_FAULT_AFTER_COMMIT);
+		/* a new checkpoint: sent now, whatever the backoff of a failed one */
 		mirror_due = true;
+		mirror_not_before = 0;
 		mirror_checkpoint();
 		publish_progress(&batch);
 		MemoryContextSwitchTo(old);

@@ -8,6 +8,9 @@
 #    meanwhile; resumed, it goes back to 0;
 #  - a pipeline without group.id leaves no group on the broker (nor does the
 #    one with it leave any group but G);
+#  - another consumer active in the group: the broker refuses kafka_sink's
+#    commits; the pipeline is not affected, the failure is logged once, and
+#    the group shows the checkpoint again once it is empty;
 #  - the catalog stays the truth: the group is never read back.  Reset to
 #    latest (would skip), to earliest (would reprocess) or deleted while the
 #    pipeline is stopped, the pipeline goes on from its own checkpoint: an
@@ -128,6 +131,33 @@ start_a
 check "after deleting the group: caught up" t "$(sql -c "SELECT kafka_sink.wait('$A', '60 s')")"
 check "after deleting the group: nothing skipped, nothing twice" "450|450|450|1|450" "$(model)"
 check "after deleting the group: it is back, at the checkpoint (LAG 0)" "0:0 1:0 2:0|t" \
+      "$(wait_lag "0:0 1:0 2:0|t" 60)"
+
+# ---- a group with an active member elsewhere ---------------------------------------
+# kcat -G joins G as a real member (subscribe, rebalance): the broker refuses
+# commits from outside the group; the pipeline goes on, logs it (rate-limited),
+# and the mirror catches up once the group is empty again.
+LOGF="$KS_LOGS/postgresql.log"
+LOG0="$(stat -c %s "$LOGF")"
+kcat -b "$KS_BOOTSTRAP" -G "$G" -q "$T" >/dev/null 2>&1 &
+KC=$!
+group_state() { "$HARNESS" consumer-groups --describe --group "$G" --state 2>/dev/null | grep -ow -e Stable -e Empty -e PreparingRebalance -e CompletingRebalance | head -1; }
+for _ in $(seq 1 30); do [ "$(group_state)" == "Stable" ] && break; sleep 1; done
+check "another consumer is an active member of the group" Stable "$(group_state)"
+produce_range 451 470
+check "with a member elsewhere: caught up" t "$(sql -c "SELECT kafka_sink.wait('$A', '60 s')")"
+check "with a member elsewhere: every message once" "470|470|470|1|470" "$(model)"
+sleep 2
+n_logged="$(tail -c +$((LOG0 + 1)) "$LOGF" | grep -c "could not commit offsets to consumer group \"$G\"" || true)"
+check "the refused commit is logged, once (rate-limited)" 1 "$n_logged"
+check "the pipeline records no error for it" 0 \
+      "$(sql -c "SELECT count(*) FROM kafka_sink.errors e JOIN kafka_sink.pipeline_definitions d ON d.id = e.pipeline_id WHERE d.name = '$A'")"
+kill "$KC" 2>/dev/null || true
+wait "$KC" 2>/dev/null || true
+for _ in $(seq 1 60); do [ "$(group_state)" == "Empty" ] && break; sleep 1; done
+produce_range 471 480
+check "the member gone: caught up" t "$(sql -c "SELECT kafka_sink.wait('$A', '60 s')")"
+check "the member gone: the next batch's commit is taken, LAG 0" "0:0 1:0 2:0|t" \
       "$(wait_lag "0:0 1:0 2:0|t" 60)"
 
 as_owner "SELECT kafka_sink.drop_pipeline('$A')"
