@@ -76,7 +76,7 @@ SELECT opt.create('opt_bad', '{"ssl_engine_callback_data": "x"}');
 SELECT opt.create('opt_bad', '{"ssl_key": "secret-not-shown"}');
 -- managed by kafka_sink, aliases included
 SELECT opt.create('opt_bad', '{"isolation.level": "read_uncommitted"}');
-SELECT opt.create('opt_bad', '{"group.id": "someone-elses-group"}');
+SELECT opt.create('opt_bad', '{"group.instance.id": "someone-elses-member"}');
 SELECT opt.create('opt_bad', '{"enable.auto.commit": "true"}');
 SELECT opt.create('opt_bad', '{"auto.commit.enable": "true"}');
 SELECT opt.create('opt_bad', '{"auto.offset.reset": "earliest"}');
@@ -117,7 +117,7 @@ SELECT count(*) FROM kafka_sink.pipelines WHERE name = 'opt_bad';
 -- alter_pipeline checks the same way; a refused change keeps the old options
 SELECT opt.alter('{"plugin.library.paths": "/lib/x86_64-linux-gnu/libm.so.6"}');
 SELECT opt.alter('{"isolation.level": "read_uncommitted"}');
-SELECT opt.alter('{"group.id": "g"}');
+SELECT opt.alter('{"group.id": "kafka_sink.g"}');
 SELECT opt.alter('{"sasl.kerberos.kinit.cmd": "touch /tmp/pwned"}');
 SELECT opt.alter('{"ssl.key.location": "/etc/ssl/private/server.key"}');
 SELECT opt.alter('{"fetch.wait.max.ms": 100, "ssl.certificate.pem": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"}');

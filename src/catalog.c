@@ -181,7 +181,9 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 			" (extract(epoch FROM trigger_interval) * 1000)::int8, workers::int8,"
 			" key_format, delete_on_tombstone::int::int8, schema_version_field, event_id,"
 			" extract(epoch FROM event_id_retention)::int8, coalesce(bronze::oid, 0)::int8,"
-			" ending_offsets"
+			" ending_offsets,"
+			" coalesce(min_offsets_per_batch, 0),"
+			" (extract(epoch FROM max_trigger_delay) * 1000)::int8"
 			" FROM kafka_sink.pipeline_definitions WHERE id = $1",
 			pipeline_id, SPI_OK_SELECT);
 	if (SPI_processed == 0)
@@ -218,6 +220,8 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->event_id_retention_s = (int) Min(getint8(0, 21), INT_MAX);
 	p->bronze = (Oid) getint8(0, 22);
 	p->ending_offsets = getstr(0, 23, mcxt);
+	p->min_offsets_per_batch = getint8(0, 24);
+	p->max_trigger_delay_ms = getint8(0, 25);
 
 	/* column mappings: the default one, then one per schema version */
 	exec_id("SELECT NULL::text, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"

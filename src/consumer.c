@@ -41,6 +41,10 @@ struct KsConsumer
 	rd_kafka_queue_t *queue;
 	int			pipefd[2];
 	KsPipeline *pipeline;
+	/* the consumer group the checkpoints are mirrored to (kafka_options' group.id) */
+	char	   *mirror_group;
+	rd_kafka_queue_t *mirror_queue; /* results of AlterConsumerGroupOffsets */
+	bool		mirror_in_flight;
 };
 
 /* ---- log ring: filled by any thread, emitted by the backend's thread ---- */
@@ -264,6 +268,16 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	{
 		KsOption   *o = lfirst(lc);
 
+		/*
+		 * group.id names the group the checkpoints are mirrored to, never
+		 * this consumer's own group: this client must not read that group's
+		 * offsets, nor look like one of its members.
+		 */
+		if (strcmp(o->name, "group.id") == 0)
+		{
+			c->mirror_group = pstrdup(o->value);
+			continue;
+		}
 		conf_set(conf, o->name, o->value);
 	}
 
@@ -296,6 +310,11 @@ ks_consumer_destroy(KsConsumer *c)
 	{
 		rd_kafka_queue_io_event_enable(c->queue, -1, NULL, 0);
 		rd_kafka_queue_destroy(c->queue);
+	}
+	if (c->mirror_queue)
+	{
+		rd_kafka_queue_io_event_enable(c->mirror_queue, -1, NULL, 0);
+		rd_kafka_queue_destroy(c->mirror_queue);
 	}
 	if (c->rk)
 	{
@@ -550,6 +569,124 @@ ks_consumer_assign(KsConsumer *c, KsPartition *parts, int nparts)
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not assign Kafka partitions"),
 				 errdetail("librdkafka: %s.", rd_kafka_err2str(err))));
+}
+
+/* ---- mirroring the checkpoint to a consumer group ---- */
+
+/* The group kafka_options names (group.id), or NULL. */
+const char *
+ks_consumer_mirror_group(KsConsumer *c)
+{
+	return c->mirror_group;
+}
+
+/*
+ * Commits the checkpoint of these partitions (their committed offsets) to
+ * the mirror group, without waiting: AlterConsumerGroupOffsets through the
+ * Admin API, which commits as no member of the group (generation -1), so
+ * the broker never takes this client for a member and nothing rebalances.
+ * The broker refuses it while the group has active members.  At most one
+ * request is in flight: returns false, sending nothing, while one is.  The
+ * result comes back through ks_consumer_mirror_result; it wakes the same
+ * pipe as the consumer queue.
+ */
+bool
+ks_consumer_mirror_send(KsConsumer *c, KsPartition *parts, int nparts)
+{
+	rd_kafka_topic_partition_list_t *l;
+	rd_kafka_AlterConsumerGroupOffsets_t *req;
+	rd_kafka_AdminOptions_t *opts;
+	char		errstr[256];
+
+	if (c->mirror_group == NULL || c->mirror_in_flight)
+		return false;
+	l = rd_kafka_topic_partition_list_new(Max(nparts, 1));
+	for (int i = 0; i < nparts; i++)
+		if (parts[i].committed >= 0)
+			rd_kafka_topic_partition_list_add(l, parts[i].topic, parts[i].partition)->offset =
+				parts[i].committed;
+	if (l->cnt == 0)
+	{
+		rd_kafka_topic_partition_list_destroy(l);
+		return true;
+	}
+	if (c->mirror_queue == NULL)
+	{
+		c->mirror_queue = rd_kafka_queue_new(c->rk);
+		rd_kafka_queue_io_event_enable(c->mirror_queue, c->pipefd[1], "1", 1);
+	}
+	req = rd_kafka_AlterConsumerGroupOffsets_new(c->mirror_group, l);
+	opts = rd_kafka_AdminOptions_new(c->rk, RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS);
+	rd_kafka_AdminOptions_set_request_timeout(opts, 10000, errstr, sizeof(errstr));
+	rd_kafka_AlterConsumerGroupOffsets(c->rk, &req, 1, opts, c->mirror_queue);
+	rd_kafka_AdminOptions_destroy(opts);
+	rd_kafka_AlterConsumerGroupOffsets_destroy(req);
+	rd_kafka_topic_partition_list_destroy(l);
+	c->mirror_in_flight = true;
+	return true;
+}
+
+bool
+ks_consumer_mirror_pending(KsConsumer *c)
+{
+	return c->mirror_in_flight;
+}
+
+/*
+ * Takes the result of the request in flight, without blocking: 0 when none
+ * came, 1 when the group took every offset, -1 when something failed (the
+ * first failure is described in err).
+ */
+int
+ks_consumer_mirror_result(KsConsumer *c, char *err, size_t errlen)
+{
+	rd_kafka_event_t *ev;
+	const rd_kafka_AlterConsumerGroupOffsets_result_t *res;
+	const rd_kafka_group_result_t **groups;
+	size_t		ngroups = 0;
+	int			result = 1;
+
+	if (c->mirror_queue == NULL || !c->mirror_in_flight)
+		return 0;
+	ev = rd_kafka_queue_poll(c->mirror_queue, 0);
+	if (ev == NULL)
+		return 0;
+	if (rd_kafka_event_type(ev) != RD_KAFKA_EVENT_ALTERCONSUMERGROUPOFFSETS_RESULT)
+	{
+		rd_kafka_event_destroy(ev);
+		return 0;
+	}
+	c->mirror_in_flight = false;
+	if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		snprintf(err, errlen, "%s", rd_kafka_event_error_string(ev));
+		rd_kafka_event_destroy(ev);
+		return -1;
+	}
+	res = rd_kafka_event_AlterConsumerGroupOffsets_result(ev);
+	groups = res ? rd_kafka_AlterConsumerGroupOffsets_result_groups(res, &ngroups) : NULL;
+	for (size_t g = 0; g < ngroups && result > 0; g++)
+	{
+		const rd_kafka_error_t *gerr = rd_kafka_group_result_error(groups[g]);
+		const rd_kafka_topic_partition_list_t *l = rd_kafka_group_result_partitions(groups[g]);
+
+		if (gerr)
+		{
+			snprintf(err, errlen, "%s", rd_kafka_error_string(gerr));
+			result = -1;
+			break;
+		}
+		for (int i = 0; l && i < l->cnt; i++)
+			if (l->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+			{
+				snprintf(err, errlen, "%s [%d]: %s", l->elems[i].topic, l->elems[i].partition,
+						 rd_kafka_err2str(l->elems[i].err));
+				result = -1;
+				break;
+			}
+	}
+	rd_kafka_event_destroy(ev);
+	return result;
 }
 
 static void

@@ -50,6 +50,7 @@ typedef enum KsOptKind
 #define OPT_KRB_NAME	(1 << 5)	/* a Kerberos name: a conservative charset */
 #define OPT_HTTP_URL	(1 << 6)	/* an http(s) URL, never file:// */
 #define OPT_MECHANISM	(1 << 7)	/* a SASL mechanism */
+#define OPT_GROUP_NAME	(1 << 8)	/* a consumer group the checkpoints are mirrored to */
 
 typedef struct KsOptDef
 {
@@ -59,7 +60,7 @@ typedef struct KsOptDef
 	const char *why;			/* managed and refused: the errdetail */
 } KsOptDef;
 
-#define WHY_GROUP "kafka_sink names the consumer group itself and assigns the partitions itself."
+#define WHY_GROUP "kafka_sink assigns the partitions itself and never joins a consumer group."
 #define WHY_OFFSETS "Offsets are committed in the same transaction as the rows they produced."
 #define WHY_PREFETCH "kafka_sink sizes the pre-fetch queue from max_offsets_per_batch and max_batch_bytes."
 #define WHY_PRODUCER "kafka_sink's producers are idempotent and wait for every delivery report."
@@ -79,7 +80,6 @@ static const KsOptDef ks_options[] = {
 	{"log.queue", OPT_MANAGED, OPT_CP, "librdkafka's logs are routed to the worker's thread."},
 	{"sasl.kerberos.min.time.before.relogin", OPT_MANAGED, OPT_CP,
 	"kafka_sink sets it to 0, so that librdkafka never runs sasl.kerberos.kinit.cmd."},
-	{"group.id", OPT_MANAGED, OPT_C, WHY_GROUP},
 	{"group.instance.id", OPT_MANAGED, OPT_C, WHY_GROUP},
 	{"partition.assignment.strategy", OPT_MANAGED, OPT_C, WHY_GROUP},
 	{"group.protocol.type", OPT_MANAGED, OPT_C, WHY_GROUP},
@@ -225,6 +225,14 @@ static const KsOptDef ks_options[] = {
 	{"sasl.oauthbearer.assertion.jwt.template.file", OPT_PATH, OPT_CP, NULL},
 	/* azure_imds fetches a token with the database host's cloud identity */
 	{"sasl.oauthbearer.metadata.authentication.type", OPT_PLAIN, OPT_CP | OPT_SUPERUSER, NULL},
+
+	/*
+	 * ---- consumer: the group the checkpoints are mirrored to ----
+	 * Not the consumer's own group: the worker commits the offsets it has
+	 * checkpointed to it, after each batch, for Kafka's lag tools
+	 * (worker.c, "Kafka's own lag tools" in docs/design-notes.md).
+	 */
+	{"group.id", OPT_PLAIN, OPT_C | OPT_GROUP_NAME, NULL},
 
 	/* ---- consumer: fetch sizing and timing ---- */
 	{"session.timeout.ms", OPT_PLAIN, OPT_C, NULL},
@@ -381,6 +389,33 @@ http_url_ok(const char *v)
 	return true;
 }
 
+/*
+ * A consumer group name as Kafka's tools and ACLs handle it without
+ * quoting: 1 to 249 letters, digits, ".", "_" or "-" (the rule for topic
+ * names).  Kafka itself takes any string; a pipeline takes a sane one.
+ */
+static void
+check_group_name(const char *name, const char *v)
+{
+	size_t		len = strlen(v);
+
+	for (const char *c = v; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+			  (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-'))
+			len = 0;
+	if (len == 0 || len > 249)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for Kafka option \"%s\"", name),
+				 errhint("A consumer group name has 1 to 249 letters, digits, \".\", \"_\" or \"-\".")));
+	if (strncmp(v, "kafka_sink.", 11) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("Kafka option \"%s\" cannot name a group starting with \"kafka_sink.\"", name),
+				 errdetail("Those are the names of kafka_sink's own consumers."),
+				 errhint("Choose a group name of your own, for example the pipeline's name.")));
+}
+
 /* Checks a SASL mechanism value; GSSAPI uses the server's own credentials. */
 static void
 check_mechanism(const char *name, const char *value, Oid owner)
@@ -505,6 +540,8 @@ ks_options_check(List *options, Oid owner, KsOptionUse use)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid value for Kafka option \"%s\"", o->name),
 					 errhint("Use an https:// (or http://) URL.")));
+		if (d->flags & OPT_GROUP_NAME)
+			check_group_name(o->name, o->value);
 		if (d->flags & OPT_MECHANISM)
 		{
 			check_mechanism(o->name, o->value, owner);

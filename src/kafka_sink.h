@@ -172,6 +172,8 @@ typedef struct KsPipeline
 	int64		max_offsets_per_batch;
 	int64		max_batch_bytes;
 	int			trigger_interval_ms;
+	int64		min_offsets_per_batch;	/* 0: none */
+	int64		max_trigger_delay_ms;
 	int			workers;
 	List	   *options;		/* of KsOption, secrets included */
 	List	   *start_offsets;	/* of KsPartition: per-partition starting_offsets */
@@ -302,6 +304,11 @@ extern char *ks_message_headers_json(KsMessage *msg);
 extern void ks_check_options(List *options);
 extern const char *ks_librdkafka_version(void);
 extern char *ks_librdkafka_features(void);
+
+extern const char *ks_consumer_mirror_group(KsConsumer *c);
+extern bool ks_consumer_mirror_send(KsConsumer *c, KsPartition *parts, int nparts);
+extern int	ks_consumer_mirror_result(KsConsumer *c, char *err, size_t errlen);
+extern bool ks_consumer_mirror_pending(KsConsumer *c);
 typedef struct KsProducer KsProducer;
 
 typedef struct KsOutMsg

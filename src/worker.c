@@ -532,6 +532,90 @@ handle_out_of_range(int idx)
 	}
 }
 
+/* ---- mirroring the checkpoint to Kafka's consumer group ---- */
+
+/*
+ * With group.id in kafka_options, the offsets this worker has checkpointed
+ * are committed to that consumer group after each batch, so that Kafka's
+ * own lag tools (kafka-consumer-groups, Burrow, kafka-lag-exporter, cloud
+ * consoles) show the pipeline's lag.  Advisory only: never read back (the
+ * catalog is the truth), never waited for, and a failure neither fails nor
+ * delays a batch; it is logged at most once a minute and retried after the
+ * next batch or, while idle, with a backoff.
+ */
+static bool mirror_due = false;		/* the group is behind the checkpoint */
+static TimestampTz mirror_not_before = 0;
+static int	mirror_failures = 0;
+static int64 mirror_failures_unlogged = 0;
+static TimestampTz mirror_logged_at = 0;
+static TimestampTz mirror_sent_at = 0;
+
+/*
+ * Kafka expires the offsets of a group without members
+ * offsets.retention.minutes (7 days by default) after their last commit:
+ * an idle pipeline commits its checkpoint again every hour so that the
+ * group does not vanish from the lag tools.
+ */
+#define MIRROR_REFRESH_MS (3600 * 1000L)
+
+static void
+mirror_checkpoint(void)
+{
+	char		err[512];
+	int			r;
+	TimestampTz now;
+
+	if (consumer == NULL || ks_consumer_mirror_group(consumer) == NULL)
+		return;
+	r = ks_consumer_mirror_result(consumer, err, sizeof(err));
+	now = GetCurrentTimestamp();
+	if (r < 0)
+	{
+		mirror_due = true;
+		mirror_failures++;
+		mirror_not_before = TimestampTzPlusMilliseconds(now, Min(60000L, 500L << Min(mirror_failures, 7)));
+		if (mirror_logged_at == 0 || TimestampDifferenceExceeds(mirror_logged_at, now, 60000))
+		{
+			ereport(LOG,
+					(errmsg("kafka_sink: pipeline \"%s\": could not commit offsets to consumer group \"%s\": %s",
+							pipeline->name, ks_consumer_mirror_group(consumer), err),
+					 mirror_failures_unlogged > 0 ?
+					 errdetail("%lld earlier attempts failed too.", (long long) mirror_failures_unlogged) : 0,
+					 errhint("The group only mirrors the checkpoint for Kafka's lag tools; the pipeline is not affected. "
+							 "The broker refuses the commit while the group has active members, or without READ on the group.")));
+			mirror_logged_at = now;
+			mirror_failures_unlogged = 0;
+		}
+		else
+			mirror_failures_unlogged++;
+	}
+	else if (r > 0)
+		mirror_failures = 0;
+	if (mirror_sent_at != 0 && TimestampDifferenceExceeds(mirror_sent_at, now, MIRROR_REFRESH_MS))
+		mirror_due = true;
+	if (mirror_due && now >= mirror_not_before && ks_consumer_mirror_send(consumer, parts, nparts))
+	{
+		mirror_due = false;
+		mirror_sent_at = now;
+	}
+}
+
+/* Before the worker exits on its own: give the last commit a moment. */
+static void
+mirror_flush(long timeout_ms)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+
+	mirror_not_before = 0;
+	while (consumer && ks_consumer_mirror_group(consumer) &&
+		   (mirror_due || ks_consumer_mirror_pending(consumer)) &&
+		   GetCurrentTimestamp() < deadline)
+	{
+		mirror_checkpoint();
+		pg_usleep(20000);
+	}
+}
+
 static void
 wait_for_kafka(long timeout_ms)
 {
@@ -546,6 +630,7 @@ wait_for_kafka(long timeout_ms)
 		ResetLatch(MyLatch);
 	if (rc & WL_SOCKET_READABLE)
 		ks_consumer_drain_fd(consumer);
+	mirror_checkpoint();
 	/* a cancel means "stop this statement"; between batches there is none */
 	QueryCancelPending = false;
 	CHECK_FOR_INTERRUPTS();
@@ -587,6 +672,57 @@ note_client_error(void)
  * waited during a slow batch do not wait a whole interval more.
  */
 static TimestampTz last_trigger = 0;
+
+/*
+ * min_offsets_per_batch and max_trigger_delay (Spark's minOffsetsPerTrigger
+ * and maxTriggerDelay): a batch holds at least min_offsets_per_batch
+ * messages unless max_trigger_delay has passed since the previous batch
+ * closed (or since the worker started); then it takes what there is.
+ */
+static TimestampTz batch_delay_from = 0;
+
+/*
+ * May the batch close as far as min_offsets_per_batch is concerned?  Yes
+ * when it holds enough, when the delay is over, or when every partition of
+ * a bounded pipeline is at its end (the tail is taken, however small).
+ * Else *wake is when the delay ends.
+ */
+static bool
+min_reached(Fill *f, TimestampTz now, TimestampTz *wake)
+{
+	bool		all_at_end = nparts > 0;
+
+	if (pipeline->min_offsets_per_batch <= 0 || f->nmsgs >= pipeline->min_offsets_per_batch)
+		return true;
+	*wake = TimestampTzPlusMilliseconds(batch_delay_from, pipeline->max_trigger_delay_ms);
+	if (now >= *wake)
+		return true;
+	for (int i = 0; i < nparts; i++)
+		if (parts[i].end_offset < 0 || parts[i].end < parts[i].end_offset)
+			all_at_end = false;
+	return all_at_end;
+}
+
+/*
+ * Paused while a batch waits for min_offsets_per_batch: drop what it holds
+ * (nothing of it was applied); resuming reads again from the checkpoint.
+ */
+static void
+abandon_batch(Fill *f)
+{
+	for (int i = 0; i < f->nmsgs; i++)
+		ks_message_release(f->msgs[i]);
+	f->nmsgs = 0;
+	f->bytes = 0;
+	f->first_at = 0;
+	for (int i = 0; i < nparts; i++)
+	{
+		parts[i].end = parts[i].committed;
+		parts[i].messages = 0;
+		parts[i].bytes = 0;
+		parts[i].loss = false;
+	}
+}
 
 /*
  * Once the trigger is due, the batch takes what the broker had then: it
@@ -712,6 +848,7 @@ fill_batch(Fill *f)
 		if (batch_has_work(f))
 		{
 			bool		all_eof = true;
+			TimestampTz wake = 0;
 			TimestampTz due = TimestampTzPlusMilliseconds(last_trigger, pipeline->trigger_interval_ms);
 			TimestampTz limit = TimestampTzPlusMilliseconds(f->first_at, pipeline->trigger_interval_ms);
 
@@ -719,6 +856,17 @@ fill_batch(Fill *f)
 				if (!f->eof[i])
 					all_eof = false;
 
+			if (!min_reached(f, now, &wake))
+			{
+				if (ks_shared->slots[args.slot].paused)
+				{
+					abandon_batch(f);
+					return;
+				}
+				/* new messages wake the worker; a pause is seen within a second */
+				wait_for_kafka(Min(1000, Max(1, TimestampDifferenceMilliseconds(now, wake))));
+				continue;
+			}
 			if (all_eof || f->first_at == 0)
 				return;
 			if (now < due)
@@ -763,6 +911,7 @@ bounded_done(void)
 	ks_xact_commit();
 	if (finished)
 	{
+		mirror_flush(5000);
 		ereport(LOG, (errmsg("kafka_sink: bounded pipeline \"%s\" reached its ending offsets and finished",
 							 pipeline->name)));
 		proc_exit(0);
@@ -909,6 +1058,9 @@ worker_run(void)
 		ks_consumer_emit_logs();
 		note_client_error();
 	}
+	/* the group shows the catalog's checkpoint, whatever was done to it meanwhile */
+	mirror_due = true;
+	batch_delay_from = GetCurrentTimestamp();
 
 	for (;;)
 	{
@@ -968,6 +1120,7 @@ worker_run(void)
 			continue;
 		}
 		last_trigger = GetCurrentTimestamp();
+		batch_delay_from = last_trigger;
 		ks_fault(KS_FAULT_AFTER_FETCH);
 
 		batch.fetch_ended_at = GetCurrentTimestamp();
@@ -1057,6 +1210,10 @@ worker_run(void)
 			parts[i].loss = false;
 		}
 		ks_fault(KS_FAULT_AFTER_COMMIT);
+		/* a new checkpoint: sent now, whatever the backoff of a failed one */
+		mirror_due = true;
+		mirror_not_before = 0;
+		mirror_checkpoint();
 		publish_progress(&batch);
 		MemoryContextSwitchTo(old);
 	}

@@ -15,6 +15,7 @@
 #   test/harness.sh topic-offsets NAME        # partition<TAB>high_watermark
 #   test/harness.sh topic-start-offsets NAME  # partition<TAB>log_start_offset
 #   test/harness.sh delete-records TOPIC PARTITION OFFSET
+#   test/harness.sh consumer-groups ARGS...  # Kafka's ConsumerGroupCommand (kafka-consumer-groups)
 #   test/harness.sh pg-start | pg-stop | pg-kill | env | status | stop-all | clean
 #   test/harness.sh pg-wipe                  # stop the cluster, delete its data
 #   test/harness.sh free-port [AVOID...]     # a free loopback port, not one of AVOID
@@ -445,6 +446,13 @@ cmd_delete_records() {
     rm -f "$f"
 }
 
+# consumer-groups ARGS...: Kafka's own kafka-consumer-groups tool against the
+# broker, e.g. --describe --group G, --delete --group G, --reset-offsets ...
+cmd_consumer_groups() {
+    need_broker
+    kjava org.apache.kafka.tools.consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" "$@"
+}
+
 # ---------------------------------------------------------------- postgres
 # PostgreSQL refuses to run as root: as root the cluster belongs to an
 # unprivileged OS user; otherwise to whoever runs the harness.
@@ -707,6 +715,7 @@ main() {
         topic-offsets)        cmd_topic_offsets "$@" ;;
         topic-start-offsets)  cmd_topic_start_offsets "$@" ;;
         delete-records)       cmd_delete_records "$@" ;;
+        consumer-groups)      cmd_consumer_groups "$@" ;;
         pg-start)             cmd_pg_start "$@" ;;
         pg-stop)              cmd_pg_stop "$@" ;;
         pg-kill)              cmd_pg_kill "$@" ;;

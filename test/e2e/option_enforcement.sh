@@ -10,7 +10,8 @@
 #    marker (librdkafka runs it when the client is created);
 #  - a Kerberos principal pasted by librdkafka's default kinit command;
 #  - ssl.engine.location naming the same library (an OpenSSL engine);
-#  - isolation.level=read_uncommitted, group.id (managed by kafka_sink).
+#  - isolation.level=read_uncommitted (managed by kafka_sink), group.id
+#    naming one of kafka_sink's own groups.
 # Each started pipeline must go 'failed', with the option named in
 # kafka_sink.status.last_error and kafka_sink.errors; no marker file may
 # appear; the server must not crash and a legal pipeline beside them runs.
@@ -86,8 +87,8 @@ check "ssl.engine.location written into the catalog: failed, named" "failed|t|t"
       "$(failed engine 'Kafka option "ssl.engine.location" is not supported')"
 check "isolation.level=read_uncommitted written into the catalog: failed, named" "failed|t|t" \
       "$(failed isolation 'Kafka option "isolation.level" is managed by kafka_sink')"
-check "group.id in kafka_sink.secrets: failed, named" "failed|t|t" \
-      "$(failed group 'Kafka option "group.id" is managed by kafka_sink')"
+check "group.id of kafka_sink's own in kafka_sink.secrets: failed, named" "failed|t|t" \
+      "$(failed group 'Kafka option "group.id" cannot name a group starting with "kafka_sink."')"
 
 check "the legal pipeline beside them catches up" "t|2" \
       "$(as_owner -c "SELECT kafka_sink.wait('good_$SFX', '60 s')")|$(sql -c "SELECT count(*) FROM e2e.opt_enf_$SFX")"
