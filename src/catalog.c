@@ -202,7 +202,7 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 			" (extract(epoch FROM trigger_interval) * 1000)::int8, workers::int8,"
 			" key_format, delete_on_tombstone::int::int8, schema_version_field, event_id,"
 			" extract(epoch FROM event_id_retention)::int8, coalesce(bronze::oid, 0)::int8,"
-			" ending_offsets"
+			" ending_offsets, dead_letter_topic"
 			" FROM kafka_sink.pipeline_definitions WHERE id = $1",
 			pipeline_id, SPI_OK_SELECT);
 	if (SPI_processed == 0)
@@ -239,6 +239,7 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->event_id_retention_s = (int) Min(getint8(0, 21), INT_MAX);
 	p->bronze = (Oid) getint8(0, 22);
 	p->ending_offsets = getstr(0, 23, mcxt);
+	p->dead_letter_topic = getstr(0, 24, mcxt);
 
 	/* column mappings: the default one, then one per schema version */
 	exec_id("SELECT NULL::text, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"
