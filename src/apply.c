@@ -1115,7 +1115,7 @@ write_dead_letter(KsBatch *batch, KsRow *r, int64 quarantine_id)
 	HeaderArrays h = {0};
 	ListCell   *lc;
 	const char *detail = r->detail ? r->detail : "";
-	int			dlen = pg_mbcliplen(detail, strlen(detail), KS_DLQ_DETAIL_MAX);
+	size_t		dlen = strlen(detail);
 	Oid			argtypes[7] = {TEXTOID, BYTEAOID, BYTEAOID, TEXTARRAYOID, BYTEAARRAYOID, TEXTOID, INT8OID};
 	Datum		v[7];
 	char		n[7];
@@ -1124,6 +1124,18 @@ write_dead_letter(KsBatch *batch, KsRow *r, int64 quarantine_id)
 	Oid			owner = extension_owner();
 	Oid			save_userid;
 	int			save_sec;
+
+	/*
+	 * Cut a long detail, on a UTF-8 character boundary (the detail can quote
+	 * bytes of the message, so it is not trusted to be valid: no
+	 * pg_mbcliplen, which could step over the end of a bad sequence).
+	 */
+	if (dlen > KS_DLQ_DETAIL_MAX)
+	{
+		dlen = KS_DLQ_DETAIL_MAX;
+		while (dlen > 0 && ((unsigned char) detail[dlen] & 0xC0) == 0x80)
+			dlen--;
+	}
 
 	foreach(lc, ks_message_headers(m))
 	{
