@@ -14,6 +14,12 @@
  * after the retry, so per key the order holds and delivery is at least
  * once: consumers deduplicate on the event id, which never changes.
  *
+ * A row carries text (key, value, headers: what outbox_send writes) or
+ * bytes (key_bytes, value_bytes, and the ordered header_names and
+ * header_values: what a pipeline writes for its dead-letter topic, the
+ * original message unchanged).  Headers go out as header_names/values,
+ * then event_id, then the JSON headers.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
