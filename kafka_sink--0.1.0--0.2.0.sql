@@ -2247,3 +2247,470 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
   FROM kafka_sink.pipeline_definitions p;
 
 -- ---- end of lag tooling and batching knobs ----
+
+-- ---- dead-letter topic (issue 13) ----
+--
+-- A pipeline may name a dead_letter_topic: every message its workers
+-- quarantine is also queued in kafka_sink.outbox, in the batch's own
+-- transaction, and the outbox relay publishes it to that topic on the
+-- cluster of kafka_sink.outbox_bootstrap_servers.  One outbox row per
+-- quarantine write: a batch that rolls back leaves neither; after the
+-- commit the relay delivers at least once, with a stable event id.  The
+-- message keeps the original key, value and headers byte for byte, and
+-- gets headers kafka_sink.pipeline, .topic, .partition, .offset,
+-- .timestamp, .reason, .detail (at most 1 kB), .batch_id, .quarantine_id.
+-- replay_quarantine publishes nothing (the message was dead-lettered when
+-- it was quarantined).  See "Dead-letter topic" in docs/design-notes.md.
+
+ALTER TABLE kafka_sink.pipeline_definitions ADD COLUMN dead_letter_topic text
+    CONSTRAINT pipeline_definitions_dead_letter_topic_check
+    CHECK (dead_letter_topic ~ '^[A-Za-z0-9._-]{1,249}$' AND dead_letter_topic NOT IN ('.', '..'));
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.dead_letter_topic IS
+    'Topic (on the cluster of kafka_sink.outbox_bootstrap_servers) that every quarantined message is also published to, through the outbox; NULL: none';
+
+-- The outbox carries bytes: a dead-letter message keeps the original key,
+-- value and headers as they were, which need not be text (Avro, protobuf,
+-- bytes invalid in UTF-8).  outbox_send keeps writing key, value and
+-- headers (text and a JSON object); the relay sends key_bytes and
+-- value_bytes when set, and header_names/header_values (in order,
+-- repeated names allowed, a NULL value is a header without value) before
+-- the event id and the JSON headers.
+ALTER TABLE kafka_sink.outbox
+    ADD COLUMN key_bytes bytea,
+    ADD COLUMN value_bytes bytea,
+    ADD COLUMN header_names text[],
+    ADD COLUMN header_values bytea[],
+    ADD COLUMN quarantine_id bigint,
+    ADD CONSTRAINT outbox_bytes_check CHECK (num_nulls(key, key_bytes) >= 1 AND num_nulls(value, value_bytes) >= 1),
+    ADD CONSTRAINT outbox_header_list_check
+        CHECK ((header_names IS NULL) = (header_values IS NULL)
+               AND cardinality(header_names) IS NOT DISTINCT FROM cardinality(header_values)
+               AND array_position(header_names, NULL) IS NULL);
+COMMENT ON COLUMN kafka_sink.outbox.key_bytes IS 'The key as bytes (dead-letter messages); sent instead of key';
+COMMENT ON COLUMN kafka_sink.outbox.value_bytes IS 'The value as bytes (dead-letter messages); sent instead of value';
+COMMENT ON COLUMN kafka_sink.outbox.header_names IS
+    'Headers sent first, in order (dead-letter messages: the original headers, then kafka_sink.*); values in header_values';
+COMMENT ON COLUMN kafka_sink.outbox.header_values IS 'The values of header_names, as bytes (NULL: a header without value)';
+COMMENT ON COLUMN kafka_sink.outbox.quarantine_id IS
+    'For a dead-letter message: the kafka_sink.quarantine row it was queued with (no foreign key: the outbox outlives pipelines)';
+
+-- Whether kafka_sink.outbox_bootstrap_servers is set (a superuser-only
+-- setting: its value may name internal hosts, so only this is told).
+CREATE FUNCTION kafka_sink._outbox_relay_configured()
+RETURNS boolean
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(current_setting('kafka_sink.outbox_bootstrap_servers', true), '') <> ''
+$$;
+REVOKE ALL ON FUNCTION kafka_sink._outbox_relay_configured() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._outbox_relay_configured() TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._outbox_relay_configured() IS
+    'Internal: whether kafka_sink.outbox_bootstrap_servers is set, so that the outbox relay runs';
+
+-- A dead-letter topic: a valid Kafka topic name, for a pipeline that can
+-- quarantine (it has a target), and none of the topics it reads (whether or
+-- not the outbox cluster is the pipeline's: a topic read back would
+-- quarantine its own dead letters again, forever).  Without a relay the
+-- messages wait in the outbox: a warning, since the relay may be set up
+-- after the pipeline (a reload), and nothing is lost meanwhile.
+CREATE FUNCTION kafka_sink._check_dead_letter_topic(dead_letter_topic text, subscribe text[],
+                                                     subscribe_pattern text, assign jsonb, target regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF dead_letter_topic IS NULL THEN
+        RETURN;
+    END IF;
+    IF dead_letter_topic !~ '^[A-Za-z0-9._-]{1,249}$' OR dead_letter_topic IN ('.', '..') THEN
+        RAISE EXCEPTION 'invalid dead_letter_topic "%"', dead_letter_topic
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Kafka topic names use letters, digits, ".", "_" and "-", at most 249 characters, and are not "." or "..".';
+    END IF;
+    IF target IS NULL THEN
+        RAISE EXCEPTION 'a bronze-only pipeline has no dead-letter topic'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A bronze-only pipeline lands every message raw and quarantines none.';
+    END IF;
+    IF dead_letter_topic = ANY (subscribe) OR assign ? dead_letter_topic
+       OR dead_letter_topic ~ subscribe_pattern THEN
+        RAISE EXCEPTION 'dead_letter_topic "%" is a topic the pipeline reads', dead_letter_topic
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'The pipeline would quarantine its own dead-letter messages again.',
+                  HINT = 'Choose another topic, such as the source topic''s name followed by ".dlq".';
+    END IF;
+    IF NOT kafka_sink._outbox_relay_configured() THEN
+        RAISE WARNING 'the outbox relay is not configured'
+            USING DETAIL = 'Dead-letter messages wait in kafka_sink.outbox until kafka_sink.outbox_bootstrap_servers is set.',
+                  HINT = 'ALTER SYSTEM SET kafka_sink.outbox_bootstrap_servers = ''host:9092''; SELECT pg_reload_conf(); the dead-letter topic lives on that cluster.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION kafka_sink._check_dead_letter_topic(text, text[], text, jsonb, regclass) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._check_dead_letter_topic(text, text[], text, jsonb, regclass) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._check_dead_letter_topic(text, text[], text, jsonb, regclass) IS
+    'Internal: refuses an invalid dead-letter topic, or one the pipeline reads; warns when the outbox relay is not configured';
+
+-- create_pipeline and alter_pipeline take dead_letter_topic (last): the
+-- bodies are those above plus the parameter, its check and its column.
+DROP FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval);
+DROP FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval);
+DROP FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval);
+DROP FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval);
+
+CREATE FUNCTION kafka_sink._api_create_pipeline(
+    name                  text,
+    bootstrap_servers     text,
+    target                text DEFAULT NULL,
+    subscribe             text[] DEFAULT NULL,
+    subscribe_pattern     text DEFAULT NULL,
+    assign                jsonb DEFAULT NULL,
+    key_columns           text[] DEFAULT NULL,
+    order_column          text DEFAULT NULL,
+    mode                  text DEFAULT 'merge',
+    batch_function        regprocedure DEFAULT NULL,
+    starting_offsets      text DEFAULT 'latest',
+    fail_on_data_loss     boolean DEFAULT true,
+    max_offsets_per_batch bigint DEFAULT 100000,
+    max_batch_bytes       bigint DEFAULT 67108864,
+    trigger_interval      interval DEFAULT '100 ms',
+    workers               integer DEFAULT 1,
+    kafka_options         jsonb DEFAULT '{}',
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL,
+    ending_offsets        text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT 0,
+    max_trigger_delay     interval DEFAULT '15 min',
+    dead_letter_topic     text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    target_oid regclass;
+    bronze_oid regclass;
+    new_id bigint;
+    plain_options jsonb;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    IF name IS NULL OR name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,62}$' THEN
+        RAISE EXCEPTION 'invalid pipeline name "%"', name
+            USING ERRCODE = 'invalid_name',
+                  HINT = 'A pipeline name starts with a letter or "_" and has at most 63 letters, digits, "_", "." or "-".';
+    END IF;
+    IF EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.name = _api_create_pipeline.name) THEN
+        RAISE EXCEPTION 'pipeline "%" already exists', name
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Choose another name, or drop the pipeline first with kafka_sink.drop_pipeline.';
+    END IF;
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+       AND NOT coalesce(current_setting('kafka_sink.allow_superuser_pipelines', true), 'off')::boolean THEN
+        RAISE EXCEPTION 'pipelines cannot be owned by a superuser'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A pipeline runs with its owner''s privileges.',
+                  HINT = 'Create the pipeline as an ordinary role that is a member of kafka_sink_admin (SET ROLE), or set kafka_sink.allow_superuser_pipelines.';
+    END IF;
+    IF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = current_user) THEN
+        RAISE EXCEPTION 'role "%" cannot own a pipeline because it cannot log in', current_user
+            USING ERRCODE = 'invalid_authorization_specification',
+                  DETAIL = 'Pipeline workers connect as the pipeline''s owner.',
+                  HINT = format('ALTER ROLE %I LOGIN', current_user);
+    END IF;
+    IF bootstrap_servers IS NULL OR btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    PERFORM kafka_sink._check_source(subscribe, subscribe_pattern, assign);
+
+    IF mode IS NULL OR mode NOT IN ('merge', 'append', 'function') THEN
+        RAISE EXCEPTION 'invalid mode "%"', mode
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'mode is one of ''merge'', ''append'' or ''function''.';
+    END IF;
+    IF target IS NULL AND bronze IS NULL THEN
+        RAISE EXCEPTION 'target cannot be null'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass target => ''schema.table''; in mode function it gives the rows'' type. A bronze-only pipeline passes bronze => ''schema.raw_table'' instead.';
+    END IF;
+    IF bronze IS NOT NULL THEN
+        bronze_oid := kafka_sink._bronze_table(bronze);
+    END IF;
+    IF target IS NOT NULL THEN
+        target_oid := to_regclass(target);
+        IF target_oid IS NULL THEN
+            RAISE EXCEPTION 'target table "%" does not exist', target
+                USING ERRCODE = 'undefined_table',
+                      HINT = 'Create the table first, and schema-qualify its name.';
+        END IF;
+        key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
+        PERFORM kafka_sink._check_contract(target_oid, key_columns, columns, key_format,
+                                           delete_on_tombstone, schema_version_field,
+                                           schema_versions, event_id, mode);
+    ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
+          OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge' THEN
+        RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
+    END IF;
+    IF mode = 'function' THEN
+        IF batch_function IS NULL THEN
+            RAISE EXCEPTION 'mode function needs a batch_function'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass batch_function => ''my_schema.my_fn(bigint, my_schema.my_table[])''.';
+        END IF;
+        PERFORM kafka_sink._check_batch_function(batch_function, target_oid);
+    ELSIF batch_function IS NOT NULL THEN
+        RAISE EXCEPTION 'batch_function needs mode function'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass mode => ''function'' as well.';
+    END IF;
+
+    PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+    IF ending_offsets IS NOT NULL THEN
+        IF ending_offsets = 'earliest' THEN
+            RAISE EXCEPTION 'ending_offsets cannot be earliest'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A backfill ends at ''latest'' (the high watermarks when it starts), a timestamp, or per-partition JSON.';
+        END IF;
+        PERFORM kafka_sink._check_starting_offsets(ending_offsets);
+    END IF;
+    IF max_offsets_per_batch IS NULL OR max_offsets_per_batch <= 0 THEN
+        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
+    END IF;
+    IF max_batch_bytes IS NULL OR max_batch_bytes <= 0 THEN
+        RAISE EXCEPTION 'max_batch_bytes must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
+    END IF;
+    IF trigger_interval IS NULL OR trigger_interval < '0' OR trigger_interval > '1 hour' THEN
+        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
+    END IF;
+    -- batching knobs (lag tooling and batching knobs)
+    PERFORM kafka_sink._check_batching_knobs(min_offsets_per_batch, max_trigger_delay, max_offsets_per_batch);
+    IF workers IS NULL OR workers NOT BETWEEN 1 AND 64 THEN
+        RAISE EXCEPTION 'workers must be between 1 and 64'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
+    END IF;
+    IF fail_on_data_loss IS NULL OR start IS NULL THEN
+        RAISE EXCEPTION 'fail_on_data_loss and start cannot be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
+    END IF;
+    IF kafka_options IS NULL THEN
+        kafka_options := '{}';
+    END IF;
+    PERFORM kafka_sink._check_kafka_options(kafka_options);
+    PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, subscribe, subscribe_pattern, assign, target_oid);
+
+    INSERT INTO kafka_sink.pipeline_definitions AS p
+        (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, kafka_options, columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets,
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic)
+    VALUES
+        (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
+         CASE WHEN start THEN 'running' ELSE 'stopped' END,
+         bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target_oid, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, '{}', columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid, ending_offsets,
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic)
+    RETURNING p.id INTO new_id;
+
+    plain_options := kafka_sink._split_secrets(new_id, kafka_options);
+    UPDATE kafka_sink.pipeline_definitions p SET kafka_options = plain_options WHERE p.id = new_id;
+    PERFORM kafka_sink._wake_launcher();
+    RETURN new_id;
+END
+$$;
+
+REVOKE ALL ON FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text) FROM PUBLIC, kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text) IS
+'The SQL body of kafka_sink.create_pipeline, called only through it (with the catalog writes allowed).';
+
+CREATE FUNCTION kafka_sink._api_alter_pipeline(
+    name                  text,
+    max_offsets_per_batch bigint DEFAULT NULL,
+    max_batch_bytes       bigint DEFAULT NULL,
+    trigger_interval      interval DEFAULT NULL,
+    workers               integer DEFAULT NULL,
+    kafka_options         jsonb DEFAULT NULL,
+    starting_offsets      text DEFAULT NULL,
+    fail_on_data_loss     boolean DEFAULT NULL,
+    bootstrap_servers     text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT NULL,
+    max_trigger_delay     interval DEFAULT NULL,
+    dead_letter_topic     text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    k text;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(name, true);
+    IF max_offsets_per_batch IS NOT NULL AND max_offsets_per_batch <= 0 THEN
+        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
+    END IF;
+    IF max_batch_bytes IS NOT NULL AND max_batch_bytes <= 0 THEN
+        RAISE EXCEPTION 'max_batch_bytes must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
+    END IF;
+    IF trigger_interval IS NOT NULL AND (trigger_interval < '0' OR trigger_interval > '1 hour') THEN
+        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
+    END IF;
+    -- batching knobs (lag tooling and batching knobs): checked as they will be
+    PERFORM kafka_sink._check_batching_knobs(coalesce(_api_alter_pipeline.min_offsets_per_batch, p.min_offsets_per_batch),
+                                             coalesce(_api_alter_pipeline.max_trigger_delay, p.max_trigger_delay),
+                                             coalesce(_api_alter_pipeline.max_offsets_per_batch, p.max_offsets_per_batch));
+    IF workers IS NOT NULL AND workers NOT BETWEEN 1 AND 64 THEN
+        RAISE EXCEPTION 'workers must be between 1 and 64'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
+    END IF;
+    IF bootstrap_servers IS NOT NULL AND btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    IF starting_offsets IS NOT NULL THEN
+        PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+        IF EXISTS (SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = p.id) THEN
+            RAISE NOTICE 'starting_offsets only applies to partitions with no checkpoint'
+                USING DETAIL = 'Partitions that already have a checkpoint keep reading from it.',
+                      HINT = 'Stop the pipeline and use kafka_sink.reset_offsets to move a checkpoint.';
+        END IF;
+    END IF;
+    -- '' removes the dead-letter topic (NULL leaves it as it is)
+    IF dead_letter_topic <> '' THEN
+        PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, p.subscribe, p.subscribe_pattern,
+                                                    p.assign, p.target);
+    END IF;
+    IF kafka_options IS NOT NULL THEN
+        PERFORM kafka_sink._check_kafka_options(kafka_options);
+        -- a key with a JSON null value removes the option
+        FOR k IN SELECT key FROM jsonb_each(kafka_options) WHERE jsonb_typeof(value) = 'null' LOOP
+            DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id AND s.name = k;
+            p.kafka_options := p.kafka_options - k;
+        END LOOP;
+        p.kafka_options := p.kafka_options ||
+            kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
+    END IF;
+
+    UPDATE kafka_sink.pipeline_definitions x SET
+        max_offsets_per_batch = coalesce(_api_alter_pipeline.max_offsets_per_batch, x.max_offsets_per_batch),
+        max_batch_bytes = coalesce(_api_alter_pipeline.max_batch_bytes, x.max_batch_bytes),
+        trigger_interval = coalesce(_api_alter_pipeline.trigger_interval, x.trigger_interval),
+        workers = coalesce(_api_alter_pipeline.workers, x.workers),
+        kafka_options = p.kafka_options,
+        starting_offsets = coalesce(_api_alter_pipeline.starting_offsets, x.starting_offsets),
+        fail_on_data_loss = coalesce(_api_alter_pipeline.fail_on_data_loss, x.fail_on_data_loss),
+        bootstrap_servers = coalesce(_api_alter_pipeline.bootstrap_servers, x.bootstrap_servers),
+        min_offsets_per_batch = coalesce(_api_alter_pipeline.min_offsets_per_batch, x.min_offsets_per_batch),
+        max_trigger_delay = coalesce(_api_alter_pipeline.max_trigger_delay, x.max_trigger_delay),
+        dead_letter_topic = CASE WHEN _api_alter_pipeline.dead_letter_topic IS NULL THEN x.dead_letter_topic
+                                 ELSE nullif(_api_alter_pipeline.dead_letter_topic, '') END,
+        generation = x.generation + 1,
+        updated_at = now()
+    WHERE x.id = p.id;
+    PERFORM kafka_sink._wake_launcher();
+END
+$$;
+
+REVOKE ALL ON FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text) FROM PUBLIC, kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text) IS
+'The SQL body of kafka_sink.alter_pipeline, called only through it (with the catalog writes allowed).';
+
+CREATE FUNCTION kafka_sink.create_pipeline(
+    name                  text,
+    bootstrap_servers     text,
+    target                text DEFAULT NULL,
+    subscribe             text[] DEFAULT NULL,
+    subscribe_pattern     text DEFAULT NULL,
+    assign                jsonb DEFAULT NULL,
+    key_columns           text[] DEFAULT NULL,
+    order_column          text DEFAULT NULL,
+    mode                  text DEFAULT 'merge',
+    batch_function        regprocedure DEFAULT NULL,
+    starting_offsets      text DEFAULT 'latest',
+    fail_on_data_loss     boolean DEFAULT true,
+    max_offsets_per_batch bigint DEFAULT 100000,
+    max_batch_bytes       bigint DEFAULT 67108864,
+    trigger_interval      interval DEFAULT '100 ms',
+    workers               integer DEFAULT 1,
+    kafka_options         jsonb DEFAULT '{}',
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL,
+    ending_offsets        text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT 0,
+    max_trigger_delay     interval DEFAULT '15 min',
+    dead_letter_topic     text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text) IS
+'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id.';
+
+CREATE FUNCTION kafka_sink.alter_pipeline(
+    name                  text,
+    max_offsets_per_batch bigint DEFAULT NULL,
+    max_batch_bytes       bigint DEFAULT NULL,
+    trigger_interval      interval DEFAULT NULL,
+    workers               integer DEFAULT NULL,
+    kafka_options         jsonb DEFAULT NULL,
+    starting_offsets      text DEFAULT NULL,
+    fail_on_data_loss     boolean DEFAULT NULL,
+    bootstrap_servers     text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT NULL,
+    max_trigger_delay     interval DEFAULT NULL,
+    dead_letter_topic     text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text) IS
+'Changes a pipeline''s tunables, options, bootstrap servers or starting offsets; its workers restart with the new definition. A kafka_options key with a JSON null removes that option.';
+
+CREATE OR REPLACE VIEW kafka_sink.pipelines WITH (security_invoker = true) AS
+SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
+       p.subscribe, p.subscribe_pattern, p.assign, p.target, p.key_columns,
+       p.order_column, p.mode, p.batch_function, p.starting_offsets,
+       p.fail_on_data_loss, p.max_offsets_per_batch, p.max_batch_bytes,
+       p.trigger_interval, p.workers, p.columns, p.key_format, p.delete_on_tombstone,
+       p.schema_version_field, p.schema_versions, p.event_id, p.event_id_retention, p.bronze,
+       p.ending_offsets,
+       p.kafka_options || coalesce((SELECT jsonb_object_agg(s.name, '********')
+                                      FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id), '{}')
+           AS kafka_options,
+       p.last_batch_id, p.created_at, p.updated_at,
+       p.min_offsets_per_batch, p.max_trigger_delay
+       , p.dead_letter_topic
+  FROM kafka_sink.pipeline_definitions p;
+
+-- ---- end of dead-letter topic ----

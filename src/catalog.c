@@ -183,7 +183,8 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 			" extract(epoch FROM event_id_retention)::int8, coalesce(bronze::oid, 0)::int8,"
 			" ending_offsets,"
 			" coalesce(min_offsets_per_batch, 0),"
-			" (extract(epoch FROM max_trigger_delay) * 1000)::int8"
+			" (extract(epoch FROM max_trigger_delay) * 1000)::int8,"
+			" dead_letter_topic"
 			" FROM kafka_sink.pipeline_definitions WHERE id = $1",
 			pipeline_id, SPI_OK_SELECT);
 	if (SPI_processed == 0)
@@ -222,6 +223,7 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->ending_offsets = getstr(0, 23, mcxt);
 	p->min_offsets_per_batch = getint8(0, 24);
 	p->max_trigger_delay_ms = getint8(0, 25);
+	p->dead_letter_topic = getstr(0, 26, mcxt);
 
 	/* column mappings: the default one, then one per schema version */
 	exec_id("SELECT NULL::text, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"

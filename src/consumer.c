@@ -742,6 +742,41 @@ ks_message_headers_json(KsMessage *msg)
 	return buf.data;
 }
 
+/*
+ * The headers of a message in their order, as a list of KsHeader whose
+ * names and values are copied (values byte for byte; NULL for a header
+ * without value).  NIL when it has none, or no librdkafka message behind it.
+ */
+List *
+ks_message_headers(KsMessage *msg)
+{
+	rd_kafka_headers_t *hdrs;
+	const char *name;
+	const void *val;
+	size_t		size;
+	List	   *result = NIL;
+
+	if (msg->handle == NULL ||
+		rd_kafka_message_headers((rd_kafka_message_t *) msg->handle, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return NIL;
+	for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &val, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; i++)
+	{
+		KsHeader   *h = palloc(sizeof(KsHeader));
+
+		h->name = pstrdup(name);
+		h->value = NULL;
+		h->value_len = 0;
+		if (val != NULL)
+		{
+			h->value = palloc(Max(size, 1));
+			memcpy(h->value, val, size);
+			h->value_len = size;
+		}
+		result = lappend(result, h);
+	}
+	return result;
+}
+
 /* ---- the producer behind kafka_sink.produce ---- */
 
 typedef struct KsDelivery
@@ -965,12 +1000,19 @@ ks_producer_send_all(KsProducer *p, KsOutMsg *msgs, int n, int timeout_ms)
 	for (int i = 0; i < n; i++)
 	{
 		KsOutMsg   *m = &msgs[i];
-		rd_kafka_headers_t *hdrs = rd_kafka_headers_new(list_length(m->headers) + 1);
+		rd_kafka_headers_t *hdrs = rd_kafka_headers_new(list_length(m->raw_headers) +
+														list_length(m->headers) + 1);
 		rd_kafka_resp_err_t err;
 		ListCell   *lc;
 
 		m->done = false;
 		m->err = 0;
+		foreach(lc, m->raw_headers)
+		{
+			KsHeader   *h = lfirst(lc);
+
+			rd_kafka_header_add(hdrs, h->name, -1, h->value, h->value ? (ssize_t) h->value_len : 0);
+		}
 		foreach(lc, m->headers)
 		{
 			KsOption   *h = lfirst(lc);

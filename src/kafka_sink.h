@@ -189,6 +189,8 @@ typedef struct KsPipeline
 	char	   *ending_offsets; /* NULL: unbounded; else a bounded (backfill) pipeline */
 	List	   *end_offsets;	/* of KsPartition: per-partition ending_offsets */
 	int64		end_ts_ms;
+	char	   *dead_letter_topic;	/* NULL: none; else quarantined messages
+									 * also go there through the outbox */
 } KsPipeline;
 
 typedef struct KsTopicPartition
@@ -311,6 +313,14 @@ extern int	ks_consumer_mirror_result(KsConsumer *c, char *err, size_t errlen);
 extern bool ks_consumer_mirror_pending(KsConsumer *c);
 typedef struct KsProducer KsProducer;
 
+/* A Kafka header with bytes for a value (NULL: a header without value). */
+typedef struct KsHeader
+{
+	char	   *name;
+	char	   *value;
+	size_t		value_len;
+} KsHeader;
+
 typedef struct KsOutMsg
 {
 	const char *topic;
@@ -318,7 +328,8 @@ typedef struct KsOutMsg
 	size_t		key_len;
 	const char *value;
 	size_t		value_len;
-	List	   *headers;		/* of KsOption */
+	List	   *raw_headers;	/* of KsHeader, sent first */
+	List	   *headers;		/* of KsOption, sent after raw_headers */
 	/* set by ks_producer_send_all */
 	bool		done;
 	int			err;
@@ -328,6 +339,7 @@ typedef struct KsOutMsg
 } KsOutMsg;
 
 extern KsProducer *ks_producer_create(const char *servers, List *options);
+extern List *ks_message_headers(KsMessage *msg);
 extern void ks_producer_send_all(KsProducer *p, KsOutMsg *msgs, int n, int timeout_ms);
 extern void ks_produce(const char *servers, const char *topic,
 					   const char *key, size_t key_len, const char *value, size_t value_len,

@@ -14,6 +14,12 @@
  * after the retry, so per key the order holds and delivery is at least
  * once: consumers deduplicate on the event id, which never changes.
  *
+ * A row carries text (key, value, headers: what outbox_send writes) or
+ * bytes (key_bytes, value_bytes, and the ordered header_names and
+ * header_values: what a pipeline writes for its dead-letter topic, the
+ * original message unchanged).  Headers go out as header_names/values,
+ * then event_id, then the JSON headers.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
@@ -60,6 +66,25 @@ int4_array(int32 *v, int n)
 	return PointerGetDatum(construct_array(d, n, INT4OID, 4, true, TYPALIGN_INT));
 }
 
+/* A bytea column's bytes copied into cxt, or NULL (and *len 0) for NULL. */
+static char *
+get_bytes(HeapTuple t, TupleDesc d, int col, size_t *len, MemoryContext cxt)
+{
+	bool		isnull;
+	Datum		v = SPI_getbinval(t, d, col, &isnull);
+	bytea	   *b;
+	char	   *out;
+
+	*len = 0;
+	if (isnull)
+		return NULL;
+	b = DatumGetByteaPP(v);
+	*len = VARSIZE_ANY_EXHDR(b);
+	out = MemoryContextAlloc(cxt, Max(*len, 1));
+	memcpy(out, VARDATA_ANY(b), *len);
+	return out;
+}
+
 /* Reads up to RELAY_BATCH undelivered rows, in id order, into msgs. */
 static int
 read_pending(KsOutMsg **msgs, int64 **ids)
@@ -73,7 +98,8 @@ read_pending(KsOutMsg **msgs, int64 **ids)
 		ks_xact_commit();
 		return 0;
 	}
-	if (SPI_execute("SELECT id, event_id::text, topic, key, value FROM kafka_sink.outbox"
+	if (SPI_execute("SELECT id, event_id::text, topic, key, value, key_bytes, value_bytes"
+					" FROM kafka_sink.outbox"
 					" WHERE delivered_at IS NULL ORDER BY id LIMIT " CppAsString2(RELAY_BATCH),
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "kafka_sink: could not read the outbox");
@@ -102,11 +128,53 @@ read_pending(KsOutMsg **msgs, int64 **ids)
 			(*msgs)[i].key = MemoryContextStrdup(cxt, s);
 			(*msgs)[i].key_len = strlen(s);
 		}
+		else
+			(*msgs)[i].key = get_bytes(t, d, 6, &(*msgs)[i].key_len, cxt);
 		s = SPI_getvalue(t, d, 5);
 		if (s)
 		{
 			(*msgs)[i].value = MemoryContextStrdup(cxt, s);
 			(*msgs)[i].value_len = strlen(s);
+		}
+		else
+			(*msgs)[i].value = get_bytes(t, d, 7, &(*msgs)[i].value_len, cxt);
+	}
+	/*
+	 * headers with bytes for values (the dead-letter messages: the original
+	 * message's headers, then kafka_sink's), before the event id
+	 */
+	if (n > 0)
+	{
+		Oid			argtypes[1] = {INT8ARRAYOID};
+		Datum		values[1] = {int8_array(*ids, n)};
+		int			i = 0;
+
+		if (SPI_execute_with_args("SELECT o.id, h.name, h.value FROM kafka_sink.outbox o,"
+								  " unnest(o.header_names, o.header_values) WITH ORDINALITY AS h(name, value, n)"
+								  " WHERE o.id = ANY ($1) AND o.header_names IS NOT NULL ORDER BY o.id, h.n",
+								  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "kafka_sink: could not read outbox headers");
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	t = SPI_tuptable->vals[r];
+			TupleDesc	d = SPI_tuptable->tupdesc;
+			bool		isnull;
+			int64		id = DatumGetInt64(SPI_getbinval(t, d, 1, &isnull));
+			KsHeader   *h;
+			char	   *name = SPI_getvalue(t, d, 2);
+			MemoryContext old;
+
+			/* both in id order */
+			while (i < n && (*ids)[i] < id)
+				i++;
+			if (i >= n || (*ids)[i] != id || name == NULL)
+				continue;
+			h = MemoryContextAlloc(cxt, sizeof(KsHeader));
+			h->name = MemoryContextStrdup(cxt, name);
+			h->value = get_bytes(t, d, 3, &h->value_len, cxt);
+			old = MemoryContextSwitchTo(cxt);
+			(*msgs)[i].raw_headers = lappend((*msgs)[i].raw_headers, h);
+			MemoryContextSwitchTo(old);
 		}
 	}
 	/* user headers, after the event id */
