@@ -212,7 +212,7 @@ SELECT p.proname || '/' || p.pronargs AS c_function,
        has_function_privilege('regress_if_plain', p.oid, 'EXECUTE') AS plain_may_call
   FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
  WHERE p.pronamespace = 'kafka_sink'::regnamespace AND l.lanname = 'c'
- ORDER BY 1 COLLATE "C";
+ ORDER BY (p.proname || '/' || p.pronargs) COLLATE "C";
 
 SET ROLE regress_if_a;
 SELECT kafka_sink.drop_pipeline('if_fn');
