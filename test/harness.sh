@@ -317,7 +317,14 @@ cmd_kafka_start() {
     fi
     if [ ! -f "$KDIR/data/meta.properties" ]; then
         local cluster_id
-        cluster_id="$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+        # (never one starting with "-": the tool's parser takes it for an option)
+        cluster_id="$(python3 -c '
+import base64, uuid
+while True:
+    c = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not c.startswith("-"):
+        print(c)
+        break')"
         log "kafka-start: formatting $KDIR/data (cluster id $cluster_id)"
         rm -rf "$KDIR/data"
         KJAVA_NOCDS=1 kjava kafka.tools.StorageTool format -t "$cluster_id" \
