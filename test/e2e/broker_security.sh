@@ -186,7 +186,11 @@ logger.request.level = WARN
 logger.state.name = state.change.logger
 logger.state.level = WARN
 EOF
-CLUSTER_ID="$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+# (never one starting with "-": the storage tool would take it for an option)
+CLUSTER_ID="$(python3 -c 'import base64,uuid
+c = "-"
+while c.startswith("-"): c = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+print(c)')"
 java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
      -Dlog4j2.configurationFile="$BDIR/log4j2.properties" -cp "$KS_KAFKA_CP" \
      kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$BDIR/server.properties" --standalone \
