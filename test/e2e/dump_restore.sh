@@ -197,6 +197,10 @@ CREATE ROLE ks_e2e LOGIN;
 GRANT kafka_sink_admin TO ks_e2e;
 CREATE DATABASE ks_dump_x;
 SQL
+# every other role of the source cluster too (policies of objects other
+# tests left in the shared database name them: CREATE POLICY ... TO role)
+sub_sql -d postgres -c "$(sql -d postgres -c "SELECT coalesce(string_agg(format('CREATE ROLE %I;', rolname), ' '), 'SELECT 1')
+    FROM pg_roles WHERE rolname !~ '^pg_' AND rolname NOT IN ('kafka_sink_admin', 'ks_e2e', 'ks_dump_pad_role', current_user)")" >/dev/null
 # --no-owner --no-acl: the shared database may hold objects of roles that do
 # not exist there (left by other tests); ownership of tables is not the point
 PGPORT="$SUBPORT" pg_restore --exit-on-error --no-owner --no-acl -d ks_dump_x "$WORK/src.dump" 2> "$WORK/pg_restore2.err" || true
