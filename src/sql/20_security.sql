@@ -55,9 +55,10 @@ CREATE POLICY own_messages ON kafka_sink.outbox
 -- them except while code of the user's runs.  See docs/design-notes.md,
 -- "The catalog is written only through the API".
 --
--- To change an API function, replace kafka_sink._api_<name>; a new catalog
--- table gets the trigger from the loop at the end of this block (append new
--- tables before it, or attach the trigger the same way).
+-- To change an API function, change kafka_sink._api_<name> (50_api.sql,
+-- 51_, 52_).  Every table of 10_tables.sql gets the trigger from the loop
+-- below; the upgrade script attaches it to a table it adds with the same
+-- two statements.  The trigger function is nobody's to call (90_grants.sql).
 
 CREATE FUNCTION kafka_sink._catalog_guard()
 RETURNS trigger
@@ -67,9 +68,7 @@ REVOKE ALL ON FUNCTION kafka_sink._catalog_guard() FROM PUBLIC;
 COMMENT ON FUNCTION kafka_sink._catalog_guard() IS
 'Trigger on every catalog table: refuses writes that do not come from kafka_sink (its API functions and workers) or a superuser.';
 
--- The guard on every table of the extension (pg_depend: its members).  A
--- table added later gets it from this loop when it is created before it,
--- else with the same two statements.
+-- The guard on every table of the extension (pg_depend: its members).
 DO $$
 DECLARE
     t regclass;
