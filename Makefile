@@ -19,14 +19,35 @@ OBJS = \
 	src/outbox.o \
 	src/offsets.o
 
-# 0.1.0 is released and stays as it was; each later install script is the
-# released base followed by the update scripts (see kafka_sink--0.1.0--0.2.0.sql)
+# 0.1.0 is released and stays as it was.  The install script of this
+# version is built from the parts in src/sql/, joined in the order listed
+# here (as timescaledb keeps its SQL in parts; each part may use what the
+# parts before it define).  The upgrade script from 0.1.0 is written by hand
+# and must end in the same schema (test/e2e/upgrade.sh compares them).
 EXTVERSION = 0.2.0
+SQL_PARTS = \
+	src/sql/00_roles.sql \
+	src/sql/10_tables.sql \
+	src/sql/20_security.sql \
+	src/sql/30_c_functions.sql \
+	src/sql/40_validators.sql \
+	src/sql/50_api.sql \
+	src/sql/51_create_pipeline.sql \
+	src/sql/52_alter_pipeline.sql \
+	src/sql/60_observability.sql \
+	src/sql/70_lineage.sql \
+	src/sql/80_metrics.sql \
+	src/sql/90_grants.sql
+# a part that is not listed would silently be left out of the install script
+SQL_PARTS_UNLISTED := $(filter-out $(SQL_PARTS),$(wildcard src/sql/*.sql))
+ifneq ($(SQL_PARTS_UNLISTED),)
+$(error src/sql parts not listed in SQL_PARTS: $(SQL_PARTS_UNLISTED))
+endif
 DATA = kafka_sink--0.1.0.sql kafka_sink--0.1.0--0.2.0.sql
 DATA_built = kafka_sink--$(EXTVERSION).sql
 PGFILEDESC = "kafka_sink - exactly-once Kafka sink"
 
-REGRESS = create validation kafka_options versions create_refusals internal_functions lineage batching_knobs dead_letter
+REGRESS = create validation kafka_options versions create_refusals internal_functions lineage batching_knobs dead_letter comments
 REGRESS_OPTS = --dbname=kafka_sink_regress
 
 PG_CONFIG ?= pg_config
@@ -59,9 +80,10 @@ SHLIB_LINK = $(RDKAFKA_LIBS)
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-kafka_sink--$(EXTVERSION).sql: kafka_sink--0.1.0.sql kafka_sink--0.1.0--0.2.0.sql
-	{ echo '-- kafka_sink $(EXTVERSION): built by make from the files below; edit those.'; \
-	  for f in $^; do echo; echo "-- ---- $$f ----"; grep -v '^\\echo ' $$f; done; } > $@
+kafka_sink--$(EXTVERSION).sql: $(SQL_PARTS) Makefile
+	{ echo '-- kafka_sink $(EXTVERSION): built by make from src/sql/ (SQL_PARTS in the Makefile); edit those.'; \
+	  echo; printf '%s\n' '\echo Use "CREATE EXTENSION kafka_sink" to load this file. \quit'; \
+	  for f in $(SQL_PARTS); do echo; echo "-- ---- $$f ----"; echo; cat $$f; done; } > $@
 
 .PHONY: test demo bench
 test:

@@ -1,10 +1,15 @@
 -- kafka_sink 0.1.0 -> 0.2.0
 --
--- Every change to the catalog, views and SQL API since 0.1.0, in order.
--- The install script of 0.2.0 is built by the Makefile as the 0.1.0 script
--- followed by this one (as pg_cron keeps a base script plus updates), so a
--- fresh install and an upgrade run the same statements; test/e2e/upgrade.sh
--- checks that they end in the same schema.
+-- Every change to the catalog, views and SQL API since 0.1.0, in blocks, in
+-- order.  The install script of 0.2.0 is built from src/sql/ (each object
+-- once, in its final form); this script must bring a 0.1.0 database (with
+-- its pipelines and data) to the same schema: test/e2e/upgrade.sh compares
+-- every member object, definition, privilege, comment, constraint, index,
+-- trigger and policy.  A later change goes into both: its final form into
+-- the part in src/sql/ that owns it, and the statements that get there from
+-- here into a new block at the end of this script (ALTER TABLE ... ADD
+-- COLUMN, CREATE OR REPLACE FUNCTION, or DROP + CREATE with its REVOKE,
+-- GRANT and COMMENT when a signature changes).
 
 \echo Use "ALTER EXTENSION kafka_sink UPDATE TO '0.2.0'" to load this file. \quit
 
@@ -52,7 +57,9 @@ COMMENT ON FUNCTION kafka_sink._catalog_guard() IS
 -- The SQL bodies of the API.  Those that name their own parameters as
 -- <function>.<parameter> are created again under the new name (the name
 -- qualifies the parameters); the others are renamed.  Their text is
--- otherwise that of 0.1.0, except reset_offsets (below).
+-- otherwise that of 0.1.0, except reset_offsets (below).  create_pipeline
+-- and alter_pipeline, whose parameters 0.2.0 extends, are created once, in
+-- their final form, at the end of this script (the dead-letter block).
 DROP FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text);
 DROP FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text);
 DROP FUNCTION kafka_sink.drop_pipeline(text, boolean);
@@ -63,250 +70,6 @@ ALTER FUNCTION kafka_sink.stop(text) RENAME TO _api_stop;
 ALTER FUNCTION kafka_sink.pause(text) RENAME TO _api_pause;
 ALTER FUNCTION kafka_sink.resume(text) RENAME TO _api_resume;
 ALTER FUNCTION kafka_sink.outbox_send(text, text, text, jsonb) RENAME TO _api_outbox_send;
-
-CREATE FUNCTION kafka_sink._api_create_pipeline(
-    name                  text,
-    bootstrap_servers     text,
-    target                text DEFAULT NULL,
-    subscribe             text[] DEFAULT NULL,
-    subscribe_pattern     text DEFAULT NULL,
-    assign                jsonb DEFAULT NULL,
-    key_columns           text[] DEFAULT NULL,
-    order_column          text DEFAULT NULL,
-    mode                  text DEFAULT 'merge',
-    batch_function        regprocedure DEFAULT NULL,
-    starting_offsets      text DEFAULT 'latest',
-    fail_on_data_loss     boolean DEFAULT true,
-    max_offsets_per_batch bigint DEFAULT 100000,
-    max_batch_bytes       bigint DEFAULT 67108864,
-    trigger_interval      interval DEFAULT '100 ms',
-    workers               integer DEFAULT 1,
-    kafka_options         jsonb DEFAULT '{}',
-    start                 boolean DEFAULT true,
-    columns               jsonb DEFAULT NULL,
-    key_format            text DEFAULT 'none',
-    delete_on_tombstone   boolean DEFAULT false,
-    schema_version_field  text DEFAULT NULL,
-    schema_versions       jsonb DEFAULT NULL,
-    event_id              text DEFAULT NULL,
-    event_id_retention    interval DEFAULT '7 days',
-    bronze                text DEFAULT NULL,
-    ending_offsets        text DEFAULT NULL)
-RETURNS bigint
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    target_oid regclass;
-    bronze_oid regclass;
-    new_id bigint;
-    plain_options jsonb;
-BEGIN
-    PERFORM kafka_sink._require_admin();
-    IF name IS NULL OR name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,62}$' THEN
-        RAISE EXCEPTION 'invalid pipeline name "%"', name
-            USING ERRCODE = 'invalid_name',
-                  HINT = 'A pipeline name starts with a letter or "_" and has at most 63 letters, digits, "_", "." or "-".';
-    END IF;
-    IF EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.name = _api_create_pipeline.name) THEN
-        RAISE EXCEPTION 'pipeline "%" already exists', name
-            USING ERRCODE = 'duplicate_object',
-                  HINT = 'Choose another name, or drop the pipeline first with kafka_sink.drop_pipeline.';
-    END IF;
-    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
-       AND NOT coalesce(current_setting('kafka_sink.allow_superuser_pipelines', true), 'off')::boolean THEN
-        RAISE EXCEPTION 'pipelines cannot be owned by a superuser'
-            USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'A pipeline runs with its owner''s privileges.',
-                  HINT = 'Create the pipeline as an ordinary role that is a member of kafka_sink_admin (SET ROLE), or set kafka_sink.allow_superuser_pipelines.';
-    END IF;
-    IF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = current_user) THEN
-        RAISE EXCEPTION 'role "%" cannot own a pipeline because it cannot log in', current_user
-            USING ERRCODE = 'invalid_authorization_specification',
-                  DETAIL = 'Pipeline workers connect as the pipeline''s owner.',
-                  HINT = format('ALTER ROLE %I LOGIN', current_user);
-    END IF;
-    IF bootstrap_servers IS NULL OR btrim(bootstrap_servers) = '' THEN
-        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
-    END IF;
-    PERFORM kafka_sink._check_source(subscribe, subscribe_pattern, assign);
-
-    IF mode IS NULL OR mode NOT IN ('merge', 'append', 'function') THEN
-        RAISE EXCEPTION 'invalid mode "%"', mode
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'mode is one of ''merge'', ''append'' or ''function''.';
-    END IF;
-    IF target IS NULL AND bronze IS NULL THEN
-        RAISE EXCEPTION 'target cannot be null'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass target => ''schema.table''; in mode function it gives the rows'' type. A bronze-only pipeline passes bronze => ''schema.raw_table'' instead.';
-    END IF;
-    IF bronze IS NOT NULL THEN
-        bronze_oid := kafka_sink._bronze_table(bronze);
-    END IF;
-    IF target IS NOT NULL THEN
-        target_oid := to_regclass(target);
-        IF target_oid IS NULL THEN
-            RAISE EXCEPTION 'target table "%" does not exist', target
-                USING ERRCODE = 'undefined_table',
-                      HINT = 'Create the table first, and schema-qualify its name.';
-        END IF;
-        key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
-        PERFORM kafka_sink._check_contract(target_oid, key_columns, columns, key_format,
-                                           delete_on_tombstone, schema_version_field,
-                                           schema_versions, event_id, mode);
-    ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
-          OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge' THEN
-        RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
-    END IF;
-    IF mode = 'function' THEN
-        IF batch_function IS NULL THEN
-            RAISE EXCEPTION 'mode function needs a batch_function'
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'Pass batch_function => ''my_schema.my_fn(bigint, my_schema.my_table[])''.';
-        END IF;
-        PERFORM kafka_sink._check_batch_function(batch_function, target_oid);
-    ELSIF batch_function IS NOT NULL THEN
-        RAISE EXCEPTION 'batch_function needs mode function'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass mode => ''function'' as well.';
-    END IF;
-
-    PERFORM kafka_sink._check_starting_offsets(starting_offsets);
-    IF ending_offsets IS NOT NULL THEN
-        IF ending_offsets = 'earliest' THEN
-            RAISE EXCEPTION 'ending_offsets cannot be earliest'
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'A backfill ends at ''latest'' (the high watermarks when it starts), a timestamp, or per-partition JSON.';
-        END IF;
-        PERFORM kafka_sink._check_starting_offsets(ending_offsets);
-    END IF;
-    IF max_offsets_per_batch IS NULL OR max_offsets_per_batch <= 0 THEN
-        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
-    END IF;
-    IF max_batch_bytes IS NULL OR max_batch_bytes <= 0 THEN
-        RAISE EXCEPTION 'max_batch_bytes must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
-    END IF;
-    IF trigger_interval IS NULL OR trigger_interval < '0' OR trigger_interval > '1 hour' THEN
-        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
-    END IF;
-    IF workers IS NULL OR workers NOT BETWEEN 1 AND 64 THEN
-        RAISE EXCEPTION 'workers must be between 1 and 64'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
-    END IF;
-    IF fail_on_data_loss IS NULL OR start IS NULL THEN
-        RAISE EXCEPTION 'fail_on_data_loss and start cannot be null'
-            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
-    END IF;
-    IF kafka_options IS NULL THEN
-        kafka_options := '{}';
-    END IF;
-    PERFORM kafka_sink._check_kafka_options(kafka_options);
-
-    INSERT INTO kafka_sink.pipeline_definitions AS p
-        (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
-         target, key_columns, order_column, mode, batch_function, starting_offsets,
-         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
-         workers, kafka_options, columns, key_format, delete_on_tombstone,
-         schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets)
-    VALUES
-        (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
-         CASE WHEN start THEN 'running' ELSE 'stopped' END,
-         bootstrap_servers, subscribe, subscribe_pattern, assign,
-         target_oid, key_columns, order_column, mode, batch_function, starting_offsets,
-         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
-         workers, '{}', columns, key_format, delete_on_tombstone,
-         schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid, ending_offsets)
-    RETURNING p.id INTO new_id;
-
-    plain_options := kafka_sink._split_secrets(new_id, kafka_options);
-    UPDATE kafka_sink.pipeline_definitions p SET kafka_options = plain_options WHERE p.id = new_id;
-    PERFORM kafka_sink._wake_launcher();
-    RETURN new_id;
-END
-$$;
-
-CREATE FUNCTION kafka_sink._api_alter_pipeline(
-    name                  text,
-    max_offsets_per_batch bigint DEFAULT NULL,
-    max_batch_bytes       bigint DEFAULT NULL,
-    trigger_interval      interval DEFAULT NULL,
-    workers               integer DEFAULT NULL,
-    kafka_options         jsonb DEFAULT NULL,
-    starting_offsets      text DEFAULT NULL,
-    fail_on_data_loss     boolean DEFAULT NULL,
-    bootstrap_servers     text DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    p kafka_sink.pipeline_definitions;
-    k text;
-BEGIN
-    PERFORM kafka_sink._require_admin();
-    p := kafka_sink._get_pipeline(name, true);
-    IF max_offsets_per_batch IS NOT NULL AND max_offsets_per_batch <= 0 THEN
-        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
-    END IF;
-    IF max_batch_bytes IS NOT NULL AND max_batch_bytes <= 0 THEN
-        RAISE EXCEPTION 'max_batch_bytes must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
-    END IF;
-    IF trigger_interval IS NOT NULL AND (trigger_interval < '0' OR trigger_interval > '1 hour') THEN
-        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
-    END IF;
-    IF workers IS NOT NULL AND workers NOT BETWEEN 1 AND 64 THEN
-        RAISE EXCEPTION 'workers must be between 1 and 64'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
-    END IF;
-    IF bootstrap_servers IS NOT NULL AND btrim(bootstrap_servers) = '' THEN
-        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
-    END IF;
-    IF starting_offsets IS NOT NULL THEN
-        PERFORM kafka_sink._check_starting_offsets(starting_offsets);
-        IF EXISTS (SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = p.id) THEN
-            RAISE NOTICE 'starting_offsets only applies to partitions with no checkpoint'
-                USING DETAIL = 'Partitions that already have a checkpoint keep reading from it.',
-                      HINT = 'Stop the pipeline and use kafka_sink.reset_offsets to move a checkpoint.';
-        END IF;
-    END IF;
-    IF kafka_options IS NOT NULL THEN
-        PERFORM kafka_sink._check_kafka_options(kafka_options);
-        -- a key with a JSON null value removes the option
-        FOR k IN SELECT key FROM jsonb_each(kafka_options) WHERE jsonb_typeof(value) = 'null' LOOP
-            DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id AND s.name = k;
-            p.kafka_options := p.kafka_options - k;
-        END LOOP;
-        p.kafka_options := p.kafka_options ||
-            kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
-    END IF;
-
-    UPDATE kafka_sink.pipeline_definitions x SET
-        max_offsets_per_batch = coalesce(_api_alter_pipeline.max_offsets_per_batch, x.max_offsets_per_batch),
-        max_batch_bytes = coalesce(_api_alter_pipeline.max_batch_bytes, x.max_batch_bytes),
-        trigger_interval = coalesce(_api_alter_pipeline.trigger_interval, x.trigger_interval),
-        workers = coalesce(_api_alter_pipeline.workers, x.workers),
-        kafka_options = p.kafka_options,
-        starting_offsets = coalesce(_api_alter_pipeline.starting_offsets, x.starting_offsets),
-        fail_on_data_loss = coalesce(_api_alter_pipeline.fail_on_data_loss, x.fail_on_data_loss),
-        bootstrap_servers = coalesce(_api_alter_pipeline.bootstrap_servers, x.bootstrap_servers),
-        generation = x.generation + 1,
-        updated_at = now()
-    WHERE x.id = p.id;
-    PERFORM kafka_sink._wake_launcher();
-END
-$$;
 
 CREATE FUNCTION kafka_sink._api_drop_pipeline(name text, if_exists boolean DEFAULT false)
 RETURNS void
@@ -450,61 +213,8 @@ BEGIN
 END
 $$;
 
--- The public API: the same names, parameters and defaults as before, in C.
-CREATE FUNCTION kafka_sink.create_pipeline(
-    name                  text,
-    bootstrap_servers     text,
-    target                text DEFAULT NULL,
-    subscribe             text[] DEFAULT NULL,
-    subscribe_pattern     text DEFAULT NULL,
-    assign                jsonb DEFAULT NULL,
-    key_columns           text[] DEFAULT NULL,
-    order_column          text DEFAULT NULL,
-    mode                  text DEFAULT 'merge',
-    batch_function        regprocedure DEFAULT NULL,
-    starting_offsets      text DEFAULT 'latest',
-    fail_on_data_loss     boolean DEFAULT true,
-    max_offsets_per_batch bigint DEFAULT 100000,
-    max_batch_bytes       bigint DEFAULT 67108864,
-    trigger_interval      interval DEFAULT '100 ms',
-    workers               integer DEFAULT 1,
-    kafka_options         jsonb DEFAULT '{}',
-    start                 boolean DEFAULT true,
-    columns               jsonb DEFAULT NULL,
-    key_format            text DEFAULT 'none',
-    delete_on_tombstone   boolean DEFAULT false,
-    schema_version_field  text DEFAULT NULL,
-    schema_versions       jsonb DEFAULT NULL,
-    event_id              text DEFAULT NULL,
-    event_id_retention    interval DEFAULT '7 days',
-    bronze                text DEFAULT NULL,
-    ending_offsets        text DEFAULT NULL)
-RETURNS bigint
-AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
-LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text) IS
-'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id.';
-
-CREATE FUNCTION kafka_sink.alter_pipeline(
-    name                  text,
-    max_offsets_per_batch bigint DEFAULT NULL,
-    max_batch_bytes       bigint DEFAULT NULL,
-    trigger_interval      interval DEFAULT NULL,
-    workers               integer DEFAULT NULL,
-    kafka_options         jsonb DEFAULT NULL,
-    starting_offsets      text DEFAULT NULL,
-    fail_on_data_loss     boolean DEFAULT NULL,
-    bootstrap_servers     text DEFAULT NULL)
-RETURNS void
-AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
-LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text) IS
-'Changes a pipeline''s tunables, options, bootstrap servers or starting offsets; its workers restart with the new definition. A kafka_options key with a JSON null removes that option.';
-
+-- The public API: the same names, parameters and defaults as before, in C
+-- (create_pipeline and alter_pipeline: in the dead-letter block).
 CREATE FUNCTION kafka_sink.drop_pipeline(name text, if_exists boolean DEFAULT false)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
@@ -887,62 +597,6 @@ GRANT EXECUTE ON FUNCTION kafka_sink.metrics_pipelines(), kafka_sink.metrics_par
     kafka_sink.metrics_quarantine(), kafka_sink.metrics_errors(), kafka_sink.metrics_outbox()
     TO pg_monitor;
 
--- ---- PostgreSQL 16-18: deterministic messages ----
--- _bronze_table listed the missing columns in whatever order the anti-join
--- produced; on 16+ that is not the array's order.
-CREATE OR REPLACE FUNCTION kafka_sink._bronze_table(name text)
-RETURNS regclass
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    rel regclass := to_regclass(name);
-    parsed text[];
-    missing text;
-BEGIN
-    IF rel IS NULL THEN
-        parsed := parse_ident(name);
-        IF cardinality(parsed) <> 2 THEN
-            RAISE EXCEPTION 'bronze table name "%" must be schema-qualified', name
-                USING ERRCODE = 'invalid_name', HINT = 'Pass bronze => ''bronze.orders_raw''.';
-        END IF;
-        -- The key leads with the integers and compares the topic bytewise:
-        -- a text first column makes every btree comparison of the insert
-        -- path a collation-aware string comparison (docs/performance.md).
-        EXECUTE format('CREATE TABLE %I.%I (
-                            topic      text COLLATE "C" NOT NULL,
-                            partition  integer NOT NULL,
-                            "offset"   bigint NOT NULL,
-                            ts         timestamptz,
-                            key        bytea,
-                            value      bytea,
-                            headers    jsonb,
-                            batch_id   bigint NOT NULL,
-                            landed_at  timestamptz NOT NULL DEFAULT now(),
-                            PRIMARY KEY (partition, "offset", topic))', parsed[1], parsed[2]);
-        rel := format('%I.%I', parsed[1], parsed[2])::regclass;
-    END IF;
-    -- in the array's order: the planner may pick a hashed anti-join that
-    -- does not keep it (PostgreSQL 16+ does, here)
-    SELECT string_agg(c, ', ' ORDER BY n) INTO missing
-      FROM unnest(ARRAY['topic', 'partition', 'offset', 'ts', 'key', 'value', 'headers', 'batch_id'])
-           WITH ORDINALITY AS u(c, n)
-     WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = rel AND a.attname = c
-                          AND a.attnum > 0 AND NOT a.attisdropped);
-    IF missing IS NOT NULL THEN
-        RAISE EXCEPTION 'bronze table % lacks the columns %', rel, missing
-            USING ERRCODE = 'invalid_table_definition',
-                  HINT = 'Let create_pipeline create the bronze table, or add the standard columns.';
-    END IF;
-    IF NOT has_table_privilege(rel, 'INSERT') THEN
-        RAISE EXCEPTION 'permission denied for table %', rel
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'The pipeline owner needs INSERT on the bronze table.';
-    END IF;
-    RETURN rel;
-END
-$$;
-
 -- ---- a current librdkafka: the version actually loaded ----
 -- kafka_sink can be built against another librdkafka than the system's
 -- (PKG_CONFIG_PATH, with an rpath); what the dynamic linker loaded is what
@@ -1254,6 +908,7 @@ BEGIN
 END
 $$;
 
+-- (with the PostgreSQL 16-18 fix: the missing columns in the array's order)
 CREATE OR REPLACE FUNCTION kafka_sink._bronze_table(name text)
 RETURNS regclass
 LANGUAGE plpgsql
@@ -1292,8 +947,11 @@ BEGIN
         rel := format('%I.%I', parsed[1], parsed[2])::regclass;
     END IF;
     PERFORM kafka_sink._check_user_table(rel, 'bronze table');
-    SELECT string_agg(c, ', ') INTO missing
-      FROM unnest(ARRAY['topic', 'partition', 'offset', 'ts', 'key', 'value', 'headers', 'batch_id']) c
+    -- in the array's order: the planner may pick a hashed anti-join that
+    -- does not keep it (PostgreSQL 16+ does, here)
+    SELECT string_agg(c, ', ' ORDER BY n) INTO missing
+      FROM unnest(ARRAY['topic', 'partition', 'offset', 'ts', 'key', 'value', 'headers', 'batch_id'])
+           WITH ORDINALITY AS u(c, n)
      WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = rel AND a.attname = c
                           AND a.attnum > 0 AND NOT a.attisdropped);
     IF missing IS NOT NULL THEN
@@ -1857,7 +1515,7 @@ COMMENT ON FUNCTION kafka_sink.pipeline_statements(text) IS
 --    and maxTriggerDelay): a batch waits for at least min_offsets_per_batch
 --    messages, unless max_trigger_delay has passed since the previous batch.
 -- create_pipeline and alter_pipeline get the two new parameters at the end of
--- their argument lists: DROP + CREATE, privileges as in 0.1.0.
+-- their argument lists (created in the dead-letter block below).
 -- See "Lag tooling and batching knobs" in docs/design-notes.md.
 
 ALTER TABLE kafka_sink.pipeline_definitions
@@ -1871,380 +1529,6 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.min_offsets_per_batch IS
     'A batch waits until it holds at least this many messages (0: no minimum), unless max_trigger_delay has passed since the previous batch';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.max_trigger_delay IS
     'How long after the previous batch a batch may wait for min_offsets_per_batch messages; then it takes what there is';
-
-CREATE FUNCTION kafka_sink._check_batching_knobs(min_offsets_per_batch bigint, max_trigger_delay interval,
-                                                 max_offsets_per_batch bigint)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF min_offsets_per_batch IS NULL OR min_offsets_per_batch < 0 THEN
-        RAISE EXCEPTION 'min_offsets_per_batch must be 0 or positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 0: no minimum.';
-    END IF;
-    IF min_offsets_per_batch > max_offsets_per_batch THEN
-        RAISE EXCEPTION 'min_offsets_per_batch (%) cannot exceed max_offsets_per_batch (%)',
-                        min_offsets_per_batch, max_offsets_per_batch
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'A batch closes when it holds max_offsets_per_batch messages; raise max_offsets_per_batch or lower min_offsets_per_batch.';
-    END IF;
-    IF max_trigger_delay IS NULL OR max_trigger_delay < '0' OR max_trigger_delay > '1 day' THEN
-        RAISE EXCEPTION 'max_trigger_delay must be between 0 and 1 day'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 15 min.';
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION kafka_sink._check_batching_knobs(bigint, interval, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink._check_batching_knobs(bigint, interval, bigint) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink._check_batching_knobs(bigint, interval, bigint) IS
-    'Checks min_offsets_per_batch and max_trigger_delay for create_pipeline and alter_pipeline';
-
--- create_pipeline and alter_pipeline take the two knobs: new signatures for
--- the public C entry points and their SQL bodies (see the trust boundary)
-DROP FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text);
-DROP FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text);
-DROP FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text);
-DROP FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text);
-
-CREATE FUNCTION kafka_sink._api_create_pipeline(
-    name                  text,
-    bootstrap_servers     text,
-    target                text DEFAULT NULL,
-    subscribe             text[] DEFAULT NULL,
-    subscribe_pattern     text DEFAULT NULL,
-    assign                jsonb DEFAULT NULL,
-    key_columns           text[] DEFAULT NULL,
-    order_column          text DEFAULT NULL,
-    mode                  text DEFAULT 'merge',
-    batch_function        regprocedure DEFAULT NULL,
-    starting_offsets      text DEFAULT 'latest',
-    fail_on_data_loss     boolean DEFAULT true,
-    max_offsets_per_batch bigint DEFAULT 100000,
-    max_batch_bytes       bigint DEFAULT 67108864,
-    trigger_interval      interval DEFAULT '100 ms',
-    workers               integer DEFAULT 1,
-    kafka_options         jsonb DEFAULT '{}',
-    start                 boolean DEFAULT true,
-    columns               jsonb DEFAULT NULL,
-    key_format            text DEFAULT 'none',
-    delete_on_tombstone   boolean DEFAULT false,
-    schema_version_field  text DEFAULT NULL,
-    schema_versions       jsonb DEFAULT NULL,
-    event_id              text DEFAULT NULL,
-    event_id_retention    interval DEFAULT '7 days',
-    bronze                text DEFAULT NULL,
-    ending_offsets        text DEFAULT NULL,
-    min_offsets_per_batch bigint DEFAULT 0,
-    max_trigger_delay     interval DEFAULT '15 min')
-RETURNS bigint
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    target_oid regclass;
-    bronze_oid regclass;
-    new_id bigint;
-    plain_options jsonb;
-BEGIN
-    PERFORM kafka_sink._require_admin();
-    IF name IS NULL OR name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,62}$' THEN
-        RAISE EXCEPTION 'invalid pipeline name "%"', name
-            USING ERRCODE = 'invalid_name',
-                  HINT = 'A pipeline name starts with a letter or "_" and has at most 63 letters, digits, "_", "." or "-".';
-    END IF;
-    IF EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.name = _api_create_pipeline.name) THEN
-        RAISE EXCEPTION 'pipeline "%" already exists', name
-            USING ERRCODE = 'duplicate_object',
-                  HINT = 'Choose another name, or drop the pipeline first with kafka_sink.drop_pipeline.';
-    END IF;
-    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
-       AND NOT coalesce(current_setting('kafka_sink.allow_superuser_pipelines', true), 'off')::boolean THEN
-        RAISE EXCEPTION 'pipelines cannot be owned by a superuser'
-            USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'A pipeline runs with its owner''s privileges.',
-                  HINT = 'Create the pipeline as an ordinary role that is a member of kafka_sink_admin (SET ROLE), or set kafka_sink.allow_superuser_pipelines.';
-    END IF;
-    IF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = current_user) THEN
-        RAISE EXCEPTION 'role "%" cannot own a pipeline because it cannot log in', current_user
-            USING ERRCODE = 'invalid_authorization_specification',
-                  DETAIL = 'Pipeline workers connect as the pipeline''s owner.',
-                  HINT = format('ALTER ROLE %I LOGIN', current_user);
-    END IF;
-    IF bootstrap_servers IS NULL OR btrim(bootstrap_servers) = '' THEN
-        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
-    END IF;
-    PERFORM kafka_sink._check_source(subscribe, subscribe_pattern, assign);
-
-    IF mode IS NULL OR mode NOT IN ('merge', 'append', 'function') THEN
-        RAISE EXCEPTION 'invalid mode "%"', mode
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'mode is one of ''merge'', ''append'' or ''function''.';
-    END IF;
-    IF target IS NULL AND bronze IS NULL THEN
-        RAISE EXCEPTION 'target cannot be null'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass target => ''schema.table''; in mode function it gives the rows'' type. A bronze-only pipeline passes bronze => ''schema.raw_table'' instead.';
-    END IF;
-    IF bronze IS NOT NULL THEN
-        bronze_oid := kafka_sink._bronze_table(bronze);
-    END IF;
-    IF target IS NOT NULL THEN
-        target_oid := to_regclass(target);
-        IF target_oid IS NULL THEN
-            RAISE EXCEPTION 'target table "%" does not exist', target
-                USING ERRCODE = 'undefined_table',
-                      HINT = 'Create the table first, and schema-qualify its name.';
-        END IF;
-        key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
-        PERFORM kafka_sink._check_contract(target_oid, key_columns, columns, key_format,
-                                           delete_on_tombstone, schema_version_field,
-                                           schema_versions, event_id, mode);
-    ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
-          OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge' THEN
-        RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
-    END IF;
-    IF mode = 'function' THEN
-        IF batch_function IS NULL THEN
-            RAISE EXCEPTION 'mode function needs a batch_function'
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'Pass batch_function => ''my_schema.my_fn(bigint, my_schema.my_table[])''.';
-        END IF;
-        PERFORM kafka_sink._check_batch_function(batch_function, target_oid);
-    ELSIF batch_function IS NOT NULL THEN
-        RAISE EXCEPTION 'batch_function needs mode function'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass mode => ''function'' as well.';
-    END IF;
-
-    PERFORM kafka_sink._check_starting_offsets(starting_offsets);
-    IF ending_offsets IS NOT NULL THEN
-        IF ending_offsets = 'earliest' THEN
-            RAISE EXCEPTION 'ending_offsets cannot be earliest'
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'A backfill ends at ''latest'' (the high watermarks when it starts), a timestamp, or per-partition JSON.';
-        END IF;
-        PERFORM kafka_sink._check_starting_offsets(ending_offsets);
-    END IF;
-    IF max_offsets_per_batch IS NULL OR max_offsets_per_batch <= 0 THEN
-        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
-    END IF;
-    IF max_batch_bytes IS NULL OR max_batch_bytes <= 0 THEN
-        RAISE EXCEPTION 'max_batch_bytes must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
-    END IF;
-    IF trigger_interval IS NULL OR trigger_interval < '0' OR trigger_interval > '1 hour' THEN
-        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
-    END IF;
-    -- batching knobs (lag tooling and batching knobs)
-    PERFORM kafka_sink._check_batching_knobs(min_offsets_per_batch, max_trigger_delay, max_offsets_per_batch);
-    IF workers IS NULL OR workers NOT BETWEEN 1 AND 64 THEN
-        RAISE EXCEPTION 'workers must be between 1 and 64'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
-    END IF;
-    IF fail_on_data_loss IS NULL OR start IS NULL THEN
-        RAISE EXCEPTION 'fail_on_data_loss and start cannot be null'
-            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
-    END IF;
-    IF kafka_options IS NULL THEN
-        kafka_options := '{}';
-    END IF;
-    PERFORM kafka_sink._check_kafka_options(kafka_options);
-
-    INSERT INTO kafka_sink.pipeline_definitions AS p
-        (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
-         target, key_columns, order_column, mode, batch_function, starting_offsets,
-         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
-         workers, kafka_options, columns, key_format, delete_on_tombstone,
-         schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets,
-         min_offsets_per_batch, max_trigger_delay)
-    VALUES
-        (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
-         CASE WHEN start THEN 'running' ELSE 'stopped' END,
-         bootstrap_servers, subscribe, subscribe_pattern, assign,
-         target_oid, key_columns, order_column, mode, batch_function, starting_offsets,
-         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
-         workers, '{}', columns, key_format, delete_on_tombstone,
-         schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid, ending_offsets,
-         min_offsets_per_batch, max_trigger_delay)
-    RETURNING p.id INTO new_id;
-
-    plain_options := kafka_sink._split_secrets(new_id, kafka_options);
-    UPDATE kafka_sink.pipeline_definitions p SET kafka_options = plain_options WHERE p.id = new_id;
-    PERFORM kafka_sink._wake_launcher();
-    RETURN new_id;
-END
-$$;
-
-REVOKE ALL ON FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval) FROM PUBLIC, kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval) IS
-'The SQL body of kafka_sink.create_pipeline, called only through it (with the catalog writes allowed).';
-
-CREATE FUNCTION kafka_sink._api_alter_pipeline(
-    name                  text,
-    max_offsets_per_batch bigint DEFAULT NULL,
-    max_batch_bytes       bigint DEFAULT NULL,
-    trigger_interval      interval DEFAULT NULL,
-    workers               integer DEFAULT NULL,
-    kafka_options         jsonb DEFAULT NULL,
-    starting_offsets      text DEFAULT NULL,
-    fail_on_data_loss     boolean DEFAULT NULL,
-    bootstrap_servers     text DEFAULT NULL,
-    min_offsets_per_batch bigint DEFAULT NULL,
-    max_trigger_delay     interval DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    p kafka_sink.pipeline_definitions;
-    k text;
-BEGIN
-    PERFORM kafka_sink._require_admin();
-    p := kafka_sink._get_pipeline(name, true);
-    IF max_offsets_per_batch IS NOT NULL AND max_offsets_per_batch <= 0 THEN
-        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
-    END IF;
-    IF max_batch_bytes IS NOT NULL AND max_batch_bytes <= 0 THEN
-        RAISE EXCEPTION 'max_batch_bytes must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
-    END IF;
-    IF trigger_interval IS NOT NULL AND (trigger_interval < '0' OR trigger_interval > '1 hour') THEN
-        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
-    END IF;
-    -- batching knobs (lag tooling and batching knobs): checked as they will be
-    PERFORM kafka_sink._check_batching_knobs(coalesce(_api_alter_pipeline.min_offsets_per_batch, p.min_offsets_per_batch),
-                                             coalesce(_api_alter_pipeline.max_trigger_delay, p.max_trigger_delay),
-                                             coalesce(_api_alter_pipeline.max_offsets_per_batch, p.max_offsets_per_batch));
-    IF workers IS NOT NULL AND workers NOT BETWEEN 1 AND 64 THEN
-        RAISE EXCEPTION 'workers must be between 1 and 64'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
-    END IF;
-    IF bootstrap_servers IS NOT NULL AND btrim(bootstrap_servers) = '' THEN
-        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
-    END IF;
-    IF starting_offsets IS NOT NULL THEN
-        PERFORM kafka_sink._check_starting_offsets(starting_offsets);
-        IF EXISTS (SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = p.id) THEN
-            RAISE NOTICE 'starting_offsets only applies to partitions with no checkpoint'
-                USING DETAIL = 'Partitions that already have a checkpoint keep reading from it.',
-                      HINT = 'Stop the pipeline and use kafka_sink.reset_offsets to move a checkpoint.';
-        END IF;
-    END IF;
-    IF kafka_options IS NOT NULL THEN
-        PERFORM kafka_sink._check_kafka_options(kafka_options);
-        -- a key with a JSON null value removes the option
-        FOR k IN SELECT key FROM jsonb_each(kafka_options) WHERE jsonb_typeof(value) = 'null' LOOP
-            DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id AND s.name = k;
-            p.kafka_options := p.kafka_options - k;
-        END LOOP;
-        p.kafka_options := p.kafka_options ||
-            kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
-    END IF;
-
-    UPDATE kafka_sink.pipeline_definitions x SET
-        max_offsets_per_batch = coalesce(_api_alter_pipeline.max_offsets_per_batch, x.max_offsets_per_batch),
-        max_batch_bytes = coalesce(_api_alter_pipeline.max_batch_bytes, x.max_batch_bytes),
-        trigger_interval = coalesce(_api_alter_pipeline.trigger_interval, x.trigger_interval),
-        workers = coalesce(_api_alter_pipeline.workers, x.workers),
-        kafka_options = p.kafka_options,
-        starting_offsets = coalesce(_api_alter_pipeline.starting_offsets, x.starting_offsets),
-        fail_on_data_loss = coalesce(_api_alter_pipeline.fail_on_data_loss, x.fail_on_data_loss),
-        bootstrap_servers = coalesce(_api_alter_pipeline.bootstrap_servers, x.bootstrap_servers),
-        min_offsets_per_batch = coalesce(_api_alter_pipeline.min_offsets_per_batch, x.min_offsets_per_batch),
-        max_trigger_delay = coalesce(_api_alter_pipeline.max_trigger_delay, x.max_trigger_delay),
-        generation = x.generation + 1,
-        updated_at = now()
-    WHERE x.id = p.id;
-    PERFORM kafka_sink._wake_launcher();
-END
-$$;
-
-REVOKE ALL ON FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval) FROM PUBLIC, kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval) IS
-'The SQL body of kafka_sink.alter_pipeline, called only through it (with the catalog writes allowed).';
-
-CREATE FUNCTION kafka_sink.create_pipeline(
-    name                  text,
-    bootstrap_servers     text,
-    target                text DEFAULT NULL,
-    subscribe             text[] DEFAULT NULL,
-    subscribe_pattern     text DEFAULT NULL,
-    assign                jsonb DEFAULT NULL,
-    key_columns           text[] DEFAULT NULL,
-    order_column          text DEFAULT NULL,
-    mode                  text DEFAULT 'merge',
-    batch_function        regprocedure DEFAULT NULL,
-    starting_offsets      text DEFAULT 'latest',
-    fail_on_data_loss     boolean DEFAULT true,
-    max_offsets_per_batch bigint DEFAULT 100000,
-    max_batch_bytes       bigint DEFAULT 67108864,
-    trigger_interval      interval DEFAULT '100 ms',
-    workers               integer DEFAULT 1,
-    kafka_options         jsonb DEFAULT '{}',
-    start                 boolean DEFAULT true,
-    columns               jsonb DEFAULT NULL,
-    key_format            text DEFAULT 'none',
-    delete_on_tombstone   boolean DEFAULT false,
-    schema_version_field  text DEFAULT NULL,
-    schema_versions       jsonb DEFAULT NULL,
-    event_id              text DEFAULT NULL,
-    event_id_retention    interval DEFAULT '7 days',
-    bronze                text DEFAULT NULL,
-    ending_offsets        text DEFAULT NULL,
-    min_offsets_per_batch bigint DEFAULT 0,
-    max_trigger_delay     interval DEFAULT '15 min')
-RETURNS bigint
-AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
-LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval) IS
-'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id.';
-
-CREATE FUNCTION kafka_sink.alter_pipeline(
-    name                  text,
-    max_offsets_per_batch bigint DEFAULT NULL,
-    max_batch_bytes       bigint DEFAULT NULL,
-    trigger_interval      interval DEFAULT NULL,
-    workers               integer DEFAULT NULL,
-    kafka_options         jsonb DEFAULT NULL,
-    starting_offsets      text DEFAULT NULL,
-    fail_on_data_loss     boolean DEFAULT NULL,
-    bootstrap_servers     text DEFAULT NULL,
-    min_offsets_per_batch bigint DEFAULT NULL,
-    max_trigger_delay     interval DEFAULT NULL)
-RETURNS void
-AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
-LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval) IS
-'Changes a pipeline''s tunables, options, bootstrap servers or starting offsets; its workers restart with the new definition. A kafka_options key with a JSON null removes that option.';
-
-CREATE OR REPLACE VIEW kafka_sink.pipelines WITH (security_invoker = true) AS
-SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
-       p.subscribe, p.subscribe_pattern, p.assign, p.target, p.key_columns,
-       p.order_column, p.mode, p.batch_function, p.starting_offsets,
-       p.fail_on_data_loss, p.max_offsets_per_batch, p.max_batch_bytes,
-       p.trigger_interval, p.workers, p.columns, p.key_format, p.delete_on_tombstone,
-       p.schema_version_field, p.schema_versions, p.event_id, p.event_id_retention, p.bronze,
-       p.ending_offsets,
-       p.kafka_options || coalesce((SELECT jsonb_object_agg(s.name, '********')
-                                      FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id), '{}')
-           AS kafka_options,
-       p.last_batch_id, p.created_at, p.updated_at,
-       p.min_offsets_per_batch, p.max_trigger_delay
-  FROM kafka_sink.pipeline_definitions p;
 
 -- ---- end of lag tooling and batching knobs ----
 
@@ -2354,13 +1638,10 @@ GRANT EXECUTE ON FUNCTION kafka_sink._check_dead_letter_topic(text, text[], text
 COMMENT ON FUNCTION kafka_sink._check_dead_letter_topic(text, text[], text, jsonb, regclass) IS
     'Internal: refuses an invalid dead-letter topic, or one the pipeline reads; warns when the outbox relay is not configured';
 
--- create_pipeline and alter_pipeline take dead_letter_topic (last): the
--- bodies are those above plus the parameter, its check and its column.
-DROP FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval);
-DROP FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval);
-DROP FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval);
-DROP FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval);
-
+-- create_pipeline and alter_pipeline in their 0.2.0 form, with the
+-- batching knobs and dead_letter_topic (last): the SQL bodies and the
+-- public C entry points (see the trust boundary); the limits are checked by
+-- kafka_sink._check_limits (created at the end).
 CREATE FUNCTION kafka_sink._api_create_pipeline(
     name                  text,
     bootstrap_servers     text,
@@ -2485,24 +1766,8 @@ BEGIN
         END IF;
         PERFORM kafka_sink._check_starting_offsets(ending_offsets);
     END IF;
-    IF max_offsets_per_batch IS NULL OR max_offsets_per_batch <= 0 THEN
-        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
-    END IF;
-    IF max_batch_bytes IS NULL OR max_batch_bytes <= 0 THEN
-        RAISE EXCEPTION 'max_batch_bytes must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
-    END IF;
-    IF trigger_interval IS NULL OR trigger_interval < '0' OR trigger_interval > '1 hour' THEN
-        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
-    END IF;
-    -- batching knobs (lag tooling and batching knobs)
-    PERFORM kafka_sink._check_batching_knobs(min_offsets_per_batch, max_trigger_delay, max_offsets_per_batch);
-    IF workers IS NULL OR workers NOT BETWEEN 1 AND 64 THEN
-        RAISE EXCEPTION 'workers must be between 1 and 64'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
-    END IF;
+    PERFORM kafka_sink._check_limits(max_offsets_per_batch, max_batch_bytes, trigger_interval, workers,
+                                     min_offsets_per_batch, max_trigger_delay);
     IF fail_on_data_loss IS NULL OR start IS NULL THEN
         RAISE EXCEPTION 'fail_on_data_loss and start cannot be null'
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
@@ -2565,26 +1830,13 @@ DECLARE
 BEGIN
     PERFORM kafka_sink._require_admin();
     p := kafka_sink._get_pipeline(name, true);
-    IF max_offsets_per_batch IS NOT NULL AND max_offsets_per_batch <= 0 THEN
-        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
-    END IF;
-    IF max_batch_bytes IS NOT NULL AND max_batch_bytes <= 0 THEN
-        RAISE EXCEPTION 'max_batch_bytes must be positive'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
-    END IF;
-    IF trigger_interval IS NOT NULL AND (trigger_interval < '0' OR trigger_interval > '1 hour') THEN
-        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
-    END IF;
-    -- batching knobs (lag tooling and batching knobs): checked as they will be
-    PERFORM kafka_sink._check_batching_knobs(coalesce(_api_alter_pipeline.min_offsets_per_batch, p.min_offsets_per_batch),
-                                             coalesce(_api_alter_pipeline.max_trigger_delay, p.max_trigger_delay),
-                                             coalesce(_api_alter_pipeline.max_offsets_per_batch, p.max_offsets_per_batch));
-    IF workers IS NOT NULL AND workers NOT BETWEEN 1 AND 64 THEN
-        RAISE EXCEPTION 'workers must be between 1 and 64'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
-    END IF;
+    -- the limits as the pipeline will have them (a new value, or the current one)
+    PERFORM kafka_sink._check_limits(coalesce(_api_alter_pipeline.max_offsets_per_batch, p.max_offsets_per_batch),
+                                     coalesce(_api_alter_pipeline.max_batch_bytes, p.max_batch_bytes),
+                                     coalesce(_api_alter_pipeline.trigger_interval, p.trigger_interval),
+                                     coalesce(_api_alter_pipeline.workers, p.workers),
+                                     coalesce(_api_alter_pipeline.min_offsets_per_batch, p.min_offsets_per_batch),
+                                     coalesce(_api_alter_pipeline.max_trigger_delay, p.max_trigger_delay));
     IF bootstrap_servers IS NOT NULL AND btrim(bootstrap_servers) = '' THEN
         RAISE EXCEPTION 'bootstrap_servers cannot be empty'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
@@ -2714,3 +1966,168 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
   FROM kafka_sink.pipeline_definitions p;
 
 -- ---- end of dead-letter topic ----
+
+-- ---- restructure (issue 14): one limits check, a comment on every object ----
+--
+-- The install script is now built from src/sql/ (one definition per object,
+-- in its final form); this block brings an upgraded database to the same
+-- schema.  create_pipeline and alter_pipeline check the batch limits,
+-- workers and batching knobs with one function, kafka_sink._check_limits
+-- (alter_pipeline with the values the pipeline will have); the messages
+-- are those of before (tidied: each function of 0.2.0 is created once here,
+-- in its final form, except where a later block replaces an earlier one).
+
+-- The limits of a pipeline's batching, as the pipeline will have them:
+-- create_pipeline passes its arguments, alter_pipeline each new value or
+-- the current one.  The one place these errors are raised; the table's
+-- CHECKs stay as the catalog's own invariant (for a superuser's direct
+-- write).
+CREATE FUNCTION kafka_sink._check_limits(max_offsets_per_batch bigint, max_batch_bytes bigint,
+                                         trigger_interval interval, workers integer,
+                                         min_offsets_per_batch bigint, max_trigger_delay interval)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF max_offsets_per_batch IS NULL OR max_offsets_per_batch <= 0 THEN
+        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
+    END IF;
+    IF max_batch_bytes IS NULL OR max_batch_bytes <= 0 THEN
+        RAISE EXCEPTION 'max_batch_bytes must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
+    END IF;
+    IF trigger_interval IS NULL OR trigger_interval < '0' OR trigger_interval > '1 hour' THEN
+        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
+    END IF;
+    IF min_offsets_per_batch IS NULL OR min_offsets_per_batch < 0 THEN
+        RAISE EXCEPTION 'min_offsets_per_batch must be 0 or positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 0: no minimum.';
+    END IF;
+    IF min_offsets_per_batch > max_offsets_per_batch THEN
+        RAISE EXCEPTION 'min_offsets_per_batch (%) cannot exceed max_offsets_per_batch (%)',
+                        min_offsets_per_batch, max_offsets_per_batch
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A batch closes when it holds max_offsets_per_batch messages; raise max_offsets_per_batch or lower min_offsets_per_batch.';
+    END IF;
+    IF max_trigger_delay IS NULL OR max_trigger_delay < '0' OR max_trigger_delay > '1 day' THEN
+        RAISE EXCEPTION 'max_trigger_delay must be between 0 and 1 day'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 15 min.';
+    END IF;
+    IF workers IS NULL OR workers NOT BETWEEN 1 AND 64 THEN
+        RAISE EXCEPTION 'workers must be between 1 and 64'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_limits(bigint, bigint, interval, integer, bigint, interval) IS
+'Internal: the one check of a pipeline''s batch limits, workers and batching knobs, for create_pipeline and alter_pipeline (with the values the pipeline will have).';
+REVOKE ALL ON FUNCTION kafka_sink._check_limits(bigint, bigint, interval, integer, bigint, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._check_limits(bigint, bigint, interval, integer, bigint, interval) TO kafka_sink_admin;
+
+
+
+-- Comments on the objects of 0.1.0 that had none (the install script has
+-- them beside the objects; sql/comments.sql checks that none is missing).
+COMMENT ON TABLE kafka_sink.pipeline_definitions IS
+'Pipeline definitions and states, one row per pipeline (written through create_pipeline, alter_pipeline and the state functions; read through kafka_sink.pipelines, which hides secrets). Row level secured: a role sees the pipelines of roles it is a member of.';
+COMMENT ON TABLE kafka_sink.secrets IS
+'librdkafka properties of a pipeline that are secrets (passwords, keys); shown as ******** by kafka_sink.pipelines.';
+COMMENT ON TABLE kafka_sink.offsets IS
+'The checkpoint: per pipeline and partition, the next offset to read, written in the same transaction as the data it covers.';
+COMMENT ON TABLE kafka_sink.batches IS
+'One marker per committed batch: its offset ranges, counts and progress record (pruned by kafka_sink.keep_batches and keep_batches_for).';
+COMMENT ON TABLE kafka_sink.quarantine IS
+'Messages that could not be applied, with their bytes, headers and reason; kafka_sink.replay_quarantine applies them again.';
+COMMENT ON TABLE kafka_sink.event_ids IS
+'Producer event ids already applied to a target, for deduplicating retries across batches and pipeline rebuilds; pruned after event_id_retention.';
+COMMENT ON TABLE kafka_sink.data_loss IS
+'Offset gaps skipped with fail_on_data_loss = false: deleted before they were read, or a reset log.';
+COMMENT ON TABLE kafka_sink.offset_resets IS
+'The audit of kafka_sink.reset_offsets: every checkpoint it moved, from what to what, by whom.';
+COMMENT ON TABLE kafka_sink.outbox IS
+'Messages to publish to Kafka once their transaction commits (kafka_sink.outbox_send, dead-letter messages); the outbox relay delivers them in id order.';
+COMMENT ON TABLE kafka_sink.errors IS
+'Recent pipeline failures (the last 100 of each pipeline), newest last; kafka_sink.status shows the last one.';
+COMMENT ON SEQUENCE kafka_sink.pipeline_definitions_id_seq IS
+'Pipeline ids (identity of kafka_sink.pipeline_definitions.id).';
+COMMENT ON SEQUENCE kafka_sink.quarantine_id_seq IS
+'Quarantine row ids (identity of kafka_sink.quarantine.id).';
+COMMENT ON SEQUENCE kafka_sink.data_loss_id_seq IS
+'Data loss row ids (identity of kafka_sink.data_loss.id).';
+COMMENT ON SEQUENCE kafka_sink.offset_resets_id_seq IS
+'Offset reset row ids (identity of kafka_sink.offset_resets.id).';
+COMMENT ON SEQUENCE kafka_sink.outbox_id_seq IS
+'Outbox message ids, the relay''s delivery order (identity of kafka_sink.outbox.id).';
+COMMENT ON SEQUENCE kafka_sink.errors_id_seq IS
+'Error row ids (identity of kafka_sink.errors.id).';
+COMMENT ON FUNCTION kafka_sink._check_kafka_options(jsonb) IS
+'Internal: raises unless every kafka_options key is allowed for a pipeline (the allow-list of src/kafka_options.c) with a valid value.';
+COMMENT ON FUNCTION kafka_sink._is_secret_option(text) IS
+'Internal: whether a librdkafka property is a secret (kept in kafka_sink.secrets, never shown).';
+COMMENT ON FUNCTION kafka_sink._watermarks(text, timestamp with time zone) IS
+'Internal: the broker''s low and high watermarks of every partition a pipeline reads, asked now; with at, the first offset at or after that time.';
+COMMENT ON FUNCTION kafka_sink._batch_rows() IS
+'Internal: the calling pipeline worker''s staged batch as rows of the target (only inside a worker''s batch).';
+COMMENT ON FUNCTION kafka_sink._batch_messages() IS
+'Internal: the calling pipeline worker''s raw messages, for the bronze table (only inside a worker''s batch).';
+COMMENT ON FUNCTION kafka_sink._replay(bigint, bigint[]) IS
+'Internal: applies quarantined messages again by id, in offset order; the body of replay_quarantine.';
+COMMENT ON FUNCTION kafka_sink._partition_stats() IS
+'Internal: per partition, the watermarks, message size and rate the owning worker last saw (shared memory, no broker round trip).';
+COMMENT ON FUNCTION kafka_sink._wake_launcher() IS
+'Internal: wakes the launcher at commit, so that it starts or stops workers for the changed pipelines.';
+COMMENT ON FUNCTION kafka_sink._worker_pids() IS
+'Internal: the running workers (pipeline id, worker number, pid, state, detail) and the outbox relay (pipeline id -1).';
+COMMENT ON FUNCTION kafka_sink._require_admin() IS
+'Internal: raises unless the current role is a member of kafka_sink_admin.';
+COMMENT ON FUNCTION kafka_sink._get_pipeline(text, boolean) IS
+'Internal: the definition of a pipeline the current role can see, by name (optionally locked), or an error naming it.';
+COMMENT ON FUNCTION kafka_sink._check_source(text[], text, jsonb) IS
+'Internal: raises unless exactly one of subscribe, subscribe_pattern or assign is set, and valid.';
+COMMENT ON FUNCTION kafka_sink._check_starting_offsets(text) IS
+'Internal: raises unless starting_offsets is a spec the workers can use (kafka_sink._check_offsets).';
+COMMENT ON FUNCTION kafka_sink._check_target(regclass, text[], text, text) IS
+'Internal: checks a pipeline''s target, key and order columns and the caller''s privileges on it; returns the key columns (by default the primary key).';
+COMMENT ON FUNCTION kafka_sink._check_mapping(regclass, text, jsonb, text) IS
+'Internal: checks one column mapping (a path, or {"path": ..., "scale": n}) against the target.';
+COMMENT ON FUNCTION kafka_sink._check_contract(regclass, text[], jsonb, text, boolean, text, jsonb, text, text) IS
+'Internal: checks the data contract''s options: column mappings, key format, tombstones, schema versions, event ids and the key index.';
+COMMENT ON FUNCTION kafka_sink._check_batch_function(regprocedure, regclass) IS
+'Internal: checks a function-mode pipeline''s batch function: a plain function of the user''s taking (bigint, rows[]), executable by the caller.';
+COMMENT ON FUNCTION kafka_sink._split_secrets(bigint, jsonb) IS
+'Internal: stores the secret kafka_options of a pipeline in kafka_sink.secrets and returns the others.';
+COMMENT ON FUNCTION kafka_sink._bronze_table(text) IS
+'Internal: creates a pipeline''s bronze table (as the caller) or checks an existing one; returns it.';
+COMMENT ON FUNCTION kafka_sink._transition(text, text[], text, text) IS
+'Internal: moves a pipeline from one of the given states to another (start, stop, pause, resume), or explains why it cannot.';
+COMMENT ON FUNCTION kafka_sink.last_progress(text) IS
+'The progress record of a pipeline''s last batch (shaped like Spark''s StreamingQueryProgress), or NULL.';
+COMMENT ON FUNCTION kafka_sink.recent_progress(text, integer) IS
+'The progress records of a pipeline''s last n batches (default 10), oldest first.';
+COMMENT ON FUNCTION kafka_sink._wait_marks(text) IS
+'Internal: the high watermarks a wait() or wait_for() call must reach, taken once.';
+COMMENT ON FUNCTION kafka_sink._wait_check(text, jsonb, timestamp with time zone) IS
+'Internal: one look at the checkpoint for wait() and wait_for(): true when caught up, false past the deadline, NULL to look again; raises for a failed pipeline.';
+COMMENT ON FUNCTION kafka_sink.wait(text, interval) IS
+'Waits until the pipeline has committed everything up to the high watermarks seen when called; false on timeout. Raises if the pipeline failed.';
+COMMENT ON PROCEDURE kafka_sink.wait_for(text, interval, boolean) IS
+'wait() as a procedure that commits between looks, holding no snapshot while it waits; call it outside a transaction block.';
+COMMENT ON FUNCTION kafka_sink.lineage(text, jsonb) IS
+'Which message and batch produced the target row with the given key (needs the lineage columns on the target; the raw message comes from bronze when the pipeline keeps one).';
+COMMENT ON FUNCTION kafka_sink._bronze_message(regclass, text, integer, bigint) IS
+'Internal: the raw message at a topic, partition and offset in a bronze table (nothing when there is no bronze table).';
+COMMENT ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) IS
+'What happened to one message: pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, duplicate, appended or landed, with the batch and a detail.';
+COMMENT ON VIEW kafka_sink.pipelines IS
+'The pipelines the current role can see, with their definitions and states; secret kafka_options are shown as ********.';
+COMMENT ON VIEW kafka_sink.progress IS
+'One row per pipeline and partition: the committed checkpoint beside the watermarks the owning worker last saw, the lag and the rate.';
+COMMENT ON VIEW kafka_sink.status IS
+'One row per pipeline: state, workers, last batch and commit, rates, lag (with a hot partition), backfill progress and the last error.';
+COMMENT ON VIEW kafka_sink.outbox_status IS
+'The outbox relay at a glance: pending messages, the oldest one''s age, the delivery rate, the relay''s pid and last error.';
+
+-- ---- end of restructure ----

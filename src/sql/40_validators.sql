@@ -1,0 +1,757 @@
+-- kafka_sink: validation helpers of the API (each raises a user-facing
+-- error or returns normally) and the small helpers the API bodies share.
+-- create_pipeline and alter_pipeline call them from 51_ and 52_; a new
+-- option gets its check here, as a function of its own.
+
+CREATE FUNCTION kafka_sink._require_admin()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT pg_has_role(current_user, 'kafka_sink_admin', 'MEMBER') THEN
+        RAISE EXCEPTION 'permission denied to manage kafka_sink pipelines'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'A superuser must GRANT kafka_sink_admin TO the role.';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION kafka_sink._get_pipeline(name text, for_update boolean DEFAULT false)
+RETURNS kafka_sink.pipeline_definitions
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'pipeline name cannot be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass the pipeline''s name.';
+    END IF;
+    IF for_update THEN
+        SELECT * INTO p FROM kafka_sink.pipeline_definitions x WHERE x.name = _get_pipeline.name FOR UPDATE;
+    ELSE
+        SELECT * INTO p FROM kafka_sink.pipeline_definitions x WHERE x.name = _get_pipeline.name;
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pipeline "%" does not exist', name
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'SELECT name FROM kafka_sink.pipelines lists the pipelines you can see.';
+    END IF;
+    RETURN p;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._require_admin() IS
+'Internal: raises unless the current role is a member of kafka_sink_admin.';
+COMMENT ON FUNCTION kafka_sink._get_pipeline(text, boolean) IS
+'Internal: the definition of a pipeline the current role can see, by name (optionally locked), or an error naming it.';
+
+CREATE FUNCTION kafka_sink._check_source(subscribe text[], subscribe_pattern text, assign jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+    p jsonb;
+BEGIN
+    IF num_nonnulls(subscribe, subscribe_pattern, assign) <> 1 THEN
+        RAISE EXCEPTION 'exactly one of subscribe, subscribe_pattern or assign must be set'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass subscribe => ARRAY[''orders.v1''] to read one topic.';
+    END IF;
+    IF subscribe IS NOT NULL THEN
+        IF cardinality(subscribe) = 0 OR array_position(subscribe, NULL) IS NOT NULL THEN
+            RAISE EXCEPTION 'subscribe must be a non-empty list of topic names'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass subscribe => ARRAY[''orders.v1''].';
+        END IF;
+        FOREACH t IN ARRAY subscribe LOOP
+            IF t !~ '^[A-Za-z0-9._-]{1,249}$' THEN
+                RAISE EXCEPTION 'invalid topic name "%"', t
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Kafka topic names use letters, digits, ".", "_" and "-", at most 249 characters.';
+            END IF;
+        END LOOP;
+    END IF;
+    IF subscribe_pattern IS NOT NULL THEN
+        BEGIN
+            PERFORM '' ~ subscribe_pattern;
+        EXCEPTION WHEN invalid_regular_expression THEN
+            RAISE EXCEPTION 'invalid subscribe_pattern "%"', subscribe_pattern
+                USING ERRCODE = 'invalid_regular_expression',
+                      DETAIL = SQLERRM,
+                      HINT = 'subscribe_pattern is a PostgreSQL regular expression matched against topic names, for example ''^orders\..*''.';
+        END;
+    END IF;
+    IF assign IS NOT NULL THEN
+        IF jsonb_typeof(assign) <> 'object' OR assign = '{}' THEN
+            RAISE EXCEPTION 'assign must be a JSON object mapping topics to partition arrays'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass assign => ''{"orders.v1": [0, 1]}''.';
+        END IF;
+        FOR t, p IN SELECT * FROM jsonb_each(assign) LOOP
+            IF t !~ '^[A-Za-z0-9._-]{1,249}$' THEN
+                RAISE EXCEPTION 'invalid topic name "%" in assign', t
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Kafka topic names use letters, digits, ".", "_" and "-", at most 249 characters.';
+            END IF;
+            IF jsonb_typeof(p) <> 'array' OR jsonb_array_length(p) = 0
+               OR EXISTS (SELECT 1 FROM jsonb_array_elements(p) e
+                          WHERE jsonb_typeof(e) <> 'number'
+                             OR e::text !~ '^[0-9]{1,9}$') THEN
+                RAISE EXCEPTION 'assign for topic "%" must be a non-empty array of partition numbers', t
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Pass assign => ''{"orders.v1": [0, 1]}''.';
+            END IF;
+        END LOOP;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_source(text[], text, jsonb) IS
+'Internal: raises unless exactly one of subscribe, subscribe_pattern or assign is set, and valid.';
+
+-- starting_offsets: 'earliest', 'latest', a timestamp, or per-partition JSON
+-- such as {"orders.v1": {"0": 42, "1": -2}} (-2 earliest, -1 latest).
+CREATE FUNCTION kafka_sink._check_starting_offsets(starting_offsets text)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT kafka_sink._check_offsets(starting_offsets, 'starting_offsets')
+$$;
+COMMENT ON FUNCTION kafka_sink._check_starting_offsets(text) IS
+'Internal: raises unless starting_offsets is a spec the workers can use (kafka_sink._check_offsets).';
+
+-- The definition as a whole, whoever writes it (the API or a superuser's
+-- UPDATE): the offsets specs parse as the worker parses them, and a backfill
+-- does not end before it starts.
+CREATE FUNCTION kafka_sink._check_definition()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM kafka_sink._check_offsets(NEW.starting_offsets, 'starting_offsets');
+    IF NEW.ending_offsets IS NOT NULL THEN
+        PERFORM kafka_sink._check_offsets(NEW.ending_offsets, 'ending_offsets', NEW.starting_offsets);
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_definition() IS
+    'Trigger: refuses a pipeline definition whose offsets specs a worker could not use.';
+CREATE TRIGGER check_definition
+    BEFORE INSERT OR UPDATE OF starting_offsets, ending_offsets ON kafka_sink.pipeline_definitions
+    FOR EACH ROW EXECUTE FUNCTION kafka_sink._check_definition();
+
+-- A table a pipeline writes (target or bronze) must be a table of the user's
+-- own that a worker can see: not a temporary table (a worker is another
+-- session), not a table of the extension or of another extension.
+CREATE FUNCTION kafka_sink._check_user_table(rel regclass, what text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c pg_class;
+BEGIN
+    SELECT * INTO c FROM pg_class WHERE oid = rel;
+    IF c.relpersistence = 't' THEN
+        RAISE EXCEPTION '% % is a temporary table', what, rel
+            USING ERRCODE = 'wrong_object_type',
+                  DETAIL = 'A pipeline worker is a session of its own: it cannot see a temporary table.',
+                  HINT = 'Use an ordinary (or unlogged) table.';
+    END IF;
+    IF c.relnamespace = 'kafka_sink'::regnamespace
+       OR c.relnamespace IN (SELECT oid FROM pg_namespace WHERE nspname = 'pg_catalog' OR nspname = 'information_schema'
+                             OR nspname LIKE 'pg\_toast%')
+       OR EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = rel
+                     AND d.deptype = 'e') THEN
+        RAISE EXCEPTION '% % belongs to an extension or to the system', what, rel
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'A pipeline writes a table of your own, in a schema of your own.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_user_table(regclass, text) IS
+    'Raises unless a table is one a pipeline may write: not temporary, not the extension''s or the system''s.';
+
+-- A key, order or mapped column must be one the worker writes: generated
+-- columns and GENERATED ALWAYS identity columns are left out of its rows.
+CREATE FUNCTION kafka_sink._check_writable_column(target regclass, col text, what text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    a pg_attribute;
+BEGIN
+    SELECT * INTO a FROM pg_attribute
+     WHERE attrelid = target AND attname = col AND attnum > 0 AND NOT attisdropped;
+    IF a.attgenerated <> '' THEN
+        RAISE EXCEPTION '% "%" of % is a generated column', what, col, target
+            USING ERRCODE = 'invalid_column_reference',
+                  DETAIL = 'Its value is computed by PostgreSQL: a pipeline cannot write it.',
+                  HINT = 'Use the columns it is computed from, or make it an ordinary column.';
+    END IF;
+    IF a.attidentity = 'a' THEN
+        RAISE EXCEPTION '% "%" of % is a GENERATED ALWAYS identity column', what, col, target
+            USING ERRCODE = 'invalid_column_reference',
+                  DETAIL = 'PostgreSQL numbers it: a pipeline cannot write it.',
+                  HINT = format('ALTER TABLE %s ALTER COLUMN %I SET GENERATED BY DEFAULT, or use another column.', target, col);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_writable_column(regclass, text, text) IS
+    'Raises when a column named by a pipeline is generated or GENERATED ALWAYS AS IDENTITY.';
+
+-- The lineage columns the worker fills from the message's coordinates must
+-- have types those values fit, or every batch would fail.
+CREATE FUNCTION kafka_sink._check_lineage_columns(target regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col text;
+    typ regtype;
+    allowed regtype[];
+BEGIN
+    FOR col, typ, allowed IN
+        SELECT a.attname::text, coalesce(nullif(t.typbasetype, 0), a.atttypid)::regtype, l.allowed
+          FROM (VALUES ('_kafka_topic', ARRAY['text', 'character varying', 'name']::regtype[]),
+                       ('_kafka_partition', ARRAY['integer', 'bigint', 'numeric']::regtype[]),
+                       ('_kafka_offset', ARRAY['bigint', 'numeric']::regtype[]),
+                       ('_kafka_timestamp', ARRAY['timestamp with time zone', 'timestamp without time zone']::regtype[]),
+                       ('_kafka_batch_id', ARRAY['bigint', 'numeric']::regtype[])) l(name, allowed)
+          JOIN pg_attribute a ON a.attrelid = target AND a.attname = l.name AND a.attnum > 0 AND NOT a.attisdropped
+          JOIN pg_type t ON t.oid = a.atttypid
+    LOOP
+        IF NOT typ = ANY (allowed) THEN
+            RAISE EXCEPTION 'lineage column "%" of % has type %', col, target, typ
+                USING ERRCODE = 'datatype_mismatch',
+                      DETAIL = format('The pipeline fills %s from the message''s coordinates; it takes %s.', col,
+                                      array_to_string(allowed::text[], ', ')),
+                      HINT = 'Change the column''s type, or rename the column if it is not meant for lineage.';
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = col
+                      AND (a.attgenerated <> '' OR a.attidentity = 'a')) THEN
+            RAISE EXCEPTION 'lineage column "%" of % is generated', col, target
+                USING ERRCODE = 'invalid_column_reference',
+                      HINT = 'Make it an ordinary column: the pipeline fills it.';
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_lineage_columns(regclass) IS
+    'Raises when a lineage column (_kafka_topic, _kafka_partition, ...) has a type its value does not fit.';
+
+-- Checks the target (or the row type of a function-mode pipeline), its key
+-- and order columns and the caller's privileges.  Returns the key columns,
+-- defaulted to the primary key.
+CREATE FUNCTION kafka_sink._check_target(target regclass, key_columns text[], order_column text, mode text)
+RETURNS text[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    keys_attnums int2[];
+    kind "char";
+BEGIN
+    SELECT relkind INTO kind FROM pg_class WHERE oid = target;
+    IF kind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION 'target "%" is not a table', target
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'The target must be an ordinary or partitioned table.';
+    END IF;
+    PERFORM kafka_sink._check_user_table(target, 'target');
+    IF mode IN ('merge', 'append') AND NOT has_table_privilege(target, 'INSERT') THEN
+        RAISE EXCEPTION 'permission denied for table %', target
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'The pipeline writes as its owner, who needs INSERT, UPDATE and SELECT on the target.';
+    END IF;
+    IF mode = 'merge' AND NOT (has_table_privilege(target, 'UPDATE') AND has_table_privilege(target, 'SELECT')) THEN
+        RAISE EXCEPTION 'permission denied for table %', target
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'The pipeline writes as its owner, who needs INSERT, UPDATE and SELECT on the target.';
+    END IF;
+
+    IF key_columns IS NULL AND mode = 'merge' THEN
+        SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
+          INTO key_columns
+          FROM pg_index i
+          JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+         WHERE i.indrelid = target AND i.indisprimary;
+        IF key_columns IS NULL THEN
+            RAISE EXCEPTION 'target % has no primary key', target
+                USING ERRCODE = 'invalid_table_definition',
+                      HINT = 'Pass key_columns => ARRAY[''order_id''], covered by a unique index, or add a primary key.';
+        END IF;
+    END IF;
+
+    IF key_columns IS NOT NULL THEN
+        IF cardinality(key_columns) = 0 OR array_position(key_columns, NULL) IS NOT NULL THEN
+            RAISE EXCEPTION 'key_columns must be a non-empty list of column names'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass key_columns => ARRAY[''order_id''].';
+        END IF;
+        FOREACH k IN ARRAY key_columns LOOP
+            IF NOT EXISTS (SELECT 1 FROM pg_attribute
+                            WHERE attrelid = target AND attname = k AND attnum > 0 AND NOT attisdropped) THEN
+                RAISE EXCEPTION 'key column "%" does not exist in %', k, target
+                    USING ERRCODE = 'undefined_column',
+                          HINT = 'key_columns name columns of the target table.';
+            END IF;
+        END LOOP;
+        PERFORM kafka_sink._check_writable_column(target, kc, 'key column') FROM unnest(key_columns) kc;
+        SELECT array_agg(attnum ORDER BY attnum) INTO keys_attnums
+          FROM pg_attribute WHERE attrelid = target AND attname = ANY (key_columns);
+        IF cardinality(keys_attnums) <> cardinality(key_columns) THEN
+            RAISE EXCEPTION 'key_columns contains a column twice'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Name each key column once.';
+        END IF;
+        IF mode = 'merge' AND NOT EXISTS (
+                SELECT 1 FROM pg_index i
+                 WHERE i.indrelid = target AND i.indisunique AND i.indisvalid
+                   AND i.indpred IS NULL AND i.indexprs IS NULL
+                   AND (SELECT array_agg(x ORDER BY x) FROM unnest(i.indkey::int2[]) x) = keys_attnums) THEN
+            RAISE EXCEPTION 'key columns % are not covered by a unique index on %', key_columns, target
+                USING ERRCODE = 'invalid_table_definition',
+                      HINT = 'A deterministic MERGE needs a unique key: CREATE UNIQUE INDEX ON the target (the key columns).';
+        END IF;
+    END IF;
+
+    IF order_column IS NOT NULL THEN
+        IF NOT EXISTS (SELECT 1 FROM pg_attribute
+                        WHERE attrelid = target AND attname = order_column AND attnum > 0 AND NOT attisdropped) THEN
+            RAISE EXCEPTION 'order column "%" does not exist in %', order_column, target
+                USING ERRCODE = 'undefined_column',
+                      HINT = 'order_column names a column of the target, such as an event timestamp or version.';
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pg_attribute a
+                         JOIN pg_opclass oc ON oc.opcintype = a.atttypid
+                                           AND oc.opcdefault
+                         JOIN pg_am am ON am.oid = oc.opcmethod AND am.amname = 'btree'
+                        WHERE a.attrelid = target AND a.attname = order_column) THEN
+            RAISE EXCEPTION 'order column "%" has a type with no ordering', order_column
+                USING ERRCODE = 'undefined_function',
+                      HINT = 'Use a column of a type with a default btree operator class, such as timestamptz or bigint.';
+        END IF;
+        PERFORM kafka_sink._check_writable_column(target, order_column, 'order column');
+        IF mode <> 'merge' THEN
+            RAISE EXCEPTION 'order_column only applies to mode merge'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Drop order_column, or use mode => ''merge''.';
+        END IF;
+    END IF;
+    PERFORM kafka_sink._check_lineage_columns(target);
+    RETURN key_columns;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_target(regclass, text[], text, text) IS
+'Internal: checks a pipeline''s target, key and order columns and the caller''s privileges on it; returns the key columns (by default the primary key).';
+
+-- One column mapping: a path string, or {"path": ..., "scale": n}.
+CREATE FUNCTION kafka_sink._check_mapping(target regclass, col text, spec jsonb, what text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    path text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = target AND attname = col
+                      AND attnum > 0 AND NOT attisdropped) THEN
+        RAISE EXCEPTION '% maps column "%", which does not exist in %', what, col, target
+            USING ERRCODE = 'undefined_column', HINT = 'Map columns of the target: {"amount": "payload.amount"}.';
+    END IF;
+    PERFORM kafka_sink._check_writable_column(target, col, 'mapped column');
+    IF jsonb_typeof(spec) = 'string' THEN
+        path := spec #>> '{}';
+    ELSIF jsonb_typeof(spec) = 'object' AND jsonb_typeof(spec->'path') = 'string'
+          AND (spec - 'path' - 'scale') = '{}'
+          AND (spec->'scale' IS NULL OR (jsonb_typeof(spec->'scale') = 'number'
+                                          AND (spec->>'scale') ~ '^-?[0-9]{1,2}$')) THEN
+        path := spec->>'path';
+    ELSE
+        RAISE EXCEPTION '% for column "%" must be a path or {"path": ..., "scale": n}', what, col
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'For example {"amount": "payload.amount"} or {"amount": {"path": "amount_cents", "scale": 2}}.';
+    END IF;
+    IF NOT kafka_sink._json_path_valid(path) THEN
+        RAISE EXCEPTION 'invalid JSON path "%" for column "%"', path, col
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A path names nested fields with dots, such as "payload.amount"; write \. for a dot within a field name ("a\.b" is the field "a.b").';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_mapping(regclass, text, jsonb, text) IS
+'Internal: checks one column mapping (a path, or {"path": ..., "scale": n}) against the target.';
+
+-- The data contract's options: column mappings, key format, tombstones,
+-- schema versions and event ids.
+CREATE FUNCTION kafka_sink._check_contract(target regclass, key_columns text[], columns jsonb,
+                                                      key_format text, delete_on_tombstone boolean,
+                                                      schema_version_field text, schema_versions jsonb,
+                                                      event_id text, mode text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c text;
+    v text;
+    spec jsonb;
+BEGIN
+    IF columns IS NOT NULL THEN
+        IF jsonb_typeof(columns) <> 'object' THEN
+            RAISE EXCEPTION 'columns must be a JSON object mapping columns to JSON paths'
+                USING ERRCODE = 'invalid_parameter_value', HINT = 'For example {"amount": "payload.amount"}.';
+        END IF;
+        FOR c, spec IN SELECT * FROM jsonb_each(columns) LOOP
+            PERFORM kafka_sink._check_mapping(target, c, spec, 'columns');
+        END LOOP;
+    END IF;
+    IF key_format IS NULL OR key_format NOT IN ('none', 'string', 'json') THEN
+        RAISE EXCEPTION 'invalid key_format "%"', key_format
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'key_format is ''none'' (key fields in the value), ''string'' or ''json''.';
+    END IF;
+    IF key_format <> 'none' AND key_columns IS NULL THEN
+        RAISE EXCEPTION 'key_format % needs key columns', key_format
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass key_columns, or give the target a primary key.';
+    END IF;
+    IF key_format = 'string' AND cardinality(key_columns) <> 1 THEN
+        RAISE EXCEPTION 'key_format string needs exactly one key column'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use key_format => ''json'' for a composite key.';
+    END IF;
+    IF delete_on_tombstone IS NULL OR (delete_on_tombstone AND (key_format = 'none' OR mode <> 'merge')) THEN
+        RAISE EXCEPTION 'delete_on_tombstone needs mode merge and a key_format of string or json'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A tombstone has no value, so the key must come from the message key.';
+    END IF;
+    IF (schema_version_field IS NULL) <> (schema_versions IS NULL) THEN
+        RAISE EXCEPTION 'schema_version_field and schema_versions go together'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass schema_version_field => ''schema_version'', schema_versions => ''{"1": {}, "2": {"amount": "amount_v2"}}''.';
+    END IF;
+    IF schema_versions IS NOT NULL THEN
+        IF jsonb_typeof(schema_versions) <> 'object' OR schema_versions = '{}' THEN
+            RAISE EXCEPTION 'schema_versions must be a non-empty JSON object of version -> column mapping'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'For example {"1": {"amount": "amount"}, "2": {"amount": {"path": "amount_cents", "scale": 2}}}.';
+        END IF;
+        FOR v, spec IN SELECT * FROM jsonb_each(schema_versions) LOOP
+            IF jsonb_typeof(spec) <> 'object' THEN
+                RAISE EXCEPTION 'schema version "%" must map columns to JSON paths', v
+                    USING ERRCODE = 'invalid_parameter_value', HINT = 'Use {} for a version that needs no mapping.';
+            END IF;
+            PERFORM kafka_sink._check_mapping(target, m.key, m.value, format('schema version "%s"', v))
+               FROM jsonb_each(spec) m;
+        END LOOP;
+        IF NOT kafka_sink._json_path_valid(schema_version_field) THEN
+            RAISE EXCEPTION 'invalid JSON path "%" for schema_version_field', schema_version_field
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A path names nested fields with dots; write \. for a dot within a field name.';
+        END IF;
+    END IF;
+    IF event_id IS NOT NULL AND NOT kafka_sink._json_path_valid(event_id) THEN
+        RAISE EXCEPTION 'invalid JSON path "%" for event_id', event_id
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass the field holding the producer''s event id, such as ''event_id''.';
+    END IF;
+    -- merge keys compare as their unique index compares them (apply.c); the
+    -- batch is reduced by hashing keys, so that comparison must hash
+    IF mode = 'merge' AND key_columns IS NOT NULL THEN
+        PERFORM kafka_sink._check_key_index(target, key_columns);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_contract(regclass, text[], jsonb, text, boolean, text, jsonb, text, text) IS
+'Internal: checks the data contract''s options: column mappings, key format, tombstones, schema versions, event ids and the key index.';
+
+-- The unique index a merge pipeline keys on (the one the worker picks:
+-- over exactly the key columns, the primary key first) must be a btree
+-- whose equality operators have hash support: the worker reduces a batch
+-- by hashing keys with the index's equality and collation.
+CREATE FUNCTION kafka_sink._check_key_index(target regclass, key_columns text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    idx regclass;
+    bad record;
+BEGIN
+    SELECT i.indexrelid::regclass INTO idx
+      FROM pg_index i
+     WHERE i.indrelid = target AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL
+       AND (SELECT array_agg(a.attname::text ORDER BY a.attname::text COLLATE "C")
+              FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey))
+           = (SELECT array_agg(x ORDER BY x COLLATE "C") FROM unnest(key_columns) x)
+     ORDER BY i.indisprimary DESC, i.indisvalid DESC, i.indexrelid
+     LIMIT 1;
+    IF idx IS NULL THEN
+        RETURN;                 -- _check_target reports a missing unique index
+    END IF;
+    SELECT a.attname, oc.opcname, am.amname INTO bad
+      FROM pg_index i
+     CROSS JOIN LATERAL unnest(i.indkey::int2[], i.indclass::oid[]) AS u(attnum, cls)
+      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = u.attnum
+      JOIN pg_opclass oc ON oc.oid = u.cls
+      JOIN pg_am am ON am.oid = oc.opcmethod
+     WHERE i.indexrelid = idx
+       AND (am.amname <> 'btree' OR NOT EXISTS (
+              SELECT 1 FROM pg_amop eq
+                JOIN pg_amop h ON h.amopopr = eq.amopopr AND h.amoplefttype = h.amoprighttype
+                JOIN pg_am ham ON ham.oid = h.amopmethod AND ham.amname = 'hash'
+               WHERE eq.amopfamily = oc.opcfamily AND eq.amoplefttype = oc.opcintype
+                 AND eq.amoprighttype = oc.opcintype AND eq.amopstrategy = 3))
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'key column "%" is compared by operator class "%" of index %, which kafka_sink cannot hash',
+                        bad.attname, bad.opcname, idx
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'A merge pipeline compares keys as its unique index does, and reduces a batch by hashing its keys.',
+                  HINT = 'Key the pipeline on a btree unique index whose operator classes have hash support, such as the default ones.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_key_index(regclass, text[]) IS
+    'Internal: refuses a merge key whose unique index compares keys in a way the reduce cannot hash';
+
+CREATE FUNCTION kafka_sink._check_batch_function(fn regprocedure, target regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    args oidvector;
+BEGIN
+    SELECT proargtypes INTO args FROM pg_proc WHERE oid = fn;
+    IF (SELECT prokind FROM pg_proc WHERE oid = fn) <> 'f' THEN
+        RAISE EXCEPTION 'batch function % is not a plain function', fn
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Pass a function (not a procedure, aggregate or window function) taking (bigint, rows[]).';
+    END IF;
+    IF (SELECT pronamespace FROM pg_proc WHERE oid = fn) = 'kafka_sink'::regnamespace
+       OR EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = fn
+                     AND d.deptype = 'e') THEN
+        RAISE EXCEPTION 'batch function % belongs to an extension', fn
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Pass a function of your own, in a schema of your own.';
+    END IF;
+    IF array_length(args::oid[], 1) IS DISTINCT FROM 2
+       OR args[0] <> 'bigint'::regtype
+       OR args[1] <> (SELECT typarray FROM pg_type WHERE typrelid = target) THEN
+        RAISE EXCEPTION 'batch function % must take (bigint, %[])', fn, target
+            USING ERRCODE = 'invalid_function_definition',
+                  HINT = 'The function receives the batch id and the batch''s rows in offset order.';
+    END IF;
+    IF NOT has_function_privilege(fn, 'EXECUTE') THEN
+        RAISE EXCEPTION 'permission denied for function %', fn
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'The pipeline owner needs EXECUTE on the batch function.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_batch_function(regprocedure, regclass) IS
+'Internal: checks a function-mode pipeline''s batch function: a plain function of the user''s taking (bigint, rows[]), executable by the caller.';
+
+-- Stores options: secrets go to kafka_sink.secrets, the rest is returned.
+CREATE FUNCTION kafka_sink._split_secrets(p_pipeline_id bigint, options jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    v text;
+    plain jsonb := '{}';
+BEGIN
+    FOR k, v IN SELECT * FROM jsonb_each_text(options) LOOP
+        IF kafka_sink._is_secret_option(k) THEN
+            INSERT INTO kafka_sink.secrets AS s (pipeline_id, name, value)
+            VALUES (p_pipeline_id, k, v)
+            ON CONFLICT (pipeline_id, name) DO UPDATE SET value = excluded.value;
+        ELSE
+            plain := plain || jsonb_build_object(k, v);
+        END IF;
+    END LOOP;
+    RETURN plain;
+END
+$$;
+
+-- Creates the bronze table if absent (as the caller), or checks that an
+COMMENT ON FUNCTION kafka_sink._split_secrets(bigint, jsonb) IS
+'Internal: stores the secret kafka_options of a pipeline in kafka_sink.secrets and returns the others.';
+
+-- existing one has the standard columns.  Returns it.
+CREATE FUNCTION kafka_sink._bronze_table(name text)
+RETURNS regclass
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel regclass := to_regclass(name);
+    parsed text[];
+    missing text;
+BEGIN
+    IF rel IS NULL THEN
+        parsed := parse_ident(name);
+        IF cardinality(parsed) <> 2 THEN
+            RAISE EXCEPTION 'bronze table name "%" must be schema-qualified', name
+                USING ERRCODE = 'invalid_name', HINT = 'Pass bronze => ''bronze.orders_raw''.';
+        END IF;
+        IF parsed[1] = 'kafka_sink' OR parsed[1] ~ '^pg_' THEN
+            RAISE EXCEPTION 'bronze table "%" cannot be created in schema "%"', name, parsed[1]
+                USING ERRCODE = 'invalid_schema_name',
+                      HINT = 'Pass a schema of your own, such as bronze => ''bronze.orders_raw''; the extension''s schema and system schemas are not for pipeline tables.';
+        END IF;
+        -- The key leads with the integers and compares the topic bytewise:
+        -- a text first column makes every btree comparison of the insert
+        -- path a collation-aware string comparison (docs/performance.md).
+        EXECUTE format('CREATE TABLE %I.%I (
+                            topic      text COLLATE "C" NOT NULL,
+                            partition  integer NOT NULL,
+                            "offset"   bigint NOT NULL,
+                            ts         timestamptz,
+                            key        bytea,
+                            value      bytea,
+                            headers    jsonb,
+                            batch_id   bigint NOT NULL,
+                            landed_at  timestamptz NOT NULL DEFAULT now(),
+                            PRIMARY KEY (partition, "offset", topic))', parsed[1], parsed[2]);
+        rel := format('%I.%I', parsed[1], parsed[2])::regclass;
+    END IF;
+    PERFORM kafka_sink._check_user_table(rel, 'bronze table');
+    -- in the array's order: the planner may pick a hashed anti-join that
+    -- does not keep it (PostgreSQL 16+ does, here)
+    SELECT string_agg(c, ', ' ORDER BY n) INTO missing
+      FROM unnest(ARRAY['topic', 'partition', 'offset', 'ts', 'key', 'value', 'headers', 'batch_id'])
+           WITH ORDINALITY AS u(c, n)
+     WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = rel AND a.attname = c
+                          AND a.attnum > 0 AND NOT a.attisdropped);
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'bronze table % lacks the columns %', rel, missing
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = 'Let create_pipeline create the bronze table, or add the standard columns.';
+    END IF;
+    IF NOT has_table_privilege(rel, 'INSERT') THEN
+        RAISE EXCEPTION 'permission denied for table %', rel
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'The pipeline owner needs INSERT on the bronze table.';
+    END IF;
+    RETURN rel;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._bronze_table(text) IS
+'Internal: creates a pipeline''s bronze table (as the caller) or checks an existing one; returns it.';
+
+-- The limits of a pipeline's batching, as the pipeline will have them:
+-- create_pipeline passes its arguments, alter_pipeline each new value or
+-- the current one.  The one place these errors are raised; the table's
+-- CHECKs stay as the catalog's own invariant (for a superuser's direct
+-- write).
+CREATE FUNCTION kafka_sink._check_limits(max_offsets_per_batch bigint, max_batch_bytes bigint,
+                                         trigger_interval interval, workers integer,
+                                         min_offsets_per_batch bigint, max_trigger_delay interval)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF max_offsets_per_batch IS NULL OR max_offsets_per_batch <= 0 THEN
+        RAISE EXCEPTION 'max_offsets_per_batch must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100000.';
+    END IF;
+    IF max_batch_bytes IS NULL OR max_batch_bytes <= 0 THEN
+        RAISE EXCEPTION 'max_batch_bytes must be positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 67108864 (64 MB).';
+    END IF;
+    IF trigger_interval IS NULL OR trigger_interval < '0' OR trigger_interval > '1 hour' THEN
+        RAISE EXCEPTION 'trigger_interval must be between 0 and 1 hour'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 100 ms.';
+    END IF;
+    IF min_offsets_per_batch IS NULL OR min_offsets_per_batch < 0 THEN
+        RAISE EXCEPTION 'min_offsets_per_batch must be 0 or positive'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 0: no minimum.';
+    END IF;
+    IF min_offsets_per_batch > max_offsets_per_batch THEN
+        RAISE EXCEPTION 'min_offsets_per_batch (%) cannot exceed max_offsets_per_batch (%)',
+                        min_offsets_per_batch, max_offsets_per_batch
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A batch closes when it holds max_offsets_per_batch messages; raise max_offsets_per_batch or lower min_offsets_per_batch.';
+    END IF;
+    IF max_trigger_delay IS NULL OR max_trigger_delay < '0' OR max_trigger_delay > '1 day' THEN
+        RAISE EXCEPTION 'max_trigger_delay must be between 0 and 1 day'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The default is 15 min.';
+    END IF;
+    IF workers IS NULL OR workers NOT BETWEEN 1 AND 64 THEN
+        RAISE EXCEPTION 'workers must be between 1 and 64'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Each worker owns a disjoint set of partitions.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_limits(bigint, bigint, interval, integer, bigint, interval) IS
+'Internal: the one check of a pipeline''s batch limits, workers and batching knobs, for create_pipeline and alter_pipeline (with the values the pipeline will have).';
+
+-- Whether kafka_sink.outbox_bootstrap_servers is set (a superuser-only
+-- setting: its value may name internal hosts, so only this is told).
+CREATE FUNCTION kafka_sink._outbox_relay_configured()
+RETURNS boolean
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(current_setting('kafka_sink.outbox_bootstrap_servers', true), '') <> ''
+$$;
+COMMENT ON FUNCTION kafka_sink._outbox_relay_configured() IS
+    'Internal: whether kafka_sink.outbox_bootstrap_servers is set, so that the outbox relay runs';
+
+
+-- quarantine (it has a target), and none of the topics it reads (whether or
+-- not the outbox cluster is the pipeline's: a topic read back would
+-- quarantine its own dead letters again, forever).  Without a relay the
+-- messages wait in the outbox: a warning, since the relay may be set up
+-- after the pipeline (a reload), and nothing is lost meanwhile.
+CREATE FUNCTION kafka_sink._check_dead_letter_topic(dead_letter_topic text, subscribe text[],
+                                                     subscribe_pattern text, assign jsonb, target regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF dead_letter_topic IS NULL THEN
+        RETURN;
+    END IF;
+    IF dead_letter_topic !~ '^[A-Za-z0-9._-]{1,249}$' OR dead_letter_topic IN ('.', '..') THEN
+        RAISE EXCEPTION 'invalid dead_letter_topic "%"', dead_letter_topic
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Kafka topic names use letters, digits, ".", "_" and "-", at most 249 characters, and are not "." or "..".';
+    END IF;
+    IF target IS NULL THEN
+        RAISE EXCEPTION 'a bronze-only pipeline has no dead-letter topic'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A bronze-only pipeline lands every message raw and quarantines none.';
+    END IF;
+    IF dead_letter_topic = ANY (subscribe) OR assign ? dead_letter_topic
+       OR dead_letter_topic ~ subscribe_pattern THEN
+        RAISE EXCEPTION 'dead_letter_topic "%" is a topic the pipeline reads', dead_letter_topic
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'The pipeline would quarantine its own dead-letter messages again.',
+                  HINT = 'Choose another topic, such as the source topic''s name followed by ".dlq".';
+    END IF;
+    IF NOT kafka_sink._outbox_relay_configured() THEN
+        RAISE WARNING 'the outbox relay is not configured'
+            USING DETAIL = 'Dead-letter messages wait in kafka_sink.outbox until kafka_sink.outbox_bootstrap_servers is set.',
+                  HINT = 'ALTER SYSTEM SET kafka_sink.outbox_bootstrap_servers = ''host:9092''; SELECT pg_reload_conf(); the dead-letter topic lives on that cluster.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_dead_letter_topic(text, text[], text, jsonb, regclass) IS
+    'Internal: refuses an invalid dead-letter topic, or one the pipeline reads; warns when the outbox relay is not configured';
+

@@ -1,0 +1,426 @@
+-- kafka_sink: reading a pipeline: progress records, waiting for it to
+-- catch up, the fate of one message, and the views.  Nothing here writes
+-- the catalog.
+
+-- The progress record of the last batch(es), shaped like Spark's
+-- StreamingQueryProgress.
+CREATE FUNCTION kafka_sink.last_progress(pipeline text)
+RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT b.progress FROM kafka_sink.batches b
+      JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
+     WHERE p.name = last_progress.pipeline
+     ORDER BY b.batch_id DESC LIMIT 1
+$$;
+
+CREATE FUNCTION kafka_sink.recent_progress(pipeline text, n integer DEFAULT 10)
+RETURNS SETOF jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT x.progress FROM (
+        SELECT b.progress, b.batch_id FROM kafka_sink.batches b
+          JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
+         WHERE p.name = recent_progress.pipeline
+         ORDER BY b.batch_id DESC LIMIT greatest(n, 0)) x
+    ORDER BY x.batch_id
+$$;
+COMMENT ON FUNCTION kafka_sink.last_progress(text) IS
+'The progress record of a pipeline''s last batch (shaped like Spark''s StreamingQueryProgress), or NULL.';
+COMMENT ON FUNCTION kafka_sink.recent_progress(text, integer) IS
+'The progress records of a pipeline''s last n batches (default 10), oldest first.';
+
+-- wait() and wait_for(): the high watermarks to reach, taken once ...
+CREATE FUNCTION kafka_sink._wait_marks(pipeline text)
+RETURNS jsonb
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(jsonb_agg(jsonb_build_object('topic', w.topic, 'partition', w.partition, 'high', w.high)), '[]')
+      FROM kafka_sink._watermarks(pipeline) w
+$$;
+COMMENT ON FUNCTION kafka_sink._wait_marks(text) IS
+'Internal: the high watermarks a wait() or wait_for() call must reach, taken once.';
+
+-- wait() and wait_for() raise for a failed pipeline first: a pipeline that
+-- failed before reading anything has nothing "behind" and is not caught up.
+CREATE FUNCTION kafka_sink._wait_check(pipeline text, marks jsonb, deadline timestamptz)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions := kafka_sink._get_pipeline(pipeline);
+    behind bigint;
+    err text;
+BEGIN
+    -- a failed pipeline says so, even when nothing is behind (it may have
+    -- failed before reading anything)
+    IF p.state = 'failed' THEN
+        SELECT concat_ws(' ', e.message, e.detail) INTO err FROM kafka_sink.errors e
+         WHERE e.pipeline_id = p.id ORDER BY e.occurred_at DESC, e.id DESC LIMIT 1;
+        RAISE EXCEPTION 'pipeline "%" failed', pipeline
+            USING ERRCODE = 'object_not_in_prerequisite_state', DETAIL = coalesce(err, ''),
+                  HINT = 'Fix the cause, then SELECT kafka_sink.start(...).';
+    END IF;
+    SELECT count(*) INTO behind
+      FROM jsonb_to_recordset(marks) AS m(topic text, partition integer, high bigint)
+      LEFT JOIN kafka_sink.offsets o
+             ON o.pipeline_id = p.id AND o.topic = m.topic AND o.partition = m.partition
+     WHERE CASE WHEN o.next_offset IS NULL THEN m.high > 0 ELSE o.next_offset <> m.high END;
+    IF behind = 0 THEN
+        RETURN true;
+    END IF;
+    IF clock_timestamp() >= deadline THEN
+        RETURN false;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._wait_check(text, jsonb, timestamp with time zone) IS
+'Internal: one look at the checkpoint for wait() and wait_for(): true when caught up, false past the deadline, NULL to look again; raises for a failed pipeline.';
+
+-- Waits until the pipeline has committed everything up to the high
+-- watermarks seen when it was called.  Returns false on timeout.  One
+-- statement: its snapshot holds back the cleanup of dead rows while it
+-- waits (wait_for() does not).
+CREATE FUNCTION kafka_sink.wait(pipeline text, timeout interval DEFAULT '60 s')
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + timeout;
+    marks jsonb := kafka_sink._wait_marks(pipeline);
+    done boolean;
+BEGIN
+    LOOP
+        done := kafka_sink._wait_check(pipeline, marks, deadline);
+        IF done IS NOT NULL THEN
+            RETURN done;
+        END IF;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END
+$$;
+
+-- The same as a procedure that commits between looks, so that it holds
+-- no snapshot while it waits: CALL kafka_sink.wait_for('orders', '10 min').
+-- It must be called outside a transaction block.  (A procedure that
+-- commits cannot have a SET clause, so everything here is qualified.)
+CREATE PROCEDURE kafka_sink.wait_for(pipeline text, timeout interval DEFAULT '60 s',
+                                     INOUT caught_up boolean DEFAULT NULL)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    deadline pg_catalog.timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
+    marks pg_catalog.jsonb := kafka_sink._wait_marks(pipeline);
+BEGIN
+    LOOP
+        caught_up := kafka_sink._wait_check(pipeline, marks, deadline);
+        EXIT WHEN caught_up IS NOT NULL;
+        COMMIT;
+        PERFORM pg_catalog.pg_sleep(0.05);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink.wait(text, interval) IS
+'Waits until the pipeline has committed everything up to the high watermarks seen when called; false on timeout. Raises if the pipeline failed.';
+COMMENT ON PROCEDURE kafka_sink.wait_for(text, interval, boolean) IS
+'wait() as a procedure that commits between looks, holding no snapshot while it waits; call it outside a transaction block.';
+
+-- Which message and batch produced a target row.  key is a JSON object of
+-- the pipeline's key columns, e.g. '{"order_id": 42}'.  Needs the optional
+-- lineage columns _kafka_topic, _kafka_partition, _kafka_offset (and
+-- _kafka_batch_id) on the target; the raw message comes from bronze when
+-- the pipeline keeps one.
+CREATE FUNCTION kafka_sink.lineage(pipeline text, key jsonb)
+RETURNS TABLE (topic text, partition integer, "offset" bigint, batch_id bigint,
+               batch_committed_at timestamptz, message_ts timestamptz,
+               message_key bytea, message_value bytea)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    cond text;
+    r record;
+BEGIN
+    p := kafka_sink._get_pipeline(pipeline);
+    IF p.target IS NULL OR p.key_columns IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" has no keyed target', pipeline
+            USING ERRCODE = 'wrong_object_type', HINT = 'Lineage by key needs a merge pipeline.';
+    END IF;
+    IF (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = p.target AND NOT a.attisdropped
+          AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset')) < 3 THEN
+        RAISE EXCEPTION 'target % has no lineage columns', p.target
+            USING ERRCODE = 'undefined_column',
+                  HINT = 'Add _kafka_topic text, _kafka_partition int, _kafka_offset bigint and _kafka_batch_id bigint to the target; the pipeline fills them.';
+    END IF;
+    IF key IS NULL OR jsonb_typeof(key) <> 'object' THEN
+        RAISE EXCEPTION 'key must be a JSON object of the key columns'
+            USING ERRCODE = 'invalid_parameter_value', HINT = format('For example %s.', jsonb_build_object(p.key_columns[1], 42));
+    END IF;
+    SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(p.key_columns) c;
+    EXECUTE format('SELECT t._kafka_topic AS topic, t._kafka_partition AS partition, t._kafka_offset AS "offset"'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', p.target, p.target, cond)
+       INTO r USING key;
+    IF r IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT r.topic, r.partition, r."offset", b.batch_id, b.committed_at, br.ts, br.key, br.value
+      FROM (SELECT 1) one
+      LEFT JOIN LATERAL (SELECT x.batch_id, x.committed_at FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
+                          WHERE x.pipeline_id = p.id AND g->>'topic' = r.topic
+                            AND (g->>'partition')::int = r.partition
+                            AND r."offset" >= (g->>'start')::bigint AND r."offset" < (g->>'end')::bigint
+                          LIMIT 1) b ON true
+      LEFT JOIN LATERAL (SELECT * FROM kafka_sink._bronze_message(p.bronze, r.topic, r.partition, r."offset")) br ON true;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink.lineage(text, jsonb) IS
+'Which message and batch produced the target row with the given key (needs the lineage columns on the target; the raw message comes from bronze when the pipeline keeps one).';
+
+CREATE FUNCTION kafka_sink._bronze_message(bronze regclass, topic text, partition integer, "offset" bigint)
+RETURNS TABLE (ts timestamptz, key bytea, value bytea)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF bronze IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format('SELECT b.ts, b.key, b.value FROM %s b'
+                                ' WHERE b.topic = $1 AND b.partition = $2 AND b."offset" = $3', bronze)
+                 USING topic, partition, "offset";
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._bronze_message(regclass, text, integer, bigint) IS
+'Internal: the raw message at a topic, partition and offset in a bronze table (nothing when there is no bronze table).';
+
+-- What happened to one message: pending (not read yet), lost (a data loss
+-- gap), quarantined (with its reason), applied (it is the target row's
+-- current source), superseded (another message of its key won within its
+-- batch), stale (the target already held a newer event when it arrived),
+-- overwritten (applied, then replaced by a later batch), deleted (its key's
+-- row is gone), duplicate (its event id was applied before), or appended.
+-- Telling superseded, stale, overwritten and deleted apart needs the lineage
+-- columns on the target and the raw message in bronze; without them the
+-- answer is 'applied or superseded'.
+CREATE FUNCTION kafka_sink.message_fate(pipeline text, topic text, partition integer, "offset" bigint)
+RETURNS TABLE (fate text, batch_id bigint, detail text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    q kafka_sink.quarantine;
+    committed bigint;
+    b_id bigint;
+    msg record;
+    v jsonb;
+    cond text;
+    row_batch bigint;
+    row_offset bigint;
+    row_topic text;
+    row_partition int;
+    has_lineage boolean;
+    keycol text;
+BEGIN
+    p := kafka_sink._get_pipeline(pipeline);
+    SELECT o.next_offset INTO committed FROM kafka_sink.offsets o
+     WHERE o.pipeline_id = p.id AND o.topic = message_fate.topic AND o.partition = message_fate.partition;
+    IF committed IS NULL OR message_fate."offset" >= committed THEN
+        RETURN QUERY SELECT 'pending'::text, NULL::bigint, 'not read yet'::text;
+        RETURN;
+    END IF;
+    SELECT x.batch_id INTO b_id FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
+     WHERE x.pipeline_id = p.id AND g->>'topic' = message_fate.topic AND (g->>'partition')::int = message_fate.partition
+       AND message_fate."offset" >= (g->>'start')::bigint AND message_fate."offset" < (g->>'end')::bigint LIMIT 1;
+    IF EXISTS (SELECT 1 FROM kafka_sink.data_loss d WHERE d.pipeline_id = p.id AND d.topic = message_fate.topic
+                 AND d.partition = message_fate.partition AND d.kind = 'deleted'
+                 AND message_fate."offset" >= d.expected_offset AND message_fate."offset" < d.available_offset) THEN
+        RETURN QUERY SELECT 'lost'::text, b_id, 'deleted from Kafka before it was read (fail_on_data_loss = false)'::text;
+        RETURN;
+    END IF;
+    SELECT * INTO q FROM kafka_sink.quarantine x
+     WHERE x.pipeline_id = p.id AND x.topic = message_fate.topic AND x.partition = message_fate.partition
+       AND x.message_offset = message_fate."offset";
+    IF FOUND AND q.replayed_at IS NULL THEN
+        RETURN QUERY SELECT 'quarantined'::text, q.batch_id, q.reason || ': ' || q.detail;
+        RETURN;
+    END IF;
+    IF p.target IS NULL THEN
+        RETURN QUERY SELECT 'landed'::text, b_id, 'bronze only'::text;
+        RETURN;
+    END IF;
+    IF p.mode <> 'merge' THEN
+        RETURN QUERY SELECT CASE p.mode WHEN 'append' THEN 'appended' ELSE 'passed to the batch function' END, b_id, NULL::text;
+        RETURN;
+    END IF;
+    has_lineage := (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = p.target AND NOT a.attisdropped
+                      AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
+    SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
+    IF NOT has_lineage OR msg IS NULL THEN
+        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
+            'lineage columns on the target and a bronze table are needed to tell more'::text;
+        RETURN;
+    END IF;
+    -- the message's key, decoded the way the pipeline does for the common cases
+    IF p.key_format = 'string' THEN
+        v := jsonb_build_object(p.key_columns[1], convert_from(msg.key, 'UTF8'));
+    ELSIF p.key_format = 'json' THEN
+        v := convert_from(msg.key, 'UTF8')::jsonb;
+    ELSIF msg.value IS NOT NULL THEN
+        v := '{}';
+        FOREACH keycol IN ARRAY p.key_columns LOOP
+            v := v || jsonb_build_object(keycol, convert_from(msg.value, 'UTF8')::jsonb
+                        #> string_to_array(coalesce(p.columns->>keycol, p.columns->keycol->>'path', keycol), '.'));
+        END LOOP;
+    END IF;
+    SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(p.key_columns) c;
+    EXECUTE format('SELECT t._kafka_topic, t._kafka_partition, t._kafka_offset, t._kafka_batch_id'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', p.target, p.target, cond)
+       INTO row_topic, row_partition, row_offset, row_batch USING v;
+    IF row_offset IS NULL THEN
+        RETURN QUERY SELECT 'deleted'::text, b_id, format('no row for key %s', v);
+    ELSIF row_topic = topic AND row_partition = partition AND row_offset = "offset" THEN
+        RETURN QUERY SELECT 'applied'::text, b_id, format('the current source of the row with key %s', v);
+    ELSIF row_batch = b_id THEN
+        RETURN QUERY SELECT 'superseded'::text, b_id,
+            format('offset %s of the same batch won for key %s', row_offset, v);
+    ELSIF row_batch < b_id THEN
+        RETURN QUERY SELECT 'stale'::text, b_id,
+            format('the row for key %s (from batch %s) was newer', v, row_batch);
+    ELSE
+        RETURN QUERY SELECT 'overwritten'::text, b_id,
+            format('replaced by offset %s in batch %s', row_offset, row_batch);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) IS
+'What happened to one message: pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, duplicate, appended or landed, with the batch and a detail.';
+
+-- ---- views ----
+
+CREATE VIEW kafka_sink.pipelines WITH (security_invoker = true) AS
+SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
+       p.subscribe, p.subscribe_pattern, p.assign, p.target, p.key_columns,
+       p.order_column, p.mode, p.batch_function, p.starting_offsets,
+       p.fail_on_data_loss, p.max_offsets_per_batch, p.max_batch_bytes,
+       p.trigger_interval, p.workers, p.columns, p.key_format, p.delete_on_tombstone,
+       p.schema_version_field, p.schema_versions, p.event_id, p.event_id_retention, p.bronze,
+       p.ending_offsets,
+       p.kafka_options || coalesce((SELECT jsonb_object_agg(s.name, '********')
+                                      FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id), '{}')
+           AS kafka_options,
+       p.last_batch_id, p.created_at, p.updated_at,
+       p.min_offsets_per_batch, p.max_trigger_delay, p.dead_letter_topic
+  FROM kafka_sink.pipeline_definitions p;
+
+-- One row per topic-partition: the committed checkpoint beside the
+-- watermarks the owning worker last saw (no broker round trip per query).
+CREATE VIEW kafka_sink.progress WITH (security_invoker = true) AS
+SELECT p.name AS pipeline, o.topic, o.partition,
+       o.next_offset AS committed_offset,
+       s.log_start_offset, s.high_watermark,
+       greatest(s.high_watermark - o.next_offset, 0) AS lag_messages,
+       round(greatest(s.high_watermark - o.next_offset, 0) * s.avg_message_bytes)::bigint AS lag_bytes_estimate,
+       round(s.messages_per_second::numeric, 1) AS messages_per_second,
+       o.batch_id AS last_batch_id, o.updated_at AS last_commit_at,
+       s.worker, s.pid AS worker_pid, s.watermarks_at
+  FROM kafka_sink.pipeline_definitions p
+  JOIN kafka_sink.offsets o ON o.pipeline_id = p.id
+  LEFT JOIN kafka_sink._partition_stats() s
+         ON s.pipeline_id = p.id AND s.topic = o.topic AND s.partition = o.partition;
+
+-- One row per pipeline.  hot_partition names the partition holding more
+-- than half of the lag, when there are at least two partitions and at least
+-- 100 messages of lag.
+CREATE VIEW kafka_sink.status WITH (security_invoker = true) AS
+SELECT p.name, p.state,
+       w.workers, w.worker_pids, w.worker_detail,
+       p.last_batch_id,
+       b.committed_at AS last_commit_at,
+       b.committed_at - b.started_at AS last_batch_duration,
+       r.input_rows_per_second, r.processed_rows_per_second,
+       l.avg_offsets_behind, l.max_offsets_behind, l.bytes_behind_estimate,
+       CASE WHEN l.partitions >= 2 AND l.total_lag >= 100 AND l.max_offsets_behind * 2 > l.total_lag
+            THEN l.hot END AS hot_partition,
+       bf.percent_done AS backfill_percent_done,
+       CASE WHEN bf.remaining > 0 AND r.processed_rows_per_second > 0 AND p.state = 'running'
+            THEN make_interval(secs => bf.remaining / least(r.input_rows_per_second, r.processed_rows_per_second))
+            WHEN bf.remaining = 0 THEN interval '0' END AS backfill_time_left,
+       e.occurred_at AS last_error_at,
+       e.message AS last_error
+  FROM kafka_sink.pipeline_definitions p
+  LEFT JOIN kafka_sink.batches b ON b.pipeline_id = p.id AND b.batch_id = p.last_batch_id
+  LEFT JOIN LATERAL (
+        SELECT count(*)::int AS workers,
+               array_agg(x.pid ORDER BY x.worker) FILTER (WHERE x.pid > 0) AS worker_pids,
+               string_agg(x.detail, '; ' ORDER BY x.worker) FILTER (WHERE x.detail <> '') AS worker_detail
+          FROM kafka_sink._worker_pids() x WHERE x.pipeline_id = p.id) w ON true
+  LEFT JOIN LATERAL (
+        SELECT round(sum(x.messages) / greatest(extract(epoch FROM clock_timestamp() - min(x.started_at)), 1), 1)
+                   AS input_rows_per_second,
+               round(sum(x.messages) / greatest(extract(epoch FROM sum(x.committed_at - x.started_at)), 0.001), 1)
+                   AS processed_rows_per_second
+          FROM kafka_sink.batches x
+         WHERE x.pipeline_id = p.id AND x.committed_at > clock_timestamp() - interval '60 s') r ON true
+  LEFT JOIN LATERAL (
+        SELECT count(*) AS partitions,
+               round(avg(g.lag_messages), 1) AS avg_offsets_behind,
+               max(g.lag_messages) AS max_offsets_behind,
+               sum(g.lag_messages) AS total_lag,
+               sum(g.lag_bytes_estimate) AS bytes_behind_estimate,
+               (array_agg(g.topic || '[' || g.partition || ']' ORDER BY g.lag_messages DESC NULLS LAST))[1] AS hot
+          FROM kafka_sink.progress g WHERE g.pipeline = p.name) l ON true
+  LEFT JOIN LATERAL (
+        SELECT round(100.0 * sum(least(o.next_offset, o.end_offset) - o.start_offset)
+                     / nullif(sum(o.end_offset - o.start_offset), 0), 1) AS percent_done,
+               sum(greatest(o.end_offset - o.next_offset, 0)) AS remaining
+          FROM kafka_sink.offsets o
+         WHERE o.pipeline_id = p.id AND p.ending_offsets IS NOT NULL) bf ON true
+  LEFT JOIN LATERAL (SELECT * FROM kafka_sink.errors x WHERE x.pipeline_id = p.id
+                      ORDER BY x.occurred_at DESC, x.id DESC LIMIT 1) e ON true;
+
+-- The outbox relay at a glance.
+CREATE VIEW kafka_sink.outbox_status AS
+SELECT (SELECT count(*) FROM kafka_sink.outbox WHERE delivered_at IS NULL) AS pending,
+       (SELECT clock_timestamp() - min(created_at) FROM kafka_sink.outbox WHERE delivered_at IS NULL)
+           AS oldest_pending_age,
+       (SELECT round(count(*) / 60.0, 1) FROM kafka_sink.outbox
+         WHERE delivered_at > clock_timestamp() - interval '60 s') AS delivered_per_second,
+       (SELECT max(delivered_at) FROM kafka_sink.outbox) AS last_delivery_at,
+       r.pid AS relay_pid,
+       coalesce(nullif(r.detail, ''),
+                (SELECT last_error FROM kafka_sink.outbox WHERE delivered_at IS NULL AND last_error IS NOT NULL
+                  ORDER BY id LIMIT 1)) AS last_error,
+       current_setting('kafka_sink.outbox_bootstrap_servers') AS bootstrap_servers
+  FROM (SELECT 1) one
+  LEFT JOIN kafka_sink._worker_pids() r ON r.pipeline_id = -1;
+GRANT SELECT ON kafka_sink.pipelines, kafka_sink.status, kafka_sink.progress TO kafka_sink_admin;
+GRANT SELECT ON kafka_sink.outbox_status TO kafka_sink_admin;
+
+COMMENT ON VIEW kafka_sink.pipelines IS
+'The pipelines the current role can see, with their definitions and states; secret kafka_options are shown as ********.';
+COMMENT ON VIEW kafka_sink.progress IS
+'One row per pipeline and partition: the committed checkpoint beside the watermarks the owning worker last saw, the lag and the rate.';
+COMMENT ON VIEW kafka_sink.status IS
+'One row per pipeline: state, workers, last batch and commit, rates, lag (with a hot partition), backfill progress and the last error.';
+COMMENT ON VIEW kafka_sink.outbox_status IS
+'The outbox relay at a glance: pending messages, the oldest one''s age, the delivery rate, the relay''s pid and last error.';
+
+
+CREATE VIEW kafka_sink.versions AS
+SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'kafka_sink') AS kafka_sink,
+       kafka_sink.librdkafka_version() AS librdkafka,
+       kafka_sink.librdkafka_features() AS librdkafka_features,
+       pg_catalog.current_setting('server_version') AS postgresql;
+COMMENT ON VIEW kafka_sink.versions IS
+'The installed kafka_sink version, the librdkafka loaded by the server and its features, and the PostgreSQL version.';
+REVOKE ALL ON kafka_sink.versions FROM PUBLIC;
+GRANT SELECT ON kafka_sink.versions TO kafka_sink_admin;
