@@ -2714,3 +2714,34 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
   FROM kafka_sink.pipeline_definitions p;
 
 -- ---- end of dead-letter topic ----
+
+-- ---- review: outbox_status for the admins it is granted to ----
+-- outbox_status is granted to kafka_sink_admin but read
+-- kafka_sink.outbox_bootstrap_servers, a GUC_SUPERUSER_ONLY setting: every
+-- non-superuser admin got "must be superuser or have privileges of
+-- pg_read_all_settings" and the view was usable by superusers only (the
+-- tests read it as one).  The servers are now shown to those who may read
+-- the setting and NULL to others; and since the view runs as its owner
+-- (its counts are the relay's whole queue, as always), the error of a
+-- pending row is shown only to members of the role that queued it, as the
+-- outbox's own row level security would.
+CREATE OR REPLACE VIEW kafka_sink.outbox_status AS
+SELECT (SELECT count(*) FROM kafka_sink.outbox WHERE delivered_at IS NULL) AS pending,
+       (SELECT clock_timestamp() - min(created_at) FROM kafka_sink.outbox WHERE delivered_at IS NULL)
+           AS oldest_pending_age,
+       (SELECT round(count(*) / 60.0, 1) FROM kafka_sink.outbox
+         WHERE delivered_at > clock_timestamp() - interval '60 s') AS delivered_per_second,
+       (SELECT max(delivered_at) FROM kafka_sink.outbox) AS last_delivery_at,
+       r.pid AS relay_pid,
+       coalesce(nullif(r.detail, ''),
+                (SELECT o.last_error FROM kafka_sink.outbox o
+                  WHERE o.delivered_at IS NULL AND o.last_error IS NOT NULL
+                    AND pg_catalog.pg_has_role(current_user, o.created_by, 'MEMBER')
+                  ORDER BY o.id LIMIT 1)) AS last_error,
+       CASE WHEN pg_catalog.pg_has_role(current_user, 'pg_read_all_settings', 'USAGE')
+            THEN pg_catalog.current_setting('kafka_sink.outbox_bootstrap_servers') END AS bootstrap_servers
+  FROM (SELECT 1) one
+  LEFT JOIN kafka_sink._worker_pids() r ON r.pipeline_id = -1;
+COMMENT ON VIEW kafka_sink.outbox_status IS
+'The outbox relay at a glance: rows pending (every role''s), the age of the oldest, the delivery rate, the relay''s pid and its last error (an error of a pending row only to members of the role that queued it); bootstrap_servers only for roles that may read kafka_sink.outbox_bootstrap_servers (superusers, pg_read_all_settings), NULL for others.';
+-- ---- end of review: outbox_status ----
