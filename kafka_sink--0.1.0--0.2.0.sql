@@ -2131,3 +2131,181 @@ COMMENT ON VIEW kafka_sink.outbox_status IS
 'The outbox relay at a glance: pending messages, the oldest one''s age, the delivery rate, the relay''s pid and last error.';
 
 -- ---- end of restructure ----
+
+-- ---- review: outbox_status for the admins it is granted to ----
+-- outbox_status is granted to kafka_sink_admin but read
+-- kafka_sink.outbox_bootstrap_servers, a GUC_SUPERUSER_ONLY setting: every
+-- non-superuser admin got "must be superuser or have privileges of
+-- pg_read_all_settings" and the view was usable by superusers only (the
+-- tests read it as one).  The servers are now shown to those who may read
+-- the setting and NULL to others; and since the view runs as its owner
+-- (its counts are the relay's whole queue, as always), the error of a
+-- pending row is shown only to members of the role that queued it, as the
+-- outbox's own row level security would.
+CREATE OR REPLACE VIEW kafka_sink.outbox_status AS
+SELECT (SELECT count(*) FROM kafka_sink.outbox WHERE delivered_at IS NULL) AS pending,
+       (SELECT clock_timestamp() - min(created_at) FROM kafka_sink.outbox WHERE delivered_at IS NULL)
+           AS oldest_pending_age,
+       (SELECT round(count(*) / 60.0, 1) FROM kafka_sink.outbox
+         WHERE delivered_at > clock_timestamp() - interval '60 s') AS delivered_per_second,
+       (SELECT max(delivered_at) FROM kafka_sink.outbox) AS last_delivery_at,
+       r.pid AS relay_pid,
+       coalesce(nullif(r.detail, ''),
+                (SELECT o.last_error FROM kafka_sink.outbox o
+                  WHERE o.delivered_at IS NULL AND o.last_error IS NOT NULL
+                    AND pg_catalog.pg_has_role(current_user, o.created_by, 'MEMBER')
+                  ORDER BY o.id LIMIT 1)) AS last_error,
+       CASE WHEN pg_catalog.pg_has_role(current_user, 'pg_read_all_settings', 'USAGE')
+            THEN pg_catalog.current_setting('kafka_sink.outbox_bootstrap_servers') END AS bootstrap_servers
+  FROM (SELECT 1) one
+  LEFT JOIN kafka_sink._worker_pids() r ON r.pipeline_id = -1;
+COMMENT ON VIEW kafka_sink.outbox_status IS
+'The outbox relay at a glance: rows pending (every role''s), the age of the oldest, the delivery rate, the relay''s pid and its last error (an error of a pending row only to members of the role that queued it); bootstrap_servers only for roles that may read kafka_sink.outbox_bootstrap_servers (superusers, pg_read_all_settings), NULL for others.';
+-- ---- end of review: outbox_status ----
+
+-- ---- review: a pipeline in a database the launcher does not serve ----
+-- The launcher runs the pipelines of one database, kafka_sink.database.
+-- A pipeline created and started in another database (the extension can
+-- be created in any) stayed 'running' with no worker, no error and lag 0,
+-- and wait() timed out.  Nothing there can write kafka_sink.errors (no
+-- kafka_sink process connects to that database), so the state is computed
+-- where it is read: status.last_error says why, and wait()/wait_for()
+-- raise.  kafka_sink.database is superuser-only, hence a SECURITY DEFINER
+-- helper that tells only whether this database is the one.
+CREATE FUNCTION kafka_sink._database_served()
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(current_setting('kafka_sink.database', true) = current_database(), false)
+$$;
+COMMENT ON FUNCTION kafka_sink._database_served() IS
+    'Internal: whether kafka_sink.database (superuser-only) names this database, the only one whose pipelines get workers';
+REVOKE ALL ON FUNCTION kafka_sink._database_served() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._database_served() TO kafka_sink_admin;
+
+-- Raises for a running pipeline that no worker will ever run; wait() and
+-- wait_for() call it before they contact the broker and at every look.
+CREATE FUNCTION kafka_sink._require_served(p kafka_sink.pipeline_definitions)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p.state = 'running' AND NOT kafka_sink._database_served() THEN
+        RAISE EXCEPTION 'pipeline "%" cannot run in database "%"', p.name, current_database()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'kafka_sink runs pipelines only in the database named by the kafka_sink.database setting.',
+                  HINT = 'Create the pipeline in that database, or have a superuser set kafka_sink.database to this one (it takes a restart).';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._require_served(kafka_sink.pipeline_definitions) IS
+    'Internal: raises when a running pipeline is in a database whose pipelines kafka_sink does not run';
+REVOKE ALL ON FUNCTION kafka_sink._require_served(kafka_sink.pipeline_definitions) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._require_served(kafka_sink.pipeline_definitions) TO kafka_sink_admin;
+
+CREATE OR REPLACE FUNCTION kafka_sink._wait_marks(pipeline text)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    marks jsonb;
+BEGIN
+    PERFORM kafka_sink._require_served(kafka_sink._get_pipeline(pipeline));
+    SELECT coalesce(jsonb_agg(jsonb_build_object('topic', w.topic, 'partition', w.partition, 'high', w.high)), '[]')
+      INTO marks
+      FROM kafka_sink._watermarks(pipeline) w;
+    RETURN marks;
+END
+$$;
+
+CREATE OR REPLACE VIEW kafka_sink.status WITH (security_invoker = true) AS
+SELECT p.name, p.state,
+       w.workers, w.worker_pids, w.worker_detail,
+       p.last_batch_id,
+       b.committed_at AS last_commit_at,
+       b.committed_at - b.started_at AS last_batch_duration,
+       r.input_rows_per_second, r.processed_rows_per_second,
+       l.avg_offsets_behind, l.max_offsets_behind, l.bytes_behind_estimate,
+       CASE WHEN l.partitions >= 2 AND l.total_lag >= 100 AND l.max_offsets_behind * 2 > l.total_lag
+            THEN l.hot END AS hot_partition,
+       bf.percent_done AS backfill_percent_done,
+       CASE WHEN bf.remaining > 0 AND r.processed_rows_per_second > 0 AND p.state = 'running'
+            THEN make_interval(secs => bf.remaining / least(r.input_rows_per_second, r.processed_rows_per_second))
+            WHEN bf.remaining = 0 THEN interval '0' END AS backfill_time_left,
+       CASE WHEN p.state = 'running' AND NOT kafka_sink._database_served()
+            THEN p.updated_at ELSE e.occurred_at END AS last_error_at,
+       CASE WHEN p.state = 'running' AND NOT kafka_sink._database_served()
+            THEN format('pipeline "%s" cannot run: kafka_sink runs pipelines only in the database named by kafka_sink.database, not in "%s"',
+                        p.name, current_database()) COLLATE "default"
+            ELSE e.message END AS last_error
+  FROM kafka_sink.pipeline_definitions p
+  LEFT JOIN kafka_sink.batches b ON b.pipeline_id = p.id AND b.batch_id = p.last_batch_id
+  LEFT JOIN LATERAL (
+        SELECT count(*)::int AS workers,
+               array_agg(x.pid ORDER BY x.worker) FILTER (WHERE x.pid > 0) AS worker_pids,
+               string_agg(x.detail, '; ' ORDER BY x.worker) FILTER (WHERE x.detail <> '') AS worker_detail
+          FROM kafka_sink._worker_pids() x WHERE x.pipeline_id = p.id) w ON true
+  LEFT JOIN LATERAL (
+        SELECT round(sum(x.messages) / greatest(extract(epoch FROM clock_timestamp() - min(x.started_at)), 1), 1)
+                   AS input_rows_per_second,
+               round(sum(x.messages) / greatest(extract(epoch FROM sum(x.committed_at - x.started_at)), 0.001), 1)
+                   AS processed_rows_per_second
+          FROM kafka_sink.batches x
+         WHERE x.pipeline_id = p.id AND x.committed_at > clock_timestamp() - interval '60 s') r ON true
+  LEFT JOIN LATERAL (
+        SELECT count(*) AS partitions,
+               round(avg(g.lag_messages), 1) AS avg_offsets_behind,
+               max(g.lag_messages) AS max_offsets_behind,
+               sum(g.lag_messages) AS total_lag,
+               sum(g.lag_bytes_estimate) AS bytes_behind_estimate,
+               (array_agg(g.topic || '[' || g.partition || ']' ORDER BY g.lag_messages DESC NULLS LAST))[1] AS hot
+          FROM kafka_sink.progress g WHERE g.pipeline = p.name) l ON true
+  LEFT JOIN LATERAL (
+        SELECT round(100.0 * sum(least(o.next_offset, o.end_offset) - o.start_offset)
+                     / nullif(sum(o.end_offset - o.start_offset), 0), 1) AS percent_done,
+               sum(greatest(o.end_offset - o.next_offset, 0)) AS remaining
+          FROM kafka_sink.offsets o
+         WHERE o.pipeline_id = p.id AND p.ending_offsets IS NOT NULL) bf ON true
+  LEFT JOIN LATERAL (SELECT * FROM kafka_sink.errors x WHERE x.pipeline_id = p.id
+                      ORDER BY x.occurred_at DESC, x.id DESC LIMIT 1) e ON true;
+
+CREATE OR REPLACE FUNCTION kafka_sink._wait_check(pipeline text, marks jsonb, deadline timestamptz)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions := kafka_sink._get_pipeline(pipeline);
+    behind bigint;
+    err text;
+BEGIN
+    -- a failed pipeline says so, even when nothing is behind (it may have
+    -- failed before reading anything)
+    IF p.state = 'failed' THEN
+        SELECT concat_ws(' ', e.message, e.detail) INTO err FROM kafka_sink.errors e
+         WHERE e.pipeline_id = p.id ORDER BY e.occurred_at DESC, e.id DESC LIMIT 1;
+        RAISE EXCEPTION 'pipeline "%" failed', pipeline
+            USING ERRCODE = 'object_not_in_prerequisite_state', DETAIL = coalesce(err, ''),
+                  HINT = 'Fix the cause, then SELECT kafka_sink.start(...).';
+    END IF;
+    -- a running pipeline of a database the launcher does not serve never
+    -- gets a worker: it says so rather than time out
+    PERFORM kafka_sink._require_served(p);
+    SELECT count(*) INTO behind
+      FROM jsonb_to_recordset(marks) AS m(topic text, partition integer, high bigint)
+      LEFT JOIN kafka_sink.offsets o
+             ON o.pipeline_id = p.id AND o.topic = m.topic AND o.partition = m.partition
+     WHERE CASE WHEN o.next_offset IS NULL THEN m.high > 0 ELSE o.next_offset <> m.high END;
+    IF behind = 0 THEN
+        RETURN true;
+    END IF;
+    IF clock_timestamp() >= deadline THEN
+        RETURN false;
+    END IF;
+    RETURN NULL;
+END
+$$;
+-- ---- end of review: database not served ----

@@ -26,11 +26,16 @@
 #include "kafka_sink.h"
 
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
 #include "commands/trigger.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "rewrite/rewriteHandler.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
@@ -240,4 +245,112 @@ kafka_sink_api_call(PG_FUNCTION_ARGS)
 	fcinfo->isnull = inner->isnull;
 	pfree(inner);
 	return result;
+}
+
+/*
+ * LOCK TABLE on the catalog.  The admins' DML privileges (the API runs as
+ * the caller) also let them LOCK a catalog table in any mode, and the
+ * guard trigger never sees a LOCK: one admin holding ACCESS EXCLUSIVE on
+ * kafka_sink.offsets in an idle transaction stalled every owner's workers,
+ * the launcher and the views.  So a LOCK stronger than ACCESS SHARE of a
+ * relation of the extension's schema, or of a view that reads one (LOCK
+ * on a view locks what it reads, with the view owner's privileges), is
+ * refused to non-superusers outside kafka_sink's own code.
+ */
+static ProcessUtility_hook_type prev_process_utility = NULL;
+
+typedef struct LockWalk
+{
+	Oid			nsp;
+	int			depth;
+} LockWalk;
+
+static bool lock_walker(Node *node, void *context);
+
+static bool
+lock_reaches_catalog(Oid relid, LockWalk *w)
+{
+	Relation	view;
+	bool		found;
+
+	if (!OidIsValid(relid))
+		return false;
+	if (get_rel_namespace(relid) == w->nsp)
+		return true;
+	if (get_rel_relkind(relid) != RELKIND_VIEW || w->depth > 64)
+		return false;
+	/* as LockViewRecurse: every relation the view's query reads */
+	view = relation_open(relid, AccessShareLock);
+	w->depth++;
+	found = lock_walker((Node *) get_view_query(view), w);
+	w->depth--;
+	relation_close(view, AccessShareLock);
+	return found;
+}
+
+static bool
+lock_walker(Node *node, void *context)
+{
+	LockWalk   *w = (LockWalk *) context;
+
+	if (node == NULL)
+		return false;
+	if (IsA(node, RangeTblEntry))
+	{
+		RangeTblEntry *rte = (RangeTblEntry *) node;
+
+		return rte->rtekind == RTE_RELATION && lock_reaches_catalog(rte->relid, w);
+	}
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, lock_walker, context, QTW_EXAMINE_RTES_BEFORE);
+	return expression_tree_walker(node, lock_walker, context);
+}
+
+static void
+check_lock(LockStmt *stmt)
+{
+	LockWalk	w;
+	ListCell   *lc;
+
+	if (stmt->mode <= AccessShareLock || catalog_writes > 0 || superuser())
+		return;
+	w.nsp = get_namespace_oid("kafka_sink", true);
+	w.depth = 0;
+	if (!OidIsValid(w.nsp))
+		return;
+	foreach(lc, stmt->relations)
+	{
+		RangeVar   *rv = lfirst_node(RangeVar, lc);
+		Oid			relid = RangeVarGetRelid(rv, NoLock, true);
+
+		if (lock_reaches_catalog(relid, &w))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("kafka_sink's catalog tables are locked only by kafka_sink"),
+					 errdetail("\"%s\" is or reads a catalog table of kafka_sink; a lock on it would stop the pipelines of every owner.",
+							   rv->relname),
+					 errhint("Only ACCESS SHARE MODE is allowed; the kafka_sink API serializes its own writes.")));
+	}
+}
+
+static void
+ks_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+				   ProcessUtilityContext context, ParamListInfo params,
+				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	if (IsA(pstmt->utilityStmt, LockStmt))
+		check_lock((LockStmt *) pstmt->utilityStmt);
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
+							 queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+}
+
+void
+ks_catalog_guard_init(void)
+{
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = ks_process_utility;
 }

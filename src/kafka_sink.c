@@ -32,6 +32,7 @@ _PG_init(void)
 				 errhint("Add kafka_sink to shared_preload_libraries in postgresql.conf and restart the server.")));
 
 	ks_guc_init();
+	ks_catalog_guard_init();
 
 	/* pg_upgrade runs the server without workers; reserve nothing else */
 	if (IsBinaryUpgrade)

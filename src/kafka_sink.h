@@ -250,6 +250,7 @@ extern int	ks_catalog_writes_raise(void);
 extern int	ks_catalog_writes_suspend(void);
 extern void ks_catalog_writes_restore(int saved);
 extern void ks_catalog_writes_for_worker(void);
+extern void ks_catalog_guard_init(void);
 
 /* ---- offsets.c: the one parser of offsets specs ---- */
 typedef enum KsSpecKind

@@ -33,13 +33,51 @@ COMMENT ON FUNCTION kafka_sink.recent_progress(text, integer) IS
 'The progress records of a pipeline''s last n batches (default 10), oldest first.';
 
 -- wait() and wait_for(): the high watermarks to reach, taken once ...
-CREATE FUNCTION kafka_sink._wait_marks(pipeline text)
-RETURNS jsonb
-LANGUAGE sql
+-- A pipeline in a database the launcher does not serve cannot run: the
+-- state is computed where it is read (status, wait).
+CREATE FUNCTION kafka_sink._database_served()
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+    SELECT coalesce(current_setting('kafka_sink.database', true) = current_database(), false)
+$$;
+COMMENT ON FUNCTION kafka_sink._database_served() IS
+    'Internal: whether kafka_sink.database (superuser-only) names this database, the only one whose pipelines get workers';
+
+-- Raises for a running pipeline that no worker will ever run; wait() and
+-- wait_for() call it before they contact the broker and at every look.
+CREATE FUNCTION kafka_sink._require_served(p kafka_sink.pipeline_definitions)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p.state = 'running' AND NOT kafka_sink._database_served() THEN
+        RAISE EXCEPTION 'pipeline "%" cannot run in database "%"', p.name, current_database()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'kafka_sink runs pipelines only in the database named by the kafka_sink.database setting.',
+                  HINT = 'Create the pipeline in that database, or have a superuser set kafka_sink.database to this one (it takes a restart).';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._require_served(kafka_sink.pipeline_definitions) IS
+    'Internal: raises when a running pipeline is in a database whose pipelines kafka_sink does not run';
+
+CREATE FUNCTION kafka_sink._wait_marks(pipeline text)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    marks jsonb;
+BEGIN
+    PERFORM kafka_sink._require_served(kafka_sink._get_pipeline(pipeline));
     SELECT coalesce(jsonb_agg(jsonb_build_object('topic', w.topic, 'partition', w.partition, 'high', w.high)), '[]')
-      FROM kafka_sink._watermarks(pipeline) w
+      INTO marks
+      FROM kafka_sink._watermarks(pipeline) w;
+    RETURN marks;
+END
 $$;
 COMMENT ON FUNCTION kafka_sink._wait_marks(text) IS
 'Internal: the high watermarks a wait() or wait_for() call must reach, taken once.';
@@ -65,6 +103,9 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state', DETAIL = coalesce(err, ''),
                   HINT = 'Fix the cause, then SELECT kafka_sink.start(...).';
     END IF;
+    -- a running pipeline of a database the launcher does not serve never
+    -- gets a worker: it says so rather than time out
+    PERFORM kafka_sink._require_served(p);
     SELECT count(*) INTO behind
       FROM jsonb_to_recordset(marks) AS m(topic text, partition integer, high bigint)
       LEFT JOIN kafka_sink.offsets o
@@ -354,8 +395,12 @@ SELECT p.name, p.state,
        CASE WHEN bf.remaining > 0 AND r.processed_rows_per_second > 0 AND p.state = 'running'
             THEN make_interval(secs => bf.remaining / least(r.input_rows_per_second, r.processed_rows_per_second))
             WHEN bf.remaining = 0 THEN interval '0' END AS backfill_time_left,
-       e.occurred_at AS last_error_at,
-       e.message AS last_error
+       CASE WHEN p.state = 'running' AND NOT kafka_sink._database_served()
+            THEN p.updated_at ELSE e.occurred_at END AS last_error_at,
+       CASE WHEN p.state = 'running' AND NOT kafka_sink._database_served()
+            THEN format('pipeline "%s" cannot run: kafka_sink runs pipelines only in the database named by kafka_sink.database, not in "%s"',
+                        p.name, current_database()) COLLATE "default"
+            ELSE e.message END AS last_error
   FROM kafka_sink.pipeline_definitions p
   LEFT JOIN kafka_sink.batches b ON b.pipeline_id = p.id AND b.batch_id = p.last_batch_id
   LEFT JOIN LATERAL (
@@ -397,9 +442,12 @@ SELECT (SELECT count(*) FROM kafka_sink.outbox WHERE delivered_at IS NULL) AS pe
        (SELECT max(delivered_at) FROM kafka_sink.outbox) AS last_delivery_at,
        r.pid AS relay_pid,
        coalesce(nullif(r.detail, ''),
-                (SELECT last_error FROM kafka_sink.outbox WHERE delivered_at IS NULL AND last_error IS NOT NULL
-                  ORDER BY id LIMIT 1)) AS last_error,
-       current_setting('kafka_sink.outbox_bootstrap_servers') AS bootstrap_servers
+                (SELECT o.last_error FROM kafka_sink.outbox o
+                  WHERE o.delivered_at IS NULL AND o.last_error IS NOT NULL
+                    AND pg_catalog.pg_has_role(current_user, o.created_by, 'MEMBER')
+                  ORDER BY o.id LIMIT 1)) AS last_error,
+       CASE WHEN pg_catalog.pg_has_role(current_user, 'pg_read_all_settings', 'USAGE')
+            THEN pg_catalog.current_setting('kafka_sink.outbox_bootstrap_servers') END AS bootstrap_servers
   FROM (SELECT 1) one
   LEFT JOIN kafka_sink._worker_pids() r ON r.pipeline_id = -1;
 GRANT SELECT ON kafka_sink.pipelines, kafka_sink.status, kafka_sink.progress TO kafka_sink_admin;
@@ -412,7 +460,7 @@ COMMENT ON VIEW kafka_sink.progress IS
 COMMENT ON VIEW kafka_sink.status IS
 'One row per pipeline: state, workers, last batch and commit, rates, lag (with a hot partition), backfill progress and the last error.';
 COMMENT ON VIEW kafka_sink.outbox_status IS
-'The outbox relay at a glance: pending messages, the oldest one''s age, the delivery rate, the relay''s pid and last error.';
+'The outbox relay at a glance: rows pending (every role''s), the age of the oldest, the delivery rate, the relay''s pid and its last error (an error of a pending row only to members of the role that queued it); bootstrap_servers only for roles that may read kafka_sink.outbox_bootstrap_servers (superusers, pg_read_all_settings), NULL for others.';
 
 
 CREATE VIEW kafka_sink.versions AS
