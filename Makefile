@@ -28,6 +28,13 @@ PGFILEDESC = "kafka_sink - exactly-once Kafka sink"
 
 REGRESS = create validation kafka_options versions create_refusals internal_functions lineage batching_knobs dead_letter
 REGRESS_OPTS = --dbname=kafka_sink_regress
+# make installcheck runs against a server that is up (test/run_tests.sh
+# regress starts one with the module preloaded); make installcheck-temp
+# needs none: pg_regress starts a throwaway instance in tmp_check/ from the
+# installed PostgreSQL (bindir of PG_CONFIG) with test/regress.conf
+# (shared_preload_libraries = 'kafka_sink') and stops it at the end.  Run
+# make install first: the instance loads the installed module.
+REGRESS_TEMP_OPTS = --temp-instance=./tmp_check --temp-config=$(srcdir)/test/regress.conf
 
 PG_CONFIG ?= pg_config
 # librdkafka from pkg-config: PKG_CONFIG_PATH=<prefix>/lib/pkgconfig selects
@@ -62,6 +69,12 @@ include $(PGXS)
 kafka_sink--$(EXTVERSION).sql: kafka_sink--0.1.0.sql kafka_sink--0.1.0--0.2.0.sql
 	{ echo '-- kafka_sink $(EXTVERSION): built by make from the files below; edit those.'; \
 	  for f in $^; do echo; echo "-- ---- $$f ----"; grep -v '^\\echo ' $$f; done; } > $@
+
+# (PGXS's own installcheck recipe plus a temporary instance; pg_regress
+# refuses to run initdb as root, so run it as an ordinary user)
+.PHONY: installcheck-temp
+installcheck-temp:
+	$(pg_regress_installcheck) $(REGRESS_TEMP_OPTS) $(REGRESS_OPTS) $(REGRESS)
 
 .PHONY: test demo bench
 test:
