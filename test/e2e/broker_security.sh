@@ -39,7 +39,7 @@
 # good by the Java client instead.
 # Passwords are random and are passed through a table, never in statement
 # text (PostgreSQL logs the text of a failing statement by itself).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 LOGF="$KS_LOGS/postgresql.log"
 O=ks_e2e
@@ -77,7 +77,6 @@ trap cleanup EXIT
 
 rnd() { head -c 9 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 contains() { local n; n="$(grep -c -- "$1" || true)"; [ "${n:-0}" -gt 0 ] && echo t || echo f; }
-free_port() { "$HARNESS" free-port "$@"; }
 
 PW_ADMIN="ksAdm$(rnd)"; PW_ALICE="ksAlice256$(rnd)"; PW_BOB="ksBob512$(rnd)"
 PW_CAROL="ksCarolPlain$(rnd)"; PW_WRONG="ksWrong$(rnd)"; PW_KS="ksStore$(rnd)"
