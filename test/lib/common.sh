@@ -9,12 +9,14 @@
 #
 # Groups: env and names; SQL (sql, sql_at, as_role, poll, worker pids);
 # results (check, lines_with, finish); set-up (setup_owner); producing
-# (produce, produce_py); exit hooks (at_exit); clusters of a script's own
-# (own_cluster_start ...); waiting (wait_for); ports (free_port).
+# (produce, produce_py, high_watermarks); exit hooks (at_exit); clusters
+# of a script's own (own_cluster_start ...); processes of a script's own
+# (stop_process, own_broker_start); waiting (wait_for); ports (free_port).
 set -euo pipefail
 KS_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$KS_LIB_DIR/../.." && pwd)"
 HARNESS="$REPO/test/harness.sh"
+E2E_DIR="$REPO/test/e2e"
 
 # ---------------------------------------------------------------- env
 
@@ -173,11 +175,13 @@ at_exit() {
     [ ${#KS_EXIT_HOOKS[@]} -gt 0 ] || trap ks_run_exit_hooks EXIT
     KS_EXIT_HOOKS+=("$1")
 }
+# (a hook sees the script's exit status in KS_EXIT_STATUS)
 # shellcheck disable=SC2317  # reached through the trap
 ks_run_exit_hooks() {
     local rc=$? i
     trap - EXIT
     set +e
+    KS_EXIT_STATUS=$rc
     for ((i = ${#KS_EXIT_HOOKS[@]} - 1; i >= 0; i--)); do
         ${KS_EXIT_HOOKS[$i]}
     done
@@ -224,6 +228,45 @@ ks_own_cleanup() {
         KS_RUN="$d" KS_PGBIN="${KS_OWN_PGBIN[$d]:-${KS_PGBIN:-}}" "$HARNESS" clean >/dev/null 2>&1
         rm -rf "$d"
     done
+}
+
+# ---------------------------------------------------------------- own processes
+
+# stop_process PID [SECONDS]: SIGTERM, SIGKILL if it still runs after
+# SECONDS (default 10); nothing when PID is empty or gone
+stop_process() {
+    local pid="${1:-}" i
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null
+    for ((i = 0; i < ${2:-10} * 10; i++)); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# own_broker_start DIR [STORAGE TOOL ARGS...]: a Kafka broker of the
+# script's own (other listeners than the harness's, e.g. SASL/SSL), from
+# DIR/server.properties and DIR/log4j2.properties that the script wrote:
+# formatted (the extra args go to kafka.tools.StorageTool format, e.g.
+# --add-scram ...; its output in DIR/format.log), then started in its own
+# session (log DIR/broker.log, pid in DIR/pid and OWN_BROKER_PID).  The
+# script waits for it on its own listeners, and stops it with stop_process
+# (in its at_exit hook, after dropping what reads from it).
+own_broker_start() {
+    local dir="$1" cluster_id
+    shift
+    cluster_id="$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+    java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+         -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$KS_KAFKA_CP" \
+         kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" --standalone \
+         "$@" > "$dir/format.log" 2>&1 \
+        || { echo "# broker format failed:"; sed 's/^/#   /' "$dir/format.log"; return 1; }
+    ( exec setsid java -Xms128m -Xmx384m -XX:+UseG1GC -Djava.awt.headless=true \
+          -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$KS_KAFKA_CP" \
+          kafka.Kafka "$dir/server.properties" > "$dir/broker.log" 2>&1 < /dev/null ) &
+    OWN_BROKER_PID=$!
+    echo "$OWN_BROKER_PID" > "$dir/pid"
 }
 
 # as_pg CMD...: CMD as the OS user of the clusters (the harness runs them
