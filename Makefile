@@ -49,6 +49,13 @@ PGFILEDESC = "kafka_sink - exactly-once Kafka sink"
 
 REGRESS = create validation kafka_options versions create_refusals internal_functions lineage batching_knobs dead_letter comments review_outbox_status review_unserved_database review_catalog_lock
 REGRESS_OPTS = --dbname=kafka_sink_regress
+# make installcheck runs against a server that is up (test/run_tests.sh
+# regress starts one with the module preloaded); make installcheck-temp
+# needs none: pg_regress starts a throwaway instance in tmp_check/ from the
+# installed PostgreSQL (bindir of PG_CONFIG) with test/regress.conf
+# (shared_preload_libraries = 'kafka_sink') and stops it at the end.  Run
+# make install first: the instance loads the installed module.
+REGRESS_TEMP_OPTS = --temp-instance=./tmp_check --temp-config=$(srcdir)/test/regress.conf
 
 PG_CONFIG ?= pg_config
 # librdkafka from pkg-config: PKG_CONFIG_PATH=<prefix>/lib/pkgconfig selects
@@ -84,6 +91,12 @@ kafka_sink--$(EXTVERSION).sql: $(SQL_PARTS) Makefile
 	{ echo '-- kafka_sink $(EXTVERSION): built by make from src/sql/ (SQL_PARTS in the Makefile); edit those.'; \
 	  echo; printf '%s\n' '\echo Use "CREATE EXTENSION kafka_sink" to load this file. \quit'; \
 	  for f in $(SQL_PARTS); do echo; echo "-- ---- $$f ----"; echo; cat $$f; done; } > $@
+
+# (PGXS's own installcheck recipe plus a temporary instance; pg_regress
+# refuses to run initdb as root, so run it as an ordinary user)
+.PHONY: installcheck-temp
+installcheck-temp:
+	$(pg_regress_installcheck) $(REGRESS_TEMP_OPTS) $(REGRESS_OPTS) $(REGRESS)
 
 .PHONY: test demo bench
 test:

@@ -112,7 +112,7 @@ cleanup() {
 # hooks run in order: reset the fault first
 chaos_cleanup_hooks+=(reset_fault_on_exit cleanup)
 
-produce() {  # produce TOPIC FILE
+produce_file() {  # produce_file TOPIC FILE
     kcat -P -b "$KS_BOOTSTRAP" -t "$1" -K $'\t' -z lz4 -X enable.idempotence=true \
          -X message.timeout.ms=60000 < "$2" 2> "$W/kcat.err" \
         || { cat "$W/kcat.err" >&2; die "kcat failed producing $2 to $1"; }
@@ -194,7 +194,7 @@ SQL
     f2="$W/case$c.2.txt"
     python3 "$CHAOS_DIR/gen_orders.py" "$f1" "$N_MSG" "$N_KEYS" "$((SEED + 2 * c))" 1 0
     python3 "$CHAOS_DIR/gen_orders.py" "$f2" "$N_MSG" "$N_KEYS" "$((SEED + 2 * c + 1))" 1 "$N_MSG"
-    produce "$topic" "$f1"
+    produce_file "$topic" "$f1"
     if ! wait_all 60 "$pm" "$pa" > "$W/wait1.out"; then
         fail "$tag: the pipelines apply the first $N_MSG messages before the fault: $(cat "$W/wait1.out")"
         show_diagnostics "$pm" "$pa"
@@ -208,7 +208,7 @@ SQL
     log_off=$(( $(stat -L -c %s "$PGLOG_FILE") + 1 ))
     set_fault "$point" "$action"
     sleep 1                # the workers take the reload when they next wait
-    produce "$topic" "$f2"
+    produce_file "$topic" "$f2"
     t0=$SECONDS
     seen=0
     while [ $SECONDS -lt $((t0 + FAIL_TIMEOUT)) ]; do

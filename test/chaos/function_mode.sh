@@ -5,7 +5,7 @@
 # message; the worker is killed with kill -9 while it ingests; at the end
 # both tables equal what the test computes from the messages it produced.
 set -uo pipefail
-. "$(dirname "$0")/../e2e/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 T="chaos_fn_$SFX"
 S="fn_$SFX"
@@ -43,7 +43,7 @@ for i in range($N):
 split -n l/5 -d "$KS_RUN/$S.txt" "$KS_RUN/$S.part."
 kills=0
 for part in "$KS_RUN/$S.part."*; do
-    kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|' < "$part"
+    produce "$T" < "$part"
     for j in 1 2; do
         poll "SELECT worker_pids IS NOT NULL FROM kafka_sink.status WHERE name = '$S'" 60 || true
         pid="$(sql -c "SELECT worker_pids[1] FROM kafka_sink.status WHERE name = '$S'" 2>/dev/null || true)"

@@ -13,8 +13,12 @@
 # (a failing run always keeps them, stopped, for inspection).
 
 CHAOS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$CHAOS_DIR/../.." && pwd)"
-H="$REPO/test/harness.sh"
+# the helpers shared with the e2e scripts (sql, check, poll, worker pids,
+# produce, at_exit, ...); the env is chaos_setup_env's to load
+KS_LIB_NO_ENV=1
+# shellcheck source=test/lib/common.sh
+. "$CHAOS_DIR/../lib/common.sh"
+H="$HARNESS"
 
 chaos_passed=0
 chaos_failed=0
@@ -76,15 +80,15 @@ chaos_setup_env() {
     q "SELECT 1" >/dev/null || die "PostgreSQL on 127.0.0.1:$PGPORT does not answer"
     [ "$(q "SELECT count(*) FROM pg_available_extensions WHERE name = 'kafka_sink'")" = 1 ] \
         || die "the kafka_sink extension is not installed (make && make install)"
-    trap chaos_exit EXIT
+    at_exit chaos_exit
     trap 'echo; warn "interrupted"; exit 130' INT TERM
 }
 
-# EXIT trap: background jobs, cleanup hooks, then restore the services
+# at exit (common.sh's at_exit): background jobs, cleanup hooks, then
+# restore the services
+# shellcheck disable=SC2317  # reached through at_exit
 chaos_exit() {
-    local rc=$?
-    trap - EXIT INT TERM
-    set +e
+    trap - INT TERM
     local p
     for p in "${chaos_bg_pids[@]}"; do
         kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
@@ -98,7 +102,6 @@ chaos_exit() {
         [ $chaos_started_pg = 1 ] && harness pg-stop
         [ $chaos_started_kafka = 1 ] && harness kafka-stop
     fi
-    exit $rc
 }
 
 kafka_stop()  { chaos_stopped_kafka=1; harness kafka-stop; }
@@ -132,40 +135,7 @@ qr() {
 
 postmaster_pid() { head -n 1 "$KS_PGDATA/postmaster.pid" 2>/dev/null || true; }
 
-# worker_pids PIPELINE: pids of its workers in pg_stat_activity, sorted
-# (application_name is "kafka_sink: NAME", or "kafka_sink: NAME/N" when the
-# pipeline has several workers)
-worker_pids() {
-    psql -X -q -A -t -c "SELECT pid FROM pg_stat_activity
-                          WHERE backend_type = 'kafka_sink worker'
-                            AND (application_name = 'kafka_sink: $1'
-                                 OR application_name LIKE 'kafka_sink: $1/%')
-                          ORDER BY pid" 2>/dev/null | paste -sd' ' - || true
-}
-
-# worker_pid PIPELINE: the pid of one of its workers (a random one), or nothing
-worker_pid() {
-    psql -X -q -A -t -c "SELECT pid FROM pg_stat_activity
-                          WHERE backend_type = 'kafka_sink worker'
-                            AND (application_name = 'kafka_sink: $1'
-                                 OR application_name LIKE 'kafka_sink: $1/%')
-                          ORDER BY random() LIMIT 1" 2>/dev/null || true
-}
-
-# wait_worker PIPELINE OLD_PID TIMEOUT: prints the pid of a worker other
-# than OLD_PID once one runs; fails after TIMEOUT seconds
-wait_worker() {
-    local name="$1" old="$2" deadline=$((SECONDS + $3)) pid
-    while [ $SECONDS -lt $deadline ]; do
-        pid="$(worker_pid "$name")"
-        if [ -n "$pid" ] && [ "$pid" != "$old" ]; then
-            echo "$pid"
-            return 0
-        fi
-        sleep 0.2
-    done
-    return 1
-}
+# (worker_pids, worker_pid, wait_worker: test/lib/common.sh)
 
 # kill9_worker PID: SIGKILL, but only a kafka_sink worker of our own cluster
 kill9_worker() {

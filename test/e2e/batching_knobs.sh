@@ -9,7 +9,7 @@
 #    is applied, and resuming loses nothing;
 #  - a bounded pipeline whose tail is smaller than the minimum still finishes
 #    (its max_trigger_delay is an hour).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 T="e2e_knobs_$SFX"
 TB="e2e_knobs_b_$SFX"
@@ -19,9 +19,9 @@ PB="knobs_b_$SFX"
 "$HARNESS" topic-create "$TB" 3 >/dev/null 2>&1
 
 produce_range() {  # TOPIC FROM TO: message i has key i
-    python3 -c "
+    produce_py "$1" "
 for i in range($2, $3 + 1):
-    print('%d|{\"id\":%d}' % (i, i))" | kcat -P -b "$KS_BOOTSTRAP" -t "$1" -K '|'
+    print('%d|{\"id\":%d}' % (i, i))"
 }
 as_owner() { sql -c "SET ROLE ks_e2e" -c "$1" >/dev/null; }
 count() { sql -c "SELECT count(*) FROM e2e.$1"; }

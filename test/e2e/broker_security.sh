@@ -39,7 +39,7 @@
 # good by the Java client instead.
 # Passwords are random and are passed through a table, never in statement
 # text (PostgreSQL logs the text of a failing statement by itself).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 LOGF="$KS_LOGS/postgresql.log"
 O=ks_e2e
@@ -51,10 +51,9 @@ TPID=""
 T0=$SECONDS
 TABLES="sha256 sha512 plain wrong ssl saslssl mtls mtlspem nocert oidc oidcwrong"
 
+# at exit: the pipelines, tables and roles, then the token server and the
+# broker, then the certificates
 cleanup() {
-    local rc=$?
-    set +e
-    trap - EXIT
     sql -c "SELECT kafka_sink.drop_pipeline(name) FROM kafka_sink.pipeline_definitions WHERE name LIKE 'bsec\\_%\\_$SFX'" >/dev/null 2>&1
     sql -c "DROP TABLE IF EXISTS e2e.bsec_opts_$SFX" >/dev/null 2>&1
     for t in $TABLES; do
@@ -63,21 +62,15 @@ cleanup() {
     sql -c "REVOKE pg_read_server_files FROM $O" >/dev/null 2>&1
     sql -c "DROP OWNED BY ks_e2e_pem" >/dev/null 2>&1
     sql -c "DROP ROLE IF EXISTS ks_e2e_pem" >/dev/null 2>&1
-    if [ -n "$TPID" ] && kill -0 "$TPID" 2>/dev/null; then kill -TERM "$TPID" 2>/dev/null; fi
-    if [ -n "$BPID" ] && kill -0 "$BPID" 2>/dev/null; then
-        kill -TERM "$BPID" 2>/dev/null
-        for _ in $(seq 1 100); do kill -0 "$BPID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$BPID" 2>/dev/null
-    fi
+    stop_process "$TPID" 2
+    stop_process "$BPID" 10
     rm -rf "$SSLDIR"
-    [ "$rc" -eq 0 ] || [ ! -s "$BDIR/broker.log" ] || { echo "# broker log tail:"; tail -n 20 "$BDIR/broker.log" | sed 's/^/#   /'; }
-    exit "$rc"
+    [ "$KS_EXIT_STATUS" -eq 0 ] || [ ! -s "$BDIR/broker.log" ] || { echo "# broker log tail:"; tail -n 20 "$BDIR/broker.log" | sed 's/^/#   /'; }
 }
-trap cleanup EXIT
+at_exit cleanup
 
 rnd() { head -c 9 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 contains() { local n; n="$(grep -c -- "$1" || true)"; [ "${n:-0}" -gt 0 ] && echo t || echo f; }
-free_port() { "$HARNESS" free-port "$@"; }
 
 PW_ADMIN="ksAdm$(rnd)"; PW_ALICE="ksAlice256$(rnd)"; PW_BOB="ksBob512$(rnd)"
 PW_CAROL="ksCarolPlain$(rnd)"; PW_WRONG="ksWrong$(rnd)"; PW_KS="ksStore$(rnd)"
@@ -186,22 +179,10 @@ logger.request.level = WARN
 logger.state.name = state.change.logger
 logger.state.level = WARN
 EOF
-# (never one starting with "-": the storage tool would take it for an option)
-CLUSTER_ID="$(python3 -c 'import base64,uuid
-c = "-"
-while c.startswith("-"): c = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-print(c)')"
-java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-     -Dlog4j2.configurationFile="$BDIR/log4j2.properties" -cp "$KS_KAFKA_CP" \
-     kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$BDIR/server.properties" --standalone \
-     --add-scram "SCRAM-SHA-256=[name=alice,password=$PW_ALICE]" \
-     --add-scram "SCRAM-SHA-512=[name=bob,password=$PW_BOB]" > "$BDIR/format.log" 2>&1 \
-    || { echo "# broker format failed:"; sed 's/^/#   /' "$BDIR/format.log"; exit 1; }
-( exec setsid java -Xms128m -Xmx384m -XX:+UseG1GC -Djava.awt.headless=true \
-      -Dlog4j2.configurationFile="$BDIR/log4j2.properties" -cp "$KS_KAFKA_CP" \
-      kafka.Kafka "$BDIR/server.properties" > "$BDIR/broker.log" 2>&1 < /dev/null ) &
-BPID=$!
-echo "$BPID" > "$BDIR/pid"
+own_broker_start "$BDIR" \
+    --add-scram "SCRAM-SHA-256=[name=alice,password=$PW_ALICE]" \
+    --add-scram "SCRAM-SHA-512=[name=bob,password=$PW_BOB]" || exit 1
+BPID="$OWN_BROKER_PID"
 
 # =============================================================================
 # an OIDC token endpoint on loopback: client-credentials grant, HTTP Basic

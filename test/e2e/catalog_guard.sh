@@ -21,7 +21,7 @@
 #    failed, the guard's error in kafka_sink.errors) with nothing applied or
 #    checkpointed past the start; replay_quarantine into a target whose
 #    trigger writes the catalog is refused and changes nothing.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 O=ks_e2e
 T1="e2e_cg1_$SFX"    # the pipeline that exercises the API
@@ -43,8 +43,8 @@ outcome() {
         sed -n 's/^ERROR: *\(.*\)$/\1/p' <<<"$out" | sed -n 1p
     fi
 }
-produce() {  # TOPIC LINES (key|value per line)
-    printf '%s\n' "$2" | kcat -P -b "$KS_BOOTSTRAP" -t "$1" -K '|'
+produce_text() {  # TOPIC LINES (key|value per line)
+    printf '%s\n' "$2" | produce "$1"
 }
 pid_of() { sql -c "SELECT id FROM kafka_sink.pipeline_definitions WHERE name = '$1'"; }
 checkpoint() { sql -c "SELECT coalesce(string_agg(next_offset::text, ',' ORDER BY partition), 'none') FROM kafka_sink.offsets WHERE pipeline_id = (SELECT id FROM kafka_sink.pipeline_definitions WHERE name = '$1')"; }
@@ -76,7 +76,7 @@ SQL
 P="cg_$SFX"
 check "create_pipeline as the owner" ok \
       "$(outcome "SELECT kafka_sink.create_pipeline(name => '$P', bootstrap_servers => '$KS_BOOTSTRAP', subscribe => ARRAY['$T1'], target => 'e2e.cg_$SFX', starting_offsets => 'earliest', event_id => 'eid')")"
-produce "$T1" '1|{"id":1,"n":1,"eid":"e1"}
+produce_text "$T1" '1|{"id":1,"n":1,"eid":"e1"}
 2|{"id":2,"n":2,"eid":"e2"}
 3|{"id":3,"n":3,"eid":"e3"}
 4|{"id":4,"n":-4,"eid":"e4"}'
@@ -156,7 +156,7 @@ check "alter_pipeline: a new generation" "ok|$((gen0 + 1))|1000" \
       "$(outcome "SELECT kafka_sink.alter_pipeline('$P', max_offsets_per_batch => 1000)")|$(sql -c "SELECT generation || '|' || max_offsets_per_batch FROM kafka_sink.pipeline_definitions WHERE id = $PID")"
 check "pause, then resume" "ok|paused|ok|running" \
       "$(outcome "SELECT kafka_sink.pause('$P')")|$(state_of "$P")|$(outcome "SELECT kafka_sink.resume('$P')")|$(state_of "$P")"
-produce "$T1" '5|{"id":5,"n":5,"eid":"e5"}'
+produce_text "$T1" '5|{"id":5,"n":5,"eid":"e5"}'
 check "resumed: it ingests" "t|4|5" "$(as_owner -c "SELECT kafka_sink.wait('$P', '60 s')")|$(sql -c "SELECT count(*) FROM e2e.cg_$SFX")|$(checkpoint "$P")"
 check "stop" "ok|stopped" "$(outcome "SELECT kafka_sink.stop('$P')")|$(state_of "$P")"
 check "reset_offsets to earliest returns the move and records it" "$T1|0|5|0|1" \
@@ -243,7 +243,7 @@ create "cg_deferred_$SFX" "target => 'e2e.cg_d_$SFX'"
 create "cg_bronze_$SFX" "bronze => 'e2e.cg_b_$SFX'"
 create "cg_domain_$SFX" "target => 'e2e.cg_c_$SFX'"
 create "cg_function_$SFX" "target => 'e2e.cg_f_$SFX', mode => 'function', batch_function => 'e2e.cg_fn_$SFX(bigint, e2e.cg_f_$SFX[])'"
-produce "$T2" '1|{"id":1,"n":1}
+produce_text "$T2" '1|{"id":1,"n":1}
 2|{"id":2,"n":2}'
 for kind in trigger deferred bronze domain function; do
     p="cg_${kind}_$SFX"

@@ -16,7 +16,7 @@
 #    pipeline is stopped, the pipeline goes on from its own checkpoint: an
 #    append target holds every message exactly once; and the group shows the
 #    catalog's checkpoint again.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 T="e2e_cg_$SFX"
 A="cga_$SFX"          # with group.id
@@ -25,9 +25,9 @@ G="ks_lag_$SFX"
 "$HARNESS" topic-create "$T" 3 >/dev/null 2>&1
 
 produce_range() {  # FROM TO: message i has key i
-    python3 -c "
+    produce_py "$T" "
 for i in range($1, $2 + 1):
-    print('%d|{\"id\":%d}' % (i, i))" | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|'
+    print('%d|{\"id\":%d}' % (i, i))"
 }
 # describe: "partition current log_end lag" per partition of T in group G, sorted
 describe() {

@@ -13,7 +13,7 @@
 #  - kill -9 of the relay during delivery (3000 rows), repeatedly: every quarantine row
 #    is in the dead-letter topic at least once, every copy with the event id
 #    of its outbox row (duplicates only with the same event id).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 IN="e2e_dlq_in_$SFX"
 DLQ="e2e_dlq_$SFX"
@@ -151,14 +151,14 @@ PY
 
 # ---- good and bad messages ---------------------------------------------------------------
 printf '%s\n' 'k1|{"id":1,"amount":"10"}' 'k3|{"id":3}' 'k6|{"id":6,"amount":"abc"}' \
-    | kcat -P -b "$KS_BOOTSTRAP" -t "$IN" -p 0 -K '|'
+    | produce "$IN" -p 0
 printf '{"id":2,' > "$W/invalid.json"
 kcat -P -b "$KS_BOOTSTRAP" -t "$IN" -p 0 -k k2 -H src=e2e -H trace=t-2 "$W/invalid.json"
 # Avro-like bytes: the Confluent wire format's zero byte and schema id, bytes
 # invalid in UTF-8, a newline; the key is invalid in UTF-8 too
 printf '\x00\x00\x00\x00\x01\xff\xfe\n\x02' > "$W/avro.bin"
 kcat -P -b "$KS_BOOTSTRAP" -t "$IN" -p 1 -k $'k\xc3\x28' -H src=e2e "$W/avro.bin"
-printf '%s\n' 'k4|{"id":4,"amount":"5"}' | kcat -P -b "$KS_BOOTSTRAP" -t "$IN" -p 1 -K '|'
+printf '%s\n' 'k4|{"id":4,"amount":"5"}' | produce "$IN" -p 1
 sql -c "SELECT count(*) FROM kafka_sink.produce('$KS_BOOTSTRAP', '$IN', 'k5', NULL, partition => 1)" >/dev/null
 check "the pipeline catches up" t "$(sql -c "SELECT kafka_sink.wait('$P', '60 s')")"
 check "good rows applied" "1:10.00 4:5.00" "$(sql -c "SELECT string_agg(id || ':' || amount, ' ' ORDER BY id) FROM $S.t")"
@@ -182,7 +182,7 @@ sql -c "ALTER SYSTEM SET kafka_sink.fault_point = 'before_commit'" -c "ALTER SYS
     -c "SELECT pg_reload_conf()" >/dev/null
 sleep 1
 printf '%s\n' 'r1|{"id":11,' 'r2|{"id":12}' 'r3|[1,2]' 'r4|{"id":14,"amount":"1"}' \
-    | kcat -P -b "$KS_BOOTSTRAP" -t "$IN" -p 0 -K '|'
+    | produce "$IN" -p 0
 faults=0
 for _ in $(seq 1 150); do
     faults="$(tail -c +"$log_off" "$PGLOG_FILE" | grep -c 'kafka_sink fault injected' || true)"
@@ -225,7 +225,7 @@ for i in range(1000, 5000):
     else:
         print(f'{k}|{{"id":{i},"amount":"x{i}"}}')
 PY
-kcat -P -b "$KS_BOOTSTRAP" -t "$IN" -K '|' < "$W/many.txt"
+produce "$IN" < "$W/many.txt"
 check "the pipeline quarantines the 3000 bad messages" t "$(sql -c "SELECT kafka_sink.wait('$P', '180 s')")"
 check "their dead-letter rows wait in the outbox" 3000 \
       "$(sql -c "SELECT count(*) FROM kafka_sink.outbox WHERE topic = '$DLQ' AND delivered_at IS NULL")"

@@ -11,8 +11,8 @@
 # by pipelines that cut it differently: one batch, one message per batch,
 # random max_offsets_per_batch, and one altered mid-way.  Every table must
 # equal the model.
-# shellcheck source=lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 W="$KS_RUN/determinism.$SFX"
 mkdir -p "$W"

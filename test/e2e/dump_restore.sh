@@ -16,7 +16,7 @@
 # Also: ALTER EXTENSION kafka_sink UPDATE at the default version is a no-op (the
 # path from the released 0.1.0 is test/e2e/upgrade.sh's).
 # shellcheck disable=SC2034  # the fp_* queries are used through ${!q}
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 T="e2e_dump_$SFX"
 DST="ks_dump_$SFX"
@@ -24,21 +24,14 @@ WORK="$KS_RUN/dump_restore_$SFX"
 SUB="$KS_RUN/dump_restore_pg_$SFX"   # run dir of the second cluster
 mkdir -p "$WORK"
 
+# at exit: the second cluster (own_cluster_start), then these
 cleanup() {
-    local rc=$?
-    set +e
-    trap - EXIT
-    if [ -d "$SUB" ]; then
-        KS_RUN="$SUB" "$HARNESS" pg-stop >/dev/null 2>&1
-        KS_RUN="$SUB" "$HARNESS" clean >/dev/null 2>&1
-        rm -rf "$SUB"
-    fi
     sql -d postgres -c "DROP DATABASE IF EXISTS $DST WITH (FORCE)" >/dev/null 2>&1
     for p in cur app; do sql -c "SELECT kafka_sink.drop_pipeline('${p}_$SFX', if_exists => true)" >/dev/null 2>&1; done
     rm -rf "$WORK"
-    exit $rc
 }
-trap cleanup EXIT
+at_exit cleanup
+own_register "$SUB"
 
 "$HARNESS" topic-create "$T" 3 >/dev/null 2>&1
 # 300 messages: ids 1..100 three times with rising ts; every 25th id's last
@@ -53,7 +46,7 @@ with open(sys.argv[1], "w") as f:
             f.write('%d|{"id":%d,"ts":%d,"amount":"%d","eid":"e-%d-%d"}\n' % (i, i, rnd, amount, i, rnd))
     f.write('7|{"id":7,"ts":2,"amount":"72","eid":"e-7-2"}\n')   # a retry of e-7-2
 EOF
-kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|' < "$WORK/msgs.txt"
+produce "$T" < "$WORK/msgs.txt"
 
 sql >/dev/null <<SQL
 CREATE TABLE e2e.dump_cur_$SFX (id bigint PRIMARY KEY, ts int NOT NULL,
@@ -132,7 +125,7 @@ check "restored: target and bronze are resolved to the restored tables" "e2e.dum
       "$(sql -d "$DST" -c "SELECT target || '|' || bronze || '|' || (target::oid = 'e2e.dump_cur_$SFX'::regclass::oid) FROM kafka_sink.pipeline_definitions WHERE name = 'cur_$SFX'" | sed 's/|true$/|t/')"
 
 # ---- the restored checkpoint describes the restored data -------------------------------
-hw="$("$HARNESS" topic-offsets "$T" 2>/dev/null | awk -F'\t' '{printf "%s%s:%s", (NR > 1 ? " " : ""), $1, $2}')"
+hw="$(high_watermarks "$T")"
 offs() { sql -d "$1" -c "SELECT string_agg(o.partition || ':' || o.next_offset, ' ' ORDER BY o.partition) FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id WHERE p.name = '$2'"; }
 check "restored next_offset == the source's == the high watermarks (merge)" "$hw|$hw" "$(offs "$PGDATABASE" "cur_$SFX")|$(offs "$DST" "cur_$SFX")"
 check "restored next_offset == the source's == the high watermarks (append)" "$hw|$hw" "$(offs "$PGDATABASE" "app_$SFX")|$(offs "$DST" "app_$SFX")"
@@ -187,9 +180,9 @@ done
 # ---- into another cluster, where the roles have other OIDs ------------------------------------
 # The roles come first (as pg_dumpall --roles-only would bring them); the
 # extra role makes their OIDs differ from the source cluster's.
-KS_RUN="$SUB" "$HARNESS" pg-start >/dev/null 2>&1
-SUBPORT="$(cat "$SUB/pgport")"
-sub_sql() { PGPORT="$SUBPORT" sql "$@"; }
+own_cluster_start "$SUB"
+SUBPORT="$(own_port "$SUB")"
+sub_sql() { sql_at "$SUBPORT" "$@"; }
 sub_sql -d postgres >/dev/null <<SQL
 CREATE ROLE ks_dump_pad_role;
 CREATE ROLE kafka_sink_admin NOLOGIN;

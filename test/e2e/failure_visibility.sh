@@ -16,20 +16,20 @@
 #    application_names;
 #  - reset_offsets to offsets outside the log or to unknown partitions is
 #    refused.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 T="e2e_fv_$SFX"
 "$HARNESS" topic-create "$T" 2 >/dev/null 2>&1
 LOG="$KS_RUN/logs/postgresql.log"
 N=0
-# produce K: K more messages, with new ids
-produce() {
-    python3 -c "
+# produce_more K: K more messages, with new ids
+produce_more() {
+    produce_py "$T" "
 for i in range($N + 1, $N + $1 + 1):
-    print('%d|{\"id\":%d,\"v\":\"v%d\"}' % (i, i, i))" | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|'
+    print('%d|{\"id\":%d,\"v\":\"v%d\"}' % (i, i, i))"
     N=$((N + $1))
 }
-produce 20
+produce_more 20
 
 # new_case NAME [create_pipeline arguments...]: a role fv_NAME (LOGIN, member
 # of kafka_sink_admin) owning schema fv_NAME with table t, and a pipeline
@@ -55,7 +55,7 @@ SQL
 failed_visibly() {
     local p="$1_$SFX" pat="$2" t0 out
     poll "SELECT state = 'failed' FROM kafka_sink.pipelines WHERE name = '$p'" 40 || true
-    produce 2
+    produce_more 2
     check "$1: state failed" failed "$(sql -c "SELECT state FROM kafka_sink.pipelines WHERE name = '$p'")"
     check "$1: a permanent row in kafka_sink.errors" t \
           "$(sql -c "SELECT count(*) > 0 FROM kafka_sink.errors e JOIN kafka_sink.pipelines p ON p.id = e.pipeline_id WHERE p.name = '$p' AND e.kind = 'permanent'")"

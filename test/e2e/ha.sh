@@ -13,33 +13,22 @@
 #    ranges are contiguous across the failover and the checkpoint reaches
 #    the high watermarks.
 # Both clusters are this script's own and are stopped at the end.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 PRIM="$KS_RUN/ha_primary_$SFX"
 STBY="$KS_RUN/ha_standby_$SFX"
 T="e2e_ha_$SFX"
-OSUSER="${KS_PGOSUSER:-kstest}"
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u "$OSUSER" -- "$@"; else "$@"; fi; }
-cleanup() {
-    local rc=$?
-    set +e
-    trap - EXIT
-    [ -n "${PRODUCER:-}" ] && kill "$PRODUCER" 2>/dev/null && wait "$PRODUCER" 2>/dev/null
-    for d in "$STBY" "$PRIM"; do
-        [ -d "$d" ] || continue
-        KS_RUN="$d" "$HARNESS" pg-kill >/dev/null 2>&1
-        KS_RUN="$d" "$HARNESS" clean >/dev/null 2>&1
-        rm -rf "$d"
-    done
-    exit $rc
-}
-trap cleanup EXIT
+# at exit: the background producer, then the standby, then the primary
+own_register "$PRIM"
+own_register "$STBY"
+stop_producer() { [ -n "${PRODUCER:-}" ] && kill "$PRODUCER" 2>/dev/null && wait "$PRODUCER" 2>/dev/null; }
+at_exit stop_producer
 
 # ---- the primary --------------------------------------------------------------------------
-KS_RUN="$PRIM" KS_PG_CONF="wal_level = replica
+KS_PG_CONF="wal_level = replica
 max_wal_senders = 5
-wal_keep_size = '256MB'" "$HARNESS" pg-start >/dev/null 2>&1
-P1="$(cat "$PRIM/pgport")"
-s1() { PGPORT="$P1" sql "$@"; }
+wal_keep_size = '256MB'" own_cluster_start "$PRIM"
+P1="$(own_port "$PRIM")"
+s1() { sql_at "$P1" "$@"; }
 PGPORT="$P1" setup_owner >/dev/null
 PGPORT="$P1" poll "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'kafka_sink launcher'" 30 || true
 check "the primary allows replication connections (pg_hba)" t \
@@ -49,9 +38,9 @@ check "the primary allows replication connections (pg_hba)" t \
 # message n (1-based, produced in order): key k = n % 50, {"k": k, "n": n}
 NEXT=1
 produce_upto() {  # produce_upto LAST
-    python3 -c "
+    produce_py "$T" "
 for n in range($NEXT, $1 + 1):
-    print('%d|{\"k\":%d,\"n\":%d}' % (n % 50, n % 50, n))" | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|'
+    print('%d|{\"k\":%d,\"n\":%d}' % (n % 50, n % 50, n))"
     NEXT=$(($1 + 1))
 }
 produce_upto 2000
@@ -78,9 +67,9 @@ t0=$SECONDS
 as_pg "$KS_PGBIN/pg_basebackup" -h 127.0.0.1 -p "$P1" -U "$PGUSER" -D "$SDATA" -R -X stream -c fast \
     > "$STBY/basebackup.log" 2>&1 || cat "$STBY/basebackup.log" >&2
 check "pg_basebackup -R from the primary" t "$([ -f "$SDATA/standby.signal" ] && echo t || echo f)"
-KS_RUN="$STBY" KS_PG_CONF="hot_standby = on" "$HARNESS" pg-start >/dev/null 2>&1
-P2="$(cat "$STBY/pgport")"
-s2() { PGPORT="$P2" sql "$@"; }
+KS_PG_CONF="hot_standby = on" own_cluster_start "$STBY"
+P2="$(own_port "$STBY")"
+s2() { sql_at "$P2" "$@"; }
 echo "# standby up in $((SECONDS - t0)) s (primary :$P1, standby :$P2)"
 check "the standby is in recovery, streaming from the primary" "t|streaming" \
       "$(s2 -c "SELECT pg_is_in_recovery()")|$(s2 -c "SELECT status FROM pg_stat_wal_receiver")"
@@ -112,7 +101,7 @@ for n in range(3001, 6001):
         sys.stdout.flush(); time.sleep(0.05)" | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|' ) &
 PRODUCER=$!
 sleep 0.7
-KS_RUN="$PRIM" "$HARNESS" pg-kill >/dev/null 2>&1
+own_cluster_kill "$PRIM"
 wait "$PRODUCER"; PRODUCER=
 NEXT=6001
 check "the primary is gone" f "$(PGPORT="$P1" pg_isready -q -h 127.0.0.1 && echo t || echo f)"
@@ -143,7 +132,7 @@ for n in range(1, $TOTAL + 1):
 print(','.join('%d:%d' % (k, last[k]) for k in sorted(last)))")"
 check "merge: the target equals the model (the latest n of each key)" "$model" \
       "$(s2 -c "SELECT string_agg(k || ':' || n, ',' ORDER BY k) FROM e2e.ha_cur_$SFX")"
-hw="$("$HARNESS" topic-offsets "$T" 2>/dev/null | awk -F'\t' '{printf "%s%s:%s", (NR > 1 ? " " : ""), $1, $2}')"
+hw="$(high_watermarks "$T")"
 offs() { s2 -c "SELECT string_agg(o.partition || ':' || o.next_offset, ' ' ORDER BY o.partition) FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id WHERE p.name = '$1'"; }
 check "the checkpoints are at the high watermarks" "$hw|$hw" "$(offs ha_cur)|$(offs ha_log)"
 # the first batch after the failover starts each partition exactly at the
@@ -167,6 +156,6 @@ check "batch ranges are contiguous from offset 0, across the failover" 0 \
 check "batch ids have no gap across the failover" "0|0" \
       "$(s2 -c "SELECT max(batch_id) - min(batch_id) + 1 - count(*) FROM kafka_sink.batches GROUP BY pipeline_id ORDER BY pipeline_id" | paste -sd'|')"
 
-KS_RUN="$STBY" "$HARNESS" pg-stop >/dev/null 2>&1
+own_cluster_stop "$STBY"
 check "the promoted cluster is stopped" f "$(PGPORT="$P2" pg_isready -q -h 127.0.0.1 && echo t || echo f)"
 finish

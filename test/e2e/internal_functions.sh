@@ -17,7 +17,7 @@
 #    kafka_sink.progress, and the other way round; a superuser sees all.
 # (Before the fix the text-for-bigint list crashed the server with signal
 # 11, and _worker_pids()/_partition_stats() showed every owner's workers.)
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 LOGF="$KS_LOGS/postgresql.log"
 LOG0="$(stat -c %s "$LOGF")"
 new_log() { tail -c +$((LOG0 + 1)) "$LOGF"; }
@@ -30,7 +30,6 @@ FN="if_fn_$SFX"
 BR="if_br_$SFX"
 PB="if_b_$SFX"
 
-as_role() { local r="$1"; shift; psql -X -A -t -q -v ON_ERROR_STOP=1 -U "$r" "$@"; }
 launcher_pid() { sql -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'kafka_sink launcher'"; }
 postmaster_pid() { head -1 "$KS_PGDATA/postmaster.pid"; }
 

@@ -5,7 +5,7 @@
 # arrays as elements), nested int[][], null elements, empty arrays; a
 # ragged nested array, an object inside an int[] and an array into a
 # non-array column are quarantined as invalid_value.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 T="e2e_arr_$SFX"
 "$HARNESS" topic-create "$T" 1 >/dev/null 2>&1

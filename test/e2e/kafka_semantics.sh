@@ -11,7 +11,7 @@
 #  - a partition added to a subscribed topic is picked up;
 #  - an unreachable broker is visible in status, and the pipeline recovers
 #    on its own when the broker returns.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 sql -c "ALTER SYSTEM SET kafka_sink.metadata_refresh_interval = '500ms'" -c "SELECT pg_reload_conf()" >/dev/null
 

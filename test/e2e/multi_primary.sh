@@ -8,28 +8,17 @@
 # The second cluster is stopped and started again in the middle: it resumes
 # from its own checkpoint.  The second cluster is this script's own, and is
 # stopped at the end.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 T="e2e_mp_$SFX"
 P="mp_$SFX"
 SECOND="$KS_RUN/multi_primary_$SFX"
-cleanup() {
-    local rc=$?
-    set +e
-    trap - EXIT
-    sql -c "SELECT kafka_sink.drop_pipeline('$P', if_exists => true)" >/dev/null 2>&1
-    if [ -d "$SECOND" ]; then
-        KS_RUN="$SECOND" "$HARNESS" pg-stop >/dev/null 2>&1
-        KS_RUN="$SECOND" "$HARNESS" clean >/dev/null 2>&1
-        rm -rf "$SECOND"
-    fi
-    exit $rc
-}
-trap cleanup EXIT
-
-KS_RUN="$SECOND" "$HARNESS" pg-start >/dev/null 2>&1
-PORT2="$(cat "$SECOND/pgport")"
-sql2() { PGPORT="$PORT2" sql "$@"; }
+# at exit: the pipeline on the shared cluster, then the second cluster
+own_cluster_start "$SECOND"
+drop_pipeline() { sql -c "SELECT kafka_sink.drop_pipeline('$P', if_exists => true)" >/dev/null 2>&1; }
+at_exit drop_pipeline
+PORT2="$(own_port "$SECOND")"
+sql2() { sql_at "$PORT2" "$@"; }
 # the launcher of a new cluster starts once kafka_sink.database exists
 PGPORT="$PORT2" poll "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'kafka_sink launcher'" 30 || true
 check "two clusters, each with its own launcher" "1|1|t" \
@@ -38,9 +27,9 @@ PGPORT="$PORT2" setup_owner >/dev/null
 
 "$HARNESS" topic-create "$T" 4 >/dev/null 2>&1
 produce_keys() {  # FROM TO [ROUND]: key k, value {"k": k, "round": r}
-    python3 -c "
+    produce_py "$T" "
 for k in range($1, $2 + 1):
-    print('k%d|{\"k\":\"k%d\",\"round\":${3:-1}}' % (k, k))" | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|'
+    print('k%d|{\"k\":\"k%d\",\"round\":${3:-1}}' % (k, k))"
 }
 produce_keys 1 1000
 
@@ -74,7 +63,7 @@ verify() {  # verify LABEL EXPECTED_TOTAL
 verify "1000 keys" 1000
 check "both clusters got a share of the keys" t \
       "$(sql -c "SELECT count(*) BETWEEN 100 AND 900 FROM e2e.mp_$SFX")"
-hw="$("$HARNESS" topic-offsets "$T" 2>/dev/null | awk -F'\t' '{printf "%s%s:%s", (NR > 1 ? " " : ""), $1, $2}')"
+hw="$(high_watermarks "$T")"
 offs() { "$@" -c "SELECT string_agg(o.partition || ':' || o.next_offset, ' ' ORDER BY o.partition) FROM kafka_sink.offsets o JOIN kafka_sink.pipelines p ON p.id = o.pipeline_id WHERE p.name = '$P'"; }
 check "the two checkpoints split the partitions and reach the high watermarks" "$hw" "$(offs sql) $(offs sql2)"
 check "batch markers count every message of each half" "$(sql -c "SELECT sum(next_offset) FROM kafka_sink.offsets o JOIN kafka_sink.pipelines p ON p.id = o.pipeline_id WHERE p.name = '$P'")|$(sql2 -c "SELECT sum(next_offset) FROM kafka_sink.offsets o JOIN kafka_sink.pipelines p ON p.id = o.pipeline_id WHERE p.name = '$P'")" \
@@ -83,15 +72,15 @@ check "batch markers count every message of each half" "$(sql -c "SELECT sum(nex
 # ---- the second cluster goes away while messages keep coming --------------------------
 produce_keys 1 1500 2 &
 sleep 0.5
-KS_RUN="$SECOND" "$HARNESS" pg-stop >/dev/null 2>&1
+own_cluster_stop "$SECOND"
 wait
-KS_RUN="$SECOND" "$HARNESS" pg-start >/dev/null 2>&1
+own_cluster_start "$SECOND"
 check "after the second cluster's restart, both catch up" "t|t" \
       "$(sql -c "SELECT kafka_sink.wait('$P', '60 s')")|$(sql2 -c "SELECT kafka_sink.wait('$P', '90 s')")"
 verify "1500 keys, second round" 1500
 check "every key has its latest value (round 2) in exactly one cluster" 1500 \
       "$(( $(sql -c "SELECT count(*) FROM e2e.mp_$SFX WHERE round = 2") + $(sql2 -c "SELECT count(*) FROM e2e.mp_$SFX WHERE round = 2") ))"
-hw="$("$HARNESS" topic-offsets "$T" 2>/dev/null | awk -F'\t' '{printf "%s%s:%s", (NR > 1 ? " " : ""), $1, $2}')"
+hw="$(high_watermarks "$T")"
 check "the checkpoints reach the new high watermarks" "$hw" "$(offs sql) $(offs sql2)"
 check "no batch of the second cluster read a range twice" 0 \
       "$(sql2 -c "SELECT count(*) FROM (SELECT r->>'partition' p, (r->>'start')::bigint s, (r->>'end')::bigint e,
@@ -101,7 +90,7 @@ check "no batch of the second cluster read a range twice" 0 \
                   WHERE prev_end IS NOT NULL AND prev_end <> s")"
 
 sql2 -c "SELECT kafka_sink.drop_pipeline('$P')" >/dev/null
-KS_RUN="$SECOND" "$HARNESS" pg-stop >/dev/null 2>&1
+own_cluster_stop "$SECOND"
 check "the second cluster is stopped" f \
       "$(PGPORT="$PORT2" pg_isready -q -h 127.0.0.1 && echo t || echo f)"
 finish

@@ -8,12 +8,11 @@
 #  - lineage: which message and batch produced a row, and what happened to
 #    a message: applied, superseded, stale, overwritten, deleted, quarantined;
 #  - the worker's pg_stat_activity entry and wait event.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 T="e2e_obs_$SFX"
 P="obs_$SFX"
 "$HARNESS" topic-create "$T" 3 >/dev/null 2>&1
-produce() { kcat -P -b "$KS_BOOTSTRAP" -t "$T" -p "$1" -K '|'; }
 
 # batch 1 (known offsets): partition 0 and 1
 printf '%s\n' \
@@ -21,10 +20,10 @@ printf '%s\n' \
   '1|{"order_id":1,"ts":30,"amount":"3.00"}' \
   '1|{"order_id":1,"ts":20,"amount":"2.00"}' \
   '2|{"order_id":2,"ts":10,"amount":"-5"}' \
-  '3|{"order_id":3,"ts":10,"amount":"7.00"}' | produce 0
+  '3|{"order_id":3,"ts":10,"amount":"7.00"}' | produce "$T" -p 0
 printf '%s\n' \
   '4|{"order_id":4,"ts":10,"amount":"4.00"}' \
-  '5|{"order_id":5,"ts":50,"amount":"5.00"}' | produce 1
+  '5|{"order_id":5,"ts":50,"amount":"5.00"}' | produce "$T" -p 1
 
 sql >/dev/null <<SQL
 CREATE TABLE e2e.obs_$SFX (order_id bigint PRIMARY KEY, ts bigint NOT NULL,
@@ -74,7 +73,7 @@ check "recent_progress: the end offsets of the last record are the checkpoint" '
 # ---- batch 2: a stale event, an overwrite, a delete -----------------------------------
 printf '%s\n' \
   '5|{"order_id":5,"ts":40,"amount":"9.00"}' \
-  '4|{"order_id":4,"ts":60,"amount":"6.00"}' | produce 1
+  '4|{"order_id":4,"ts":60,"amount":"6.00"}' | produce "$T" -p 1
 printf '3|\n' | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -p 0 -K '|' -Z
 check "caught up after batch 2" t "$(sql -c "SELECT kafka_sink.wait('$P', '60 s')")"
 
@@ -94,8 +93,8 @@ check "lineage: the row's message and batch, with the raw message from bronze" \
 # ---- a hot partition while paused ----------------------------------------------------
 sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.pause('$P')" >/dev/null
 poll "SELECT worker_detail = 'paused' FROM kafka_sink.status WHERE name = '$P'" 20 || true
-for i in $(seq 1 300); do echo "9|{\"order_id\":9,\"ts\":$i,\"amount\":\"1\"}"; done | produce 0
-for i in $(seq 1 20); do echo "8|{\"order_id\":8,\"ts\":$i,\"amount\":\"1\"}"; done | produce 2
+for i in $(seq 1 300); do echo "9|{\"order_id\":9,\"ts\":$i,\"amount\":\"1\"}"; done | produce "$T" -p 0
+for i in $(seq 1 20); do echo "8|{\"order_id\":8,\"ts\":$i,\"amount\":\"1\"}"; done | produce "$T" -p 2
 poll "SELECT sum(lag_messages) = 320 FROM kafka_sink.progress WHERE pipeline = '$P'" 30 || true
 check "paused: the worker stays and the lag shows per partition" "0:300 1:0 2:20" \
       "$(sql -c "SELECT string_agg(partition || ':' || lag_messages, ' ' ORDER BY partition) FROM kafka_sink.progress WHERE pipeline = '$P'")"
@@ -125,7 +124,7 @@ SELECT kafka_sink.create_pipeline(name => 'ret_$SFX', bootstrap_servers => '$KS_
        subscribe => ARRAY['$R'], target => 'e2e.ret_$SFX', starting_offsets => 'earliest',
        max_offsets_per_batch => 1);
 SQL
-for i in $(seq 1 70); do echo "$i|{\"id\":$i}"; done | kcat -P -b "$KS_BOOTSTRAP" -t "$R" -K '|'
+for i in $(seq 1 70); do echo "$i|{\"id\":$i}"; done | produce "$R"
 check "retention: caught up" t "$(sql -c "SELECT kafka_sink.wait('ret_$SFX', '60 s')")"
 check "retention: in 70 batches of one message" 70 "$(sql -c "SELECT last_batch_id FROM kafka_sink.pipelines WHERE name = 'ret_$SFX'")"
 check "retention: markers outside the last keep_batches were pruned at batch 64, the rest kept" "60|5|70" \

@@ -10,15 +10,15 @@
 #  - a backfill: a bounded pipeline with its own checkpoint, from explicit
 #    starting to ending offsets, that finishes by itself, shows its progress,
 #    and never touches the production pipeline's checkpoint.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 T="e2e_ops_$SFX"
 "$HARNESS" topic-create "$T" 4 >/dev/null 2>&1
 produce_range() {  # FROM TO: message i has key i
-    python3 -c "
+    produce_py "$T" "
 import sys
 for i in range($1, $2 + 1):
-    print('%d|{\"id\":%d,\"ts\":%d}' % (i, i, i))" | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|'
+    print('%d|{\"id\":%d,\"ts\":%d}' % (i, i, i))"
 }
 offsets_of() { sql -c "SELECT string_agg(partition || ':' || next_offset, ' ' ORDER BY partition) FROM kafka_sink.offsets o JOIN kafka_sink.pipelines p ON p.id = o.pipeline_id WHERE p.name = '$1'"; }
 
@@ -60,7 +60,7 @@ altered_at="$(sql -c "SELECT updated_at FROM kafka_sink.pipelines WHERE name = '
 python3 -c "
 for i in range(8101, 8501):
     print('%d|{\"id\":%d,\"ts\":%d}' % (i, i, i))" > "$KS_RUN/ops_$SFX.txt"
-kcat -P -b "$KS_BOOTSTRAP" -t "$T" -p 0 -K '|' < "$KS_RUN/ops_$SFX.txt"
+produce "$T" -p 0 < "$KS_RUN/ops_$SFX.txt"
 check "caught up with 400 more" t "$(sql -c "SELECT kafka_sink.wait('log_$SFX', '60 s')")"
 check "the new batch limit applies: batches of at most 100" "true|true" \
       "$(sql -c "SELECT (max(messages) <= 100) || '|' || (count(*) >= 4) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = 'log_$SFX' AND b.messages > 0 AND b.started_at > '$altered_at'")"
@@ -119,7 +119,7 @@ SELECT kafka_sink.create_pipeline(name => 'late_$SFX', bootstrap_servers => '$KS
 SQL
 poll "SELECT count(*) = 4 FROM kafka_sink.offsets o JOIN kafka_sink.pipelines p ON p.id = o.pipeline_id WHERE p.name = 'late_$SFX'" 30 || true
 check "workers => 3 with starting_offsets latest: every partition starts at its high watermark" \
-      "$("$HARNESS" topic-offsets "$T" 2>/dev/null | awk -F'\t' '{printf "%s%s:%s", (NR>1?" ":""), $1, $2}')" "$(offsets_of "late_$SFX")"
+      "$(high_watermarks "$T")" "$(offsets_of "late_$SFX")"
 produce_range 9001 9040
 check "and reads only what comes after" "t|40" \
       "$(sql -c "SELECT kafka_sink.wait('late_$SFX', '60 s')")|$(sql -c "SELECT count(*) FROM e2e.ops_late_$SFX")"
@@ -144,7 +144,7 @@ for p in range(4):
             k = r.randrange(300)
             f.write('%d|{\"id\":%d,\"ts\":%d,\"p\":%d}\n' % (k, k, r.randrange(1000000), p))
 "
-for p in 0 1 2 3; do kcat -P -b "$KS_BOOTSTRAP" -t "$O" -p "$p" -K '|' < "$KS_RUN/ovl_${SFX}_$p.txt" & done
+for p in 0 1 2 3; do produce "$O" -p "$p" < "$KS_RUN/ovl_${SFX}_$p.txt" & done
 wait
 check "overlapping keys over two workers: caught up, not failed" "t|running" \
       "$(sql -c "SELECT kafka_sink.wait('ovl_$SFX', '120 s')")|$(sql -c "SELECT state FROM kafka_sink.pipelines WHERE name = 'ovl_$SFX'")"
@@ -167,7 +167,7 @@ check "overlapping keys over two workers: no deadlock or failure recorded" 0 \
 # wait; wait_for() commits between looks, so its xmin follows new xids.
 sql -c "SELECT kafka_sink.pause('ovl_$SFX')" >/dev/null
 poll "SELECT worker_detail = 'paused; paused' FROM kafka_sink.status WHERE name = 'ovl_$SFX'" 20 || true
-for i in $(seq 1 20); do echo "$i|{\"id\":$i,\"ts\":2000000}"; done | kcat -P -b "$KS_BOOTSTRAP" -t "$O" -p 0 -K '|'
+for i in $(seq 1 20); do echo "$i|{\"id\":$i,\"ts\":2000000}"; done | produce "$O" -p 0
 psql -X -A -t -q -c "SET application_name = 'ks_wait_fn'" -c "SELECT kafka_sink.wait('ovl_$SFX', '60 s')" > "$KS_RUN/wait_fn_$SFX.out" 2>&1 &
 wfn=$!
 psql -X -A -t -q -c "SET application_name = 'ks_wait_proc'" -c "CALL kafka_sink.wait_for('ovl_$SFX', '60 s')" > "$KS_RUN/wait_proc_$SFX.out" 2>&1 &

@@ -15,7 +15,7 @@
 # Each started pipeline must go 'failed', with the option named in
 # kafka_sink.status.last_error and kafka_sink.errors; no marker file may
 # appear; the server must not crash and a legal pipeline beside them runs.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 LOGF="$KS_LOGS/postgresql.log"
 LOG0="$(stat -c %s "$LOGF")"
@@ -38,7 +38,7 @@ EOF
 gcc -shared -fPIC -o "$MARK/libmark.so" "$MARK/mark.c"
 chmod 755 "$MARK/libmark.so"
 
-printf '1|{"id":1,"v":"a"}\n2|{"id":2,"v":"b"}\n' | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|'
+printf '1|{"id":1,"v":"a"}\n2|{"id":2,"v":"b"}\n' | produce "$T"
 sql >/dev/null <<SQL
 CREATE TABLE e2e.opt_enf_$SFX (id bigint PRIMARY KEY, v text);
 ALTER TABLE e2e.opt_enf_$SFX OWNER TO ks_e2e;

@@ -8,7 +8,7 @@
 #    outbox row appears in Kafka at least once, in order per key, no
 #    rolled-back row ever appears, and event ids are stable across retries;
 #  - kafka_sink.outbox_status shows pending rows, their age, and errors.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 OUT="e2e_outbox_$SFX"
 "$HARNESS" topic-create "$OUT" 3 >/dev/null 2>&1
@@ -67,7 +67,7 @@ SELECT kafka_sink.create_pipeline(name => 'ob_$SFX', bootstrap_servers => '$KS_B
        batch_function => 'ob_$SFX.apply(bigint, ob_$SFX.incoming[])', starting_offsets => 'earliest');
 SQL
 printf '%s\n' '1|{"id":1,"amount":"10","status":"new"}' '1|{"id":1,"amount":"10","status":"paid"}' \
-              '2|{"id":2,"amount":"5","status":"paid"}' | kcat -P -b "$KS_BOOTSTRAP" -t "$IN" -K '|'
+              '2|{"id":2,"amount":"5","status":"paid"}' | produce "$IN"
 check "the batch function pipeline catches up" t "$(sql -c "SELECT kafka_sink.wait('ob_$SFX', '60 s')")"
 poll "SELECT pending = 0 FROM kafka_sink.outbox_status" 30 || true
 sleep 0.5

@@ -12,7 +12,7 @@
 #    reason, errors by kind, the outbox backlog;
 #  - no secret (a sasl.password in kafka_options) and no error text in the
 #    scrape.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 
 EXPORTER=/usr/bin/prometheus-postgres-exporter
@@ -44,17 +44,15 @@ END \$\$;
 GRANT pg_monitor TO $MON;
 GRANT kafka_sink_admin TO $OWNER_B;
 SQL
-as_role() { local r="$1"; shift; psql -X -A -t -q -v ON_ERROR_STOP=1 -U "$r" "$@"; }
 errcode() { as_role "$1" -v VERBOSITY=sqlstate -c "$2" 2>&1 >/dev/null | grep -o '[0-9][0-9A-Z]\{4\}' | head -1; }
 
 # ---- pipeline A (owner ks_e2e): known messages, two of them invalid ------------------
 TA="e2e_prom_a_$SFX"
 A="prom_a_$SFX"
 "$HARNESS" topic-create "$TA" 2 >/dev/null 2>&1
-produce() { kcat -P -b "$KS_BOOTSTRAP" -t "$1" -p "$2" -K '|'; }
-for i in $(seq 1 10); do echo "$i|{\"id\":$i,\"v\":$i}"; done | produce "$TA" 0
+for i in $(seq 1 10); do echo "$i|{\"id\":$i,\"v\":$i}"; done | produce "$TA" -p 0
 { for i in $(seq 11 16); do echo "$i|{\"id\":$i,\"v\":$i}"; done
-  echo '17|not json'; echo '18|{"id":18,"v":-1}'; echo '19|{"id":19,'; } | produce "$TA" 1
+  echo '17|not json'; echo '18|{"id":18,"v":-1}'; echo '19|{"id":19,'; } | produce "$TA" -p 1
 sql >/dev/null <<SQL
 CREATE TABLE e2e.prom_a_$SFX (id bigint PRIMARY KEY, v bigint CHECK (v >= 0));
 ALTER TABLE e2e.prom_a_$SFX OWNER TO ks_e2e;
@@ -71,7 +69,7 @@ check "A: 16 rows applied, 3 quarantined (two reasons)" "16|3|2" \
 TB="e2e_prom_b_$SFX"
 B="prom_b_$SFX"
 "$HARNESS" topic-create "$TB" 1 >/dev/null 2>&1
-printf '1|{"id":1}\n2|{"id":2}\n' | produce "$TB" 0
+printf '1|{"id":1}\n2|{"id":2}\n' | produce "$TB" -p 0
 sql >/dev/null <<SQL
 CREATE TABLE e2e.prom_b_$SFX (id bigint PRIMARY KEY);
 GRANT USAGE ON SCHEMA e2e TO $OWNER_B;
@@ -82,7 +80,7 @@ as_role "$OWNER_B" -c "SELECT kafka_sink.create_pipeline(name => '$B', bootstrap
        kafka_options => '{\"security.protocol\": \"plaintext\", \"sasl.password\": \"$PW\"}')" >/dev/null
 check "B caught up" t "$(as_role "$OWNER_B" -c "SELECT kafka_sink.wait('$B', '60 s')")"
 sql -c "REVOKE INSERT ON e2e.prom_b_$SFX FROM $OWNER_B" >/dev/null
-printf '3|{"id":3}\n' | produce "$TB" 0
+printf '3|{"id":3}\n' | produce "$TB" -p 0
 poll "SELECT state = 'failed' FROM kafka_sink.pipeline_definitions WHERE name = '$B'" 60 || true
 check "B failed with a permanent error" "failed|1" \
       "$(sql -c "SELECT state || '|' || (SELECT count(*) FROM kafka_sink.errors e WHERE e.pipeline_id = d.id AND kind = 'permanent')
@@ -91,8 +89,8 @@ check "B failed with a permanent error" "failed|1" \
 # ---- A paused with lag ------------------------------------------------------------------
 as_role ks_e2e -c "SELECT kafka_sink.pause('$A')" >/dev/null
 poll "SELECT worker_detail = 'paused' FROM kafka_sink.status WHERE name = '$A'" 30 || true
-for i in $(seq 20 24); do echo "$i|{\"id\":$i,\"v\":$i}"; done | produce "$TA" 0
-for i in $(seq 25 27); do echo "$i|{\"id\":$i,\"v\":$i}"; done | produce "$TA" 1
+for i in $(seq 20 24); do echo "$i|{\"id\":$i,\"v\":$i}"; done | produce "$TA" -p 0
+for i in $(seq 25 27); do echo "$i|{\"id\":$i,\"v\":$i}"; done | produce "$TA" -p 1
 poll "SELECT sum(lag_messages) = 8 FROM kafka_sink.progress WHERE pipeline = '$A'" 60 || true
 check "A paused, 8 messages behind (5 + 3)" "paused|0:5 1:3" \
       "$(sql -c "SELECT (SELECT state FROM kafka_sink.status WHERE name = '$A') || '|' ||

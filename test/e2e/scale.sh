@@ -9,7 +9,7 @@
 #    kafka_sink.errors, the others keep working, and a slot that frees up
 #    goes to a waiting pipeline.
 # The cluster is restarted with its usual settings at the end.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 N=20
 NT=4
@@ -41,7 +41,7 @@ produce_round() {  # produce_round TOPIC_NO ROUND
     python3 -c "
 for i in range(1, 501):
     print('%d|{\"id\":%d,\"ts\":$2,\"v\":\"t$1-%d-$2\"}' % (i, i, i))" \
-        | kcat -P -b "$KS_BOOTSTRAP" -t "e2e_scale_${1}_$SFX" -K '|'
+        | produce "e2e_scale_${1}_$SFX"
 }
 for t in $(seq 1 $NT); do produce_round "$t" 1; done
 
@@ -119,7 +119,7 @@ check "they stay 'running' (they start when a slot frees up)" "$N" \
 first_with="$(sql -c "SELECT name FROM kafka_sink.status WHERE name LIKE 'sc\\_%\\_$SFX' AND workers = 1 ORDER BY name LIMIT 1")"
 i_with="$(sed -n 's/^sc_\([0-9]*\)_.*/\1/p' <<<"$first_with")"
 t_with=$(( ${i_with:-1} % NT + 1 ))
-printf '%s\n' "9001|{\"id\":9001,\"ts\":3,\"v\":\"t$t_with-9001-3\"}" | kcat -P -b "$KS_BOOTSTRAP" -t "e2e_scale_${t_with}_$SFX" -K '|'
+printf '%s\n' "9001|{\"id\":9001,\"ts\":3,\"v\":\"t$t_with-9001-3\"}" | produce "e2e_scale_${t_with}_$SFX"
 check "a pipeline with a worker keeps ingesting" "t|1" \
       "$(sql -c "SELECT kafka_sink.wait('$first_with', '60 s')")|$(sql -c "SELECT count(*) FROM e2e.sc_${i_with:-1}_$SFX WHERE id = 9001")"
 # stop the pipelines that have a worker: the waiting ones get the slots

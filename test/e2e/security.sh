@@ -23,7 +23,7 @@
 # Secrets are passed through a table, never in statement text: PostgreSQL
 # logs the text of a failing statement (log_min_error_statement), which is
 # no fault of the extension.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 setup_owner
 LOGF="$KS_LOGS/postgresql.log"
 LOG0="$(stat -c %s "$LOGF")"
@@ -35,7 +35,6 @@ PLAIN=ks_sec_plain  # not in kafka_sink_admin
 SAFE_PATH='-c search_path=pg_catalog,public'
 DB_PATH_SET=0
 
-as_role() { local r="$1"; shift; psql -X -A -t -q -v ON_ERROR_STOP=1 -U "$r" "$@"; }
 # contains PATTERN: t when stdin has a line matching it, else f; reads all of
 # stdin (grep -q would stop early and, under pipefail, fail the writer)
 contains() { local n; n="$(grep -c -- "$1" || true)"; [ "${n:-0}" -gt 0 ] && echo t || echo f; }
@@ -144,7 +143,7 @@ HJ_MARK="$(stat -c %s "$LOGF")"
             *) echo "$k|{\"id\":$k,\"ts\":2,\"amount\":\"$((k * 10))\"}" ;;
         esac
     done
-} | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|'
+} | produce "$T"
 expected_cur="$(for k in $(seq 1 40); do
     case $k in 5) echo "5:5.00" ;; 7) echo "7:-1.00" ;; 9) ;; *) echo "$k:$((k * 10)).00" ;; esac
 done | paste -sd,)"
@@ -273,7 +272,7 @@ ALTER TABLE ks_sec.sec_$SFX OWNER TO $A;
 SQL
 opts() { echo "(SELECT o FROM ks_sec.opts_$SFX WHERE n = $1)"; }
 SEC="sec_$SFX"
-printf '1|{"id":1,"v":"a"}\n2|{"id":2,"v":"b"}\n' | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|'
+printf '1|{"id":1,"v":"a"}\n2|{"id":2,"v":"b"}\n' | produce "$T"
 as_role "$A" -c "SELECT kafka_sink.create_pipeline(name => '$SEC', bootstrap_servers => '$KS_BOOTSTRAP',
        subscribe => ARRAY['$T'], target => 'ks_sec.sec_$SFX', starting_offsets => 'earliest',
        kafka_options => $(opts 1))" >/dev/null
@@ -304,7 +303,7 @@ check "a secret-named option librdkafka rejects: the error names it, not its val
 as_role "$A" -c "SELECT kafka_sink.alter_pipeline('$SEC', kafka_options => $(opts 4))" >/dev/null
 check "rotating the secret: stored, still masked, debug removed (JSON null)" "t|********|" \
       "$(sql -c "SELECT s.value = o.o->>'sasl.password' FROM kafka_sink.secrets s JOIN kafka_sink.pipeline_definitions d ON d.id = s.pipeline_id, ks_sec.opts_$SFX o WHERE d.name = '$SEC' AND s.name = 'sasl.password' AND o.n = 4")|$(as_role "$A" -c "SELECT concat_ws('|', kafka_options->>'sasl.password', coalesce(kafka_options->>'debug', '')) FROM kafka_sink.pipelines WHERE name = '$SEC'")"
-printf '3|{"id":3,"v":"c"}\n' | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|'
+printf '3|{"id":3,"v":"c"}\n' | produce "$T"
 check "the restarted worker goes on" "t|3" \
       "$(as_role "$A" -c "SELECT kafka_sink.wait('$SEC', '60 s')")|$(sql -c "SELECT count(*) FROM ks_sec.sec_$SFX")"
 # a worker that cannot start because of its options (a key that is no PEM)
@@ -343,14 +342,14 @@ sql >/dev/null <<SQL
 CREATE TABLE ks_sec.priv_$SFX (id bigint PRIMARY KEY, v text);
 GRANT SELECT, INSERT, UPDATE ON ks_sec.priv_$SFX TO $A;
 SQL
-printf '1|{"id":1,"v":"a"}\n2|{"id":2,"v":"b"}\n' | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -p 0 -K '|'
+printf '1|{"id":1,"v":"a"}\n2|{"id":2,"v":"b"}\n' | produce "$T" -p 0
 as_role "$A" -c "SELECT kafka_sink.create_pipeline(name => '$PRIV', bootstrap_servers => '$KS_BOOTSTRAP',
        subscribe => ARRAY['$T'], target => 'ks_sec.priv_$SFX', starting_offsets => 'earliest')" >/dev/null
 check "a target owned by someone else, with INSERT/UPDATE/SELECT granted: ingests" "t|2" \
       "$(as_role "$A" -c "SELECT kafka_sink.wait('$PRIV', '60 s')")|$(sql -c "SELECT count(*) FROM ks_sec.priv_$SFX")"
 checkpoint() { sql -c "SELECT next_offset FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions d ON d.id = o.pipeline_id WHERE d.name = '$PRIV'"; }
 sql -c "REVOKE INSERT ON ks_sec.priv_$SFX FROM $A" >/dev/null
-printf '3|{"id":3,"v":"c"}\n' | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -p 0 -K '|'
+printf '3|{"id":3,"v":"c"}\n' | produce "$T" -p 0
 poll "SELECT state = 'failed' FROM kafka_sink.pipeline_definitions WHERE name = '$PRIV'" 30 || true
 check "INSERT revoked while running: the pipeline fails" failed \
       "$(sql -c "SELECT state FROM kafka_sink.pipelines WHERE name = '$PRIV'")"

@@ -14,23 +14,14 @@
 #  - an upgraded database and a fresh CREATE EXTENSION have the same schema
 #    (every member object, its definition, privileges and comment).
 # Env: KS_RELEASED_COMMIT (the 0.1.0 release commit).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/common.sh"
 REL="${KS_RELEASED_COMMIT:-123256e99b78bd8fc0d04681ce5b6caf1d63f712}"
 U="$KS_RUN/upgrade_$SFX"
 T="e2e_upgrade_$SFX"
-OSUSER="${KS_PGOSUSER:-kstest}"
-cleanup() {
-    local rc=$?
-    set +e
-    trap - EXIT
-    if [ -d "$U/run" ]; then
-        KS_RUN="$U/run" KS_PGBIN="$PGB" "$HARNESS" pg-kill >/dev/null 2>&1
-        KS_RUN="$U/run" KS_PGBIN="$PGB" "$HARNESS" clean >/dev/null 2>&1
-    fi
-    rm -rf "$U"
-    exit $rc
-}
-trap cleanup EXIT
+# at exit: the cluster (own_cluster_start, with the private tree's
+# binaries), then all of $U
+cleanup() { rm -rf "$U"; }
+at_exit cleanup
 mkdir -p "$U/src" "$U/run"
 git -C "$REPO" cat-file -e "$REL^{commit}" 2>/dev/null \
     || { echo "not ok - the release commit $REL is not in this clone's history"; exit 1; }
@@ -65,19 +56,19 @@ check "kafka_sink 0.1.0 built from the release commit" "'0.1.0'" \
       "$(sed -n "s/^default_version = //p" "$("$PGC" --sharedir)/extension/kafka_sink.control")"
 
 export KS_PGBIN="$PGB"
-KS_RUN="$U/run" "$HARNESS" pg-start >/dev/null 2>&1 || { tail -n 30 "$U/run/logs/postgresql.log"; exit 1; }
-PORT="$(cat "$U/run/pgport")"
+own_cluster_start "$U/run" || exit 1
+PORT="$(own_port "$U/run")"
 PGLOGF="$U/run/logs/postgresql.log"
-s() { PGPORT="$PORT" sql "$@"; }
+s() { sql_at "$PORT" "$@"; }
 PGPORT="$PORT" setup_owner >/dev/null
 check "the extension is at 0.1.0" "0.1.0" "$(s -c "SELECT extversion FROM pg_extension WHERE extname = 'kafka_sink'")"
 
 "$HARNESS" topic-create "$T" 2 >/dev/null 2>&1
 NEXT=1
 produce_upto() {  # message n: key n % 40, {"k": k, "n": n}
-    python3 -c "
+    produce_py "$T" "
 for n in range($NEXT, $1 + 1):
-    print('%d|{\"k\":%d,\"n\":%d}' % (n % 40, n % 40, n))" | kcat -P -b "$KS_BOOTSTRAP" -t "$T" -K '|'
+    print('%d|{\"k\":%d,\"n\":%d}' % (n % 40, n % 40, n))"
     NEXT=$(($1 + 1))
 }
 produce_upto 1500
@@ -100,12 +91,12 @@ check "0.1.0: both pipelines catch up" "t|t" \
 DEFS_Q="SELECT string_agg(format('%s %s %s %s %s %s %s %s', id, name, owner, target, kafka_options, max_offsets_per_batch, mode, starting_offsets), ';' ORDER BY id) FROM kafka_sink.pipeline_definitions"
 defs_before="$(s -c "$DEFS_Q")"
 max_batch_before="$(s -c "SELECT string_agg(p.name || '=' || (SELECT max(batch_id) FROM kafka_sink.batches b WHERE b.pipeline_id = p.id), ',' ORDER BY p.name) FROM kafka_sink.pipeline_definitions p")"
-KS_RUN="$U/run" "$HARNESS" pg-stop >/dev/null 2>&1
+own_cluster_stop "$U/run"
 
 # ---- this version's library and scripts, catalog still at 0.1.0 -------------------------------
 make -C "$REPO" -s install PG_CONFIG="$PGC" > "$U/install.log" 2>&1 \
     || { tail -n 30 "$U/install.log"; echo "not ok - make install of this version"; exit 1; }
-KS_RUN="$U/run" "$HARNESS" pg-start >/dev/null 2>&1 || { tail -n 30 "$PGLOGF"; exit 1; }
+own_cluster_start "$U/run" || exit 1
 produce_upto 3000
 sleep 6
 check "new library, old catalog: nothing applied" "1500" "$(s -c "SELECT count(*) FROM e2e.up_log_$SFX")"
@@ -119,8 +110,8 @@ s -c "ALTER EXTENSION kafka_sink UPDATE" >/dev/null
 check "ALTER EXTENSION kafka_sink UPDATE reaches the default version" \
       "$(s -c "SELECT default_version FROM pg_available_extensions WHERE name = 'kafka_sink'")" \
       "$(s -c "SELECT extversion FROM pg_extension WHERE extname = 'kafka_sink'")"
-KS_RUN="$U/run" "$HARNESS" pg-stop >/dev/null 2>&1
-KS_RUN="$U/run" "$HARNESS" pg-start >/dev/null 2>&1 || { tail -n 30 "$PGLOGF"; exit 1; }
+own_cluster_stop "$U/run"
+own_cluster_start "$U/run" || exit 1
 produce_upto 4000
 check "after the upgrade: both pipelines catch up" "t|t" \
       "$(s -c "SELECT kafka_sink.wait('up_cur', '90 s')")|$(s -c "SELECT kafka_sink.wait('up_log', '90 s')")"
@@ -198,5 +189,5 @@ check "an upgraded database and a fresh install have the same schema ($(wc -l < 
       "$(cat "$U/schema.diff")"
 check "the schema comparison is not empty" t "$([ "$(wc -l < "$U/schema-fresh.txt")" -gt 100 ] && echo t || echo f)"
 
-KS_RUN="$U/run" "$HARNESS" pg-stop >/dev/null 2>&1
+own_cluster_stop "$U/run"
 finish

@@ -1,0 +1,283 @@
+# test/lib/common.sh: the helpers of the shell tests (test/e2e/*.sh,
+# test/chaos/*.sh), sourced, never run.
+#
+# Expects the harness environment (KS_BOOTSTRAP, PG*, KS_RUN, KS_PGBIN), as
+# test/run_tests.sh exports it; when it is missing, reads it from
+# ${KS_RUN:-<repo>/.run}/env (a cluster started by test/harness.sh, e.g.
+# with KS_KEEP_RUNNING=1).  KS_LIB_NO_ENV=1 leaves that to the caller
+# (test/chaos/lib.bash starts the services itself when run standalone).
+#
+# Groups: env and names; SQL (sql, sql_at, as_role, poll, worker pids);
+# results (check, lines_with, finish); set-up (setup_owner); producing
+# (produce, produce_py, high_watermarks); exit hooks (at_exit); clusters
+# of a script's own (own_cluster_start ...); processes of a script's own
+# (stop_process, own_broker_start); waiting (wait_for); ports (free_port).
+set -euo pipefail
+KS_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$KS_LIB_DIR/../.." && pwd)"
+HARNESS="$REPO/test/harness.sh"
+E2E_DIR="$REPO/test/e2e"
+
+# ---------------------------------------------------------------- env
+
+# ks_env: the harness env of ${KS_RUN:-<repo>/.run}, unless it is set already
+ks_env() {
+    if [ -z "${KS_BOOTSTRAP:-}" ]; then
+        local f="${KS_RUN:-$REPO/.run}/env"
+        [ -s "$f" ] || { echo "no harness env: $f (run test/run_tests.sh, or test/harness.sh pg-start and kafka-start)" >&2; exit 2; }
+        # shellcheck disable=SC1090
+        . "$f"
+    fi
+    export KS_RUN
+}
+[ -n "${KS_LIB_NO_ENV:-}" ] || ks_env
+
+PASSED=0
+FAILED=0
+TEST_NAME="$(basename "$0" .sh)"
+# a suffix for the names a run creates (topics, tables, pipelines)
+SFX="$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+
+# ---------------------------------------------------------------- SQL
+
+# sql [PSQL ARGS...]: unaligned tuples only, errors fatal to the statement
+sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 "$@"; }
+
+# sql_at PORT [PSQL ARGS...]: sql against another cluster of this machine
+sql_at() { local port="$1"; shift; PGPORT="$port" sql "$@"; }
+
+# as_role ROLE [PSQL ARGS...]: sql, logged in as ROLE
+as_role() { local r="$1"; shift; sql -U "$r" "$@"; }
+
+# poll SQL_BOOLEAN TIMEOUT_SECONDS: true once the query returns t
+poll() {
+    local deadline=$((SECONDS + $2))
+    while [ $SECONDS -lt $deadline ]; do
+        [ "$(sql -c "$1" 2>/dev/null)" == "t" ] && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
+# worker_pids PIPELINE: pids of its workers in pg_stat_activity, sorted
+# (application_name is "kafka_sink: NAME", or "kafka_sink: NAME/N" when the
+# pipeline has several workers)
+worker_pids() {
+    psql -X -q -A -t -c "SELECT pid FROM pg_stat_activity
+                          WHERE backend_type = 'kafka_sink worker'
+                            AND (application_name = 'kafka_sink: $1'
+                                 OR application_name LIKE 'kafka_sink: $1/%')
+                          ORDER BY pid" 2>/dev/null | paste -sd' ' - || true
+}
+
+# worker_pid PIPELINE: the pid of one of its workers (a random one), or nothing
+worker_pid() {
+    psql -X -q -A -t -c "SELECT pid FROM pg_stat_activity
+                          WHERE backend_type = 'kafka_sink worker'
+                            AND (application_name = 'kafka_sink: $1'
+                                 OR application_name LIKE 'kafka_sink: $1/%')
+                          ORDER BY random() LIMIT 1" 2>/dev/null || true
+}
+
+# wait_worker PIPELINE OLD_PID TIMEOUT: prints the pid of a worker other
+# than OLD_PID once one runs; fails after TIMEOUT seconds
+wait_worker() {
+    local name="$1" old="$2" deadline=$((SECONDS + $3)) pid
+    while [ $SECONDS -lt $deadline ]; do
+        pid="$(worker_pid "$name")"
+        if [ -n "$pid" ] && [ "$pid" != "$old" ]; then
+            echo "$pid"
+            return 0
+        fi
+        sleep 0.2
+    done
+    return 1
+}
+
+# wait_for TIMEOUT_SECONDS CMD...: true once CMD succeeds (polled every 0.2 s)
+wait_for() {
+    local deadline=$((SECONDS + $1))
+    shift
+    while [ $SECONDS -lt $deadline ]; do
+        "$@" && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
+# ---------------------------------------------------------------- results
+
+# check DESCRIPTION EXPECTED ACTUAL
+check() {
+    if [ "$2" == "$3" ]; then
+        PASSED=$((PASSED + 1)); echo "ok - $1"
+    else
+        FAILED=$((FAILED + 1)); echo "not ok - $1"; echo "#   expected: $2"; echo "#   actual:   $3"
+    fi
+}
+
+# lines_with FILE STRING...: how many lines of FILE contain each STRING, summed
+lines_with() {
+    local f="$1" s n total=0
+    shift
+    for s in "$@"; do
+        n="$(grep -c -- "$s" "$f" || true)"
+        total=$((total + n))
+    done
+    echo "$total"
+}
+
+# finish: the summary line; the script's status (call it last)
+finish() {
+    echo "$TEST_NAME: $PASSED passed, $FAILED failed"
+    [ "$FAILED" -eq 0 ]
+}
+
+# ---------------------------------------------------------------- set-up
+
+# setup_owner: a non-superuser pipeline owner ks_e2e with its schema e2e
+# (on the cluster of PGPORT)
+setup_owner() {
+    sql <<'SQL'
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS kafka_sink;
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'ks_e2e') THEN CREATE ROLE ks_e2e LOGIN; END IF;
+END $$;
+GRANT kafka_sink_admin TO ks_e2e;
+CREATE SCHEMA IF NOT EXISTS e2e AUTHORIZATION ks_e2e;
+SQL
+}
+
+# ---------------------------------------------------------------- producing
+
+# produce TOPIC [KCAT ARGS...]: stdin's lines "key|value" into TOPIC
+# (extra args e.g. -p 0 for one partition)
+produce() { local t="$1"; shift; kcat -P -b "$KS_BOOTSTRAP" -t "$t" -K '|' "$@"; }
+
+# produce_py TOPIC PYTHON [KCAT ARGS...]: the lines "key|value" that the
+# python code prints into TOPIC
+produce_py() { local t="$1" code="$2"; shift 2; python3 -c "$code" | produce "$t" "$@"; }
+
+# high_watermarks TOPIC: "P:OFFSET P:OFFSET ..." (partition order), the
+# offsets a caught-up checkpoint of every partition equals
+high_watermarks() {
+    "$HARNESS" topic-offsets "$1" 2>/dev/null | awk -F'\t' '{printf "%s%s:%s", (NR > 1 ? " " : ""), $1, $2}'
+}
+
+# ---------------------------------------------------------------- exit hooks
+
+# at_exit FUNC: run FUNC when the script exits (hooks in reverse order of
+# registration, with set +e; the script's exit status is kept).  A script
+# that sets its own EXIT trap instead must not use at_exit nor own clusters.
+KS_EXIT_HOOKS=()
+at_exit() {
+    [ ${#KS_EXIT_HOOKS[@]} -gt 0 ] || trap ks_run_exit_hooks EXIT
+    KS_EXIT_HOOKS+=("$1")
+}
+# (a hook sees the script's exit status in KS_EXIT_STATUS)
+# shellcheck disable=SC2317  # reached through the trap
+ks_run_exit_hooks() {
+    local rc=$? i
+    trap - EXIT
+    set +e
+    KS_EXIT_STATUS=$rc
+    for ((i = ${#KS_EXIT_HOOKS[@]} - 1; i >= 0; i--)); do
+        ${KS_EXIT_HOOKS[$i]}
+    done
+    exit $rc
+}
+
+# ---------------------------------------------------------------- own clusters
+
+# A script's own PostgreSQL cluster (beside the harness's, which it leaves
+# alone): test/harness.sh with KS_RUN=DIR, the same broker, another port.
+# Killed and removed at exit, whatever happened.
+#   own_cluster_start DIR     start it (KS_PG_CONF / KS_PGBIN in the env
+#                             of the call apply, as for harness pg-start;
+#                             the KS_PGBIN of the first start is the one
+#                             that stops it at exit)
+#   own_cluster_stop DIR      stop it (a clean shutdown)
+#   own_cluster_kill DIR      stop it with -m immediate
+#   own_port DIR              its port
+#   own_register DIR          remove DIR at exit (for a cluster made by
+#                             hand in DIR, e.g. with pg_basebackup)
+declare -A KS_OWN_PGBIN=()
+KS_OWN_DIRS=()
+own_register() {
+    [ -n "${KS_OWN_PGBIN[$1]+x}" ] && return 0
+    [ ${#KS_OWN_DIRS[@]} -gt 0 ] || at_exit ks_own_cleanup
+    KS_OWN_DIRS+=("$1")
+    KS_OWN_PGBIN[$1]="${KS_PGBIN:-}"
+}
+own_cluster_start() {
+    own_register "$1"
+    KS_RUN="$1" "$HARNESS" pg-start >/dev/null 2>&1 \
+        || { echo "# could not start the cluster of $1:" >&2; tail -n 30 "$1/logs/postgresql.log" >&2 2>/dev/null; return 1; }
+}
+own_cluster_stop() { KS_RUN="$1" "$HARNESS" pg-stop >/dev/null 2>&1; }
+own_cluster_kill() { KS_RUN="$1" "$HARNESS" pg-kill >/dev/null 2>&1; }
+own_port() { cat "$1/pgport"; }
+# shellcheck disable=SC2317  # reached through at_exit
+ks_own_cleanup() {
+    local i d
+    for ((i = ${#KS_OWN_DIRS[@]} - 1; i >= 0; i--)); do
+        d="${KS_OWN_DIRS[$i]}"
+        [ -d "$d" ] || continue
+        KS_RUN="$d" KS_PGBIN="${KS_OWN_PGBIN[$d]:-${KS_PGBIN:-}}" "$HARNESS" pg-kill >/dev/null 2>&1
+        KS_RUN="$d" KS_PGBIN="${KS_OWN_PGBIN[$d]:-${KS_PGBIN:-}}" "$HARNESS" clean >/dev/null 2>&1
+        rm -rf "$d"
+    done
+}
+
+# ---------------------------------------------------------------- own processes
+
+# stop_process PID [SECONDS]: SIGTERM, SIGKILL if it still runs after
+# SECONDS (default 10); nothing when PID is empty or gone
+stop_process() {
+    local pid="${1:-}" i
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null
+    for ((i = 0; i < ${2:-10} * 10; i++)); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# own_broker_start DIR [STORAGE TOOL ARGS...]: a Kafka broker of the
+# script's own (other listeners than the harness's, e.g. SASL/SSL), from
+# DIR/server.properties and DIR/log4j2.properties that the script wrote:
+# formatted (the extra args go to kafka.tools.StorageTool format, e.g.
+# --add-scram ...; its output in DIR/format.log), then started in its own
+# session (log DIR/broker.log, pid in DIR/pid and OWN_BROKER_PID).  The
+# script waits for it on its own listeners, and stops it with stop_process
+# (in its at_exit hook, after dropping what reads from it).
+own_broker_start() {
+    local dir="$1" cluster_id
+    shift
+    # (never one starting with "-": the storage tool would take it for an option)
+    cluster_id="$(python3 -c 'import base64,uuid
+c = "-"
+while c.startswith("-"): c = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+print(c)')"
+    java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+         -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$KS_KAFKA_CP" \
+         kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" --standalone \
+         "$@" > "$dir/format.log" 2>&1 \
+        || { echo "# broker format failed:"; sed 's/^/#   /' "$dir/format.log"; return 1; }
+    ( exec setsid java -Xms128m -Xmx384m -XX:+UseG1GC -Djava.awt.headless=true \
+          -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$KS_KAFKA_CP" \
+          kafka.Kafka "$dir/server.properties" > "$dir/broker.log" 2>&1 < /dev/null ) &
+    OWN_BROKER_PID=$!
+    echo "$OWN_BROKER_PID" > "$dir/pid"
+}
+
+# as_pg CMD...: CMD as the OS user of the clusters (the harness runs them
+# as KS_PGOSUSER, default kstest, when the tests run as root)
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u "${KS_PGOSUSER:-kstest}" -- "$@"; else "$@"; fi; }
+
+# ---------------------------------------------------------------- ports
+
+# free_port [NOT...]: a free loopback port, none of NOT
+free_port() { "$HARNESS" free-port "$@"; }
