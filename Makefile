@@ -12,6 +12,14 @@ OBJS = \
 	src/decode.o \
 	src/jsonwalk.o \
 	src/apply.o \
+	src/apply_sql.o \
+	src/statements.o \
+	src/reduce.o \
+	src/checkpoint.o \
+	src/bronze.o \
+	src/quarantine.o \
+	src/dedupe.o \
+	src/replay.o \
 	src/catalog.o \
 	src/catalog_guard.o \
 	src/api.o \

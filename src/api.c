@@ -23,6 +23,11 @@
  */
 #include "kafka_sink.h"
 #include "kafka_options.h"
+#include "catalog.h"
+#include "consumer.h"
+#include "producer.h"
+#include "sqlcall.h"
+#include "bgworker.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -39,8 +44,6 @@ PG_FUNCTION_INFO_V1(kafka_sink_check_kafka_options);
 PG_FUNCTION_INFO_V1(kafka_sink_is_secret_option);
 PG_FUNCTION_INFO_V1(kafka_sink_produce);
 PG_FUNCTION_INFO_V1(kafka_sink_watermarks);
-/* _batch_rows, _batch_messages and _replay: with their bodies in apply.c */
-PG_FUNCTION_INFO_V1(kafka_sink_pipeline_statements);
 PG_FUNCTION_INFO_V1(kafka_sink_wake_launcher);
 PG_FUNCTION_INFO_V1(kafka_sink_worker_pids);
 PG_FUNCTION_INFO_V1(kafka_sink_partition_stats);

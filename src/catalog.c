@@ -11,6 +11,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog.h"
+#include "offsets.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"

@@ -16,6 +16,8 @@
  */
 #include "kafka_sink.h"
 #include "kafka_options.h"
+#include "consumer.h"
+#include "producer.h"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -17,6 +17,9 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog.h"
+#include "decode.h"
+#include "jsonwalk.h"
 
 #include "access/htup_details.h"
 #include "access/table.h"

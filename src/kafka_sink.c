@@ -9,6 +9,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "bgworker.h"
 
 #include "miscadmin.h"
 #include "utils/wait_event.h"

@@ -13,6 +13,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog.h"
+#include "bgworker.h"
 
 #include <signal.h>
 

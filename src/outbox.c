@@ -23,6 +23,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog.h"
+#include "consumer.h"
+#include "producer.h"
+#include "bgworker.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"

@@ -20,6 +20,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "sqlcall.h"
 
 #include "funcapi.h"
 #include "lib/stringinfo.h"

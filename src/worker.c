@@ -13,6 +13,11 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog.h"
+#include "consumer.h"
+#include "decode.h"
+#include "apply.h"
+#include "bgworker.h"
 
 #include "access/xact.h"
 #include "common/hashfn.h"
