@@ -8,6 +8,7 @@ OBJS = \
 	src/launcher.o \
 	src/worker.o \
 	src/consumer.o \
+	src/producer.o \
 	src/kafka_options.o \
 	src/decode.o \
 	src/jsonwalk.o \

@@ -1,10 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * kafka_sink.h
- *		Types and entry points shared by the modules of kafka_sink.
- *
- * Only consumer.c includes rdkafka.h; everything else sees Kafka through
- * the plain structs declared here.
+ *		What every module of kafka_sink needs: the GUCs and fault points,
+ *		shared memory, the pipeline definition, a partition and a message
+ *		as the extension sees them, the catalog-write guard, and a few
+ *		conversions.  Everything else has its module's header (src/*.h,
+ *		one per stage); Kafka is seen through consumer.h and producer.h,
+ *		rdkafka.h only by consumer.c and producer.c (kafka_client.h).
  *
  *-------------------------------------------------------------------------
  */
