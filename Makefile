@@ -6,6 +6,7 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/launcher.o \
+	src/bgworker.o \
 	src/worker.o \
 	src/consumer.o \
 	src/producer.o \

@@ -230,8 +230,7 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 				 errmsg("the time to look up offsets for must be finite"),
 				 errhint("Pass a timestamp, or NULL for the watermarks only.")));
 	if (with_at)
-		at_ms = (PG_GETARG_TIMESTAMPTZ(1) / 1000) +
-			((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000);
+		at_ms = ks_timestamptz_to_epoch_ms(PG_GETARG_TIMESTAMPTZ(1));
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
 	if (SPI_execute_with_args("SELECT id FROM kafka_sink.pipeline_definitions WHERE name = $1",

@@ -37,10 +37,10 @@ extern PGDLLEXPORT void ks_worker_main(Datum arg);
 extern PGDLLEXPORT void ks_relay_main(Datum arg);
 
 /* bgworker.c */
-extern void ks_bgworker_start(void);
-extern bool ks_bgworker_attach(KsWorkerArgs *args);
+extern void ks_bgworker_start(KsWorkerArgs *args);
+extern void ks_bgworker_session(const char *appname);
 extern long ks_backoff_ms(int failures, long base_ms, long max_ms);
-extern void ks_fail_pipeline(int64 pipeline_id, int elevel, int sqlerrcode,
-							 const char *message, const char *detail, const char *hint);
+extern void ks_fail_pipeline(int64 pipeline_id, const char *kind, int sqlerrcode,
+							 const char *message, const char *detail);
 
 #endif							/* KS_BGWORKER_H */

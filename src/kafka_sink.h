@@ -4,7 +4,7 @@
  *		What every module of kafka_sink needs: the GUCs and fault points,
  *		shared memory, the pipeline definition, a partition and a message
  *		as the extension sees them, the catalog-write guard, and a few
- *		conversions.  Everything else has its module's header (src/*.h,
+ *		conversions.  Everything else has its module's header (src/<module>.h,
  *		one per stage); Kafka is seen through consumer.h and producer.h,
  *		rdkafka.h only by consumer.c and producer.c (kafka_client.h).
  *

@@ -265,8 +265,7 @@ fail_pipeline(int64 pipeline_id, int sqlerrcode, const char *message, const char
 	ereport(WARNING,
 			(errmsg("kafka_sink: pipeline %lld failed: %s", (long long) pipeline_id, message),
 			 detail ? errdetail("%s", detail) : 0));
-	ks_record_error(pipeline_id, "permanent", sqlerrcode, message, detail);
-	ks_set_state(pipeline_id, "failed");
+	ks_fail_pipeline(pipeline_id, "permanent", sqlerrcode, message, detail);
 }
 
 static void
@@ -435,7 +434,7 @@ start_worker(Wanted *w, int index)
 		b->failures = 0;
 	b->last_start = now;
 	b->not_before = b->failures == 0 ? 0 :
-		TimestampTzPlusMilliseconds(now, Min(60000, 1000 << Min(b->failures, 6)));
+		TimestampTzPlusMilliseconds(now, ks_backoff_ms(b->failures, 1000, 60000));
 }
 
 static void
@@ -519,13 +518,10 @@ ks_launcher_main(Datum arg)
 	MemoryContext loop_cxt;
 
 	(void) arg;
-	pqsignal(SIGTERM, die);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
+	ks_bgworker_start(NULL);
 	BackgroundWorkerInitializeConnection(ks_database, NULL, 0);
 	/* the launcher is a superuser: never resolve names through a user's path */
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION);
-	pgstat_report_appname("kafka_sink launcher");
+	ks_bgworker_session("kafka_sink launcher");
 
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 	ks_shared->launcher_procno = KS_MY_PROCNO();

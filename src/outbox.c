@@ -295,18 +295,9 @@ ks_relay_main(Datum arg)
 	TimestampTz last_prune = 0;
 
 	(void) arg;
-	memcpy(&rargs, MyBgworkerEntry->bgw_extra, sizeof(KsWorkerArgs));
-	pqsignal(SIGTERM, die);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-
-	if (!ks_slot_attach(rargs.slot, rargs.pipeline_id, rargs.worker_index))
-		proc_exit(0);
-
+	ks_bgworker_start(&rargs);
 	BackgroundWorkerInitializeConnectionByOid(rargs.database, InvalidOid, 0);
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION);
-	SetConfigOption("application_name", "kafka_sink outbox relay", PGC_USERSET, PGC_S_SESSION);
-	pgstat_report_appname("kafka_sink outbox relay");
+	ks_bgworker_session("kafka_sink outbox relay");
 
 	producer = ks_producer_create(ks_outbox_servers, NIL);
 	cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink relay", ALLOCSET_DEFAULT_SIZES);
@@ -342,7 +333,7 @@ ks_relay_main(Datum arg)
 		MemoryContextSwitchTo(old);
 		if (delivered < n)
 		{
-			long		delay = Min(30000L, 200L << Min(failures, 8));
+			long		delay = ks_backoff_ms(failures, 200, 30000);
 
 			failures++;
 			ks_slot_set_detail(rargs.slot, "retrying after: %s",

@@ -36,8 +36,6 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-StaticAssertDecl(sizeof(KsWorkerArgs) <= BGW_EXTRALEN, "worker arguments must fit in bgw_extra");
-
 static KsWorkerArgs args;
 static KsPipeline *pipeline;
 static KsConsumer *consumer;
@@ -80,10 +78,8 @@ worker_fail(const char *kind, int sqlerrcode, const char *message,
 			 hint ? errhint("%s", hint) : 0));
 	PG_TRY();
 	{
-		ks_record_error(args.pipeline_id, kind, sqlerrcode, message, full_detail);
-		if (permanent)
-			ks_set_state(args.pipeline_id, "failed");
-		else
+		ks_fail_pipeline(args.pipeline_id, kind, sqlerrcode, message, full_detail);
+		if (!permanent)
 			ks_slot_set_detail(args.slot, "retrying after: %s", message);
 	}
 	PG_CATCH();
@@ -578,7 +574,7 @@ mirror_checkpoint(void)
 	{
 		mirror_due = true;
 		mirror_failures++;
-		mirror_not_before = TimestampTzPlusMilliseconds(now, Min(60000L, 500L << Min(mirror_failures, 7)));
+		mirror_not_before = TimestampTzPlusMilliseconds(now, ks_backoff_ms(mirror_failures, 500, 60000));
 		if (mirror_logged_at == 0 || TimestampDifferenceExceeds(mirror_logged_at, now, 60000))
 		{
 			ereport(LOG,
@@ -1178,7 +1174,7 @@ worker_run(void)
 			}
 			if (is_transient(edata->sqlerrcode))
 			{
-				long		delay = Min(30000L, 100L << Min(failures, 9));
+				long		delay = ks_backoff_ms(failures, 100, 30000);
 
 				failures++;
 				ereport(LOG,
@@ -1228,13 +1224,7 @@ void
 ks_worker_main(Datum arg)
 {
 	(void) arg;
-	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(KsWorkerArgs));
-	pqsignal(SIGTERM, die);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-
-	if (!ks_slot_attach(args.slot, args.pipeline_id, args.worker_index))
-		proc_exit(0);
+	ks_bgworker_start(&args);
 
 	/* an owner that cannot connect is reported by the launcher (reap_slot) */
 	ks_fault(KS_FAULT_BEFORE_CONNECT);
