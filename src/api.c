@@ -5,7 +5,7 @@
  *		written in SQL (kafka_sink--*.sql); these are the parts that need
  *		librdkafka or shared memory.
  *
- * The rule for every C function exposed in SQL (here and in apply.c):
+ * The rule for every C function exposed in SQL (here and in apply_sql.c, bronze.c, replay.c, statements.c, decode.c, offsets.c, catalog_guard.c):
  * whoever may EXECUTE it (kafka_sink_admin) can call it directly, with any
  * arguments, from any statement, so it is checked like a public function.
  * Each validates its arguments (NULLs where not STRICT, ranges, empty

@@ -83,7 +83,7 @@ batch_rows_columns(KsTarget *t, int *ncols)
 
 /*
  * kafka_sink._batch_rows(): the staged rows of the batch this process is
- * applying, for the statements of apply.c (ks_source_sql).
+ * applying, for the statements of statements.c (ks_source_sql).
  * Checks: a batch is being applied by this process (the worker's, or
  * _replay's in this session): srf_batch is only set while one of our
  * statements runs, so a call from elsewhere, a later trigger or another

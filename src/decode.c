@@ -343,7 +343,7 @@ ks_target_open(KsPipeline *p)
 	}
 
 	/*
-	 * Partial messages fold per key (apply.c, reduce()): with an order
+	 * Partial messages fold per key (reduce.c, ks_reduce()): with an order
 	 * column, an optional column carries the order value of the message
 	 * that supplied it, for the MERGE to tell whether that message applies.
 	 */

@@ -21,7 +21,7 @@
 #include "utils/sortsupport.h"
 #include "utils/typcache.h"
 
-/* ---- ks_reduce ---- */
+/* ---- reduce ---- */
 
 struct KsKeyHash
 {

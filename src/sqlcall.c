@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * sqlcall.c
- *		Checks shared by the C functions exposed in SQL (api.c, apply.c).
+ *		Checks shared by the C functions exposed in SQL (api.c and the modules with a kafka_sink_* function).
  *
  * Every role that may EXECUTE one of them (kafka_sink_admin) can call it
  * with any arguments, from any statement, at any time: the internal

@@ -344,7 +344,7 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 					"To run by hand: PREPARE d(bigint) AS <by_hand>; EXECUTE d(<batch id>).");
 		if (p->mode == KS_MODE_MERGE)
 			KS_EMIT(p->target, "merge", ks_merge_sql(t, false), ks_merge_sql(t, true),
-					psprintf("Runs over one row per key, the winner of the ks_reduce: %s, then the latest "
+					psprintf("Runs over one row per key, the winner of the reduce: %s, then the latest "
 							 "offset. The WHEN MATCHED condition is the ordering guard: a target row "
 							 "that is newer stays (the message is stale). Rows go in key order; a row "
 							 "that fails through its own fault is quarantined and its key's next best "

@@ -1230,7 +1230,7 @@ ks_worker_main(Datum arg)
 	ks_fault(KS_FAULT_BEFORE_CONNECT);
 	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
 	pin_settings();
-	/* suspended around the user's code: apply.c, decode.c, ks_xact_commit */
+	/* suspended around the user's code: apply_sql.c, bronze.c, decode.c, ks_xact_commit */
 	ks_catalog_writes_for_worker();
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 	ks_shared->slots[args.slot].ready = true;
