@@ -211,10 +211,7 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 	List	   *tps;
 	char	   *err = NULL;
 	ListCell   *lc;
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		argv[1];
 	int64		id;
-	bool		isnull;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -223,7 +220,6 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 				 errhint("Pass the pipeline's name.")));
 	ks_srf_check_context(fcinfo, "kafka_sink._watermarks()");
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	argv[0] = CStringGetTextDatum(name);
 	if (with_at && TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(1)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -232,15 +228,13 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 	if (with_at)
 		at_ms = ks_timestamptz_to_epoch_ms(PG_GETARG_TIMESTAMPTZ(1));
 	InitMaterializedSRF(fcinfo, 0);
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT id FROM kafka_sink.pipeline_definitions WHERE name = $1",
-							  1, argtypes, argv, NULL, true, 1) != SPI_OK_SELECT ||
-		SPI_processed == 0)
+	ks_spi_connect();
+	id = ks_catalog_pipeline_id(name);
+	if (id < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("pipeline \"%s\" does not exist", name),
 				 errhint("SELECT name FROM kafka_sink.pipelines lists the pipelines you can see.")));
-	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	p = ks_load_pipeline(id, CurrentMemoryContext);
 	if (p == NULL)
 		ereport(ERROR,

@@ -179,73 +179,20 @@ ks_write_checkpoint(KsBatch *batch)
 	}
 	appendStringInfoChar(&ranges, ']');
 
-	{
-		Oid			argtypes[15] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
-		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID};
-		Datum		v[15];
-
-		v[0] = Int64GetDatum(batch->pipeline->id);
-		v[1] = Int64GetDatum(batch->batch_id);
-		v[2] = Int32GetDatum(batch->worker_index);
-		v[3] = CStringGetTextDatum(ranges.data);
-		v[4] = Int64GetDatum(s->messages);
-		v[5] = Int64GetDatum(s->inserted);
-		v[6] = Int64GetDatum(s->updated);
-		v[7] = Int64GetDatum(s->deleted);
-		v[8] = Int64GetDatum(s->stale);
-		v[9] = Int64GetDatum(s->superseded);
-		v[10] = Int64GetDatum(s->quarantined);
-		v[11] = Int64GetDatum(s->bytes);
-		v[12] = TimestampTzGetDatum(batch->started_at);
-		v[13] = Int64GetDatum(s->duplicates);
-		v[14] = CStringGetTextDatum(progress_json(batch));
-		if (SPI_execute_with_args("INSERT INTO kafka_sink.batches (pipeline_id, batch_id, worker, ranges,"
-								  " messages, inserted, updated, deleted, stale, superseded, quarantined,"
-								  " bytes, started_at, duplicates, progress) VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7,"
-								  " $8, $9, $10, $11, $12, $13, $14, $15::jsonb)",
-								  15, argtypes, v, NULL, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "kafka_sink: could not write the batch marker");
-	}
+	ks_catalog_insert_marker(batch->pipeline->id, batch->batch_id, batch->worker_index, ranges.data,
+							 s, batch->started_at, progress_json(batch));
 
 	for (int i = 0; i < batch->nparts; i++)
 	{
 		KsPartition *p = &batch->parts[i];
-		Oid			argtypes[6] = {INT8OID, TEXTOID, INT4OID, INT8OID, INT8OID, INT8OID};
-		Datum		v[6];
 
 		if (p->loss)
-		{
-			Oid			largtypes[6] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8OID, INT8OID};
-			Datum		lv[6];
-
-			lv[0] = Int64GetDatum(batch->pipeline->id);
-			lv[1] = Int64GetDatum(batch->batch_id);
-			lv[2] = CStringGetTextDatum(p->topic);
-			lv[3] = Int32GetDatum(p->partition);
-			lv[4] = Int64GetDatum(p->loss_expected);
-			lv[5] = Int64GetDatum(p->loss_available);
-			if (SPI_execute_with_args("INSERT INTO kafka_sink.data_loss (pipeline_id, batch_id, topic,"
-									  " partition, expected_offset, available_offset, kind)"
-									  " VALUES ($1, $2, $3, $4, $5, $6,"
-									  " CASE WHEN $6 >= $5 THEN 'deleted' ELSE 'reset' END)",
-									  6, largtypes, lv, NULL, false, 0) != SPI_OK_INSERT)
-				elog(ERROR, "kafka_sink: could not record data loss");
-		}
+			ks_catalog_insert_data_loss(batch->pipeline->id, batch->batch_id, p->topic, p->partition,
+										p->loss_expected, p->loss_available);
 		if (p->end == p->committed)
 			continue;
-		v[0] = Int64GetDatum(batch->pipeline->id);
-		v[1] = CStringGetTextDatum(p->topic);
-		v[2] = Int32GetDatum(p->partition);
-		v[3] = Int64GetDatum(p->end);
-		v[4] = Int64GetDatum(batch->batch_id);
-		v[5] = Int64GetDatum(p->committed);
-		if (SPI_execute_with_args("UPDATE kafka_sink.offsets SET next_offset = $4, batch_id = $5,"
-								  " updated_at = now()"
-								  " WHERE pipeline_id = $1 AND topic = $2 AND partition = $3"
-								  " AND next_offset = $6",
-								  6, argtypes, v, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "kafka_sink: could not write the checkpoint");
-		if (SPI_processed != 1)
+		if (!ks_catalog_advance_offset(batch->pipeline->id, p->topic, p->partition,
+									   p->committed, p->end, batch->batch_id))
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("the checkpoint of topic \"%s\" partition %d moved during the batch",
@@ -262,19 +209,13 @@ ks_write_checkpoint(KsBatch *batch)
 int64
 ks_next_batch_id(KsBatch *batch)
 {
-	Oid			argtypes[1] = {INT8OID};
-	Datum		v[1] = {Int64GetDatum(batch->pipeline->id)};
-	bool		isnull;
+	int64		batch_id;
 
-	if (SPI_execute_with_args("UPDATE kafka_sink.pipeline_definitions SET last_batch_id = last_batch_id + 1"
-							  " WHERE id = $1 AND state = 'running' RETURNING last_batch_id",
-							  1, argtypes, v, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
-		elog(ERROR, "kafka_sink: could not take a batch id");
-	if (SPI_processed != 1)
+	if (!ks_catalog_take_batch_id(batch->pipeline->id, &batch_id))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("pipeline \"%s\" is no longer running", batch->pipeline->name)));
-	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return batch_id;
 }
 
 
@@ -287,15 +228,6 @@ ks_next_batch_id(KsBatch *batch)
 void
 ks_prune_batches(KsBatch *batch)
 {
-	Oid			argtypes[3] = {INT8OID, INT8OID, INT8OID};
-	Datum		values[3];
-
-	values[0] = Int64GetDatum(batch->pipeline->id);
-	values[1] = Int64GetDatum(batch->batch_id - ks_keep_batches);
-	values[2] = Int64GetDatum(ks_keep_batches_for_s);
-	if (SPI_execute_with_args("DELETE FROM kafka_sink.batches WHERE pipeline_id = $1 AND batch_id <= $2"
-							  " AND committed_at < now() - $3 * interval '1 second'",
-							  3, argtypes, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "kafka_sink: could not prune batch markers");
+	ks_catalog_prune_batches(batch->pipeline->id, batch->batch_id - ks_keep_batches, ks_keep_batches_for_s);
 }
 

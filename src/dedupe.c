@@ -25,18 +25,6 @@
 
 /* ---- producer duplicates: event ids ---- */
 
-static Datum
-text_array(List *texts)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(texts), 1));
-	ListCell   *lc;
-	int			i = 0;
-
-	foreach(lc, texts)
-		elems[i++] = CStringGetTextDatum((char *) lfirst(lc));
-	return PointerGetDatum(construct_array(elems, i, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
 /*
  * Marks rows whose event id was applied before (in an earlier batch, by
  * any pipeline writing this target, or earlier in this batch).
@@ -47,8 +35,7 @@ ks_mark_duplicates(KsBatch *batch)
 	List	   *ids = NIL;
 	HTAB	   *seen;
 	HASHCTL		ctl;
-	Oid			argtypes[2] = {OIDOID, TEXTARRAYOID};
-	Datum		values[2];
+	ListCell   *lc;
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = NAMEDATALEN * 4;
@@ -62,15 +49,9 @@ ks_mark_duplicates(KsBatch *batch)
 	if (ids == NIL)
 		return;
 
-	values[0] = ObjectIdGetDatum(batch->target->relid);
-	values[1] = text_array(ids);
-	if (SPI_execute_with_args("SELECT event_id FROM kafka_sink.event_ids"
-							  " WHERE target = $1 AND event_id = ANY ($2)",
-							  2, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "kafka_sink: could not read event ids");
-	for (uint64 r = 0; r < SPI_processed; r++)
+	foreach(lc, ks_catalog_seen_event_ids(batch->target->relid, ids))
 	{
-		char	   *id = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+		char	   *id = lfirst(lc);
 
 		if (strlen(id) < NAMEDATALEN * 4)
 			hash_search(seen, id, HASH_ENTER, NULL);
@@ -102,8 +83,6 @@ void
 ks_record_event_ids(KsBatch *batch)
 {
 	List	   *ids = NIL;
-	Oid			argtypes[3] = {OIDOID, TEXTARRAYOID, INT8OID};
-	Datum		values[3];
 
 	for (int i = 0; i < batch->nmsgs; i++)
 	{
@@ -112,25 +91,10 @@ ks_record_event_ids(KsBatch *batch)
 		if (r->reason == KS_OK && !r->duplicate && r->event_id)
 			ids = lappend(ids, r->event_id);
 	}
-	values[0] = ObjectIdGetDatum(batch->target->relid);
-	values[1] = text_array(ids);
-	values[2] = Int64GetDatum(batch->batch_id);
-	if (ids != NIL &&
-		SPI_execute_with_args("INSERT INTO kafka_sink.event_ids (target, event_id, batch_id)"
-							  " SELECT $1, unnest($2), $3 ON CONFLICT DO NOTHING",
-							  3, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "kafka_sink: could not record event ids");
+	if (ids != NIL)
+		ks_catalog_record_event_ids(batch->target->relid, ids, batch->batch_id);
 	/* bounded retention; deleting only old rows never blocks new inserts */
 	if (batch->batch_id % 64 == 0)
-	{
-		Oid			pargtypes[2] = {OIDOID, INT8OID};
-		Datum		pvalues[2];
-
-		pvalues[0] = ObjectIdGetDatum(batch->target->relid);
-		pvalues[1] = Int64GetDatum(batch->pipeline->event_id_retention_s);
-		SPI_execute_with_args("DELETE FROM kafka_sink.event_ids WHERE target = $1"
-							  " AND seen_at < now() - $2 * interval '1 second'",
-							  2, pargtypes, pvalues, NULL, false, 0);
-	}
+		ks_catalog_prune_event_ids(batch->target->relid, batch->pipeline->event_id_retention_s);
 }
 

@@ -83,23 +83,6 @@ add_header_str(HeaderArrays *h, const char *name, const char *value)
 	add_header(h, name, value, strlen(value));
 }
 
-/*
- * The extension's owner: the dead-letter row is written with its rights,
- * as kafka_sink.outbox_send (SECURITY DEFINER) writes the rows of others,
- * since members of kafka_sink_admin may not write the outbox themselves.
- */
-static Oid
-extension_owner(void)
-{
-	bool		isnull;
-	Datum		d;
-
-	if (SPI_execute("SELECT extowner FROM pg_catalog.pg_extension WHERE extname = 'kafka_sink'",
-					true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "kafka_sink: could not find the extension's owner");
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return DatumGetObjectId(d);
-}
 
 /*
  * Queues the dead-letter message of a quarantined message in the outbox,
@@ -119,12 +102,12 @@ write_dead_letter(KsBatch *batch, KsRow *r, int64 quarantine_id)
 	ListCell   *lc;
 	const char *detail = r->detail ? r->detail : "";
 	size_t		dlen = strlen(detail);
-	Oid			argtypes[7] = {TEXTOID, BYTEAOID, BYTEAOID, TEXTARRAYOID, BYTEAARRAYOID, TEXTOID, INT8OID};
-	Datum		v[7];
-	char		n[7];
 	int			dims[1];
 	int			lbs[1] = {1};
-	Oid			owner = extension_owner();
+	Datum		names;
+	Datum		values;
+	char	   *created_by;
+	Oid			owner = ks_catalog_extension_owner();
 	Oid			save_userid;
 	int			save_sec;
 
@@ -157,32 +140,16 @@ write_dead_letter(KsBatch *batch, KsRow *r, int64 quarantine_id)
 	add_header_str(&h, "kafka_sink.batch_id", psprintf(INT64_FORMAT, batch->batch_id));
 	add_header_str(&h, "kafka_sink.quarantine_id", psprintf(INT64_FORMAT, quarantine_id));
 
-	memset(n, ' ', sizeof(n));
 	dims[0] = h.n;
-	v[0] = CStringGetTextDatum(p->dead_letter_topic);
-	if (m->key)
-		v[1] = ks_bytea_datum(m->key, m->key_len);
-	else
-		n[1] = 'n';
-	if (m->value)
-		v[2] = ks_bytea_datum(m->value, m->value_len);
-	else
-		n[2] = 'n';
-	v[3] = PointerGetDatum(construct_md_array(h.names, NULL, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-	v[4] = PointerGetDatum(construct_md_array(h.values, h.nulls, 1, dims, lbs, BYTEAOID, -1, false, TYPALIGN_INT));
-	v[5] = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
-	v[6] = Int64GetDatum(quarantine_id);
+	names = PointerGetDatum(construct_md_array(h.names, NULL, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+	values = PointerGetDatum(construct_md_array(h.values, h.nulls, 1, dims, lbs, BYTEAOID, -1, false, TYPALIGN_INT));
+	created_by = GetUserNameFromId(GetUserId(), false);
 
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 	PG_TRY();
 	{
-		if (SPI_execute_with_args("INSERT INTO kafka_sink.outbox"
-								  " (topic, key_bytes, value_bytes, header_names, header_values, created_by,"
-								  "  quarantine_id)"
-								  " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-								  7, argtypes, v, n, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "kafka_sink: could not queue a dead-letter message");
+		ks_catalog_insert_dead_letter(p->dead_letter_topic, m, names, values, created_by, quarantine_id);
 	}
 	PG_FINALLY();
 	{
@@ -194,57 +161,14 @@ write_dead_letter(KsBatch *batch, KsRow *r, int64 quarantine_id)
 static void
 write_quarantine(KsBatch *batch, KsRow *r)
 {
-	Oid			argtypes[11] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8OID, INT8OID,
-	BYTEAOID, BYTEAOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		v[11];
-	char		n[11];
-	KsMessage  *m = r->msg;
-	char	   *headers = ks_message_headers_json(m);
+	int64		qid = ks_catalog_insert_quarantine(batch->pipeline->id, batch->batch_id, r->msg,
+												   ks_message_headers_json(r->msg),
+												   ks_reason_name(r->reason), r->detail ? r->detail : "");
 
-	memset(n, ' ', sizeof(n));
-	v[0] = Int64GetDatum(batch->pipeline->id);
-	v[1] = Int64GetDatum(batch->batch_id);
-	v[2] = CStringGetTextDatum(m->topic);
-	v[3] = Int32GetDatum(m->partition);
-	v[4] = Int64GetDatum(m->offset);
-	v[5] = Int64GetDatum(m->timestamp_ms);
-	if (m->timestamp_ms < 0)
-		n[5] = 'n';
-	if (m->key)
-		v[6] = ks_bytea_datum(m->key, m->key_len);
-	else
-		n[6] = 'n';
-	if (m->value)
-		v[7] = ks_bytea_datum(m->value, m->value_len);
-	else
-		n[7] = 'n';
-	if (headers)
-		v[8] = CStringGetTextDatum(headers);
-	else
-		n[8] = 'n';
-	v[9] = CStringGetTextDatum(ks_reason_name(r->reason));
-	v[10] = CStringGetTextDatum(r->detail ? r->detail : "");
-	if (SPI_execute_with_args("INSERT INTO kafka_sink.quarantine AS q"
-							  " (pipeline_id, batch_id, topic, partition, message_offset, message_ts,"
-							  "  key, value, headers, reason, detail)"
-							  " VALUES ($1, $2, $3, $4, $5, pg_catalog.to_timestamp($6 / 1000.0), $7, $8, $9::jsonb, $10, $11)"
-							  " ON CONFLICT (pipeline_id, topic, partition, message_offset) DO UPDATE"
-							  " SET batch_id = excluded.batch_id, reason = excluded.reason,"
-							  "     detail = excluded.detail, created_at = now(), replayed_at = NULL"
-							  " RETURNING q.id",
-							  11, argtypes, v, n, false, 0) != SPI_OK_INSERT_RETURNING ||
-		SPI_processed != 1)
-		elog(ERROR, "kafka_sink: could not write a quarantine row");
 	if (batch->pipeline->dead_letter_topic)
-	{
-		bool		isnull;
-		int64		qid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-
 		write_dead_letter(batch, r, qid);
-	}
 }
 
-/* {"topic": {"0": n, ...}, ...} of one offset field of the partitions. */
 
 /* Writes the quarantine row of every message of the batch that did not apply. */
 void

@@ -52,8 +52,6 @@ kafka_sink_replay(PG_FUNCTION_ARGS)
 	int64	   *qids;
 	int64		replayed = 0,
 				failing = 0;
-	Oid			argtypes[2] = {INT8OID, INT8ARRAYOID};
-	Datum		values[2] = {Int64GetDatum(pipeline_id), ids};
 	Datum		out[2];
 	bool		nulls[2] = {false, false};
 
@@ -65,58 +63,14 @@ kafka_sink_replay(PG_FUNCTION_ARGS)
 				 errdetail("It was called from a batch function, a trigger or another statement run while a batch is applied."),
 				 errhint("Call kafka_sink.replay_quarantine() from a session of its own.")));
 	InitMaterializedSRF(fcinfo, 0);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "kafka_sink: SPI_connect failed");
+	ks_spi_connect();
 	p = pipeline_id > 0 ? ks_load_pipeline(pipeline_id, CurrentMemoryContext) : NULL;
 	if (p == NULL || !OidIsValid(p->target))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("pipeline %lld does not exist or has no target", (long long) pipeline_id),
 				 errhint("SELECT id, name, target FROM kafka_sink.pipelines lists the pipelines you can see.")));
-	if (SPI_execute_with_args("SELECT id, topic, partition, message_offset,"
-							  " (extract(epoch FROM message_ts) * 1000)::int8, key, value"
-							  " FROM kafka_sink.quarantine WHERE pipeline_id = $1 AND id = ANY ($2)"
-							  " ORDER BY topic, partition, message_offset FOR UPDATE",
-							  2, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "kafka_sink: could not read the quarantine");
-	{
-		SPITupleTable *tt = SPI_tuptable;
-		uint64		n = SPI_processed;
-
-		batch.nmsgs = (int) n;
-		batch.msgs = palloc(sizeof(KsMessage *) * Max(n, 1));
-		qids = palloc(sizeof(int64) * Max(n, 1));
-		for (uint64 i = 0; i < n; i++)
-		{
-			KsMessage  *m = palloc0(sizeof(KsMessage));
-			bool		isnull;
-			Datum		d;
-
-			qids[i] = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull));
-			m->topic = SPI_getvalue(tt->vals[i], tt->tupdesc, 2);
-			m->partition = DatumGetInt32(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull));
-			m->offset = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, 4, &isnull));
-			d = SPI_getbinval(tt->vals[i], tt->tupdesc, 5, &isnull);
-			m->timestamp_ms = isnull ? -1 : DatumGetInt64(d);
-			d = SPI_getbinval(tt->vals[i], tt->tupdesc, 6, &isnull);
-			if (!isnull)
-			{
-				bytea	   *b = DatumGetByteaPP(d);
-
-				m->key = VARDATA_ANY(b);
-				m->key_len = VARSIZE_ANY_EXHDR(b);
-			}
-			d = SPI_getbinval(tt->vals[i], tt->tupdesc, 7, &isnull);
-			if (!isnull)
-			{
-				bytea	   *b = DatumGetByteaPP(d);
-
-				m->value = VARDATA_ANY(b);
-				m->value_len = VARSIZE_ANY_EXHDR(b);
-			}
-			batch.msgs[i] = m;
-		}
-	}
+	batch.nmsgs = ks_catalog_read_quarantine(pipeline_id, ids, &qids, &batch.msgs);
 	batch.pipeline = p;
 	batch.batch_id = 0;
 	ks_stage_and_apply(&batch, false);
@@ -124,24 +78,16 @@ kafka_sink_replay(PG_FUNCTION_ARGS)
 	for (int i = 0; i < batch.nmsgs; i++)
 	{
 		KsRow	   *r = &batch.rows[i];
-		Oid			uargtypes[3] = {INT8OID, TEXTOID, TEXTOID};
-		Datum		uvalues[3];
 
-		uvalues[0] = Int64GetDatum(qids[i]);
 		if (r->reason == KS_OK)
 		{
 			replayed++;
-			SPI_execute_with_args("UPDATE kafka_sink.quarantine SET replayed_at = now() WHERE id = $1",
-								  1, uargtypes, uvalues, NULL, false, 0);
+			ks_catalog_mark_replay(qids[i], NULL, NULL);
 		}
 		else
 		{
 			failing++;
-			uvalues[1] = CStringGetTextDatum(ks_reason_name(r->reason));
-			uvalues[2] = CStringGetTextDatum(r->detail ? r->detail : "");
-			SPI_execute_with_args("UPDATE kafka_sink.quarantine SET reason = $2, detail = $3,"
-								  " replayed_at = NULL WHERE id = $1",
-								  3, uargtypes, uvalues, NULL, false, 0);
+			ks_catalog_mark_replay(qids[i], ks_reason_name(r->reason), r->detail ? r->detail : "");
 		}
 	}
 	SPI_finish();

@@ -286,7 +286,7 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	if (rsinfo->setDesc->natts != 7)
 		elog(ERROR, "kafka_sink: pipeline_statements descriptor mismatch");
-	SPI_connect();
+	ks_spi_connect();
 	p = ks_load_pipeline(pipeline_id, CurrentMemoryContext);
 	if (p == NULL)
 		ereport(ERROR,

@@ -895,20 +895,13 @@ fill_batch(Fill *f)
 static bool
 bounded_done(void)
 {
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(pipeline->id)};
 	bool		finished;
 
 	for (int i = 0; i < nparts; i++)
 		if (parts[i].end_offset < 0 || parts[i].committed < parts[i].end_offset)
 			return false;
 	ks_xact_begin("kafka_sink: finishing a bounded pipeline");
-	SPI_execute_with_args("UPDATE kafka_sink.pipeline_definitions SET state = 'finished', updated_at = now()"
-						  " WHERE id = $1 AND state = 'running' AND NOT EXISTS ("
-						  "  SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = $1"
-						  "  AND (o.end_offset IS NULL OR o.next_offset < o.end_offset))",
-						  1, argtypes, values, NULL, false, 0);
-	finished = SPI_processed == 1;
+	finished = ks_catalog_finish_bounded(pipeline->id);
 	ks_xact_commit();
 	if (finished)
 	{
