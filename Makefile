@@ -11,7 +11,11 @@ OBJS = \
 	src/consumer.o \
 	src/producer.o \
 	src/kafka_options.o \
+	src/target.o \
 	src/decode.o \
+	src/format.o \
+	src/format_json.o \
+	src/envelope_plain.o \
 	src/jsonwalk.o \
 	src/apply.o \
 	src/apply_sql.o \

@@ -21,6 +21,8 @@
  */
 #include "kafka_sink.h"
 #include "catalog.h"
+#include "envelope.h"
+#include "format.h"
 #include "offsets.h"
 
 #include "access/xact.h"
@@ -296,6 +298,10 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->min_offsets_per_batch = getint8(0, Anum_pipeline_min_offsets_per_batch);
 	p->max_trigger_delay_ms = getint8(0, Anum_pipeline_max_trigger_delay_ms);
 	p->dead_letter_topic = getstr(0, Anum_pipeline_dead_letter_topic, mcxt);
+	/* the formats and envelope the catalog knows today */
+	p->value_fmt = ks_format_find("json");
+	p->key_fmt = ks_format_find("json");
+	p->envelope = ks_envelope_find("plain");
 
 	/* column mappings: the default one, then one per schema version */
 	exec_id("SELECT NULL::text, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"

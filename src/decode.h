@@ -104,8 +104,14 @@ typedef struct KsRow
 								 * NULL: the row alone */
 } KsRow;
 
+/* target.c */
 extern KsTarget *ks_target_open(KsPipeline *p);
+
+/* decode.c */
 extern const char *ks_reason_name(KsReason r);
+extern void ks_row_init(KsTarget *t, KsRow *row);
+extern void ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row);
+extern void ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots);
 extern void ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows);
 extern PGDLLEXPORT Datum kafka_sink_json_path_valid(PG_FUNCTION_ARGS);
 

@@ -152,6 +152,9 @@ typedef struct KsOption
 	char	   *value;
 } KsOption;
 
+struct KsFormat;
+struct KsEnvelope;
+
 typedef struct KsPipeline
 {
 	int64		id;
@@ -191,6 +194,10 @@ typedef struct KsPipeline
 	int64		end_ts_ms;
 	char	   *dead_letter_topic;	/* NULL: none; else quarantined messages
 									 * also go there through the outbox */
+	/* how messages are read (format.h, envelope.h); NULL: json, plain */
+	const struct KsFormat *value_fmt;
+	const struct KsFormat *key_fmt; /* KS_KEY_JSON */
+	const struct KsEnvelope *envelope;
 } KsPipeline;
 
 typedef struct KsTopicPartition
