@@ -44,6 +44,7 @@ REGRESS = create validation kafka_options versions create_refusals internal_func
 REGRESS_OPTS = --dbname=kafka_sink_regress
 
 PG_CONFIG ?= pg_config
+override autodepend := yes
 # librdkafka from pkg-config: PKG_CONFIG_PATH=<prefix>/lib/pkgconfig selects
 # another than the system's (test/tools/librdkafka.sh builds 2.12.1 into
 # /var/cache/kafka_sink/librdkafka-2.12.1).  Outside the system library
@@ -90,9 +91,10 @@ $(shell echo '$(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)' | cmp -s - $(RDKAFKA_STAMP) 2>/
 $(OBJS): $(RDKAFKA_STAMP)
 EXTRA_CLEAN = $(RDKAFKA_STAMP)
 
-# PGXS does not track header dependencies unless PostgreSQL was configured
-# with --enable-depend; every object depends on the shared header.
-$(OBJS): src/kafka_sink.h src/compat.h src/jsonwalk.h src/kafka_options.h
+# Header dependencies: PGXS tracks them only when PostgreSQL was configured
+# with --enable-depend (autodepend); turned on here, each object gets
+# .deps/<name>.Po from gcc -MMD -MP, so a change to a header rebuilds the
+# objects that include it, and only those.
 
 # libFuzzer target for src/jsonwalk.c: builds with clang and fuzzes for
 # FUZZ_SECONDS (default 60); see test/fuzz/run.sh
