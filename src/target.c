@@ -257,9 +257,9 @@ ks_target_open(KsPipeline *p)
 	 * recognised, and its operator classes and collations say when two keys
 	 * are one (the reduce and the MERGE compare keys as it does).
 	 */
-	for (int k = 0; k < t->nkeys; k++)
+	for (int i = 0; i < t->nkeys; i++)
 	{
-		KsColumn   *c = &t->columns[t->key_index[k]];
+		KsColumn   *c = &t->columns[t->key_index[i]];
 
 		c->key_collation = c->collation;
 		c->key_eq_opr = InvalidOid;
