@@ -19,6 +19,10 @@
  * sqlcall.c; each function's header comment says what it checks, and
  * docs/design-notes.md ("Internal SQL-callable functions") lists them.
  *
+ * Owns: the C bodies of the SQL-callable functions that need librdkafka
+ * or shared memory.  Must not: hold SQL text against the catalog
+ * (catalog.c) or trust any argument it is given.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"

@@ -10,6 +10,10 @@
  * finished (BgWorkerStart_RecoveryFinished), so nothing runs on a standby,
  * and it comes up by itself after promotion.
  *
+ * Owns: which workers should run, starting and stopping them, restart
+ * backoff and early-exit counting.  Must not: apply batches or hold SQL
+ * text against the catalog (catalog.c: ks_catalog_wanted).
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"

@@ -17,6 +17,9 @@
  *	 per-partition JSON {"topic": {"0": 42, "1": -2}} (-2 earliest, -1 latest)
  * written exactly, with no surrounding blanks.
  *
+ * Owns: the grammar of starting_offsets and ending_offsets.  Must not:
+ * resolve offsets against Kafka (worker.c does).
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"

@@ -20,6 +20,9 @@
  * original message unchanged).  Headers go out as header_names/values,
  * then event_id, then the JSON headers.
  *
+ * Owns: the relay loop: read, produce, mark, prune.  Must not: hold a
+ * transaction while it talks to Kafka, or SQL text (catalog.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"

@@ -17,6 +17,9 @@
  *	- may the caller see what it asks about (the owners' rule of the
  *	  catalog's row level security, for what lives in shared memory)?
  *
+ * Owns: the checks every SQL-callable C function shares.  Must not:
+ * decide what a function does.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"

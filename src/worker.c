@@ -10,6 +10,14 @@
  * consumer-group offsets are never read.  No transaction is open while it
  * waits on Kafka.
  *
+ * Owns: one pipeline worker's loop: assignment, filling a batch, the
+ * transaction around ks_apply_batch, retries and failure, the
+ * consumer-group mirror.  Must not: apply rows or hold SQL text (apply.c,
+ * catalog.c).  Over 800 lines for now: every phase shares the loop's
+ * file-static state (the consumer, the partitions, the mirror's timers);
+ * splitting it out (assignment, the mirror) first needs that state in one
+ * struct, which is the next step.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
