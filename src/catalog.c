@@ -1004,13 +1004,13 @@ get_bytes(HeapTuple t, TupleDesc d, int col, size_t *len, MemoryContext cxt)
 /*
  * Up to limit undelivered outbox rows, in id order: their messages with
  * every header (bytes headers first, then the event id, then the JSON
- * headers) in the current memory context; returns how many.
+ * headers) in cxt, which must outlive the transaction (not SPI's
+ * context); returns how many.
  */
 int
-ks_catalog_outbox_pending(int limit, KsOutMsg **msgs, int64 **ids)
+ks_catalog_outbox_pending(int limit, KsOutMsg **msgs, int64 **ids, MemoryContext cxt)
 {
 	int			n;
-	MemoryContext cxt = CurrentMemoryContext;
 	Oid			largtypes[1] = {INT4OID};
 	Datum		lvalues[1] = {Int32GetDatum(limit)};
 

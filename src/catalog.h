@@ -79,7 +79,8 @@ extern void ks_catalog_record_event_ids(Oid target, List *ids, int64 batch_id);
 extern void ks_catalog_prune_event_ids(Oid target, int64 older_than_s);
 
 /* the outbox relay (outbox.c) */
-extern int	ks_catalog_outbox_pending(int limit, KsOutMsg **msgs, int64 **ids);
+extern int	ks_catalog_outbox_pending(int limit, KsOutMsg **msgs, int64 **ids,
+									  MemoryContext cxt);
 extern void ks_catalog_outbox_delivered(int64 *ids, int32 *parts, int64 *offs, int n);
 extern void ks_catalog_outbox_failed(int64 id, const char *error);
 extern void ks_catalog_outbox_prune(int64 older_than_s);

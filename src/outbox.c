@@ -58,6 +58,7 @@ static int
 read_pending(KsOutMsg **msgs, int64 **ids)
 {
 	int			n;
+	MemoryContext cxt = CurrentMemoryContext;
 
 	ks_xact_begin("kafka_sink outbox relay: reading the outbox");
 	if (!OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)))
@@ -65,7 +66,7 @@ read_pending(KsOutMsg **msgs, int64 **ids)
 		ks_xact_commit();
 		return 0;
 	}
-	n = ks_catalog_outbox_pending(RELAY_BATCH, msgs, ids);
+	n = ks_catalog_outbox_pending(RELAY_BATCH, msgs, ids, cxt);
 	ks_xact_commit();
 	return n;
 }
