@@ -34,8 +34,6 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
-PG_FUNCTION_INFO_V1(kafka_sink_batch_rows);
-
 static KsBatch *srf_batch = NULL;
 static int *srf_rows = NULL;
 static int	srf_nrows = 0;
@@ -92,6 +90,7 @@ batch_rows_columns(KsTarget *t, int *ncols)
  * it.  A user's batch function or trigger that calls it during the batch
  * with the right list gets the same rows, which it could read anyway.
  */
+PG_FUNCTION_INFO_V1(kafka_sink_batch_rows);
 Datum
 kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 {

@@ -41,8 +41,6 @@
 #include "utils/rls.h"
 #include "utils/timestamp.h"
 
-PG_FUNCTION_INFO_V1(kafka_sink_batch_messages);
-
 /* ---- bronze: every raw message, in the batch's transaction ---- */
 
 /* the standard bronze columns, in the order bronze_row() fills them */
@@ -94,6 +92,7 @@ static KsBatch *srf_raw_batch = NULL;
  * list is exactly the seven bronze columns below (types and typmods), since
  * the tuples are built with it.
  */
+PG_FUNCTION_INFO_V1(kafka_sink_batch_messages);
 Datum
 kafka_sink_batch_messages(PG_FUNCTION_ARGS)
 {

@@ -24,8 +24,6 @@
 #include "funcapi.h"
 #include "utils/builtins.h"
 
-PG_FUNCTION_INFO_V1(kafka_sink_replay);
-
 /*
  * kafka_sink._replay(pipeline_id, ids): applies quarantined messages again,
  * in offset order and with the pipeline's rules (the ordering guard
@@ -41,6 +39,7 @@ PG_FUNCTION_INFO_V1(kafka_sink_replay);
  * batch into the statement that reads the first) nor in a kafka_sink
  * background worker.
  */
+PG_FUNCTION_INFO_V1(kafka_sink_replay);
 Datum
 kafka_sink_replay(PG_FUNCTION_ARGS)
 {

@@ -30,8 +30,6 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-PG_FUNCTION_INFO_V1(kafka_sink_pipeline_statements);
-
 /* ---- statement text ---- */
 
 /*
@@ -269,6 +267,7 @@ ks_bronze_sql(Oid bronze)
  * The pipeline is read with the caller's rights: one they cannot see does
  * not exist.
  */
+PG_FUNCTION_INFO_V1(kafka_sink_pipeline_statements);
 Datum
 kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 {
