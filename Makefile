@@ -6,12 +6,26 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/launcher.o \
+	src/bgworker.o \
 	src/worker.o \
 	src/consumer.o \
+	src/producer.o \
 	src/kafka_options.o \
+	src/target.o \
 	src/decode.o \
+	src/format.o \
+	src/format_json.o \
+	src/envelope_plain.o \
 	src/jsonwalk.o \
 	src/apply.o \
+	src/apply_sql.o \
+	src/statements.o \
+	src/reduce.o \
+	src/checkpoint.o \
+	src/bronze.o \
+	src/quarantine.o \
+	src/dedupe.o \
+	src/replay.o \
 	src/catalog.o \
 	src/catalog_guard.o \
 	src/api.o \
@@ -58,6 +72,7 @@ REGRESS_OPTS = --dbname=kafka_sink_regress
 REGRESS_TEMP_OPTS = --temp-instance=./tmp_check --temp-config=$(srcdir)/test/regress.conf
 
 PG_CONFIG ?= pg_config
+override autodepend := yes
 # librdkafka from pkg-config: PKG_CONFIG_PATH=<prefix>/lib/pkgconfig selects
 # another than the system's (test/tools/librdkafka.sh builds 2.12.1 into
 # /var/cache/kafka_sink/librdkafka-2.12.1).  Outside the system library
@@ -111,9 +126,10 @@ $(shell echo '$(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)' | cmp -s - $(RDKAFKA_STAMP) 2>/
 $(OBJS): $(RDKAFKA_STAMP)
 EXTRA_CLEAN = $(RDKAFKA_STAMP)
 
-# PGXS does not track header dependencies unless PostgreSQL was configured
-# with --enable-depend; every object depends on the shared header.
-$(OBJS): src/kafka_sink.h src/compat.h src/jsonwalk.h src/kafka_options.h
+# Header dependencies: PGXS tracks them only when PostgreSQL was configured
+# with --enable-depend (autodepend); turned on here, each object gets
+# .deps/<name>.Po from gcc -MMD -MP, so a change to a header rebuilds the
+# objects that include it, and only those.
 
 # libFuzzer target for src/jsonwalk.c: builds with clang and fuzzes for
 # FUZZ_SECONDS (default 60); see test/fuzz/run.sh

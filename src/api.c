@@ -5,7 +5,7 @@
  *		written in SQL (kafka_sink--*.sql); these are the parts that need
  *		librdkafka or shared memory.
  *
- * The rule for every C function exposed in SQL (here and in apply.c):
+ * The rule for every C function exposed in SQL (here and in apply_sql.c, bronze.c, replay.c, statements.c, decode.c, offsets.c, catalog_guard.c):
  * whoever may EXECUTE it (kafka_sink_admin) can call it directly, with any
  * arguments, from any statement, so it is checked like a public function.
  * Each validates its arguments (NULLs where not STRICT, ranges, empty
@@ -19,10 +19,19 @@
  * sqlcall.c; each function's header comment says what it checks, and
  * docs/design-notes.md ("Internal SQL-callable functions") lists them.
  *
+ * Owns: the C bodies of the SQL-callable functions that need librdkafka
+ * or shared memory.  Must not: hold SQL text against the catalog
+ * (catalog.c) or trust any argument it is given.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
 #include "kafka_options.h"
+#include "catalog.h"
+#include "consumer.h"
+#include "producer.h"
+#include "sqlcall.h"
+#include "bgworker.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -39,8 +48,6 @@ PG_FUNCTION_INFO_V1(kafka_sink_check_kafka_options);
 PG_FUNCTION_INFO_V1(kafka_sink_is_secret_option);
 PG_FUNCTION_INFO_V1(kafka_sink_produce);
 PG_FUNCTION_INFO_V1(kafka_sink_watermarks);
-/* _batch_rows, _batch_messages and _replay: with their bodies in apply.c */
-PG_FUNCTION_INFO_V1(kafka_sink_pipeline_statements);
 PG_FUNCTION_INFO_V1(kafka_sink_wake_launcher);
 PG_FUNCTION_INFO_V1(kafka_sink_worker_pids);
 PG_FUNCTION_INFO_V1(kafka_sink_partition_stats);
@@ -208,10 +215,7 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 	List	   *tps;
 	char	   *err = NULL;
 	ListCell   *lc;
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		argv[1];
 	int64		id;
-	bool		isnull;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -220,25 +224,21 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 				 errhint("Pass the pipeline's name.")));
 	ks_srf_check_context(fcinfo, "kafka_sink._watermarks()");
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	argv[0] = CStringGetTextDatum(name);
 	if (with_at && TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(1)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the time to look up offsets for must be finite"),
 				 errhint("Pass a timestamp, or NULL for the watermarks only.")));
 	if (with_at)
-		at_ms = (PG_GETARG_TIMESTAMPTZ(1) / 1000) +
-			((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000);
+		at_ms = ks_timestamptz_to_epoch_ms(PG_GETARG_TIMESTAMPTZ(1));
 	InitMaterializedSRF(fcinfo, 0);
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT id FROM kafka_sink.pipeline_definitions WHERE name = $1",
-							  1, argtypes, argv, NULL, true, 1) != SPI_OK_SELECT ||
-		SPI_processed == 0)
+	ks_spi_connect();
+	id = ks_catalog_pipeline_id(name);
+	if (id < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("pipeline \"%s\" does not exist", name),
 				 errhint("SELECT name FROM kafka_sink.pipelines lists the pipelines you can see.")));
-	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	p = ks_load_pipeline(id, CurrentMemoryContext);
 	if (p == NULL)
 		ereport(ERROR,

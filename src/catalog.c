@@ -1,7 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * catalog.c
- *		Reads and writes of the extension's own tables by the workers.
+ *		Every read and write of the extension's own tables (pipeline
+ *		definitions, offsets, batches, data loss, quarantine, outbox, event
+ *		ids, errors), the workers' transaction block, and ks_spi_exec, the
+ *		one SPI helper, which checks every return code.
+ *
+ * Owns: all SQL text against kafka_sink.* (a reader finds any statement on
+ * our catalog here), with the definition's columns named (Anum_pipeline_*).
+ * Must not: decide anything; callers decide what to write, this file only
+ * how.  Over 800 lines on purpose: splitting it would break the one rule
+ * that makes it useful, one place for every statement on our tables.
  *
  * Every statement is schema-qualified; the workers also pin search_path to
  * pg_catalog, pg_temp so that no object of a user can be picked up by name.
@@ -11,6 +20,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog.h"
+#include "envelope.h"
+#include "format.h"
+#include "offsets.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -20,14 +33,23 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/array.h"
+
+/* SPI_connect, or an error */
+void
+ks_spi_connect(void)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "kafka_sink: SPI_connect failed");
+}
 
 void
 ks_xact_begin(const char *activity)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	ks_spi_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, activity);
 }
@@ -89,18 +111,34 @@ ks_try_subxact(void (*fn) (void *arg), void *arg)
 	return edata;
 }
 
+/*
+ * The one way this extension runs SQL against its catalog: the statement,
+ * its parameters, and the SPI result it must give (SPI_OK_SELECT,
+ * SPI_OK_INSERT, ...); anything else is an error naming what failed.
+ */
+void
+ks_spi_exec(const char *what, const char *sql, int nargs, Oid *argtypes, Datum *values,
+			const char *nulls, bool read_only, int expected)
+{
+	int			rc;
+
+	if (nargs == 0)
+		rc = SPI_execute(sql, read_only, 0);
+	else
+		rc = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, read_only, 0);
+	if (rc != expected)
+		elog(ERROR, "kafka_sink: could not %s (%s)", what, SPI_result_code_string(rc));
+}
+
 /* Runs a statement with one bigint parameter; errors unless it succeeds. */
 static void
 exec_id(const char *sql, int64 id, int expected)
 {
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1];
-	int			rc;
 
 	values[0] = Int64GetDatum(id);
-	rc = SPI_execute_with_args(sql, 1, argtypes, values, NULL, false, 0);
-	if (rc != expected)
-		elog(ERROR, "kafka_sink: catalog statement failed (%d): %s", rc, sql);
+	ks_spi_exec("run a catalog statement", sql, 1, argtypes, values, NULL, false, expected);
 }
 
 static char *
@@ -165,6 +203,52 @@ load_offset_spec(const char *column, const char *spec,
 }
 
 /*
+ * The columns ks_load_pipeline reads from kafka_sink.pipeline_definitions,
+ * named by their position in PIPELINE_SQL (pg_cron's Anum_ style): a new
+ * column is a line here and a line there, and no number is written twice.
+ */
+#define Anum_pipeline_id					1
+#define Anum_pipeline_name					2
+#define Anum_pipeline_owner					3
+#define Anum_pipeline_state					4
+#define Anum_pipeline_bootstrap_servers		5
+#define Anum_pipeline_subscribe_pattern		6
+#define Anum_pipeline_target				7
+#define Anum_pipeline_order_column			8
+#define Anum_pipeline_mode					9
+#define Anum_pipeline_batch_function		10
+#define Anum_pipeline_starting_offsets		11
+#define Anum_pipeline_fail_on_data_loss		12
+#define Anum_pipeline_max_offsets_per_batch	13
+#define Anum_pipeline_max_batch_bytes		14
+#define Anum_pipeline_trigger_interval_ms	15
+#define Anum_pipeline_workers				16
+#define Anum_pipeline_key_format			17
+#define Anum_pipeline_delete_on_tombstone	18
+#define Anum_pipeline_schema_version_field	19
+#define Anum_pipeline_event_id				20
+#define Anum_pipeline_event_id_retention_s	21
+#define Anum_pipeline_bronze				22
+#define Anum_pipeline_ending_offsets		23
+#define Anum_pipeline_min_offsets_per_batch	24
+#define Anum_pipeline_max_trigger_delay_ms	25
+#define Anum_pipeline_dead_letter_topic		26
+#define Natts_pipeline						26
+
+#define PIPELINE_SQL \
+	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
+	" coalesce(target::oid, 0)::int8, order_column, mode, coalesce(batch_function::oid, 0)::int8," \
+	" starting_offsets, fail_on_data_loss::int::int8, max_offsets_per_batch, max_batch_bytes," \
+	" (extract(epoch FROM trigger_interval) * 1000)::int8, workers::int8," \
+	" key_format, delete_on_tombstone::int::int8, schema_version_field, event_id," \
+	" extract(epoch FROM event_id_retention)::int8, coalesce(bronze::oid, 0)::int8," \
+	" ending_offsets," \
+	" coalesce(min_offsets_per_batch, 0)," \
+	" (extract(epoch FROM max_trigger_delay) * 1000)::int8," \
+	" dead_letter_topic" \
+	" FROM kafka_sink.pipeline_definitions WHERE id = $1"
+
+/*
  * Loads the definition of a pipeline, secrets included, into mcxt.
  * Returns NULL when the pipeline no longer exists.
  */
@@ -175,55 +259,49 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	char	   *mode;
 	MemoryContext old;
 
-	exec_id("SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern,"
-			" coalesce(target::oid, 0)::int8, order_column, mode, coalesce(batch_function::oid, 0)::int8,"
-			" starting_offsets, fail_on_data_loss::int::int8, max_offsets_per_batch, max_batch_bytes,"
-			" (extract(epoch FROM trigger_interval) * 1000)::int8, workers::int8,"
-			" key_format, delete_on_tombstone::int::int8, schema_version_field, event_id,"
-			" extract(epoch FROM event_id_retention)::int8, coalesce(bronze::oid, 0)::int8,"
-			" ending_offsets,"
-			" coalesce(min_offsets_per_batch, 0),"
-			" (extract(epoch FROM max_trigger_delay) * 1000)::int8,"
-			" dead_letter_topic"
-			" FROM kafka_sink.pipeline_definitions WHERE id = $1",
-			pipeline_id, SPI_OK_SELECT);
+	exec_id(PIPELINE_SQL, pipeline_id, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return NULL;
+	Assert(SPI_tuptable->tupdesc->natts == Natts_pipeline);
 
 	p = MemoryContextAllocZero(mcxt, sizeof(KsPipeline));
-	p->id = getint8(0, 1);
-	p->name = getstr(0, 2, mcxt);
-	p->owner = (Oid) getint8(0, 3);
-	p->state = getstr(0, 4, mcxt);
-	p->bootstrap_servers = getstr(0, 5, mcxt);
-	p->subscribe_pattern = getstr(0, 6, mcxt);
-	p->target = (Oid) getint8(0, 7);	/* 0 for a bronze-only pipeline */
-	p->order_column = getstr(0, 8, mcxt);
-	mode = getstr(0, 9, mcxt);
+	p->id = getint8(0, Anum_pipeline_id);
+	p->name = getstr(0, Anum_pipeline_name, mcxt);
+	p->owner = (Oid) getint8(0, Anum_pipeline_owner);
+	p->state = getstr(0, Anum_pipeline_state, mcxt);
+	p->bootstrap_servers = getstr(0, Anum_pipeline_bootstrap_servers, mcxt);
+	p->subscribe_pattern = getstr(0, Anum_pipeline_subscribe_pattern, mcxt);
+	p->target = (Oid) getint8(0, Anum_pipeline_target);	/* 0 for a bronze-only pipeline */
+	p->order_column = getstr(0, Anum_pipeline_order_column, mcxt);
+	mode = getstr(0, Anum_pipeline_mode, mcxt);
 	p->mode = strcmp(mode, "append") == 0 ? KS_MODE_APPEND :
 		strcmp(mode, "function") == 0 ? KS_MODE_FUNCTION : KS_MODE_MERGE;
-	p->batch_function = (Oid) getint8(0, 10);
-	p->starting_offsets = getstr(0, 11, mcxt);
-	p->fail_on_data_loss = getint8(0, 12) != 0;
-	p->max_offsets_per_batch = getint8(0, 13);
-	p->max_batch_bytes = getint8(0, 14);
-	p->trigger_interval_ms = (int) getint8(0, 15);
-	p->workers = (int) getint8(0, 16);
+	p->batch_function = (Oid) getint8(0, Anum_pipeline_batch_function);
+	p->starting_offsets = getstr(0, Anum_pipeline_starting_offsets, mcxt);
+	p->fail_on_data_loss = getint8(0, Anum_pipeline_fail_on_data_loss) != 0;
+	p->max_offsets_per_batch = getint8(0, Anum_pipeline_max_offsets_per_batch);
+	p->max_batch_bytes = getint8(0, Anum_pipeline_max_batch_bytes);
+	p->trigger_interval_ms = (int) getint8(0, Anum_pipeline_trigger_interval_ms);
+	p->workers = (int) getint8(0, Anum_pipeline_workers);
 	{
-		char	   *kf = getstr(0, 17, mcxt);
+		char	   *kf = getstr(0, Anum_pipeline_key_format, mcxt);
 
 		p->key_format = strcmp(kf, "string") == 0 ? KS_KEY_STRING :
 			strcmp(kf, "json") == 0 ? KS_KEY_JSON : KS_KEY_NONE;
 	}
-	p->delete_on_tombstone = getint8(0, 18) != 0;
-	p->schema_version_field = getstr(0, 19, mcxt);
-	p->event_id = getstr(0, 20, mcxt);
-	p->event_id_retention_s = (int) Min(getint8(0, 21), INT_MAX);
-	p->bronze = (Oid) getint8(0, 22);
-	p->ending_offsets = getstr(0, 23, mcxt);
-	p->min_offsets_per_batch = getint8(0, 24);
-	p->max_trigger_delay_ms = getint8(0, 25);
-	p->dead_letter_topic = getstr(0, 26, mcxt);
+	p->delete_on_tombstone = getint8(0, Anum_pipeline_delete_on_tombstone) != 0;
+	p->schema_version_field = getstr(0, Anum_pipeline_schema_version_field, mcxt);
+	p->event_id = getstr(0, Anum_pipeline_event_id, mcxt);
+	p->event_id_retention_s = (int) Min(getint8(0, Anum_pipeline_event_id_retention_s), INT_MAX);
+	p->bronze = (Oid) getint8(0, Anum_pipeline_bronze);
+	p->ending_offsets = getstr(0, Anum_pipeline_ending_offsets, mcxt);
+	p->min_offsets_per_batch = getint8(0, Anum_pipeline_min_offsets_per_batch);
+	p->max_trigger_delay_ms = getint8(0, Anum_pipeline_max_trigger_delay_ms);
+	p->dead_letter_topic = getstr(0, Anum_pipeline_dead_letter_topic, mcxt);
+	/* the formats and envelope the catalog knows today */
+	p->value_fmt = ks_format_find("json");
+	p->key_fmt = ks_format_find("json");
+	p->envelope = ks_envelope_find("plain");
 
 	/* column mappings: the default one, then one per schema version */
 	exec_id("SELECT NULL::text, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"
@@ -363,8 +441,6 @@ ks_insert_initial_offsets(int64 pipeline_id, KsPartition *parts, int nparts)
 	{
 		Datum		values[5];
 		char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
-		int			rc;
-
 		values[0] = Int64GetDatum(pipeline_id);
 		values[1] = CStringGetTextDatum(parts[i].topic);
 		values[2] = Int32GetDatum(parts[i].partition);
@@ -372,13 +448,12 @@ ks_insert_initial_offsets(int64 pipeline_id, KsPartition *parts, int nparts)
 		values[4] = Int64GetDatum(parts[i].end_offset);
 		if (parts[i].end_offset < 0)
 			nulls[4] = 'n';
-		rc = SPI_execute_with_args("INSERT INTO kafka_sink.offsets (pipeline_id, topic, partition, next_offset,"
-								   " start_offset, end_offset)"
-								   " VALUES ($1, $2, $3, $4, $4, CASE WHEN $5 IS NOT NULL THEN greatest($5, $4) END)"
-								   " ON CONFLICT DO NOTHING",
-								   5, argtypes, values, nulls, false, 0);
-		if (rc != SPI_OK_INSERT)
-			elog(ERROR, "kafka_sink: could not write the initial checkpoint");
+		ks_spi_exec("write the initial checkpoint",
+					"INSERT INTO kafka_sink.offsets (pipeline_id, topic, partition, next_offset,"
+					" start_offset, end_offset)"
+					" VALUES ($1, $2, $3, $4, $4, CASE WHEN $5 IS NOT NULL THEN greatest($5, $4) END)"
+					" ON CONFLICT DO NOTHING",
+					5, argtypes, values, nulls, false, SPI_OK_INSERT);
 	}
 }
 
@@ -406,10 +481,11 @@ ks_record_error(int64 pipeline_id, const char *kind, int sqlerrcode,
 		values[4] = CStringGetTextDatum(detail);
 	else
 		nulls[4] = 'n';
-	SPI_execute_with_args("INSERT INTO kafka_sink.errors (pipeline_id, kind, sqlstate, message, detail)"
-						  " SELECT $1, $2, $3, $4, $5"
-						  " WHERE EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions WHERE id = $1)",
-						  5, argtypes, values, nulls, false, 0);
+	ks_spi_exec("record an error",
+				"INSERT INTO kafka_sink.errors (pipeline_id, kind, sqlstate, message, detail)"
+				" SELECT $1, $2, $3, $4, $5"
+				" WHERE EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions WHERE id = $1)",
+				5, argtypes, values, nulls, false, SPI_OK_INSERT);
 	/* keep the table short: the last 100 errors of each pipeline */
 	exec_id("DELETE FROM kafka_sink.errors WHERE pipeline_id = $1 AND id <= ("
 			" SELECT id FROM kafka_sink.errors WHERE pipeline_id = $1"
@@ -428,8 +504,665 @@ ks_set_state(int64 pipeline_id, const char *state)
 	ks_xact_begin("kafka_sink: setting the pipeline state");
 	values[0] = Int64GetDatum(pipeline_id);
 	values[1] = CStringGetTextDatum(state);
-	SPI_execute_with_args("UPDATE kafka_sink.pipeline_definitions SET state = $2, updated_at = now()"
-						  " WHERE id = $1",
-						  2, argtypes, values, NULL, false, 0);
+	ks_spi_exec("set the pipeline state",
+				"UPDATE kafka_sink.pipeline_definitions SET state = $2, updated_at = now()"
+				" WHERE id = $1",
+				2, argtypes, values, NULL, false, SPI_OK_UPDATE);
 	ks_xact_commit();
+}
+
+/* ---- the batch's writes: batch ids, markers, offsets, data loss ---- */
+
+/*
+ * Takes the next batch id of a running pipeline: false when it is no longer
+ * running.  The UPDATE locks the pipeline's row until commit.
+ */
+bool
+ks_catalog_take_batch_id(int64 pipeline_id, int64 *batch_id)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		v[1] = {Int64GetDatum(pipeline_id)};
+
+	ks_spi_exec("take a batch id",
+				"UPDATE kafka_sink.pipeline_definitions SET last_batch_id = last_batch_id + 1"
+				" WHERE id = $1 AND state = 'running' RETURNING last_batch_id",
+				1, argtypes, v, NULL, false, SPI_OK_UPDATE_RETURNING);
+	if (SPI_processed != 1)
+		return false;
+	*batch_id = getint8(0, 1);
+	return true;
+}
+
+void
+ks_catalog_insert_marker(int64 pipeline_id, int64 batch_id, int worker, const char *ranges,
+						 const KsBatchStats *s, TimestampTz started_at, const char *progress)
+{
+	Oid			argtypes[15] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
+	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID};
+	Datum		v[15];
+
+	v[0] = Int64GetDatum(pipeline_id);
+	v[1] = Int64GetDatum(batch_id);
+	v[2] = Int32GetDatum(worker);
+	v[3] = CStringGetTextDatum(ranges);
+	v[4] = Int64GetDatum(s->messages);
+	v[5] = Int64GetDatum(s->inserted);
+	v[6] = Int64GetDatum(s->updated);
+	v[7] = Int64GetDatum(s->deleted);
+	v[8] = Int64GetDatum(s->stale);
+	v[9] = Int64GetDatum(s->superseded);
+	v[10] = Int64GetDatum(s->quarantined);
+	v[11] = Int64GetDatum(s->bytes);
+	v[12] = TimestampTzGetDatum(started_at);
+	v[13] = Int64GetDatum(s->duplicates);
+	v[14] = CStringGetTextDatum(progress);
+	ks_spi_exec("write the batch marker",
+				"INSERT INTO kafka_sink.batches (pipeline_id, batch_id, worker, ranges,"
+				" messages, inserted, updated, deleted, stale, superseded, quarantined,"
+				" bytes, started_at, duplicates, progress) VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7,"
+				" $8, $9, $10, $11, $12, $13, $14, $15::jsonb)",
+				15, argtypes, v, NULL, false, SPI_OK_INSERT);
+}
+
+void
+ks_catalog_insert_data_loss(int64 pipeline_id, int64 batch_id, const char *topic, int32 partition,
+							int64 expected, int64 available)
+{
+	Oid			argtypes[6] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8OID, INT8OID};
+	Datum		v[6];
+
+	v[0] = Int64GetDatum(pipeline_id);
+	v[1] = Int64GetDatum(batch_id);
+	v[2] = CStringGetTextDatum(topic);
+	v[3] = Int32GetDatum(partition);
+	v[4] = Int64GetDatum(expected);
+	v[5] = Int64GetDatum(available);
+	ks_spi_exec("record data loss",
+				"INSERT INTO kafka_sink.data_loss (pipeline_id, batch_id, topic,"
+				" partition, expected_offset, available_offset, kind)"
+				" VALUES ($1, $2, $3, $4, $5, $6,"
+				" CASE WHEN $6 >= $5 THEN 'deleted' ELSE 'reset' END)",
+				6, argtypes, v, NULL, false, SPI_OK_INSERT);
+}
+
+/*
+ * Moves a partition's checkpoint from "from" to "to": false when it was
+ * not at "from" (another process moved it).
+ */
+bool
+ks_catalog_advance_offset(int64 pipeline_id, const char *topic, int32 partition,
+						  int64 from, int64 to, int64 batch_id)
+{
+	Oid			argtypes[6] = {INT8OID, TEXTOID, INT4OID, INT8OID, INT8OID, INT8OID};
+	Datum		v[6];
+
+	v[0] = Int64GetDatum(pipeline_id);
+	v[1] = CStringGetTextDatum(topic);
+	v[2] = Int32GetDatum(partition);
+	v[3] = Int64GetDatum(to);
+	v[4] = Int64GetDatum(batch_id);
+	v[5] = Int64GetDatum(from);
+	ks_spi_exec("write the checkpoint",
+				"UPDATE kafka_sink.offsets SET next_offset = $4, batch_id = $5,"
+				" updated_at = now()"
+				" WHERE pipeline_id = $1 AND topic = $2 AND partition = $3"
+				" AND next_offset = $6",
+				6, argtypes, v, NULL, false, SPI_OK_UPDATE);
+	return SPI_processed == 1;
+}
+
+/* Deletes the markers up to batch upto that are older than older_than_s. */
+void
+ks_catalog_prune_batches(int64 pipeline_id, int64 upto, int64 older_than_s)
+{
+	Oid			argtypes[3] = {INT8OID, INT8OID, INT8OID};
+	Datum		v[3];
+
+	v[0] = Int64GetDatum(pipeline_id);
+	v[1] = Int64GetDatum(upto);
+	v[2] = Int64GetDatum(older_than_s);
+	ks_spi_exec("prune batch markers",
+				"DELETE FROM kafka_sink.batches WHERE pipeline_id = $1 AND batch_id <= $2"
+				" AND committed_at < now() - $3 * interval '1 second'",
+				3, argtypes, v, NULL, false, SPI_OK_DELETE);
+}
+
+/* A bounded pipeline whose partitions all reached their end: 'finished'. */
+bool
+ks_catalog_finish_bounded(int64 pipeline_id)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		v[1] = {Int64GetDatum(pipeline_id)};
+
+	ks_spi_exec("finish a bounded pipeline",
+				"UPDATE kafka_sink.pipeline_definitions SET state = 'finished', updated_at = now()"
+				" WHERE id = $1 AND state = 'running' AND NOT EXISTS ("
+				"  SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = $1"
+				"  AND (o.end_offset IS NULL OR o.next_offset < o.end_offset))",
+				1, argtypes, v, NULL, false, SPI_OK_UPDATE);
+	return SPI_processed == 1;
+}
+
+/* ---- quarantine and its dead-letter outbox row ---- */
+
+/* A quarantine row for message m (or the row it replaces); returns its id. */
+int64
+ks_catalog_insert_quarantine(int64 pipeline_id, int64 batch_id, KsMessage *m,
+							 const char *headers_json, const char *reason, const char *detail)
+{
+	Oid			argtypes[11] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8OID, INT8OID,
+	BYTEAOID, BYTEAOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		v[11];
+	char		n[11];
+
+	memset(n, ' ', sizeof(n));
+	v[0] = Int64GetDatum(pipeline_id);
+	v[1] = Int64GetDatum(batch_id);
+	v[2] = CStringGetTextDatum(m->topic);
+	v[3] = Int32GetDatum(m->partition);
+	v[4] = Int64GetDatum(m->offset);
+	v[5] = Int64GetDatum(m->timestamp_ms);
+	if (m->timestamp_ms < 0)
+		n[5] = 'n';
+	if (m->key)
+		v[6] = ks_bytea_datum(m->key, m->key_len);
+	else
+		n[6] = 'n';
+	if (m->value)
+		v[7] = ks_bytea_datum(m->value, m->value_len);
+	else
+		n[7] = 'n';
+	if (headers_json)
+		v[8] = CStringGetTextDatum(headers_json);
+	else
+		n[8] = 'n';
+	v[9] = CStringGetTextDatum(reason);
+	v[10] = CStringGetTextDatum(detail);
+	ks_spi_exec("write a quarantine row",
+				"INSERT INTO kafka_sink.quarantine AS q"
+				" (pipeline_id, batch_id, topic, partition, message_offset, message_ts,"
+				"  key, value, headers, reason, detail)"
+				" VALUES ($1, $2, $3, $4, $5, pg_catalog.to_timestamp($6 / 1000.0), $7, $8, $9::jsonb, $10, $11)"
+				" ON CONFLICT (pipeline_id, topic, partition, message_offset) DO UPDATE"
+				" SET batch_id = excluded.batch_id, reason = excluded.reason,"
+				"     detail = excluded.detail, created_at = now(), replayed_at = NULL"
+				" RETURNING q.id",
+				11, argtypes, v, n, false, SPI_OK_INSERT_RETURNING);
+	if (SPI_processed != 1)
+		elog(ERROR, "kafka_sink: could not write a quarantine row");
+	return getint8(0, 1);
+}
+
+/* The extension's owner (whose rights write the dead-letter rows). */
+Oid
+ks_catalog_extension_owner(void)
+{
+	ks_spi_exec("find the extension's owner",
+				"SELECT extowner::int8 FROM pg_catalog.pg_extension WHERE extname = 'kafka_sink'",
+				0, NULL, NULL, NULL, true, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		elog(ERROR, "kafka_sink: could not find the extension's owner");
+	return (Oid) getint8(0, 1);
+}
+
+/*
+ * The outbox row of a dead-letter message: the message's key and value
+ * bytes, its headers as parallel arrays (text[] names, bytea[] values).
+ * The caller runs it as the extension's owner.
+ */
+void
+ks_catalog_insert_dead_letter(const char *topic, KsMessage *m, Datum header_names,
+							  Datum header_values, const char *created_by, int64 quarantine_id)
+{
+	Oid			argtypes[7] = {TEXTOID, BYTEAOID, BYTEAOID, TEXTARRAYOID, BYTEAARRAYOID, TEXTOID, INT8OID};
+	Datum		v[7];
+	char		n[7];
+
+	memset(n, ' ', sizeof(n));
+	v[0] = CStringGetTextDatum(topic);
+	if (m->key)
+		v[1] = ks_bytea_datum(m->key, m->key_len);
+	else
+		n[1] = 'n';
+	if (m->value)
+		v[2] = ks_bytea_datum(m->value, m->value_len);
+	else
+		n[2] = 'n';
+	v[3] = header_names;
+	v[4] = header_values;
+	v[5] = CStringGetTextDatum(created_by);
+	v[6] = Int64GetDatum(quarantine_id);
+	ks_spi_exec("queue a dead-letter message",
+				"INSERT INTO kafka_sink.outbox"
+				" (topic, key_bytes, value_bytes, header_names, header_values, created_by,"
+				"  quarantine_id)"
+				" VALUES ($1, $2, $3, $4, $5, $6, $7)",
+				7, argtypes, v, n, false, SPI_OK_INSERT);
+}
+
+/*
+ * The quarantined messages of a pipeline among ids, in offset order and
+ * locked, read with the caller's rights; returns how many.
+ */
+int
+ks_catalog_read_quarantine(int64 pipeline_id, Datum ids, int64 **qids, KsMessage ***msgs)
+{
+	Oid			argtypes[2] = {INT8OID, INT8ARRAYOID};
+	Datum		values[2] = {Int64GetDatum(pipeline_id), ids};
+	SPITupleTable *tt;
+	uint64		n;
+
+	ks_spi_exec("read the quarantine",
+				"SELECT id, topic, partition, message_offset,"
+				" (extract(epoch FROM message_ts) * 1000)::int8, key, value"
+				" FROM kafka_sink.quarantine WHERE pipeline_id = $1 AND id = ANY ($2)"
+				" ORDER BY topic, partition, message_offset FOR UPDATE",
+				2, argtypes, values, NULL, false, SPI_OK_SELECT);
+	tt = SPI_tuptable;
+	n = SPI_processed;
+	*msgs = palloc(sizeof(KsMessage *) * Max(n, 1));
+	*qids = palloc(sizeof(int64) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		KsMessage  *m = palloc0(sizeof(KsMessage));
+		bool		isnull;
+		Datum		d;
+
+		(*qids)[i] = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull));
+		m->topic = SPI_getvalue(tt->vals[i], tt->tupdesc, 2);
+		m->partition = DatumGetInt32(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull));
+		m->offset = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, 4, &isnull));
+		d = SPI_getbinval(tt->vals[i], tt->tupdesc, 5, &isnull);
+		m->timestamp_ms = isnull ? -1 : DatumGetInt64(d);
+		d = SPI_getbinval(tt->vals[i], tt->tupdesc, 6, &isnull);
+		if (!isnull)
+		{
+			bytea	   *b = DatumGetByteaPP(d);
+
+			m->key = VARDATA_ANY(b);
+			m->key_len = VARSIZE_ANY_EXHDR(b);
+		}
+		d = SPI_getbinval(tt->vals[i], tt->tupdesc, 7, &isnull);
+		if (!isnull)
+		{
+			bytea	   *b = DatumGetByteaPP(d);
+
+			m->value = VARDATA_ANY(b);
+			m->value_len = VARSIZE_ANY_EXHDR(b);
+		}
+		(*msgs)[i] = m;
+	}
+	return (int) n;
+}
+
+/* A replayed quarantine row: applied now (reason NULL), or failing again. */
+void
+ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail)
+{
+	Oid			argtypes[3] = {INT8OID, TEXTOID, TEXTOID};
+	Datum		v[3];
+
+	v[0] = Int64GetDatum(qid);
+	if (reason == NULL)
+		ks_spi_exec("mark a quarantine row replayed",
+					"UPDATE kafka_sink.quarantine SET replayed_at = now() WHERE id = $1",
+					1, argtypes, v, NULL, false, SPI_OK_UPDATE);
+	else
+	{
+		v[1] = CStringGetTextDatum(reason);
+		v[2] = CStringGetTextDatum(detail);
+		ks_spi_exec("record a replay's new reason",
+					"UPDATE kafka_sink.quarantine SET reason = $2, detail = $3,"
+					" replayed_at = NULL WHERE id = $1",
+					3, argtypes, v, NULL, false, SPI_OK_UPDATE);
+	}
+}
+
+/* ---- event ids (producer duplicates) ---- */
+
+static Datum
+text_array(List *texts)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(texts), 1));
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, texts)
+		elems[i++] = CStringGetTextDatum((char *) lfirst(lc));
+	return PointerGetDatum(construct_array(elems, i, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* Which of ids (char *) were applied to target before: a list of char *. */
+List *
+ks_catalog_seen_event_ids(Oid target, List *ids)
+{
+	Oid			argtypes[2] = {OIDOID, TEXTARRAYOID};
+	Datum		values[2] = {ObjectIdGetDatum(target), text_array(ids)};
+	List	   *seen = NIL;
+
+	ks_spi_exec("read event ids",
+				"SELECT event_id FROM kafka_sink.event_ids"
+				" WHERE target = $1 AND event_id = ANY ($2)",
+				2, argtypes, values, NULL, true, SPI_OK_SELECT);
+	for (uint64 r = 0; r < SPI_processed; r++)
+		seen = lappend(seen, getstr(r, 1, CurrentMemoryContext));
+	return seen;
+}
+
+void
+ks_catalog_record_event_ids(Oid target, List *ids, int64 batch_id)
+{
+	Oid			argtypes[3] = {OIDOID, TEXTARRAYOID, INT8OID};
+	Datum		values[3] = {ObjectIdGetDatum(target), text_array(ids), Int64GetDatum(batch_id)};
+
+	ks_spi_exec("record event ids",
+				"INSERT INTO kafka_sink.event_ids (target, event_id, batch_id)"
+				" SELECT $1, unnest($2), $3 ON CONFLICT DO NOTHING",
+				3, argtypes, values, NULL, false, SPI_OK_INSERT);
+}
+
+void
+ks_catalog_prune_event_ids(Oid target, int64 older_than_s)
+{
+	Oid			argtypes[2] = {OIDOID, INT8OID};
+	Datum		values[2] = {ObjectIdGetDatum(target), Int64GetDatum(older_than_s)};
+
+	ks_spi_exec("prune event ids",
+				"DELETE FROM kafka_sink.event_ids WHERE target = $1"
+				" AND seen_at < now() - $2 * interval '1 second'",
+				2, argtypes, values, NULL, false, SPI_OK_DELETE);
+}
+
+/* The id of the pipeline called name that the caller can see, or -1. */
+int64
+ks_catalog_pipeline_id(const char *name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(name)};
+
+	ks_spi_exec("look up a pipeline",
+				"SELECT id FROM kafka_sink.pipeline_definitions WHERE name = $1",
+				1, argtypes, values, NULL, true, SPI_OK_SELECT);
+	return SPI_processed == 0 ? -1 : getint8(0, 1);
+}
+
+/* ---- the launcher: pipelines that should have workers ---- */
+
+/*
+ * The pipelines that should have workers, and for each what would stop a
+ * worker from doing its job, checked here by the launcher (a superuser)
+ * because a worker cannot report some of it itself: it connects as the
+ * owner, so a dropped or NOLOGIN owner kills it before it can write
+ * anything.  The target, bronze table, batch function and key columns are
+ * regclass/regprocedure/name references that PostgreSQL does not track,
+ * so dropping them leaves the definition dangling.
+ */
+#define WANTED_SQL \
+	"SELECT p.id, p.owner::oid, p.workers, p.state = 'paused', p.generation, x.problem, h.hint" \
+	" FROM kafka_sink.pipeline_definitions p" \
+	" LEFT JOIN pg_catalog.pg_authid r ON r.oid = p.owner::oid" \
+	" LEFT JOIN LATERAL (SELECT k FROM pg_catalog.unnest(p.key_columns || p.order_column) k" \
+	"   WHERE p.target IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a" \
+	"   WHERE a.attrelid = p.target AND a.attname = k AND a.attnum > 0 AND NOT a.attisdropped) LIMIT 1) mk ON true" \
+	" CROSS JOIN LATERAL (SELECT" \
+	"  CASE WHEN r.oid IS NULL THEN pg_catalog.format('the owner of pipeline \"%s\" (role OID %s) no longer exists', p.name, p.owner::oid)" \
+	"   WHEN NOT r.rolcanlogin THEN pg_catalog.format('the owner of pipeline \"%s\", role \"%s\", cannot log in', p.name, r.rolname)" \
+	"   WHEN r.rolsuper AND NOT $1 THEN pg_catalog.format('the owner of pipeline \"%s\", role \"%s\", is a superuser', p.name, r.rolname)" \
+	"   WHEN NOT r.rolsuper AND NOT pg_catalog.pg_has_role(r.oid, 'kafka_sink_admin', 'MEMBER')" \
+	"    THEN pg_catalog.format('the owner of pipeline \"%s\", role \"%s\", is no longer a member of kafka_sink_admin', p.name, r.rolname)" \
+	"   WHEN p.target IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = p.target)" \
+	"    THEN pg_catalog.format('the target table of pipeline \"%s\" (OID %s) no longer exists', p.name, p.target::oid)" \
+	"   WHEN p.bronze IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = p.bronze)" \
+	"    THEN pg_catalog.format('the bronze table of pipeline \"%s\" (OID %s) no longer exists', p.name, p.bronze::oid)" \
+	"   WHEN p.batch_function IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc f WHERE f.oid = p.batch_function)" \
+	"    THEN pg_catalog.format('the batch function of pipeline \"%s\" (OID %s) no longer exists', p.name, p.batch_function::oid)" \
+	"   WHEN mk.k IS NOT NULL THEN pg_catalog.format('%s column \"%s\" of pipeline \"%s\" no longer exists in %s'," \
+	"    CASE WHEN mk.k = p.order_column THEN 'order' ELSE 'key' END, mk.k, p.name, p.target)" \
+	"  END AS problem) x" \
+	" CROSS JOIN LATERAL (SELECT" \
+	"  CASE WHEN x.problem LIKE 'the owner%'" \
+	"    THEN 'A pipeline runs as its owner, who must exist, be able to log in, be a member of kafka_sink_admin and not be a superuser" \
+	" (unless kafka_sink.allow_superuser_pipelines is on). Fix the role and SELECT kafka_sink.start(...), or drop the pipeline and create it again as another owner.'" \
+	"   ELSE 'The pipeline was created for an object that was dropped or renamed since. Drop the pipeline and create it again for the current objects.'" \
+	"  END AS hint) h" \
+	" WHERE p.state IN ('running', 'paused') ORDER BY p.id"
+
+/*
+ * The pipelines in state running or paused, each with what would stop its
+ * worker (problem, hint) or NULL; a list of KsWanted in cxt.
+ */
+List *
+ks_catalog_wanted(bool allow_superuser, MemoryContext cxt)
+{
+	List	   *wanted = NIL;
+
+	ks_spi_exec("read the pipelines", WANTED_SQL, 1, (Oid[]) {BOOLOID},
+				(Datum[]) {BoolGetDatum(allow_superuser)}, NULL, true, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		KsWanted   *w = MemoryContextAlloc(cxt, sizeof(KsWanted));
+
+		w->pipeline_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		w->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		w->workers = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
+		w->paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull));
+		w->generation = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 5, &isnull));
+		w->problem = getstr(i, 6, cxt);
+		w->hint = w->problem ? getstr(i, 7, cxt) : NULL;
+		{
+			MemoryContext old = MemoryContextSwitchTo(cxt);
+
+			wanted = lappend(wanted, w);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	return wanted;
+}
+
+/* ---- the outbox relay ---- */
+
+static Datum
+int8_array(int64 *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int64GetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+static Datum
+int4_array(int32 *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int32GetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, INT4OID, 4, true, TYPALIGN_INT));
+}
+
+/* A bytea column's bytes copied into cxt, or NULL (and *len 0) for NULL. */
+static char *
+get_bytes(HeapTuple t, TupleDesc d, int col, size_t *len, MemoryContext cxt)
+{
+	bool		isnull;
+	Datum		v = SPI_getbinval(t, d, col, &isnull);
+	bytea	   *b;
+	char	   *out;
+
+	*len = 0;
+	if (isnull)
+		return NULL;
+	b = DatumGetByteaPP(v);
+	*len = VARSIZE_ANY_EXHDR(b);
+	out = MemoryContextAlloc(cxt, Max(*len, 1));
+	memcpy(out, VARDATA_ANY(b), *len);
+	return out;
+}
+
+/*
+ * Up to limit undelivered outbox rows, in id order: their messages with
+ * every header (bytes headers first, then the event id, then the JSON
+ * headers) in cxt, which must outlive the transaction (not SPI's
+ * context); returns how many.
+ */
+int
+ks_catalog_outbox_pending(int limit, KsOutMsg **msgs, int64 **ids, MemoryContext cxt)
+{
+	int			n;
+	Oid			largtypes[1] = {INT4OID};
+	Datum		lvalues[1] = {Int32GetDatum(limit)};
+
+	ks_spi_exec("read the outbox",
+				"SELECT id, event_id::text, topic, key, value, key_bytes, value_bytes"
+				" FROM kafka_sink.outbox"
+				" WHERE delivered_at IS NULL ORDER BY id LIMIT $1",
+				1, largtypes, lvalues, NULL, true, SPI_OK_SELECT);
+	n = (int) SPI_processed;
+	*msgs = MemoryContextAllocZero(cxt, sizeof(KsOutMsg) * Max(n, 1));
+	*ids = MemoryContextAlloc(cxt, sizeof(int64) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		bool		isnull;
+		char	   *s;
+		KsOption   *h = MemoryContextAlloc(cxt, sizeof(KsOption));
+		MemoryContext old;
+
+		(*ids)[i] = DatumGetInt64(SPI_getbinval(t, d, 1, &isnull));
+		h->name = MemoryContextStrdup(cxt, "event_id");
+		h->value = MemoryContextStrdup(cxt, SPI_getvalue(t, d, 2));
+		old = MemoryContextSwitchTo(cxt);
+		(*msgs)[i].headers = list_make1(h);
+		MemoryContextSwitchTo(old);
+		(*msgs)[i].topic = MemoryContextStrdup(cxt, SPI_getvalue(t, d, 3));
+		s = SPI_getvalue(t, d, 4);
+		if (s)
+		{
+			(*msgs)[i].key = MemoryContextStrdup(cxt, s);
+			(*msgs)[i].key_len = strlen(s);
+		}
+		else
+			(*msgs)[i].key = get_bytes(t, d, 6, &(*msgs)[i].key_len, cxt);
+		s = SPI_getvalue(t, d, 5);
+		if (s)
+		{
+			(*msgs)[i].value = MemoryContextStrdup(cxt, s);
+			(*msgs)[i].value_len = strlen(s);
+		}
+		else
+			(*msgs)[i].value = get_bytes(t, d, 7, &(*msgs)[i].value_len, cxt);
+	}
+	/*
+	 * headers with bytes for values (the dead-letter messages: the original
+	 * message's headers, then kafka_sink's), before the event id
+	 */
+	if (n > 0)
+	{
+		Oid			argtypes[1] = {INT8ARRAYOID};
+		Datum		values[1] = {int8_array(*ids, n)};
+		int			i = 0;
+
+		if (SPI_execute_with_args("SELECT o.id, h.name, h.value FROM kafka_sink.outbox o,"
+								  " unnest(o.header_names, o.header_values) WITH ORDINALITY AS h(name, value, n)"
+								  " WHERE o.id = ANY ($1) AND o.header_names IS NOT NULL ORDER BY o.id, h.n",
+								  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "kafka_sink: could not read outbox headers");
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	t = SPI_tuptable->vals[r];
+			TupleDesc	d = SPI_tuptable->tupdesc;
+			bool		isnull;
+			int64		id = DatumGetInt64(SPI_getbinval(t, d, 1, &isnull));
+			KsHeader   *h;
+			char	   *name = SPI_getvalue(t, d, 2);
+			MemoryContext old;
+
+			/* both in id order */
+			while (i < n && (*ids)[i] < id)
+				i++;
+			if (i >= n || (*ids)[i] != id || name == NULL)
+				continue;
+			h = MemoryContextAlloc(cxt, sizeof(KsHeader));
+			h->name = MemoryContextStrdup(cxt, name);
+			h->value = get_bytes(t, d, 3, &h->value_len, cxt);
+			old = MemoryContextSwitchTo(cxt);
+			(*msgs)[i].raw_headers = lappend((*msgs)[i].raw_headers, h);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	/* user headers, after the event id */
+	if (n > 0)
+	{
+		Oid			argtypes[1] = {INT8ARRAYOID};
+		Datum		values[1] = {int8_array(*ids, n)};
+
+		if (SPI_execute_with_args("SELECT o.id, h.key, h.value FROM kafka_sink.outbox o,"
+								  " jsonb_each_text(o.headers) h WHERE o.id = ANY ($1) ORDER BY o.id",
+								  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "kafka_sink: could not read outbox headers");
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	t = SPI_tuptable->vals[r];
+			bool		isnull;
+			int64		id = DatumGetInt64(SPI_getbinval(t, SPI_tuptable->tupdesc, 1, &isnull));
+
+			for (int i = 0; i < n; i++)
+				if ((*ids)[i] == id)
+				{
+					KsOption   *h = MemoryContextAlloc(cxt, sizeof(KsOption));
+					MemoryContext old;
+					char	   *v = SPI_getvalue(t, SPI_tuptable->tupdesc, 3);
+
+					h->name = MemoryContextStrdup(cxt, SPI_getvalue(t, SPI_tuptable->tupdesc, 2));
+					h->value = v ? MemoryContextStrdup(cxt, v) : NULL;
+					old = MemoryContextSwitchTo(cxt);
+					(*msgs)[i].headers = lappend((*msgs)[i].headers, h);
+					MemoryContextSwitchTo(old);
+				}
+		}
+	}
+	return n;
+}
+
+/* The delivered prefix: partition and offset of each row, delivered now. */
+void
+ks_catalog_outbox_delivered(int64 *ids, int32 *parts, int64 *offs, int n)
+{
+	Oid			argtypes[3] = {INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID};
+	Datum		values[3] = {int8_array(ids, n), int4_array(parts, n), int8_array(offs, n)};
+
+	ks_spi_exec("mark outbox rows delivered",
+				"UPDATE kafka_sink.outbox o SET delivered_at = clock_timestamp(),"
+				" attempts = o.attempts + 1, partition = d.p, \"offset\" = d.off,"
+				" last_error = NULL"
+				" FROM unnest($1, $2, $3) AS d(id, p, off) WHERE o.id = d.id",
+				3, argtypes, values, NULL, false, SPI_OK_UPDATE);
+}
+
+/* A failed attempt at row id. */
+void
+ks_catalog_outbox_failed(int64 id, const char *error)
+{
+	Oid			argtypes[2] = {INT8OID, TEXTOID};
+	Datum		values[2] = {Int64GetDatum(id), CStringGetTextDatum(error)};
+
+	ks_spi_exec("record a failed delivery",
+				"UPDATE kafka_sink.outbox SET attempts = attempts + 1, last_error = $2,"
+				" last_attempt_at = clock_timestamp() WHERE id = $1",
+				2, argtypes, values, NULL, false, SPI_OK_UPDATE);
+}
+
+/* Delivered rows older than older_than_s go. */
+void
+ks_catalog_outbox_prune(int64 older_than_s)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(older_than_s)};
+
+	ks_spi_exec("prune the outbox",
+				"DELETE FROM kafka_sink.outbox WHERE delivered_at < now() - $1 * interval '1 second'",
+				1, argtypes, values, NULL, false, SPI_OK_DELETE);
 }

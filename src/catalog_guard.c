@@ -21,6 +21,9 @@
  * Every change is undone in a PG_FINALLY block, so an error leaves the
  * level as it was before the change; there is no SQL-callable setter.
  *
+ * Owns: the catalog-write level and its guard trigger.  Must not: be
+ * settable from SQL, or leave the level changed after an error.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"

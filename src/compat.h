@@ -13,6 +13,22 @@
 #ifndef KAFKA_SINK_COMPAT_H
 #define KAFKA_SINK_COMPAT_H
 
+/* 16 moved the varlena macros (VARDATA, SET_VARSIZE) out of postgres.h */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
+/*
+ * 18 replaced the suffix pg_attribute_noreturn() by the prefix pg_noreturn;
+ * KS_NORETURN goes where pg_noreturn does (static KS_NORETURN void f(...)),
+ * which GCC and clang also accept for the attribute of older versions.
+ */
+#if PG_VERSION_NUM >= 180000
+#define KS_NORETURN pg_noreturn
+#else
+#define KS_NORETURN pg_attribute_noreturn()
+#endif
+
 /* 17 made PGPROC numbers a function of the PGPROC */
 #if PG_VERSION_NUM >= 170000
 #define KS_MY_PROCNO() GetNumberFromPGProc(MyProc)

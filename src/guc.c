@@ -3,6 +3,9 @@
  * guc.c
  *		Every configuration parameter of kafka_sink, and fault injection.
  *
+ * Owns: every GUC and the fault points.  Must not: read the catalog or
+ * act on a setting itself (each module reads its own).
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"

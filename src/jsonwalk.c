@@ -15,6 +15,11 @@
  * test/fuzz links it against libpgcommon and checks the two paths against
  * each other.
  *
+ * Owns: scanning JSON text into the slots of KsWalkPaths.  Must not:
+ * allocate through the backend beyond palloc or know columns and types (it
+ * is also built without the backend for test/fuzz).  Over 800 lines on
+ * purpose: the scanner is one state machine, fuzzed as one unit.
+ *
  *-------------------------------------------------------------------------
  */
 #ifdef FRONTEND

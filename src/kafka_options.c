@@ -20,6 +20,9 @@
  * mechanisms, Kerberos names and token endpoint URLs.  No error here ever
  * shows a value: it may be a secret.
  *
+ * Owns: the table of librdkafka options and who may set each.  Must
+ * not: build a client (consumer.c, producer.c do, after asking here).
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"

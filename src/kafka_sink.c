@@ -6,9 +6,13 @@
  * The library must be loaded through shared_preload_libraries, because it
  * reserves shared memory and registers the launcher background worker.
  *
+ * Owns: loading the library and calling each module's init.  Must not:
+ * do any work of its own.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "bgworker.h"
 
 #include "miscadmin.h"
 #include "utils/wait_event.h"

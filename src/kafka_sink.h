@@ -1,10 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * kafka_sink.h
- *		Types and entry points shared by the modules of kafka_sink.
- *
- * Only consumer.c includes rdkafka.h; everything else sees Kafka through
- * the plain structs declared here.
+ *		What every module of kafka_sink needs: the GUCs and fault points,
+ *		shared memory, the pipeline definition, a partition and a message
+ *		as the extension sees them, the catalog-write guard, and a few
+ *		conversions.  Everything else has its module's header (src/<module>.h,
+ *		one per stage); Kafka is seen through consumer.h and producer.h,
+ *		rdkafka.h only by consumer.c and producer.c (kafka_client.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -18,8 +20,6 @@
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "storage/lwlock.h"
-
-#include "jsonwalk.h"
 
 #define KS_EXTENSION_NAME "kafka_sink"
 
@@ -152,6 +152,9 @@ typedef struct KsOption
 	char	   *value;
 } KsOption;
 
+struct KsFormat;
+struct KsEnvelope;
+
 typedef struct KsPipeline
 {
 	int64		id;
@@ -191,6 +194,10 @@ typedef struct KsPipeline
 	int64		end_ts_ms;
 	char	   *dead_letter_topic;	/* NULL: none; else quarantined messages
 									 * also go there through the outbox */
+	/* how messages are read (format.h, envelope.h); NULL: json, plain */
+	const struct KsFormat *value_fmt;
+	const struct KsFormat *key_fmt; /* KS_KEY_JSON */
+	const struct KsEnvelope *envelope;
 } KsPipeline;
 
 typedef struct KsTopicPartition
@@ -232,19 +239,6 @@ typedef struct KsMessage
 	void	   *handle;			/* rd_kafka_message_t, owned by consumer.c */
 } KsMessage;
 
-/* ---- catalog.c ---- */
-extern void ks_xact_begin(const char *activity);
-extern void ks_xact_commit(void);
-extern KsPipeline *ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt);
-extern char *ks_pipeline_state(int64 pipeline_id);
-extern bool ks_load_offsets(int64 pipeline_id, KsPartition *parts, int nparts);
-extern void ks_insert_initial_offsets(int64 pipeline_id, KsPartition *parts, int nparts);
-extern bool ks_pipeline_has_offsets(int64 pipeline_id);
-extern void ks_record_error(int64 pipeline_id, const char *kind, int sqlerrcode,
-							const char *message, const char *detail);
-extern void ks_set_state(int64 pipeline_id, const char *state);
-extern ErrorData *ks_try_subxact(void (*fn) (void *arg), void *arg);
-
 /* ---- catalog_guard.c ---- */
 extern int	ks_catalog_writes_raise(void);
 extern int	ks_catalog_writes_suspend(void);
@@ -252,273 +246,31 @@ extern void ks_catalog_writes_restore(int saved);
 extern void ks_catalog_writes_for_worker(void);
 extern void ks_catalog_guard_init(void);
 
-/* ---- offsets.c: the one parser of offsets specs ---- */
-typedef enum KsSpecKind
+/* ---- small conversions everyone needs ---- */
+
+/* Unix epoch milliseconds (Kafka's timestamps) <-> TimestampTz */
+static inline TimestampTz
+ks_epoch_ms_to_timestamptz(int64 ms)
 {
-	KS_SPEC_EARLIEST,
-	KS_SPEC_LATEST,
-	KS_SPEC_TIMESTAMP,
-	KS_SPEC_PARTITIONS
-} KsSpecKind;
+	return (TimestampTz) (ms / 1000 - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY) *
+		USECS_PER_SEC + (ms % 1000) * 1000;
+}
 
-extern KsSpecKind ks_parse_offsets_spec(const char *spec, const char *what,
-										List **per_partition, int64 *ts_ms);
-extern PGDLLEXPORT Datum kafka_sink_check_offsets(PG_FUNCTION_ARGS);
-
-/* ---- consumer.c ---- */
-typedef struct KsConsumer KsConsumer;
-
-typedef enum KsEventKind
+static inline int64
+ks_timestamptz_to_epoch_ms(TimestampTz ts)
 {
-	KS_EV_NONE,
-	KS_EV_MESSAGE,
-	KS_EV_EOF,
-	KS_EV_OUT_OF_RANGE,
-	KS_EV_ERROR
-} KsEventKind;
+	return ts / 1000 + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+}
 
-typedef struct KsEvent
+/* bytes as a bytea datum */
+static inline Datum
+ks_bytea_datum(const char *data, size_t len)
 {
-	KsEventKind kind;
-	KsMessage	msg;			/* for KS_EV_MESSAGE; topic/partition/offset for others */
-	bool		fatal;
-	char		errstr[512];
-} KsEvent;
+	bytea	   *b = palloc(VARHDRSZ + len);
 
-extern KsConsumer *ks_consumer_create(KsPipeline *pipeline, const char *group_suffix);
-extern void ks_consumer_destroy(KsConsumer *c);
-extern int	ks_consumer_fd(KsConsumer *c);
-extern void ks_consumer_drain_fd(KsConsumer *c);
-extern bool ks_consumer_poll(KsConsumer *c, KsEvent *ev);
-extern void ks_message_release(KsMessage *msg);
-extern void ks_consumer_serve(KsConsumer *c);
-extern List *ks_consumer_list_partitions(KsConsumer *c, List *topics, const char *pattern,
-										 int timeout_ms, char **errmsg);
-extern bool ks_consumer_watermarks(KsConsumer *c, const char *topic, int32 partition,
-								   int64 *low, int64 *high, int timeout_ms, char **errmsg);
-extern bool ks_consumer_offset_for_time(KsConsumer *c, const char *topic, int32 partition,
-										int64 ts_ms, int64 *offset, int timeout_ms, char **errmsg);
-extern void ks_consumer_assign(KsConsumer *c, KsPartition *parts, int nparts);
-extern void ks_consumer_emit_logs(void);
-extern bool ks_consumer_cached_watermarks(KsConsumer *c, const char *topic, int32 partition,
-										  int64 *low, int64 *high);
-extern bool ks_consumer_take_error(char *buf, size_t len);
-extern char *ks_message_headers_json(KsMessage *msg);
-extern void ks_check_options(List *options);
-extern const char *ks_librdkafka_version(void);
-extern char *ks_librdkafka_features(void);
-
-extern const char *ks_consumer_mirror_group(KsConsumer *c);
-extern bool ks_consumer_mirror_send(KsConsumer *c, KsPartition *parts, int nparts);
-extern int	ks_consumer_mirror_result(KsConsumer *c, char *err, size_t errlen);
-extern bool ks_consumer_mirror_pending(KsConsumer *c);
-typedef struct KsProducer KsProducer;
-
-/* A Kafka header with bytes for a value (NULL: a header without value). */
-typedef struct KsHeader
-{
-	char	   *name;
-	char	   *value;
-	size_t		value_len;
-} KsHeader;
-
-typedef struct KsOutMsg
-{
-	const char *topic;
-	const char *key;
-	size_t		key_len;
-	const char *value;
-	size_t		value_len;
-	List	   *raw_headers;	/* of KsHeader, sent first */
-	List	   *headers;		/* of KsOption, sent after raw_headers */
-	/* set by ks_producer_send_all */
-	bool		done;
-	int			err;
-	char		errstr[256];
-	int32		partition_out;
-	int64		offset_out;
-} KsOutMsg;
-
-extern KsProducer *ks_producer_create(const char *servers, List *options);
-extern List *ks_message_headers(KsMessage *msg);
-extern void ks_producer_send_all(KsProducer *p, KsOutMsg *msgs, int n, int timeout_ms);
-extern void ks_produce(const char *servers, const char *topic,
-					   const char *key, size_t key_len, const char *value, size_t value_len,
-					   List *headers, int32 partition, int32 *out_partition, int64 *out_offset);
-
-/* ---- decode.c ---- */
-typedef struct KsColumn
-{
-	char	   *name;
-	AttrNumber	attnum;
-	Oid			typid;
-	int32		typmod;
-	Oid			collation;
-	FmgrInfo	infunc;
-	Oid			ioparam;
-	bool		required;		/* NOT NULL without default */
-	bool		is_key;
-	bool		is_order;
-	char	   *default_sql;	/* deparsed default, or NULL */
-	char	   *type_sql;		/* format_type_with_typemod */
-	bool		is_json;		/* json/jsonb: take the raw JSON text */
-	bool		is_numeric;
-	bool		is_array;		/* an array type (or a domain over one) */
-	bool		elem_is_json;	/* ... of json or jsonb */
-	const char *lineage;		/* for _kafka_* columns: the source expression */
-	int			prov;			/* merge with an order column, optional column:
-								 * index of its supplier-order column, else -1 */
-	/* key columns: how the key index compares them (its opclass, collation) */
-	Oid			key_collation;
-	Oid			key_eq_opr;
-	Oid			key_lt_opr;
-} KsColumn;
-
-typedef struct KsTarget
-{
-	Oid			relid;
-	char	   *qualified_name;
-	int			ncolumns;
-	KsColumn   *columns;
-	int			nkeys;
-	int		   *key_index;		/* into columns */
-	int			order_index;	/* -1 when none */
-	char	   *key_index_name;	/* the unique index over the key columns */
-	int			nprov;			/* supplier-order columns of the batch rows */
-	Oid			rowtype;
-	int			natts_all;
-	char	   *row_sql;		/* ROW(...) of the row type, for function mode */
-	/* decoding: JSON paths captured in one pass, and which column takes which */
-	KsWalkPaths walk;
-	int		   *map;			/* default mapping: column -> slot, or -1 */
-	int		   *alt;			/* default-mapped name with dots: its nested
-								 * path's slot when the field is absent, or -1 */
-	int		   *scale;
-	int			nversions;
-	char	  **version_names;
-	int		  **vmap;
-	int		  **vscale;
-	int			version_slot;
-	int			event_id_slot;
-	KsWalkPaths key_walk;		/* key_format json: one slot per key column */
-} KsTarget;
-
-typedef enum KsReason
-{
-	KS_OK = 0,
-	KS_INVALID_JSON,
-	KS_NOT_AN_OBJECT,
-	KS_MISSING_REQUIRED_FIELD,
-	KS_INVALID_VALUE,
-	KS_UNKNOWN_SCHEMA_VERSION,
-	KS_NULL_KEY,
-	KS_CONSTRAINT_VIOLATION,
-	KS_VALUE_TOO_LARGE,
-	KS_REJECTED_BY_TARGET		/* a trigger, RLS policy or check option said no */
-} KsReason;
-
-/* A decoded message: one value per target column. */
-typedef struct KsRow
-{
-	KsMessage  *msg;
-	bool		is_delete;		/* a tombstone with delete_on_tombstone */
-	bool		duplicate;		/* its event id was applied before */
-	char	   *event_id;
-	Datum	   *values;
-	bool	   *nulls;
-	bool	   *present;
-	KsReason	reason;
-	char	   *detail;
-	uint32		hash;
-	int			next_candidate; /* reduce bookkeeping */
-	bool		winner;
-	int		   *fold_src;		/* a winner folding several messages: per
-								 * column, the row supplying it (-1 absent);
-								 * NULL: the row alone */
-} KsRow;
-
-extern KsTarget *ks_target_open(KsPipeline *p);
-extern const char *ks_reason_name(KsReason r);
-extern void ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows);
-extern PGDLLEXPORT Datum kafka_sink_json_path_valid(PG_FUNCTION_ARGS);
-
-/* ---- apply.c ---- */
-typedef struct KsBatchStats
-{
-	int64		messages;
-	int64		inserted;
-	int64		updated;
-	int64		deleted;
-	int64		stale;
-	int64		superseded;
-	int64		quarantined;
-	int64		duplicates;
-	int64		bytes;
-} KsBatchStats;
-
-typedef struct KsBatch
-{
-	KsPipeline *pipeline;
-	KsTarget   *target;
-	int			worker_index;
-	KsPartition *parts;
-	int			nparts;
-	KsMessage **msgs;
-	int			nmsgs;
-	KsRow	   *rows;
-	TimestampTz started_at;
-	int64		batch_id;
-	KsBatchStats stats;
-	/* timing, for the progress record */
-	TimestampTz previous_commit_at;
-	TimestampTz fetch_started_at;
-	TimestampTz fetch_ended_at;
-	double		decode_ms;
-	double		apply_ms;
-	TimestampTz commit_started_at;
-} KsBatch;
-
-extern void ks_apply_batch(KsBatch *batch);
-extern PGDLLEXPORT Datum kafka_sink_batch_rows(PG_FUNCTION_ARGS);
-extern PGDLLEXPORT Datum kafka_sink_batch_messages(PG_FUNCTION_ARGS);
-extern PGDLLEXPORT Datum kafka_sink_replay(PG_FUNCTION_ARGS);
-extern PGDLLEXPORT Datum kafka_sink_pipeline_statements(PG_FUNCTION_ARGS);
-
-/* ---- sqlcall.c: checks of the SQL-callable functions ---- */
-typedef struct KsSrfColumn
-{
-	const char *name;
-	Oid			typid;
-	int32		typmod;
-} KsSrfColumn;
-
-/* a C function called where it cannot work (see ks_require_batch) */
-#define KS_ERRCODE_WRONG_CONTEXT ERRCODE_FEATURE_NOT_SUPPORTED
-
-extern void ks_srf_check_context(FunctionCallInfo fcinfo, const char *fname);
-extern void ks_srf_check_record(FunctionCallInfo fcinfo, const char *fname,
-								const KsSrfColumn *cols, int ncols);
-extern void ks_require_batch(bool in_progress, const char *fname, const char *what);
-extern bool ks_in_own_worker(void);
-extern bool ks_may_see_owner(Oid owner);
-
-/* ---- workers ---- */
-extern void ks_launcher_register(void);
-PGDLLEXPORT void ks_launcher_main(Datum arg);
-PGDLLEXPORT void ks_worker_main(Datum arg);
-PGDLLEXPORT void ks_relay_main(Datum arg);
-
-/* The slot of the outbox relay carries this in place of a pipeline id. */
-#define KS_RELAY_ID (-1)
-
-typedef struct KsWorkerArgs
-{
-	Oid			database;
-	Oid			owner;
-	int64		pipeline_id;
-	int			slot;
-	int			worker_index;
-	int			nworkers;
-} KsWorkerArgs;
+	SET_VARSIZE(b, VARHDRSZ + len);
+	memcpy(VARDATA(b), data, len);
+	return PointerGetDatum(b);
+}
 
 #endif							/* KAFKA_SINK_H */

@@ -10,9 +10,15 @@
  * finished (BgWorkerStart_RecoveryFinished), so nothing runs on a standby,
  * and it comes up by itself after promotion.
  *
+ * Owns: which workers should run, starting and stopping them, restart
+ * backoff and early-exit counting.  Must not: apply batches or hold SQL
+ * text against the catalog (catalog.c: ks_catalog_wanted).
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog.h"
+#include "bgworker.h"
 
 #include <signal.h>
 
@@ -33,16 +39,6 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-typedef struct Wanted
-{
-	int64		pipeline_id;
-	Oid			owner;
-	int			workers;
-	int			generation;
-	bool		paused;
-	char	   *problem;		/* why a worker cannot do its job, or NULL */
-	char	   *hint;
-} Wanted;
 
 /*
  * A worker that exits this many times in a row before it could record its
@@ -143,45 +139,6 @@ catalog_version_matches(void)
 	return false;
 }
 
-/*
- * The pipelines that should have workers, and for each what would stop a
- * worker from doing its job, checked here by the launcher (a superuser)
- * because a worker cannot report some of it itself: it connects as the
- * owner, so a dropped or NOLOGIN owner kills it before it can write
- * anything.  The target, bronze table, batch function and key columns are
- * regclass/regprocedure/name references that PostgreSQL does not track,
- * so dropping them leaves the definition dangling.
- */
-#define WANTED_SQL \
-	"SELECT p.id, p.owner::oid, p.workers, p.state = 'paused', p.generation, x.problem, h.hint" \
-	" FROM kafka_sink.pipeline_definitions p" \
-	" LEFT JOIN pg_catalog.pg_authid r ON r.oid = p.owner::oid" \
-	" LEFT JOIN LATERAL (SELECT k FROM pg_catalog.unnest(p.key_columns || p.order_column) k" \
-	"   WHERE p.target IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a" \
-	"   WHERE a.attrelid = p.target AND a.attname = k AND a.attnum > 0 AND NOT a.attisdropped) LIMIT 1) mk ON true" \
-	" CROSS JOIN LATERAL (SELECT" \
-	"  CASE WHEN r.oid IS NULL THEN pg_catalog.format('the owner of pipeline \"%s\" (role OID %s) no longer exists', p.name, p.owner::oid)" \
-	"   WHEN NOT r.rolcanlogin THEN pg_catalog.format('the owner of pipeline \"%s\", role \"%s\", cannot log in', p.name, r.rolname)" \
-	"   WHEN r.rolsuper AND NOT $1 THEN pg_catalog.format('the owner of pipeline \"%s\", role \"%s\", is a superuser', p.name, r.rolname)" \
-	"   WHEN NOT r.rolsuper AND NOT pg_catalog.pg_has_role(r.oid, 'kafka_sink_admin', 'MEMBER')" \
-	"    THEN pg_catalog.format('the owner of pipeline \"%s\", role \"%s\", is no longer a member of kafka_sink_admin', p.name, r.rolname)" \
-	"   WHEN p.target IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = p.target)" \
-	"    THEN pg_catalog.format('the target table of pipeline \"%s\" (OID %s) no longer exists', p.name, p.target::oid)" \
-	"   WHEN p.bronze IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = p.bronze)" \
-	"    THEN pg_catalog.format('the bronze table of pipeline \"%s\" (OID %s) no longer exists', p.name, p.bronze::oid)" \
-	"   WHEN p.batch_function IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc f WHERE f.oid = p.batch_function)" \
-	"    THEN pg_catalog.format('the batch function of pipeline \"%s\" (OID %s) no longer exists', p.name, p.batch_function::oid)" \
-	"   WHEN mk.k IS NOT NULL THEN pg_catalog.format('%s column \"%s\" of pipeline \"%s\" no longer exists in %s'," \
-	"    CASE WHEN mk.k = p.order_column THEN 'order' ELSE 'key' END, mk.k, p.name, p.target)" \
-	"  END AS problem) x" \
-	" CROSS JOIN LATERAL (SELECT" \
-	"  CASE WHEN x.problem LIKE 'the owner%'" \
-	"    THEN 'A pipeline runs as its owner, who must exist, be able to log in, be a member of kafka_sink_admin and not be a superuser" \
-	" (unless kafka_sink.allow_superuser_pipelines is on). Fix the role and SELECT kafka_sink.start(...), or drop the pipeline and create it again as another owner.'" \
-	"   ELSE 'The pipeline was created for an object that was dropped or renamed since. Drop the pipeline and create it again for the current objects.'" \
-	"  END AS hint) h" \
-	" WHERE p.state IN ('running', 'paused') ORDER BY p.id"
-
 static List *
 read_wanted(void)
 {
@@ -191,41 +148,13 @@ read_wanted(void)
 
 	ks_xact_begin("kafka_sink launcher: reading pipelines");
 	if (OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)) &&
-		catalog_version_matches() &&
-		SPI_execute_with_args(WANTED_SQL, 1, (Oid[]) {BOOLOID},
-							  (Datum[]) {BoolGetDatum(ks_allow_superuser_pipelines)},
-							  NULL, true, 0) == SPI_OK_SELECT)
-	{
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			bool		isnull;
-			Wanted	   *w = MemoryContextAlloc(cxt, sizeof(Wanted));
-
-			w->pipeline_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-			w->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-			w->workers = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
-			w->paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull));
-			w->generation = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 5, &isnull));
-			w->problem = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 6);
-			w->hint = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 7);
-			if (w->problem)
-			{
-				w->problem = MemoryContextStrdup(cxt, w->problem);
-				w->hint = w->hint ? MemoryContextStrdup(cxt, w->hint) : NULL;
-			}
-			{
-				MemoryContext old = MemoryContextSwitchTo(cxt);
-
-				wanted = lappend(wanted, w);
-				MemoryContextSwitchTo(old);
-			}
-		}
-	}
+		catalog_version_matches())
+		wanted = ks_catalog_wanted(ks_allow_superuser_pipelines, cxt);
 	/* the outbox relay, when it has somewhere to publish */
 	if (ks_outbox_servers && ks_outbox_servers[0] != '\0' &&
 		OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)))
 	{
-		Wanted	   *w = MemoryContextAllocZero(cxt, sizeof(Wanted));
+		KsWanted	   *w = MemoryContextAllocZero(cxt, sizeof(KsWanted));
 		MemoryContext old = MemoryContextSwitchTo(cxt);
 
 		w->pipeline_id = KS_RELAY_ID;
@@ -239,7 +168,7 @@ read_wanted(void)
 	/* a pipeline that cannot work fails, visibly, instead of starting workers */
 	foreach(lc, wanted)
 	{
-		Wanted	   *w = lfirst(lc);
+		KsWanted	   *w = lfirst(lc);
 
 		if (w->problem == NULL)
 			continue;
@@ -263,8 +192,7 @@ fail_pipeline(int64 pipeline_id, int sqlerrcode, const char *message, const char
 	ereport(WARNING,
 			(errmsg("kafka_sink: pipeline %lld failed: %s", (long long) pipeline_id, message),
 			 detail ? errdetail("%s", detail) : 0));
-	ks_record_error(pipeline_id, "permanent", sqlerrcode, message, detail);
-	ks_set_state(pipeline_id, "failed");
+	ks_fail_pipeline(pipeline_id, "permanent", sqlerrcode, message, detail);
 }
 
 static void
@@ -332,7 +260,7 @@ reap_slot(int i)
 }
 
 static void
-start_worker(Wanted *w, int index)
+start_worker(KsWanted *w, int index)
 {
 	BackgroundWorker bgw;
 	KsWorkerArgs a;
@@ -433,7 +361,7 @@ start_worker(Wanted *w, int index)
 		b->failures = 0;
 	b->last_start = now;
 	b->not_before = b->failures == 0 ? 0 :
-		TimestampTzPlusMilliseconds(now, Min(60000, 1000 << Min(b->failures, 6)));
+		TimestampTzPlusMilliseconds(now, ks_backoff_ms(b->failures, 1000, 60000));
 }
 
 static void
@@ -458,7 +386,7 @@ reconcile(void)
 			continue;
 		foreach(lc, wanted)
 		{
-			Wanted	   *w = lfirst(lc);
+			KsWanted	   *w = lfirst(lc);
 
 			if (w->pipeline_id == s->pipeline_id && w->workers == s->nworkers &&
 				w->generation == s->generation && s->worker_index < w->workers)
@@ -480,7 +408,7 @@ reconcile(void)
 	/* start what is missing */
 	foreach(lc, wanted)
 	{
-		Wanted	   *w = lfirst(lc);
+		KsWanted	   *w = lfirst(lc);
 
 		for (int index = 0; index < w->workers; index++)
 		{
@@ -517,13 +445,10 @@ ks_launcher_main(Datum arg)
 	MemoryContext loop_cxt;
 
 	(void) arg;
-	pqsignal(SIGTERM, die);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
+	ks_bgworker_start(NULL);
 	BackgroundWorkerInitializeConnection(ks_database, NULL, 0);
 	/* the launcher is a superuser: never resolve names through a user's path */
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION);
-	pgstat_report_appname("kafka_sink launcher");
+	ks_bgworker_session("kafka_sink launcher");
 
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 	ks_shared->launcher_procno = KS_MY_PROCNO();

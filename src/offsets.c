@@ -17,9 +17,13 @@
  *	 per-partition JSON {"topic": {"0": 42, "1": -2}} (-2 earliest, -1 latest)
  * written exactly, with no surrounding blanks.
  *
+ * Owns: the grammar of starting_offsets and ending_offsets.  Must not:
+ * resolve offsets against Kafka (worker.c does).
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "offsets.h"
 
 #include <ctype.h>
 
@@ -115,7 +119,7 @@ parse_timestamp(const char *what, const char *spec)
 		invalid_spec(what, spec, "A timestamp must have a fixed, finite value.");
 	if (tm2timestamp(tm, fsec, &tz, &ts) != 0 || !IS_VALID_TIMESTAMP(ts))
 		invalid_spec(what, spec, "The timestamp is out of range.");
-	return ts / 1000 + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+	return ks_timestamptz_to_epoch_ms(ts);
 }
 
 static bool

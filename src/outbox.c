@@ -20,9 +20,16 @@
  * original message unchanged).  Headers go out as header_names/values,
  * then event_id, then the JSON headers.
  *
+ * Owns: the relay loop: read, produce, mark, prune.  Must not: hold a
+ * transaction while it talks to Kafka, or SQL text (catalog.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog.h"
+#include "consumer.h"
+#include "producer.h"
+#include "bgworker.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -46,45 +53,6 @@
 
 static KsWorkerArgs rargs;
 
-static Datum
-int8_array(int64 *v, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		d[i] = Int64GetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
-static Datum
-int4_array(int32 *v, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		d[i] = Int32GetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, n, INT4OID, 4, true, TYPALIGN_INT));
-}
-
-/* A bytea column's bytes copied into cxt, or NULL (and *len 0) for NULL. */
-static char *
-get_bytes(HeapTuple t, TupleDesc d, int col, size_t *len, MemoryContext cxt)
-{
-	bool		isnull;
-	Datum		v = SPI_getbinval(t, d, col, &isnull);
-	bytea	   *b;
-	char	   *out;
-
-	*len = 0;
-	if (isnull)
-		return NULL;
-	b = DatumGetByteaPP(v);
-	*len = VARSIZE_ANY_EXHDR(b);
-	out = MemoryContextAlloc(cxt, Max(*len, 1));
-	memcpy(out, VARDATA_ANY(b), *len);
-	return out;
-}
-
 /* Reads up to RELAY_BATCH undelivered rows, in id order, into msgs. */
 static int
 read_pending(KsOutMsg **msgs, int64 **ids)
@@ -98,116 +66,7 @@ read_pending(KsOutMsg **msgs, int64 **ids)
 		ks_xact_commit();
 		return 0;
 	}
-	if (SPI_execute("SELECT id, event_id::text, topic, key, value, key_bytes, value_bytes"
-					" FROM kafka_sink.outbox"
-					" WHERE delivered_at IS NULL ORDER BY id LIMIT " CppAsString2(RELAY_BATCH),
-					true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "kafka_sink: could not read the outbox");
-	n = (int) SPI_processed;
-	*msgs = MemoryContextAllocZero(cxt, sizeof(KsOutMsg) * Max(n, 1));
-	*ids = MemoryContextAlloc(cxt, sizeof(int64) * Max(n, 1));
-	for (int i = 0; i < n; i++)
-	{
-		HeapTuple	t = SPI_tuptable->vals[i];
-		TupleDesc	d = SPI_tuptable->tupdesc;
-		bool		isnull;
-		char	   *s;
-		KsOption   *h = MemoryContextAlloc(cxt, sizeof(KsOption));
-		MemoryContext old;
-
-		(*ids)[i] = DatumGetInt64(SPI_getbinval(t, d, 1, &isnull));
-		h->name = MemoryContextStrdup(cxt, "event_id");
-		h->value = MemoryContextStrdup(cxt, SPI_getvalue(t, d, 2));
-		old = MemoryContextSwitchTo(cxt);
-		(*msgs)[i].headers = list_make1(h);
-		MemoryContextSwitchTo(old);
-		(*msgs)[i].topic = MemoryContextStrdup(cxt, SPI_getvalue(t, d, 3));
-		s = SPI_getvalue(t, d, 4);
-		if (s)
-		{
-			(*msgs)[i].key = MemoryContextStrdup(cxt, s);
-			(*msgs)[i].key_len = strlen(s);
-		}
-		else
-			(*msgs)[i].key = get_bytes(t, d, 6, &(*msgs)[i].key_len, cxt);
-		s = SPI_getvalue(t, d, 5);
-		if (s)
-		{
-			(*msgs)[i].value = MemoryContextStrdup(cxt, s);
-			(*msgs)[i].value_len = strlen(s);
-		}
-		else
-			(*msgs)[i].value = get_bytes(t, d, 7, &(*msgs)[i].value_len, cxt);
-	}
-	/*
-	 * headers with bytes for values (the dead-letter messages: the original
-	 * message's headers, then kafka_sink's), before the event id
-	 */
-	if (n > 0)
-	{
-		Oid			argtypes[1] = {INT8ARRAYOID};
-		Datum		values[1] = {int8_array(*ids, n)};
-		int			i = 0;
-
-		if (SPI_execute_with_args("SELECT o.id, h.name, h.value FROM kafka_sink.outbox o,"
-								  " unnest(o.header_names, o.header_values) WITH ORDINALITY AS h(name, value, n)"
-								  " WHERE o.id = ANY ($1) AND o.header_names IS NOT NULL ORDER BY o.id, h.n",
-								  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "kafka_sink: could not read outbox headers");
-		for (uint64 r = 0; r < SPI_processed; r++)
-		{
-			HeapTuple	t = SPI_tuptable->vals[r];
-			TupleDesc	d = SPI_tuptable->tupdesc;
-			bool		isnull;
-			int64		id = DatumGetInt64(SPI_getbinval(t, d, 1, &isnull));
-			KsHeader   *h;
-			char	   *name = SPI_getvalue(t, d, 2);
-			MemoryContext old;
-
-			/* both in id order */
-			while (i < n && (*ids)[i] < id)
-				i++;
-			if (i >= n || (*ids)[i] != id || name == NULL)
-				continue;
-			h = MemoryContextAlloc(cxt, sizeof(KsHeader));
-			h->name = MemoryContextStrdup(cxt, name);
-			h->value = get_bytes(t, d, 3, &h->value_len, cxt);
-			old = MemoryContextSwitchTo(cxt);
-			(*msgs)[i].raw_headers = lappend((*msgs)[i].raw_headers, h);
-			MemoryContextSwitchTo(old);
-		}
-	}
-	/* user headers, after the event id */
-	if (n > 0)
-	{
-		Oid			argtypes[1] = {INT8ARRAYOID};
-		Datum		values[1] = {int8_array(*ids, n)};
-
-		if (SPI_execute_with_args("SELECT o.id, h.key, h.value FROM kafka_sink.outbox o,"
-								  " jsonb_each_text(o.headers) h WHERE o.id = ANY ($1) ORDER BY o.id",
-								  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "kafka_sink: could not read outbox headers");
-		for (uint64 r = 0; r < SPI_processed; r++)
-		{
-			HeapTuple	t = SPI_tuptable->vals[r];
-			bool		isnull;
-			int64		id = DatumGetInt64(SPI_getbinval(t, SPI_tuptable->tupdesc, 1, &isnull));
-
-			for (int i = 0; i < n; i++)
-				if ((*ids)[i] == id)
-				{
-					KsOption   *h = MemoryContextAlloc(cxt, sizeof(KsOption));
-					MemoryContext old;
-					char	   *v = SPI_getvalue(t, SPI_tuptable->tupdesc, 3);
-
-					h->name = MemoryContextStrdup(cxt, SPI_getvalue(t, SPI_tuptable->tupdesc, 2));
-					h->value = v ? MemoryContextStrdup(cxt, v) : NULL;
-					old = MemoryContextSwitchTo(cxt);
-					(*msgs)[i].headers = lappend((*msgs)[i].headers, h);
-					MemoryContextSwitchTo(old);
-				}
-		}
-	}
+	n = ks_catalog_outbox_pending(RELAY_BATCH, msgs, ids, cxt);
 	ks_xact_commit();
 	return n;
 }
@@ -226,41 +85,19 @@ mark(KsOutMsg *msgs, int64 *ids, int n, int delivered)
 	}
 	ks_xact_begin("kafka_sink outbox relay: marking delivered rows");
 	if (delivered > 0)
-	{
-		Oid			argtypes[3] = {INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID};
-		Datum		values[3] = {int8_array(ids, delivered), int4_array(parts, delivered),
-		int8_array(offs, delivered)};
-
-		if (SPI_execute_with_args("UPDATE kafka_sink.outbox o SET delivered_at = clock_timestamp(),"
-								  " attempts = o.attempts + 1, partition = d.p, \"offset\" = d.off,"
-								  " last_error = NULL"
-								  " FROM unnest($1, $2, $3) AS d(id, p, off) WHERE o.id = d.id",
-								  3, argtypes, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "kafka_sink: could not mark outbox rows delivered");
-	}
+		ks_catalog_outbox_delivered(ids, parts, offs, delivered);
 	if (delivered < n)
-	{
-		Oid			argtypes[2] = {INT8OID, TEXTOID};
-		Datum		values[2] = {Int64GetDatum(ids[delivered]),
-		CStringGetTextDatum(msgs[delivered].done ? msgs[delivered].errstr : "no acknowledgement in time")};
-
-		SPI_execute_with_args("UPDATE kafka_sink.outbox SET attempts = attempts + 1, last_error = $2,"
-							  " last_attempt_at = clock_timestamp() WHERE id = $1",
-							  2, argtypes, values, NULL, false, 0);
-	}
+		ks_catalog_outbox_failed(ids[delivered], msgs[delivered].done ? msgs[delivered].errstr :
+								 "no acknowledgement in time");
 	ks_xact_commit();
 }
 
 static void
 prune(void)
 {
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(ks_outbox_retention_s)};
-
 	ks_xact_begin("kafka_sink outbox relay: pruning delivered rows");
 	if (OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)))
-		SPI_execute_with_args("DELETE FROM kafka_sink.outbox WHERE delivered_at < now() - $1 * interval '1 second'",
-							  1, argtypes, values, NULL, false, 0);
+		ks_catalog_outbox_prune(ks_outbox_retention_s);
 	ks_xact_commit();
 }
 
@@ -291,18 +128,9 @@ ks_relay_main(Datum arg)
 	TimestampTz last_prune = 0;
 
 	(void) arg;
-	memcpy(&rargs, MyBgworkerEntry->bgw_extra, sizeof(KsWorkerArgs));
-	pqsignal(SIGTERM, die);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-
-	if (!ks_slot_attach(rargs.slot, rargs.pipeline_id, rargs.worker_index))
-		proc_exit(0);
-
+	ks_bgworker_start(&rargs);
 	BackgroundWorkerInitializeConnectionByOid(rargs.database, InvalidOid, 0);
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION);
-	SetConfigOption("application_name", "kafka_sink outbox relay", PGC_USERSET, PGC_S_SESSION);
-	pgstat_report_appname("kafka_sink outbox relay");
+	ks_bgworker_session("kafka_sink outbox relay");
 
 	producer = ks_producer_create(ks_outbox_servers, NIL);
 	cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink relay", ALLOCSET_DEFAULT_SIZES);
@@ -338,7 +166,7 @@ ks_relay_main(Datum arg)
 		MemoryContextSwitchTo(old);
 		if (delivered < n)
 		{
-			long		delay = Min(30000L, 200L << Min(failures, 8));
+			long		delay = ks_backoff_ms(failures, 200, 30000);
 
 			failures++;
 			ks_slot_set_detail(rargs.slot, "retrying after: %s",

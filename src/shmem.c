@@ -8,6 +8,9 @@
  * exits.  A crash of any backend reinitializes shared memory, so no slot
  * can outlive its worker.
  *
+ * Owns: the shared memory and its lock.  Must not: block while it holds
+ * the lock.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"

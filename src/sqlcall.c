@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * sqlcall.c
- *		Checks shared by the C functions exposed in SQL (api.c, apply.c).
+ *		Checks shared by the C functions exposed in SQL (api.c and the modules with a kafka_sink_* function).
  *
  * Every role that may EXECUTE one of them (kafka_sink_admin) can call it
  * with any arguments, from any statement, at any time: the internal
@@ -17,9 +17,13 @@
  *	- may the caller see what it asks about (the owners' rule of the
  *	  catalog's row level security, for what lives in shared memory)?
  *
+ * Owns: the checks every SQL-callable C function shares.  Must not:
+ * decide what a function does.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "sqlcall.h"
 
 #include "funcapi.h"
 #include "lib/stringinfo.h"

@@ -10,9 +10,22 @@
  * consumer-group offsets are never read.  No transaction is open while it
  * waits on Kafka.
  *
+ * Owns: one pipeline worker's loop: assignment, filling a batch, the
+ * transaction around ks_apply_batch, retries and failure, the
+ * consumer-group mirror.  Must not: apply rows or hold SQL text (apply.c,
+ * catalog.c).  Over 800 lines for now: every phase shares the loop's
+ * file-static state (the consumer, the partitions, the mirror's timers);
+ * splitting it out (assignment, the mirror) first needs that state in one
+ * struct, which is the next step.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog.h"
+#include "consumer.h"
+#include "decode.h"
+#include "apply.h"
+#include "bgworker.h"
 
 #include "access/xact.h"
 #include "common/hashfn.h"
@@ -31,8 +44,6 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-StaticAssertDecl(sizeof(KsWorkerArgs) <= BGW_EXTRALEN, "worker arguments must fit in bgw_extra");
-
 static KsWorkerArgs args;
 static KsPipeline *pipeline;
 static KsConsumer *consumer;
@@ -41,8 +52,8 @@ static int	nparts = 0;
 static TimestampTz next_metadata_refresh = 0;
 static bool broker_error_shown = false;
 
-static void worker_fail(const char *kind, int sqlerrcode, const char *message,
-						const char *detail, const char *hint) pg_attribute_noreturn();
+static KS_NORETURN void worker_fail(const char *kind, int sqlerrcode, const char *message,
+									const char *detail, const char *hint);
 
 /* ---- failures ---- */
 
@@ -75,10 +86,8 @@ worker_fail(const char *kind, int sqlerrcode, const char *message,
 			 hint ? errhint("%s", hint) : 0));
 	PG_TRY();
 	{
-		ks_record_error(args.pipeline_id, kind, sqlerrcode, message, full_detail);
-		if (permanent)
-			ks_set_state(args.pipeline_id, "failed");
-		else
+		ks_fail_pipeline(args.pipeline_id, kind, sqlerrcode, message, full_detail);
+		if (!permanent)
 			ks_slot_set_detail(args.slot, "retrying after: %s", message);
 	}
 	PG_CATCH();
@@ -573,7 +582,7 @@ mirror_checkpoint(void)
 	{
 		mirror_due = true;
 		mirror_failures++;
-		mirror_not_before = TimestampTzPlusMilliseconds(now, Min(60000L, 500L << Min(mirror_failures, 7)));
+		mirror_not_before = TimestampTzPlusMilliseconds(now, ks_backoff_ms(mirror_failures, 500, 60000));
 		if (mirror_logged_at == 0 || TimestampDifferenceExceeds(mirror_logged_at, now, 60000))
 		{
 			ereport(LOG,
@@ -894,20 +903,13 @@ fill_batch(Fill *f)
 static bool
 bounded_done(void)
 {
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(pipeline->id)};
 	bool		finished;
 
 	for (int i = 0; i < nparts; i++)
 		if (parts[i].end_offset < 0 || parts[i].committed < parts[i].end_offset)
 			return false;
 	ks_xact_begin("kafka_sink: finishing a bounded pipeline");
-	SPI_execute_with_args("UPDATE kafka_sink.pipeline_definitions SET state = 'finished', updated_at = now()"
-						  " WHERE id = $1 AND state = 'running' AND NOT EXISTS ("
-						  "  SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = $1"
-						  "  AND (o.end_offset IS NULL OR o.next_offset < o.end_offset))",
-						  1, argtypes, values, NULL, false, 0);
-	finished = SPI_processed == 1;
+	finished = ks_catalog_finish_bounded(pipeline->id);
 	ks_xact_commit();
 	if (finished)
 	{
@@ -1173,7 +1175,7 @@ worker_run(void)
 			}
 			if (is_transient(edata->sqlerrcode))
 			{
-				long		delay = Min(30000L, 100L << Min(failures, 9));
+				long		delay = ks_backoff_ms(failures, 100, 30000);
 
 				failures++;
 				ereport(LOG,
@@ -1223,19 +1225,13 @@ void
 ks_worker_main(Datum arg)
 {
 	(void) arg;
-	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(KsWorkerArgs));
-	pqsignal(SIGTERM, die);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-
-	if (!ks_slot_attach(args.slot, args.pipeline_id, args.worker_index))
-		proc_exit(0);
+	ks_bgworker_start(&args);
 
 	/* an owner that cannot connect is reported by the launcher (reap_slot) */
 	ks_fault(KS_FAULT_BEFORE_CONNECT);
 	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
 	pin_settings();
-	/* suspended around the user's code: apply.c, decode.c, ks_xact_commit */
+	/* suspended around the user's code: apply_sql.c, bronze.c, decode.c, ks_xact_commit */
 	ks_catalog_writes_for_worker();
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 	ks_shared->slots[args.slot].ready = true;

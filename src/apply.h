@@ -1,0 +1,109 @@
+/*-------------------------------------------------------------------------
+ *
+ * apply.h
+ *		The batch and its one transaction (apply.c): the batch, its list
+ *		of targets, and the interface of the apply strategies.
+ *
+ * A batch is the messages a worker fetched, applied in one transaction to
+ * a list of targets (one today), each with its own mapping, key, order
+ * column, strategy and statements.  A strategy applies rows chosen by the
+ * strategy-agnostic code in apply.c (the reduce, the bisection of faults
+ * is the strategy's own): the SQL strategy (apply_sql.c) runs the MERGE,
+ * DELETE, INSERT or batch function through SPI; a direct heap strategy
+ * (as pglogical has beside its SPI apply) would be another file with
+ * another KsApplyStrategy, chosen per target in ks_apply_strategy_for().
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_APPLY_H
+#define KS_APPLY_H
+
+#include "kafka_sink.h"
+#include "decode.h"
+
+typedef struct KsBatchStats
+{
+	int64		messages;
+	int64		inserted;
+	int64		updated;
+	int64		deleted;
+	int64		stale;
+	int64		superseded;
+	int64		quarantined;
+	int64		duplicates;
+	int64		bytes;
+} KsBatchStats;
+
+typedef struct KsApplyStrategy KsApplyStrategy;
+
+/* One target of a batch: what it is, how it is written, its decoded rows. */
+typedef struct KsBatchTarget
+{
+	KsTarget   *target;			/* columns, key, order column, mapping */
+	KsMode		mode;			/* merge, append or the batch function */
+	const KsApplyStrategy *strategy;
+	KsRow	   *rows;			/* one per message of the batch */
+} KsBatchTarget;
+
+typedef struct KsBatch
+{
+	KsPipeline *pipeline;
+	int			worker_index;
+	KsPartition *parts;
+	int			nparts;
+	KsMessage **msgs;
+	int			nmsgs;
+	KsBatchTarget *targets;		/* none for a bronze-only pipeline */
+	int			ntargets;
+	/*
+	 * The target being applied: targets[i].target and .rows while apply.c
+	 * works on target i (the modules below it read these).
+	 */
+	KsTarget   *target;
+	KsRow	   *rows;
+	TimestampTz started_at;
+	int64		batch_id;
+	KsBatchStats stats;
+	/* timing, for the progress record */
+	TimestampTz previous_commit_at;
+	TimestampTz fetch_started_at;
+	TimestampTz fetch_ended_at;
+	double		decode_ms;
+	double		apply_ms;
+	TimestampTz commit_started_at;
+} KsBatch;
+
+/*
+ * An apply strategy.  begin() returns its state for the target (prepared
+ * statements, settings); the row functions apply the rows given (indexes
+ * into batch->rows) and return how many they quarantined, with each such
+ * row's reason set; end() undoes what begin() set.  All of it runs in the
+ * batch's transaction: an error that is not a row's fault propagates.
+ */
+struct KsApplyStrategy
+{
+	const char *name;
+	void	   *(*begin) (KsBatch *batch, KsBatchTarget *bt);
+	/* merge: tombstones that win their key, then the winners in key order */
+	int			(*delete_rows) (KsBatch *batch, void *state, int *rows, int nrows);
+	int			(*upsert_rows) (KsBatch *batch, void *state, int *rows, int nrows);
+	/* append: every row that decoded, in offset order */
+	int			(*insert_rows) (KsBatch *batch, void *state, int *rows, int nrows);
+	/* function: the batch function, once, over the rows */
+	void		(*call_function) (KsBatch *batch, void *state, int *rows, int nrows);
+	void		(*end) (KsBatch *batch, void *state);
+};
+
+/* apply.c */
+extern void ks_apply_batch(KsBatch *batch);
+extern void ks_stage_and_apply(KsBatch *batch, bool take_batch_id);
+extern const KsApplyStrategy *ks_apply_strategy_for(KsPipeline *p, KsTarget *t);
+
+/* milliseconds from a to b, 0 when either is unknown */
+static inline double
+ks_ms_between(TimestampTz a, TimestampTz b)
+{
+	return a == 0 || b == 0 ? 0 : (double) (b - a) / 1000.0;
+}
+
+#endif							/* KS_APPLY_H */

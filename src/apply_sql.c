@@ -1,0 +1,616 @@
+/*-------------------------------------------------------------------------
+ *
+ * apply_sql.c
+ *		The SQL apply strategy: the statements of statements.c run through
+ *		SPI, prepared once per text, over kafka_sink._batch_rows() (the
+ *		staged rows in this process's memory, no temporary table), with the
+ *		faults of rows narrowed down by bisection and classified by SQLSTATE.
+ *
+ * Owns: _batch_rows(), the plan cache, the key-probe plan settings, the
+ * row-fault table (which errors are a row's, which the system's), and
+ * KsApplyStrategy ks_apply_sql.  Must not: choose which rows apply (the
+ * reduce in apply.c/reduce.c does), write the catalog, or build statement
+ * text (statements.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+#include "apply_sql.h"
+#include "catalog.h"
+#include "sqlcall.h"
+#include "statements.h"
+#include "decode.h"
+#include "apply.h"
+
+#include "access/xact.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+static KsBatch *srf_batch = NULL;
+static int *srf_rows = NULL;
+static int	srf_nrows = 0;
+
+
+/*
+ * The columns of the tuples kafka_sink._batch_rows() builds: the target's
+ * columns with their types and typmods, a "present" flag per column, then
+ * the message's topic, partition, offset, sequence and timestamp.
+ * ks_source_sql() declares exactly these.
+ */
+static KsSrfColumn *
+batch_rows_columns(KsTarget *t, int *ncols)
+{
+	int			n = t->ncolumns;
+	KsSrfColumn *cols = palloc(sizeof(KsSrfColumn) * (2 * n + 5 + t->nprov));
+	int			next = 2 * n + 5;
+	static const KsSrfColumn tail[5] = {
+		{"_ks_topic", TEXTOID, -1}, {"_ks_partition", INT4OID, -1}, {"_ks_offset", INT8OID, -1},
+		{"_ks_seq", INT4OID, -1}, {"_ks_ts", TIMESTAMPTZOID, -1}};
+
+	for (int c = 0; c < n; c++)
+	{
+		cols[c].name = t->columns[c].name;
+		cols[c].typid = t->columns[c].typid;
+		cols[c].typmod = t->columns[c].typmod;
+		cols[n + c].name = psprintf("_ks_p%d", c);
+		cols[n + c].typid = BOOLOID;
+		cols[n + c].typmod = -1;
+	}
+	memcpy(&cols[2 * n], tail, sizeof(tail));
+	/* the order value of the message that supplied each optional column */
+	for (int c = 0; c < n; c++)
+		if (t->columns[c].prov >= 0)
+		{
+			cols[next].name = psprintf("_ks_o%d", c);
+			cols[next].typid = t->columns[t->order_index].typid;
+			cols[next].typmod = t->columns[t->order_index].typmod;
+			next++;
+		}
+	Assert(next == 2 * n + 5 + t->nprov);
+	*ncols = next;
+	return cols;
+}
+
+/*
+ * kafka_sink._batch_rows(): the staged rows of the batch this process is
+ * applying, for the statements of statements.c (ks_source_sql).
+ * Checks: a batch is being applied by this process (the worker's, or
+ * _replay's in this session): srf_batch is only set while one of our
+ * statements runs, so a call from elsewhere, a later trigger or another
+ * session finds none; the caller's column definition list is exactly the
+ * batch's columns (count, types, typmods), since the tuples are built with
+ * it.  A user's batch function or trigger that calls it during the batch
+ * with the right list gets the same rows, which it could read anyway.
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_batch_rows);
+Datum
+kafka_sink_batch_rows(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	KsTarget   *t;
+	int			natts;
+	Datum	   *values;
+	bool	   *nulls;
+	Datum	   *topics;
+	KsSrfColumn *cols;
+
+	ks_srf_check_context(fcinfo, "kafka_sink._batch_rows()");
+	ks_require_batch(srf_batch != NULL && srf_batch->target != NULL,
+					 "kafka_sink._batch_rows()", "the decoded rows");
+	t = srf_batch->target;
+	cols = batch_rows_columns(t, &natts);
+	ks_srf_check_record(fcinfo, "kafka_sink._batch_rows()", cols, natts);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	Assert(rsinfo->setDesc->natts == natts);
+
+	values = palloc(sizeof(Datum) * natts);
+	nulls = palloc(sizeof(bool) * natts);
+	/* one text datum per partition's topic, not one per row */
+	topics = palloc0(sizeof(Datum) * Max(srf_batch->nparts, 1));
+	for (int i = 0; i < srf_nrows; i++)
+	{
+		KsRow	   *row = &srf_batch->rows[srf_rows[i]];
+		int			n = t->ncolumns;
+		int			part = row->msg->part_index;
+
+		for (int c = 0; c < n; c++)
+		{
+			/* a folded winner: each column from the message supplying it */
+			KsRow	   *src = row;
+
+			if (row->fold_src != NULL)
+				src = row->fold_src[c] >= 0 ? &srf_batch->rows[row->fold_src[c]] : NULL;
+			values[c] = src ? src->values[c] : (Datum) 0;
+			nulls[c] = src ? src->nulls[c] : true;
+			values[n + c] = BoolGetDatum(src ? src->present[c] : false);
+			nulls[n + c] = false;
+			if (t->columns[c].prov >= 0)
+			{
+				int			o = t->order_index;
+				int			pc = 2 * n + 5 + t->columns[c].prov;
+
+				values[pc] = src ? src->values[o] : (Datum) 0;
+				nulls[pc] = src ? src->nulls[o] : true;
+			}
+		}
+		if (part >= 0 && part < srf_batch->nparts)
+		{
+			if (topics[part] == (Datum) 0)
+				topics[part] = CStringGetTextDatum(row->msg->topic);
+			values[2 * n] = topics[part];
+		}
+		else
+			values[2 * n] = CStringGetTextDatum(row->msg->topic);
+		values[2 * n + 1] = Int32GetDatum(row->msg->partition);
+		values[2 * n + 2] = Int64GetDatum(row->msg->offset);
+		values[2 * n + 3] = Int32GetDatum(i);
+		memset(&nulls[2 * n], 0, 5 * sizeof(bool));
+		if (row->msg->timestamp_ms >= 0)
+			values[2 * n + 4] = TimestampTzGetDatum(ks_epoch_ms_to_timestamptz(row->msg->timestamp_ms));
+		else
+			nulls[2 * n + 4] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+
+/*
+ * The MERGE (and the tombstones' DELETE) join the batch to the target on
+ * the key.  With the key's unique index the plan to have is a nested loop
+ * of index probes, fed in key order: its cost grows with the batch, not
+ * with the table.  The planner, which guesses the batch's size, picks a
+ * hash join over a sequential scan of the whole target while the table is
+ * small next to that guess, so a few 100,000 rows in, each batch of a
+ * thousand messages cost tens of milliseconds more per 100,000 target rows
+ * (docs/performance.md).  Hash and merge joins are therefore switched off
+ * for these statements, as a SET clause on a function would: returns the
+ * GUC nest level to restore with AtEOXact_GUC(), or 0 when nothing was
+ * set (no such index: then the planner's choice stands).  An error on the
+ * way rolls the settings back with the (sub)transaction.
+ */
+static int
+pin_key_probe_plan(KsTarget *t)
+{
+	int			level;
+
+	if (t->key_index_name == NULL)
+		return 0;
+	level = NewGUCNestLevel();
+	(void) set_config_option("enable_hashjoin", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+
+/* ---- counting what the MERGE did ---- */
+
+static void
+xact_counts(Oid relid, int64 *inserted, int64 *updated)
+{
+	List	   *rels = find_all_inheritors(relid, NoLock, NULL);
+	ListCell   *lc;
+
+	*inserted = *updated = 0;
+	foreach(lc, rels)
+	{
+		Oid			r = lfirst_oid(lc);
+
+		*inserted += DatumGetInt64(DirectFunctionCall1(pg_stat_get_xact_tuples_inserted, ObjectIdGetDatum(r)));
+		*updated += DatumGetInt64(DirectFunctionCall1(pg_stat_get_xact_tuples_updated, ObjectIdGetDatum(r)));
+	}
+}
+
+
+/* ---- statement execution ---- */
+
+/*
+ * The worker's prepared statements, by their text: the MERGE (and DELETE,
+ * INSERT or batch function call) of a target is prepared once and runs
+ * every batch from PostgreSQL's plan cache, which re-plans it by itself
+ * after a change to the table.  The text names the target and its
+ * columns as they are when the batch starts, so a renamed table or a
+ * changed column list is a new text, and a new statement.
+ */
+#define KS_PLAN_CACHE 16
+static struct
+{
+	char	   *sql;
+	SPIPlanPtr	plan;
+}			plan_cache[KS_PLAN_CACHE];
+static int	plan_cache_next = 0;
+
+static SPIPlanPtr
+prepared(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan;
+	int			slot;
+
+	for (int i = 0; i < KS_PLAN_CACHE; i++)
+		if (plan_cache[i].sql != NULL && strcmp(plan_cache[i].sql, sql) == 0)
+			return plan_cache[i].plan;
+	plan = SPI_prepare(sql, nargs, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "kafka_sink: SPI_prepare failed (%s) for: %s",
+			 SPI_result_code_string(SPI_result), sql);
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "kafka_sink: SPI_keepplan failed");
+	slot = plan_cache_next;
+	plan_cache_next = (plan_cache_next + 1) % KS_PLAN_CACHE;
+	if (plan_cache[slot].sql != NULL)
+	{
+		SPI_freeplan(plan_cache[slot].plan);
+		pfree(plan_cache[slot].sql);
+	}
+	plan_cache[slot].sql = MemoryContextStrdup(TopMemoryContext, sql);
+	plan_cache[slot].plan = plan;
+	return plan;
+}
+
+static void
+run_statement(KsBatch *batch, const char *sql, int *rows, int nrows)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(batch->batch_id)};
+	int			rc;
+	int			catalog_writes;
+
+	srf_batch = batch;
+	srf_rows = rows;
+	srf_nrows = nrows;
+	/* the user's triggers, defaults and batch function may not write the catalog */
+	catalog_writes = ks_catalog_writes_suspend();
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(prepared(sql, 1, argtypes), values, NULL, false, 0);
+		if (rc < 0)
+			elog(ERROR, "kafka_sink: SPI_execute failed (%d) for: %s", rc, sql);
+	}
+	PG_FINALLY();
+	{
+		ks_catalog_writes_restore(catalog_writes);
+		srf_batch = NULL;
+		srf_rows = NULL;
+		srf_nrows = 0;
+	}
+	PG_END_TRY();
+}
+
+/* Runs a statement and adds what it inserted and updated to the stats. */
+static void
+counted_run(KsBatch *batch, const char *sql, int *rows, int nrows)
+{
+	int64		ins0,
+				upd0,
+				ins1,
+				upd1;
+
+	xact_counts(batch->target->relid, &ins0, &upd0);
+	run_statement(batch, sql, rows, nrows);
+	xact_counts(batch->target->relid, &ins1, &upd1);
+	batch->stats.inserted += ins1 - ins0;
+	batch->stats.updated += upd1 - upd0;
+}
+
+/*
+ * Whose fault is an error: the SQLSTATE table
+ *
+ * An error of a statement applying rows is the fault of the rows it was
+ * given (the statement is narrowed down to single rows, which are
+ * quarantined with a reason, and the batch goes on) or of the system (the
+ * error goes up to the worker, which retries a transient one and fails the
+ * pipeline on a permanent one, see is_transient() in worker.c).  Decided by
+ * class, so that every code of a class is treated alike; the few
+ * exceptions are by code and by evidence, never by message text:
+ *
+ *   22 data exception, 23 integrity constraint  row: constraint_violation
+ *      (but 23505 on the key index from a concurrent writer: transient)
+ *   54 program limit (54000: an index row too big) row: value_too_large,
+ *      54xxx others (a trigger recursing too deep) row: rejected_by_target
+ *   P0 PL/pgSQL RAISE/ASSERT (a trigger said no)  row: rejected_by_target
+ *   44 WITH CHECK OPTION of a view                row: rejected_by_target
+ *   27 triggered data change violation            row: rejected_by_target
+ *   42501 raised by the statement itself while the owner holds every
+ *      privilege it needs on the target: a row level security WITH CHECK
+ *      policy rejecting the row                   row: rejected_by_target
+ *   42501 otherwise (a privilege is missing, or a function the statement
+ *      ran lacks one)                             system, permanent
+ *   everything else (42, 0A, 25, 2F, 38, 39, XX, ...)   system: transient
+ *      or permanent as worker.c decides
+ *
+ * "Raised by the statement itself" versus "inside a function it ran" (a
+ * trigger, a default, a policy expression) is read off the error's context:
+ * statement_call() pushes a context line of its own, so lines before it,
+ * other than SPI's line quoting the statement, are frames of functions the
+ * statement called (raised_in_function()).
+ */
+#define KS_STATEMENT_CONTEXT "kafka_sink statement applying rows"
+
+/*
+ * Whether the error was raised inside a function the statement sql called.
+ * The context lines before ours are, innermost first, the frames of the
+ * functions the statement ran, then SPI's line quoting sql itself: so the
+ * error is the statement's own when nothing but (the line holding) sql comes
+ * before ours.
+ */
+static bool
+raised_in_function(ErrorData *edata, const char *sql)
+{
+	const char *ours;
+	const char *stmt;
+
+	if (edata->context == NULL)
+		return false;
+	ours = strstr(edata->context, KS_STATEMENT_CONTEXT);
+	if (ours == NULL)
+		return true;
+	stmt = strstr(edata->context, sql);
+	if (stmt == NULL || stmt > ours)
+		return ours > edata->context;
+	return memchr(edata->context, '\n', stmt - edata->context) != NULL;
+}
+
+/* Whether the owner holds every privilege in needs on the whole relation. */
+static bool
+owner_holds(Oid relid, AclMode needs)
+{
+	AclMode		modes[] = {ACL_SELECT, ACL_INSERT, ACL_UPDATE, ACL_DELETE};
+
+	for (int i = 0; i < (int) lengthof(modes); i++)
+		if ((needs & modes[i]) &&
+			pg_class_aclcheck(relid, GetUserId(), modes[i]) != ACLCHECK_OK &&
+			pg_attribute_aclcheck_all(relid, GetUserId(), modes[i], ACLMASK_ALL) != ACLCHECK_OK)
+			return false;
+	return true;
+}
+
+/*
+ * The quarantine reason when the error is the fault of the rows the
+ * statement was given, KS_OK when it is the system's (see the table above).
+ * needs: the privileges the statement needs on the target.
+ */
+static KsReason
+row_fault(KsBatch *batch, ErrorData *edata, const char *sql, AclMode needs)
+{
+	int			code = edata->sqlerrcode;
+
+	switch (ERRCODE_TO_CATEGORY(code))
+	{
+		case ERRCODE_DATA_EXCEPTION:
+		case ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION:
+			return KS_CONSTRAINT_VIOLATION;
+		case ERRCODE_PROGRAM_LIMIT_EXCEEDED:
+			return code == ERRCODE_PROGRAM_LIMIT_EXCEEDED ? KS_VALUE_TOO_LARGE : KS_REJECTED_BY_TARGET;
+		case ERRCODE_PLPGSQL_ERROR:
+		case ERRCODE_WITH_CHECK_OPTION_VIOLATION:
+		case ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION:
+			return KS_REJECTED_BY_TARGET;
+	}
+	if (code == ERRCODE_INSUFFICIENT_PRIVILEGE && !raised_in_function(edata, sql) &&
+		owner_holds(batch->target->relid, needs))
+		return KS_REJECTED_BY_TARGET;
+	return KS_OK;
+}
+
+/*
+ * Rethrows an error that is not a row's fault.  A name that does not
+ * resolve inside a function the statement ran (a trigger function saying
+ * INSERT INTO audit) is most likely resolved through search_path, which the
+ * worker pins: that gets a hint.
+ */
+static void
+rethrow_system_error(ErrorData *edata, const char *sql)
+{
+	int			code = edata->sqlerrcode;
+
+	if ((code == ERRCODE_UNDEFINED_TABLE || code == ERRCODE_UNDEFINED_FUNCTION ||
+		 code == ERRCODE_UNDEFINED_OBJECT) && raised_in_function(edata, sql) && edata->hint == NULL)
+		edata->hint = pstrdup("Functions run for the target (trigger functions, defaults, checks, policies)"
+							  " run with kafka_sink's search_path, pg_catalog, pg_temp:"
+							  " schema-qualify the names they use, or give the function its own"
+							  " SET search_path.");
+	ReThrowError(edata);
+}
+
+/*
+ * Runs sql over rows inside a subtransaction.  Returns true on success; on
+ * an error that is the rows' fault (row_fault()) returns false with the
+ * reason in *reason and the message in *err; any other error is rethrown.
+ */
+typedef struct StatementCall
+{
+	KsBatch    *batch;
+	const char *sql;
+	int		   *rows;
+	int			nrows;
+	bool		deletes;		/* count what it deletes, not inserts/updates */
+} StatementCall;
+
+static void
+statement_context(void *arg)
+{
+	(void) arg;
+	errcontext(KS_STATEMENT_CONTEXT);
+}
+
+static void
+statement_call(void *arg)
+{
+	StatementCall *c = arg;
+	ErrorContextCallback cb;
+
+	cb.callback = statement_context;
+	cb.arg = NULL;
+	cb.previous = error_context_stack;
+	error_context_stack = &cb;
+	if (c->deletes)
+	{
+		run_statement(c->batch, c->sql, c->rows, c->nrows);
+		c->batch->stats.deleted += SPI_processed;
+	}
+	else
+		counted_run(c->batch, c->sql, c->rows, c->nrows);
+	error_context_stack = cb.previous;
+}
+
+static bool
+try_statement(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode needs,
+			  KsReason *reason, char **err)
+{
+	StatementCall call = {batch, sql, rows, nrows, (needs & ACL_DELETE) != 0};
+	ErrorData  *edata = ks_try_subxact(statement_call, &call);
+
+	if (edata == NULL)
+		return true;
+	if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && edata->constraint_name &&
+		batch->target->key_index_name &&
+		strcmp(edata->constraint_name, batch->target->key_index_name) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("a concurrent transaction inserted a key of this batch into %s",
+						batch->target->qualified_name),
+				 errdetail("%s", edata->message)));
+	*reason = row_fault(batch, edata, sql, needs);
+	if (*reason == KS_OK)
+		rethrow_system_error(edata, sql);
+	*err = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : pstrdup(edata->message);
+	return false;
+}
+
+/*
+ * Applies rows with one statement; when it fails through the fault of its
+ * rows, narrows down by bisection, quarantining the rows that fail alone.
+ * A row is quarantined only on its own failure, so a trigger that rejects
+ * every row quarantines every row (each was rejected), while an error that
+ * is not a row's fault fails the batch at the first statement.  needs: the
+ * privileges the statement needs on the target (ACL_DELETE: it deletes).
+ * Returns the number of rows quarantined here (their reason is set).
+ */
+static int
+apply_rows(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode needs)
+{
+	char	   *err = NULL;
+	KsReason	reason = KS_OK;
+	int			failed = 0;
+
+	if (nrows == 0)
+		return 0;
+	if (try_statement(batch, sql, rows, nrows, needs, &reason, &err))
+		return 0;
+	if (nrows == 1)
+	{
+		batch->rows[rows[0]].reason = reason;
+		batch->rows[rows[0]].detail = err;
+		return 1;
+	}
+	/* bisect: halves that succeed are applied, failing halves split again */
+	failed += apply_rows(batch, sql, rows, nrows / 2, needs);
+	failed += apply_rows(batch, sql, rows + nrows / 2, nrows - nrows / 2, needs);
+	return failed;
+}
+
+/*
+ * Runs the batch function: not narrowed, since the function decides for
+ * the whole batch (it may aggregate, or act once per call).  Its errors are
+ * the system's whatever their class; only the search_path hint is added.
+ */
+static void
+run_batch_function(KsBatch *batch, const char *sql, int *rows, int nrows)
+{
+	StatementCall call = {batch, sql, rows, nrows, false};
+	ErrorData  *edata = ks_try_subxact(statement_call, &call);
+
+	if (edata != NULL)
+		rethrow_system_error(edata, sql);
+}
+
+
+/* ---- the strategy ---- */
+
+typedef struct SqlApplyState
+{
+	char	   *upsert;			/* merge mode: the MERGE */
+	char	   *delete;			/* merge mode: the tombstones' DELETE */
+	char	   *insert;			/* append mode */
+	char	   *function;		/* function mode */
+	int			guc_level;		/* pin_key_probe_plan's, 0: none */
+} SqlApplyState;
+
+static void *
+sql_begin(KsBatch *batch, KsBatchTarget *bt)
+{
+	SqlApplyState *st = palloc0(sizeof(SqlApplyState));
+
+	if (bt->mode == KS_MODE_MERGE)
+	{
+		st->guc_level = pin_key_probe_plan(bt->target);
+		st->upsert = ks_merge_sql(bt->target, false);
+		st->delete = ks_delete_sql(bt->target, false);
+	}
+	else if (bt->mode == KS_MODE_APPEND)
+		st->insert = ks_append_sql(bt->target, false);
+	else
+		st->function = ks_function_sql(batch->pipeline, bt->target, false);
+	return st;
+}
+
+static int
+sql_delete_rows(KsBatch *batch, void *state, int *rows, int nrows)
+{
+	return apply_rows(batch, ((SqlApplyState *) state)->delete, rows, nrows, ACL_DELETE | ACL_SELECT);
+}
+
+static int
+sql_upsert_rows(KsBatch *batch, void *state, int *rows, int nrows)
+{
+	return apply_rows(batch, ((SqlApplyState *) state)->upsert, rows, nrows,
+					  ACL_INSERT | ACL_UPDATE | ACL_SELECT);
+}
+
+static int
+sql_insert_rows(KsBatch *batch, void *state, int *rows, int nrows)
+{
+	return apply_rows(batch, ((SqlApplyState *) state)->insert, rows, nrows, ACL_INSERT);
+}
+
+static void
+sql_call_function(KsBatch *batch, void *state, int *rows, int nrows)
+{
+	run_batch_function(batch, ((SqlApplyState *) state)->function, rows, nrows);
+}
+
+static void
+sql_end(KsBatch *batch, void *state)
+{
+	SqlApplyState *st = state;
+
+	(void) batch;
+	if (st->guc_level > 0)
+		AtEOXact_GUC(true, st->guc_level);
+}
+
+const KsApplyStrategy ks_apply_sql = {
+	.name = "sql",
+	.begin = sql_begin,
+	.delete_rows = sql_delete_rows,
+	.upsert_rows = sql_upsert_rows,
+	.insert_rows = sql_insert_rows,
+	.call_function = sql_call_function,
+	.end = sql_end,
+};
+
+bool
+ks_batch_rows_active(void)
+{
+	return srf_batch != NULL;
+}

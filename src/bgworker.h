@@ -1,0 +1,46 @@
+/*-------------------------------------------------------------------------
+ *
+ * bgworker.h
+ *		The background workers (launcher.c, worker.c, outbox.c) and what
+ *		they share (bgworker.c): the start-up preamble, the one backoff
+ *		formula and the one way to fail a pipeline.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_BGWORKER_H
+#define KS_BGWORKER_H
+
+#include "kafka_sink.h"
+
+/* The slot of the outbox relay carries this in place of a pipeline id. */
+#define KS_RELAY_ID (-1)
+
+/* What the launcher passes a worker or the relay, in bgw_extra. */
+typedef struct KsWorkerArgs
+{
+	Oid			database;
+	Oid			owner;
+	int64		pipeline_id;
+	int			slot;
+	int			worker_index;
+	int			nworkers;
+} KsWorkerArgs;
+
+/* launcher.c */
+extern void ks_launcher_register(void);
+extern PGDLLEXPORT void ks_launcher_main(Datum arg);
+
+/* worker.c */
+extern PGDLLEXPORT void ks_worker_main(Datum arg);
+
+/* outbox.c */
+extern PGDLLEXPORT void ks_relay_main(Datum arg);
+
+/* bgworker.c */
+extern void ks_bgworker_start(KsWorkerArgs *args);
+extern void ks_bgworker_session(const char *appname);
+extern long ks_backoff_ms(int failures, long base_ms, long max_ms);
+extern void ks_fail_pipeline(int64 pipeline_id, const char *kind, int sqlerrcode,
+							 const char *message, const char *detail);
+
+#endif							/* KS_BGWORKER_H */

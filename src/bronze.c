@@ -1,0 +1,389 @@
+/*-------------------------------------------------------------------------
+ *
+ * bronze.c
+ *		The bronze table: every raw message of a batch, landed in the
+ *		batch's transaction, through table_multi_insert() when the table
+ *		allows (bronze_fast_path), else with the INSERT of statements.c
+ *		over kafka_sink._batch_messages().
+ *
+ * Owns: _batch_messages(), the fast path and its conditions, idempotent
+ * landing (ON CONFLICT on the offsets' unique index only after a unique
+ * violation).  Must not: write any other table.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+#include "bronze.h"
+#include "catalog.h"
+#include "consumer.h"
+#include "sqlcall.h"
+#include "statements.h"
+#include "apply.h"
+
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/timestamp.h"
+
+/* ---- bronze: every raw message, in the batch's transaction ---- */
+
+/* the standard bronze columns, in the order bronze_row() fills them */
+#define KS_BRONZE_NCOLS 8
+static const char *const bronze_names[KS_BRONZE_NCOLS] =
+{"topic", "partition", "offset", "ts", "key", "value", "headers", "batch_id"};
+static const Oid bronze_types[KS_BRONZE_NCOLS] =
+{TEXTOID, INT4OID, INT8OID, TIMESTAMPTZOID, BYTEAOID, BYTEAOID, JSONBOID, INT8OID};
+
+/* rows per table_multi_insert() call */
+#define KS_BRONZE_CHUNK 1000
+
+/* One message as the standard bronze columns. */
+static void
+bronze_row(KsBatch *batch, KsMessage *m, Datum *v, bool *n)
+{
+	char	   *headers = ks_message_headers_json(m);
+
+	memset(n, 0, sizeof(bool) * KS_BRONZE_NCOLS);
+	v[0] = CStringGetTextDatum(m->topic);
+	v[1] = Int32GetDatum(m->partition);
+	v[2] = Int64GetDatum(m->offset);
+	if (m->timestamp_ms >= 0)
+		v[3] = TimestampTzGetDatum(ks_epoch_ms_to_timestamptz(m->timestamp_ms));
+	else
+		n[3] = true;
+	if (m->key)
+		v[4] = ks_bytea_datum(m->key, m->key_len);
+	else
+		n[4] = true;
+	if (m->value)
+		v[5] = ks_bytea_datum(m->value, m->value_len);
+	else
+		n[5] = true;
+	if (headers)
+		v[6] = DirectFunctionCall1(jsonb_in, CStringGetDatum(headers));
+	else
+		n[6] = true;
+	v[7] = Int64GetDatum(batch->batch_id);
+}
+
+static KsBatch *srf_raw_batch = NULL;
+
+/*
+ * kafka_sink._batch_messages(): the raw messages of the batch this process
+ * is writing to its bronze table (ks_write_bronze).
+ * Checks: the bronze write of a batch is in progress in this process
+ * (srf_raw_batch is only set around it); the caller's column definition
+ * list is exactly the seven bronze columns below (types and typmods), since
+ * the tuples are built with it.
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_batch_messages);
+Datum
+kafka_sink_batch_messages(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	KsSrfColumn cols[KS_BRONZE_NCOLS - 1];
+
+	ks_srf_check_context(fcinfo, "kafka_sink._batch_messages()");
+	ks_require_batch(srf_raw_batch != NULL, "kafka_sink._batch_messages()", "the raw messages");
+	/* the SRF's 7 columns are the first 7; batch_id is a parameter */
+	for (int c = 0; c < KS_BRONZE_NCOLS - 1; c++)
+	{
+		cols[c].name = bronze_names[c];
+		cols[c].typid = bronze_types[c];
+		cols[c].typmod = -1;
+	}
+	ks_srf_check_record(fcinfo, "kafka_sink._batch_messages()", cols, KS_BRONZE_NCOLS - 1);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	for (int i = 0; i < srf_raw_batch->nmsgs; i++)
+	{
+		Datum		v[KS_BRONZE_NCOLS];
+		bool		n[KS_BRONZE_NCOLS];
+
+		/* the SRF's 7 columns are the first 7; batch_id is a parameter */
+		bronze_row(srf_raw_batch, srf_raw_batch->msgs[i], v, n);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
+	}
+	return (Datum) 0;
+}
+
+static void
+not_null_error(Relation rel, int attindex)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NOT_NULL_VIOLATION),
+			 errmsg("null value in column \"%s\" of relation \"%s\" violates not-null constraint",
+					NameStr(TupleDescAttr(RelationGetDescr(rel), attindex)->attname),
+					RelationGetRelationName(rel)),
+			 errtablecol(rel, attindex + 1)));
+}
+
+/*
+ * Lands the batch in bronze the way COPY FROM does: table_multi_insert()
+ * per chunk of rows (one WAL record per page rather than per row), then
+ * the index entries, with no SQL statement, no plan and no set-returning
+ * function in between.  It only takes a plain table it can write exactly
+ * as an INSERT would: the owner has INSERT on the whole table, no row
+ * level security applies, no triggers (so no foreign keys), no CHECK
+ * constraints, no generated columns, no deferrable or exclusion indexes,
+ * and the standard columns with the standard types.  Other columns get
+ * their defaults, evaluated per row as INSERT does.  Otherwise it returns
+ * false before writing anything, and the caller runs the INSERT statement,
+ * which handles every case.  A unique or not-null violation is an error,
+ * as from the INSERT.
+ */
+static bool
+bronze_fast_path(KsBatch *batch)
+{
+	Oid			relid = batch->pipeline->bronze;
+	Relation	rel;
+	TupleDesc	desc;
+	int			natts;
+	int			attno[KS_BRONZE_NCOLS];
+	bool	   *ours;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	ExprState **defexpr;
+	int		   *defcol;
+	int			ndef = 0;
+	TupleTableSlot **slots;
+	BulkInsertState bistate;
+	CommandId	cid;
+	MemoryContext chunk_cxt;
+	bool		ok = true;
+
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK ||
+		check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return false;
+	rel = table_open(relid, RowExclusiveLock);
+	desc = RelationGetDescr(rel);
+	natts = desc->natts;
+	ours = palloc0(sizeof(bool) * Max(natts, 1));
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->trigdesc != NULL ||
+		(desc->constr && (desc->constr->num_check > 0 || desc->constr->has_generated_stored)))
+		ok = false;
+	for (int c = 0; ok && c < KS_BRONZE_NCOLS; c++)
+	{
+		attno[c] = -1;
+		for (int a = 0; a < natts; a++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, a);
+
+			if (!att->attisdropped && strcmp(NameStr(att->attname), bronze_names[c]) == 0)
+				attno[c] = a;
+		}
+		if (attno[c] < 0 || TupleDescAttr(desc, attno[c])->atttypid != bronze_types[c])
+			ok = false;
+		else
+			ours[attno[c]] = true;
+	}
+	if (!ok)
+	{
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	estate = CreateExecutorState();
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	ExecOpenIndices(rri, false);
+	for (int i = 0; i < rri->ri_NumIndices; i++)
+		if (rri->ri_IndexRelationInfo[i]->ii_ExclusionOps != NULL ||
+			!rri->ri_IndexRelationDescs[i]->rd_index->indimmediate)
+			ok = false;
+	if (!ok)
+	{
+		ExecCloseIndices(rri);
+		FreeExecutorState(estate);
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	/* the defaults of the other columns */
+	defexpr = palloc0(sizeof(ExprState *) * Max(natts, 1));
+	defcol = palloc0(sizeof(int) * Max(natts, 1));
+	for (int a = 0; a < natts; a++)
+	{
+		Node	   *def;
+
+		if (TupleDescAttr(desc, a)->attisdropped || ours[a])
+			continue;
+		def = build_column_default(rel, a + 1);
+		if (def == NULL)
+			continue;
+		defexpr[ndef] = ExecPrepareExpr((Expr *) expression_planner((Expr *) def), estate);
+		defcol[ndef++] = a;
+	}
+
+	cid = GetCurrentCommandId(true);
+	bistate = GetBulkInsertState();
+	slots = palloc(sizeof(TupleTableSlot *) * KS_BRONZE_CHUNK);
+	for (int i = 0; i < KS_BRONZE_CHUNK; i++)
+		slots[i] = table_slot_create(rel, NULL);
+	chunk_cxt = AllocSetContextCreate(CurrentMemoryContext, "kafka_sink bronze chunk", ALLOCSET_DEFAULT_SIZES);
+
+	for (int first = 0; first < batch->nmsgs; first += KS_BRONZE_CHUNK)
+	{
+		int			n = Min(KS_BRONZE_CHUNK, batch->nmsgs - first);
+		ExprContext *econtext = GetPerTupleExprContext(estate);
+		MemoryContext oldcxt = MemoryContextSwitchTo(chunk_cxt);
+
+		for (int i = 0; i < n; i++)
+		{
+			TupleTableSlot *slot = slots[i];
+			Datum		v[KS_BRONZE_NCOLS];
+			bool		nl[KS_BRONZE_NCOLS];
+
+			ExecClearTuple(slot);
+			for (int a = 0; a < natts; a++)
+			{
+				slot->tts_values[a] = (Datum) 0;
+				slot->tts_isnull[a] = true;
+			}
+			bronze_row(batch, batch->msgs[first + i], v, nl);
+			for (int c = 0; c < KS_BRONZE_NCOLS; c++)
+			{
+				slot->tts_values[attno[c]] = v[c];
+				slot->tts_isnull[attno[c]] = nl[c];
+			}
+			for (int d = 0; d < ndef; d++)
+			{
+				Form_pg_attribute att = TupleDescAttr(desc, defcol[d]);
+				bool		isnull;
+				Datum		val = ExecEvalExprSwitchContext(defexpr[d], econtext, &isnull);
+
+				slot->tts_values[defcol[d]] = isnull ? (Datum) 0 : datumCopy(val, att->attbyval, att->attlen);
+				slot->tts_isnull[defcol[d]] = isnull;
+			}
+			ResetPerTupleExprContext(estate);
+			for (int a = 0; a < natts; a++)
+				if (slot->tts_isnull[a] && TupleDescAttr(desc, a)->attnotnull)
+					not_null_error(rel, a);
+			ExecStoreVirtualTuple(slot);
+		}
+		table_multi_insert(rel, slots, n, cid, 0, bistate);
+		for (int i = 0; i < n; i++)
+		{
+			List	   *recheck;
+
+			econtext->ecxt_scantuple = slots[i];
+			recheck = KS_EXEC_INSERT_INDEX_TUPLES(rri, slots[i], estate);
+			/* no deferrable or exclusion index, so nothing to recheck */
+			Assert(recheck == NIL);
+			list_free(recheck);
+			ResetPerTupleExprContext(estate);
+		}
+		MemoryContextSwitchTo(oldcxt);
+		for (int i = 0; i < n; i++)
+			ExecClearTuple(slots[i]);
+		MemoryContextReset(chunk_cxt);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	for (int i = 0; i < KS_BRONZE_CHUNK; i++)
+		ExecDropSingleTupleTableSlot(slots[i]);
+	FreeBulkInsertState(bistate);
+	table_finish_bulk_insert(rel, 0);
+	ExecCloseIndices(rri);
+	FreeExecutorState(estate);
+	MemoryContextDelete(chunk_cxt);
+	table_close(rel, NoLock);
+	return true;
+}
+
+/*
+ * Lands the batch in bronze in a subtransaction, through bronze_fast_path()
+ * when it can, else with sql; false when it hit a unique violation (a
+ * message landed before), any other error is rethrown.
+ */
+typedef struct BronzeCall
+{
+	KsBatch    *batch;
+	const char *sql;
+	Oid		   *argtypes;
+	Datum	   *values;
+} BronzeCall;
+
+static void
+bronze_call(void *arg)
+{
+	BronzeCall *c = arg;
+
+	if (!bronze_fast_path(c->batch) &&
+		SPI_execute_with_args(c->sql, 1, c->argtypes, c->values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "kafka_sink: could not write to the bronze table");
+}
+
+static bool
+try_bronze(KsBatch *batch, const char *sql, Oid *argtypes, Datum *values)
+{
+	BronzeCall	call = {batch, sql, argtypes, values};
+	ErrorData  *edata = ks_try_subxact(bronze_call, &call);
+
+	if (edata != NULL && edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+		ReThrowError(edata);
+	return edata == NULL;
+}
+
+
+/*
+ * Lands the batch's raw messages.  Idempotent: a message already in bronze
+ * (offsets reset backwards, a second pipeline on the same table) is kept
+ * as it is.  The common case, no such message, is a plain insert: INSERT
+ * ... ON CONFLICT DO NOTHING costs a speculative insertion per row, so it
+ * only runs when the plain one hit a unique violation.  Only a message
+ * already landed may be skipped: the arbiter is the unique index on
+ * (topic, partition, "offset"), so a conflict on any other unique index
+ * of the table fails the batch (nothing is checkpointed) instead of
+ * dropping the message.  A bronze table without such an index has no way
+ * to tell a message landed before: its unique violations all fail the
+ * batch ("there is no unique or exclusion constraint matching").
+ */
+void
+ks_write_bronze(KsBatch *batch)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(batch->batch_id)};
+	char	   *sql;
+	int			catalog_writes;
+
+	sql = ks_bronze_sql(batch->pipeline->bronze);
+	srf_raw_batch = batch;
+	/* bronze's triggers and defaults are the user's too */
+	catalog_writes = ks_catalog_writes_suspend();
+	PG_TRY();
+	{
+		if (!try_bronze(batch, sql, argtypes, values) &&
+			SPI_execute_with_args(psprintf("%s ON CONFLICT (topic, partition, \"offset\") DO NOTHING", sql),
+								  1, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "kafka_sink: could not write to the bronze table");
+	}
+	PG_FINALLY();
+	{
+		ks_catalog_writes_restore(catalog_writes);
+		srf_raw_batch = NULL;
+	}
+	PG_END_TRY();
+}
+
+
+bool
+ks_batch_messages_active(void)
+{
+	return srf_raw_batch != NULL;
+}

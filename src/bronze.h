@@ -1,0 +1,19 @@
+/*-------------------------------------------------------------------------
+ *
+ * bronze.h
+ *		The bronze table (bronze.c): every raw message of a batch, landed
+ *		in the batch's transaction.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_BRONZE_H
+#define KS_BRONZE_H
+
+#include "apply.h"
+
+extern void ks_write_bronze(KsBatch *batch);
+
+/* whether the bronze write of a batch is running in this process */
+extern bool ks_batch_messages_active(void);
+
+#endif							/* KS_BRONZE_H */

@@ -1,0 +1,118 @@
+/*-------------------------------------------------------------------------
+ *
+ * decode.h
+ *		Decoding (decode.c): the target's columns as the decoder sees them,
+ *		the decoded row, the quarantine reasons, and the conversion of
+ *		field values into column values that every format and envelope
+ *		shares.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_DECODE_H
+#define KS_DECODE_H
+
+#include "kafka_sink.h"
+#include "jsonwalk.h"
+
+typedef struct KsColumn
+{
+	char	   *name;
+	AttrNumber	attnum;
+	Oid			typid;
+	int32		typmod;
+	Oid			collation;
+	FmgrInfo	infunc;
+	Oid			ioparam;
+	bool		required;		/* NOT NULL without default */
+	bool		is_key;
+	bool		is_order;
+	char	   *default_sql;	/* deparsed default, or NULL */
+	char	   *type_sql;		/* format_type_with_typemod */
+	bool		is_json;		/* json/jsonb: take the raw JSON text */
+	bool		is_numeric;
+	bool		is_array;		/* an array type (or a domain over one) */
+	bool		elem_is_json;	/* ... of json or jsonb */
+	const char *lineage;		/* for _kafka_* columns: the source expression */
+	int			prov;			/* merge with an order column, optional column:
+								 * index of its supplier-order column, else -1 */
+	/* key columns: how the key index compares them (its opclass, collation) */
+	Oid			key_collation;
+	Oid			key_eq_opr;
+	Oid			key_lt_opr;
+} KsColumn;
+
+typedef struct KsTarget
+{
+	Oid			relid;
+	char	   *qualified_name;
+	int			ncolumns;
+	KsColumn   *columns;
+	int			nkeys;
+	int		   *key_index;		/* into columns */
+	int			order_index;	/* -1 when none */
+	char	   *key_index_name;	/* the unique index over the key columns */
+	int			nprov;			/* supplier-order columns of the batch rows */
+	Oid			rowtype;
+	int			natts_all;
+	char	   *row_sql;		/* ROW(...) of the row type, for function mode */
+	/* decoding: JSON paths captured in one pass, and which column takes which */
+	KsWalkPaths walk;
+	int		   *map;			/* default mapping: column -> slot, or -1 */
+	int		   *alt;			/* default-mapped name with dots: its nested
+								 * path's slot when the field is absent, or -1 */
+	int		   *scale;
+	int			nversions;
+	char	  **version_names;
+	int		  **vmap;
+	int		  **vscale;
+	int			version_slot;
+	int			event_id_slot;
+	KsWalkPaths key_walk;		/* key_format json: one slot per key column */
+} KsTarget;
+
+typedef enum KsReason
+{
+	KS_OK = 0,
+	KS_INVALID_JSON,
+	KS_NOT_AN_OBJECT,
+	KS_MISSING_REQUIRED_FIELD,
+	KS_INVALID_VALUE,
+	KS_UNKNOWN_SCHEMA_VERSION,
+	KS_NULL_KEY,
+	KS_CONSTRAINT_VIOLATION,
+	KS_VALUE_TOO_LARGE,
+	KS_REJECTED_BY_TARGET		/* a trigger, RLS policy or check option said no */
+} KsReason;
+
+/* A decoded message: one value per target column. */
+typedef struct KsRow
+{
+	KsMessage  *msg;
+	bool		is_delete;		/* a tombstone with delete_on_tombstone */
+	bool		duplicate;		/* its event id was applied before */
+	char	   *event_id;
+	Datum	   *values;
+	bool	   *nulls;
+	bool	   *present;
+	KsReason	reason;
+	char	   *detail;
+	uint32		hash;
+	int			next_candidate; /* reduce bookkeeping */
+	bool		winner;
+	int		   *fold_src;		/* a winner folding several messages: per
+								 * column, the row supplying it (-1 absent);
+								 * NULL: the row alone */
+} KsRow;
+
+/* target.c */
+extern KsTarget *ks_target_open(KsPipeline *p);
+
+/* decode.c */
+extern const char *ks_reason_name(KsReason r);
+extern void ks_row_init(KsTarget *t, KsRow *row);
+extern void ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row);
+extern void ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots);
+extern void ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows);
+extern PGDLLEXPORT Datum kafka_sink_json_path_valid(PG_FUNCTION_ARGS);
+
+#endif							/* KS_DECODE_H */

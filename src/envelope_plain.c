@@ -1,0 +1,72 @@
+/*-------------------------------------------------------------------------
+ *
+ * envelope_plain.c
+ *		The plain envelope: the message value is the row; a tombstone (no
+ *		value) deletes the row of its key when delete_on_tombstone is on.
+ *
+ * Owns: what a plain message means (upsert or insert, delete, or a
+ * quarantine reason before any field is read) and the registration of
+ * envelopes.  Must not: know a format's bytes (format.h) or convert
+ * values (decode.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+#include "envelope.h"
+#include "format.h"
+
+static void
+plain_decode(KsTarget *t, KsPipeline *p, KsRow *row)
+{
+	KsMessage  *m = row->msg;
+	KsSlotValue *slots;
+	char	   *detail = NULL;
+	KsReason	fr;
+
+	ks_row_init(t, row);
+	if (m->value == NULL)
+	{
+		if (p->delete_on_tombstone)
+		{
+			ks_decode_key(t, p, row);
+			row->is_delete = (row->reason == KS_OK);
+			return;
+		}
+		row->reason = KS_NOT_AN_OBJECT;
+		row->detail = pstrdup("the message has no value (a tombstone) and delete_on_tombstone is off");
+		return;
+	}
+	if (m->value_len > (size_t) ks_max_message_bytes)
+	{
+		row->reason = KS_VALUE_TOO_LARGE;
+		row->detail = psprintf("the value has %zu bytes; kafka_sink.max_message_bytes is %d",
+							   m->value_len, ks_max_message_bytes);
+		return;
+	}
+	slots = palloc0(sizeof(KsSlotValue) * Max(t->walk.nslots, 1));
+	fr = ks_format_decode(t, p, false, m->value, m->value_len, slots, &detail);
+	if (fr != KS_OK)
+	{
+		row->reason = fr;
+		row->detail = detail;
+		return;
+	}
+	ks_decode_fields(t, p, row, slots);
+}
+
+const KsEnvelope ks_envelope_plain = {"plain", plain_decode};
+
+/* Registration: one line per envelope; the first is the default. */
+static const KsEnvelope *const ks_envelopes[] = {
+	&ks_envelope_plain,
+	NULL
+};
+
+const KsEnvelope *
+ks_envelope_find(const char *name)
+{
+	for (int i = 0; ks_envelopes[i] != NULL; i++)
+		if (strcmp(ks_envelopes[i]->name, name) == 0)
+			return ks_envelopes[i];
+	return NULL;
+}

