@@ -24,7 +24,7 @@ Deterministic: the same seed on the same database state gives the same SQL
 (run reads the current keys, sorted, to choose its targets).  --sql prints
 the SQL instead of running it.  --expect FILE adds the Debezium events this
 call should cause, per table and op, to FILE (JSON; created if missing):
-  init: "rows" (what a later snapshot emits as op r);
+  init: "rows" and "snapshot_rows" (what a later snapshot emits as op r);
   run:  c, u, d, t (a key change counts one d and one c), "tombstones"
         (one per d), and "rows" (the table's rows afterwards).
 The SQL goes through psql (no Python driver needed); CI is a libpq
@@ -291,7 +291,7 @@ def add_expect(path, counts):
     for t, ev in counts.items():
         o = old.setdefault(t, {})
         for k, v in ev.items():
-            o[k] = v if k == "rows" else o.get(k, 0) + v
+            o[k] = v if k in ("rows", "snapshot_rows") else o.get(k, 0) + v
     if path:
         with open(path, "w") as f:
             json.dump(old, f, indent=1, sort_keys=True)
@@ -319,7 +319,7 @@ def main():
         for t in TABLES:
             stmts += [w.insert(t) for _ in range(a.rows)]
         stmts.append("COMMIT;")
-        counts = {t: {"rows": len(w.keys[t])} for t in TABLES}
+        counts = {t: {"rows": len(w.keys[t]), "snapshot_rows": len(w.keys[t])} for t in TABLES}
     else:
         keys = ({t: [] for t in TABLES} if a.sql and not a.conninfo and "PGDATABASE" not in os.environ
                 else current_keys(a.conninfo, a.schema))

@@ -11,6 +11,9 @@
 #                                       publication, then Connect with the
 #                                       connector; waits for the snapshot to
 #                                       end and streaming to begin
+#   debezium_source.sh start-source     the cluster, database and publication
+#                                       only (e.g. to create and fill tables
+#                                       before the connector's snapshot)
 #   debezium_source.sh stop             Connect, then the cluster
 #   debezium_source.sh stop-connect     Connect only (SIGTERM: offsets flushed)
 #   debezium_source.sh restart-connect [--kill]
@@ -369,6 +372,7 @@ cmd_clean() {
 case "${1:-}" in
     fetch) cmd_fetch ;;
     start) cmd_start ;;
+    start-source) save_knobs; cluster_start ;;
     stop) cmd_stop ;;
     stop-connect) connect_stop TERM ;;
     restart-connect) shift; cmd_restart_connect "$@" ;;
