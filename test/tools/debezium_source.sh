@@ -278,7 +278,8 @@ connect_start() {
         if tail -n +"$((mark + 1))" "$CDIR/connect.log" 2>/dev/null | grep -q 'Starting streaming\|Processing messages'; then
             break
         fi
-        connect_pid >/dev/null || { tail -n 40 "$CDIR/stdout.log" "$CDIR/connect.log" >&2; die "Connect exited (logs in $CDIR)"; }
+        # (kill -0, not connect_pid: until the exec the pid runs bash, not java)
+        kill -0 "$(cat "$CDIR/pid")" 2>/dev/null || { tail -n 40 "$CDIR/stdout.log" "$CDIR/connect.log" >&2; die "Connect exited (logs in $CDIR)"; }
         if tail -n +"$((mark + 1))" "$CDIR/connect.log" 2>/dev/null | grep -q 'Task threw an uncaught and unrecoverable exception\|Failed to start task'; then
             tail -n +"$((mark + 1))" "$CDIR/connect.log" | grep -A 20 ' ERROR ' | head -n 40 >&2
             die "the connector failed (log $CDIR/connect.log)"
