@@ -284,7 +284,7 @@ ks_target_open(KsPipeline *p)
 	 * recognised, and its operator classes and collations say when two keys
 	 * are one (the reduce and the MERGE compare keys as it does).
 	 */
-	for (int k = 0; k < t->nkeys; k++)
+	for (k = 0; k < t->nkeys; k++)
 	{
 		KsColumn   *c = &t->columns[t->key_index[k]];
 
