@@ -90,6 +90,7 @@ export PATH="$KS_PGBIN:$PATH"
 pgmajor="$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')"
 
 "$H" kafka-start >/dev/null
+"$H" pg-wipe >/dev/null         # a new cluster each run (PG_CONFIG may have changed)
 "$H" pg-start >/dev/null        # initdb and the harness's configuration
 "$H" pg-stop >/dev/null
 set -a; . "$KS_RUN/env"; set +a
