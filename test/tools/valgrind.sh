@@ -35,7 +35,8 @@
 #    its CHECK (re-fold), min_offsets_per_batch, group.id in kafka_options
 #    (consumer-group offset mirror), a dead-letter topic (the outbox relay
 #    with kafka_sink.outbox_bootstrap_servers), stop, reset_offsets to
-#    per-partition JSON and to a timestamp, start;
+#    per-partition JSON and to a timestamp, start; with a bronze table, so
+#    message_fates() classifies the folded messages;
 #  - pipeline vgci: a key in a non-deterministic ICU collation (when the
 #    server has ICU), JSON arrays into int[], text[], jsonb[] and int[][]
 #    (good ones and ones quarantined as invalid_value), a trigger rejecting
@@ -220,7 +221,7 @@ SELECT kafka_sink.create_pipeline(name => 'vgp', bootstrap_servers => '$KS_BOOTS
        target => 'vg.t', order_column => 'ts', starting_offsets => 'earliest', bronze => 'vg.raw',
        key_format => 'string', delete_on_tombstone => true, max_offsets_per_batch => 100);
 SELECT kafka_sink.create_pipeline(name => 'vgpart', bootstrap_servers => '$KS_BOOTSTRAP', subscribe => ARRAY['$TP'],
-       target => 'vg.partial', order_column => 'ts', starting_offsets => 'earliest',
+       target => 'vg.partial', order_column => 'ts', starting_offsets => 'earliest', bronze => 'vg.partial_raw',
        key_format => 'string', delete_on_tombstone => true, max_offsets_per_batch => 40,
        min_offsets_per_batch => 25, max_trigger_delay => '3 s',
        kafka_options => '{"group.id": "$G"}', dead_letter_topic => '$DLQ');
