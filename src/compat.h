@@ -65,4 +65,12 @@ typedef enum KsWaitEvent
 
 extern uint32 ks_wait_event(KsWaitEvent which);
 
+/*
+ * 18 removed the postfix pg_attribute_noreturn() for the prefix pg_noreturn
+ * (C11 _Noreturn).  Before 18 the attribute works as a prefix too.
+ */
+#ifndef pg_noreturn
+#define pg_noreturn pg_attribute_noreturn()
+#endif
+
 #endif							/* KAFKA_SINK_COMPAT_H */

@@ -41,8 +41,8 @@ static int	nparts = 0;
 static TimestampTz next_metadata_refresh = 0;
 static bool broker_error_shown = false;
 
-static void worker_fail(const char *kind, int sqlerrcode, const char *message,
-						const char *detail, const char *hint) pg_attribute_noreturn();
+static pg_noreturn void worker_fail(const char *kind, int sqlerrcode, const char *message,
+									const char *detail, const char *hint);
 
 /* ---- failures ---- */
 
