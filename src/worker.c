@@ -10,10 +10,18 @@
  * consumer-group offsets are never read.  No transaction is open while it
  * waits on Kafka.
  *
- * Owns: one pipeline worker's loop: assignment, filling a batch, the
- * transaction around ks_apply_batch, retries and failure, the
- * consumer-group mirror.  Must not: apply rows or hold SQL text (apply.c,
- * catalog.c).
+ * The loop reads as its stages, one turn per batch (worker_turn): fill
+ * (fill.c) -> the transaction around ks_apply_batch -> commit -> mirror the
+ * checkpoint to the consumer group (mirror.c) -> publish the progress.
+ * Which partitions it reads, and from where, is assignment.c's.
+ *
+ * Owns: the process (connection, pinned settings, the catalog-write
+ * counter, the ready flag), the worker's state (KsWorkerState, worker.h),
+ * the order of the stages, pausing, finishing a bounded pipeline, the
+ * transaction around ks_apply_batch, transient versus permanent errors,
+ * retries and failing the pipeline (ks_worker_fail).  Must not: apply rows
+ * or hold SQL text (apply.c, catalog.c), read Kafka itself (fill.c,
+ * assignment.c), or hold a transaction while it waits on Kafka.
  *
  *-------------------------------------------------------------------------
  */
@@ -100,6 +108,7 @@ ks_worker_fail(KsWorkerState *ws, const char *kind, int sqlerrcode, const char *
 	proc_exit(permanent ? 0 : 1);
 }
 
+/* ---- helpers of the loop ---- */
 
 /*
  * A bounded (backfill) pipeline: true when this worker's partitions have all
@@ -127,8 +136,6 @@ bounded_done(KsWorkerState *ws)
 	}
 	return true;
 }
-
-/* ---- the loop ---- */
 
 static bool
 is_transient(int sqlerrcode)
@@ -222,18 +229,16 @@ worker_appname(KsWorkerState *ws, const char *name)
 	return full;
 }
 
+/* ---- the stages of the loop ---- */
+
 /*
- * Every phase from the connection on runs here, under ks_worker_main's
- * error handler: loading the definition, checking the target, creating the
- * consumer, resolving starting offsets and the batch loop.
+ * Starting: the definition, the application name, the target, the consumer
+ * and the first assignment (retried until the broker answers).
  */
 static void
-worker_run(KsWorkerState *ws)
+worker_start(KsWorkerState *ws)
 {
-	MemoryContext batch_cxt;
-	volatile int failures = 0;
-	volatile TimestampTz last_commit = 0;
-	volatile bool paused = false;
+	char	   *appname;
 
 	ks_xact_begin("kafka_sink: loading the pipeline");
 	ws->pipeline = ks_load_pipeline(ws->args.pipeline_id, TopMemoryContext);
@@ -241,12 +246,9 @@ worker_run(KsWorkerState *ws)
 	if (ws->pipeline == NULL || strcmp(ws->pipeline->state, "running") != 0)
 		proc_exit(0);
 
-	{
-		char	   *appname = worker_appname(ws, ws->pipeline->name);
-
-		SetConfigOption("application_name", appname, PGC_USERSET, PGC_S_SESSION);
-		pgstat_report_appname(appname);
-	}
+	appname = worker_appname(ws, ws->pipeline->name);
+	SetConfigOption("application_name", appname, PGC_USERSET, PGC_S_SESSION);
+	pgstat_report_appname(appname);
 
 	/* the target as it is now: a dropped table or column fails at once */
 	if (OidIsValid(ws->pipeline->target))
@@ -258,7 +260,7 @@ worker_run(KsWorkerState *ws)
 
 	/* a consumer librdkafka refuses to create is a configuration error */
 	ws->consumer = ks_consumer_create(ws->pipeline, NULL);
-	batch_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink batch", ALLOCSET_DEFAULT_SIZES);
+	ws->batch_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink batch", ALLOCSET_DEFAULT_SIZES);
 
 	while (!ks_assignment_refresh(ws, true))
 	{
@@ -269,150 +271,215 @@ worker_run(KsWorkerState *ws)
 	}
 	ks_mirror_resync(ws);
 	ws->batch_delay_from = GetCurrentTimestamp();
+}
 
+/*
+ * Paused: hold no assignment, apply nothing, keep the lag visible.  True
+ * while paused; on resuming, the worker reads again from the checkpoint.
+ */
+static bool
+worker_paused(KsWorkerState *ws)
+{
+	if (ks_shared->slots[ws->args.slot].paused)
+	{
+		if (!ws->paused)
+		{
+			ks_consumer_assign(ws->consumer, ws->parts, 0);
+			ks_slot_set_detail(ws->args.slot, "paused");
+			ws->paused = true;
+		}
+		ks_publish_watermarks(ws, true);
+		ks_consumer_emit_logs();
+		return true;
+	}
+	if (ws->paused)
+	{
+		ws->paused = false;
+		ks_slot_set_detail(ws->args.slot, "%s", "");
+		ks_assignment_rewind(ws);
+	}
+	return false;
+}
+
+/*
+ * Fills the next batch (fill.c) and describes it for ks_apply_batch.  False
+ * when there is nothing to apply.
+ */
+static bool
+fill(KsWorkerState *ws, KsFill *f, KsBatch *batch)
+{
+	ks_fill_start(ws, f);
+	batch->fetch_started_at = GetCurrentTimestamp();
+	ks_fill_batch(ws, f);
+	ks_publish_watermarks(ws, false);
+	if (!ks_fill_has_work(ws, f))
+		return false;
+	ks_fill_closed(ws);
+	ks_fault(KS_FAULT_AFTER_FETCH);
+
+	batch->fetch_ended_at = GetCurrentTimestamp();
+	batch->previous_commit_at = ws->last_commit;
+	for (int i = 0; i < ws->nparts; i++)
+	{
+		int64		low;
+
+		if (!ks_consumer_cached_watermarks(ws->consumer, ws->parts[i].topic, ws->parts[i].partition,
+										   &low, &ws->parts[i].latest))
+			ws->parts[i].latest = -1;
+	}
+	batch->pipeline = ws->pipeline;
+	batch->worker_index = ws->args.worker_index;
+	batch->parts = ws->parts;
+	batch->nparts = ws->nparts;
+	batch->msgs = f->msgs;
+	batch->nmsgs = f->nmsgs;
+	return true;
+}
+
+/*
+ * The batch rolled back (called in its error handler).  A pipeline stopped
+ * or dropped meanwhile ends the worker quietly (nothing was written); a
+ * transient error is recorded and the batch is read again from the
+ * checkpoint after a backoff; any other error fails the pipeline.
+ */
+static void
+batch_rolled_back(KsWorkerState *ws, KsFill *f)
+{
+	ErrorData  *edata;
+	long		delay;
+
+	MemoryContextSwitchTo(ws->batch_cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(ws->batch_cxt);
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	ks_fill_release(f);
+
+	if (edata->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE)
+	{
+		/* stopped or dropped while we worked: nothing was written */
+		ereport(LOG, (errmsg("kafka_sink: pipeline \"%s\" is no longer running, worker exits",
+							 ws->pipeline->name)));
+		proc_exit(0);
+	}
+	if (!is_transient(edata->sqlerrcode))
+		ks_worker_fail(ws, "permanent", edata->sqlerrcode, edata->message, edata->detail, edata->hint);
+
+	delay = ks_backoff_ms(ws->failures, 100, 30000);
+	ws->failures++;
+	ereport(LOG,
+			(errmsg("kafka_sink: pipeline \"%s\": transient error, retrying in %ld ms: %s",
+					ws->pipeline->name, delay, edata->message)));
+	ks_record_error(ws->pipeline->id, "transient", edata->sqlerrcode, edata->message,
+					detail_and_hint(edata));
+	ks_slot_set_detail(ws->args.slot, "retrying after: %s", edata->message);
+	ks_assignment_rewind(ws);
+	ks_wait_for_kafka(ws, delay);
+}
+
+/*
+ * The batch's one transaction: ks_apply_batch writes the rows, the
+ * quarantine and the checkpoint, and it commits.  False when it rolled
+ * back (batch_rolled_back: retried, or the worker ends).
+ */
+static bool
+apply_in_transaction(KsWorkerState *ws, KsBatch *batch, KsFill *f)
+{
+	PG_TRY();
+	{
+		ks_xact_begin("kafka_sink: applying a batch");
+		MemoryContextSwitchTo(ws->batch_cxt);
+		batch->started_at = GetCurrentTransactionStartTimestamp();
+		ks_apply_batch(batch);
+		ks_xact_commit();
+		MemoryContextSwitchTo(ws->batch_cxt);
+		ws->failures = 0;
+	}
+	PG_CATCH();
+	{
+		batch_rolled_back(ws, f);
+		return false;
+	}
+	PG_END_TRY();
+	return true;
+}
+
+/*
+ * Committed: the buffered messages are no longer needed, each partition's
+ * rate is published and the checkpoint in memory moves to the batch's end.
+ */
+static void
+batch_committed(KsWorkerState *ws, KsFill *f)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	ks_fill_release(f);
+	ks_publish_partition_progress(ws, ws->last_commit == 0 ? 0 :
+								  (double) (now - ws->last_commit) / USECS_PER_SEC);
+	ws->last_commit = now;
+	for (int i = 0; i < ws->nparts; i++)
+	{
+		ws->parts[i].committed = ws->parts[i].end;
+		ws->parts[i].messages = 0;
+		ws->parts[i].bytes = 0;
+		ws->parts[i].loss = false;
+	}
+	ks_fault(KS_FAULT_AFTER_COMMIT);
+}
+
+/*
+ * One turn of the loop: fill, apply in one transaction, commit, mirror the
+ * checkpoint to the consumer group, publish the progress.  Returns how long
+ * to wait before the next turn when the worker may not read (paused, or a
+ * bounded pipeline at its end), else 0.
+ */
+static long
+worker_turn(KsWorkerState *ws)
+{
+	KsFill		f;
+	KsBatch		batch = {0};
+
+	if (worker_paused(ws))
+		return 1000;
+	if (GetCurrentTimestamp() >= ws->next_metadata_refresh && ws->pipeline->assign == NIL)
+		ks_assignment_refresh(ws, false);
+	if (ws->pipeline->ending_offsets && bounded_done(ws))
+		return 1000;
+
+	if (!fill(ws, &f, &batch))
+		return 0;
+	if (!apply_in_transaction(ws, &batch, &f))
+		return 0;
+	batch_committed(ws, &f);
+	ks_mirror_committed(ws);
+	publish_progress(ws, &batch);
+	return 0;
+}
+
+/*
+ * Every phase from the connection on runs here, under ks_worker_main's
+ * error handler: starting, then one turn per batch, each in a fresh
+ * memory context.
+ */
+static void
+worker_run(KsWorkerState *ws)
+{
+	worker_start(ws);
 	for (;;)
 	{
-		KsFill		f;
-		KsBatch		batch = {0};
 		MemoryContext old;
+		long		idle_ms;
 
 		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
-		MemoryContextReset(batch_cxt);
-		old = MemoryContextSwitchTo(batch_cxt);
-
-		/* paused: hold no assignment, apply nothing, keep the lag visible */
-		if (ks_shared->slots[ws->args.slot].paused)
-		{
-			if (!paused)
-			{
-				ks_consumer_assign(ws->consumer, ws->parts, 0);
-				ks_slot_set_detail(ws->args.slot, "paused");
-				paused = true;
-			}
-			ks_publish_watermarks(ws, true);
-			ks_consumer_emit_logs();
-			MemoryContextSwitchTo(old);
-			ks_wait_for_kafka(ws, 1000);
-			continue;
-		}
-		if (paused)
-		{
-			paused = false;
-			ks_slot_set_detail(ws->args.slot, "%s", "");
-			ks_assignment_rewind(ws);
-		}
-
-		if (GetCurrentTimestamp() >= ws->next_metadata_refresh && ws->pipeline->assign == NIL)
-			ks_assignment_refresh(ws, false);
-
-		if (ws->pipeline->ending_offsets && bounded_done(ws))
-		{
-			MemoryContextSwitchTo(old);
-			ks_wait_for_kafka(ws, 1000);
-			continue;
-		}
-
-		ks_fill_start(ws, &f);
-		batch.fetch_started_at = GetCurrentTimestamp();
-		ks_fill_batch(ws, &f);
-		ks_publish_watermarks(ws, false);
-		if (!ks_fill_has_work(ws, &f))
-		{
-			MemoryContextSwitchTo(old);
-			continue;
-		}
-		ks_fill_closed(ws);
-		ks_fault(KS_FAULT_AFTER_FETCH);
-
-		batch.fetch_ended_at = GetCurrentTimestamp();
-		batch.previous_commit_at = last_commit;
-		for (int i = 0; i < ws->nparts; i++)
-		{
-			int64		low;
-
-			if (!ks_consumer_cached_watermarks(ws->consumer, ws->parts[i].topic, ws->parts[i].partition,
-											   &low, &ws->parts[i].latest))
-				ws->parts[i].latest = -1;
-		}
-		batch.pipeline = ws->pipeline;
-		batch.worker_index = ws->args.worker_index;
-		batch.parts = ws->parts;
-		batch.nparts = ws->nparts;
-		batch.msgs = f.msgs;
-		batch.nmsgs = f.nmsgs;
-
-		PG_TRY();
-		{
-			ks_xact_begin("kafka_sink: applying a batch");
-			MemoryContextSwitchTo(batch_cxt);
-			batch.started_at = GetCurrentTransactionStartTimestamp();
-			ks_apply_batch(&batch);
-			ks_xact_commit();
-			MemoryContextSwitchTo(batch_cxt);
-			failures = 0;
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(batch_cxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			AbortCurrentTransaction();
-			MemoryContextSwitchTo(batch_cxt);
-			pgstat_report_activity(STATE_IDLE, NULL);
-
-			ks_fill_release(&f);
-
-			if (edata->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE)
-			{
-				/* stopped or dropped while we worked: nothing was written */
-				ereport(LOG, (errmsg("kafka_sink: pipeline \"%s\" is no longer running, worker exits",
-									 ws->pipeline->name)));
-				proc_exit(0);
-			}
-			if (is_transient(edata->sqlerrcode))
-			{
-				long		delay = ks_backoff_ms(failures, 100, 30000);
-
-				failures++;
-				ereport(LOG,
-						(errmsg("kafka_sink: pipeline \"%s\": transient error, retrying in %ld ms: %s",
-								ws->pipeline->name, delay, edata->message)));
-				ks_record_error(ws->pipeline->id, "transient", edata->sqlerrcode, edata->message,
-								detail_and_hint(edata));
-				ks_slot_set_detail(ws->args.slot, "retrying after: %s", edata->message);
-				ks_assignment_rewind(ws);
-				ks_wait_for_kafka(ws, delay);
-			}
-			else
-				ks_worker_fail(ws, "permanent", edata->sqlerrcode, edata->message, edata->detail, edata->hint);
-			MemoryContextSwitchTo(old);
-			continue;
-		}
-		PG_END_TRY();
-
-		/* committed: the buffered messages are no longer needed */
-		ks_fill_release(&f);
-		{
-			TimestampTz now = GetCurrentTimestamp();
-
-			ks_publish_partition_progress(ws, last_commit == 0 ? 0 :
-									   (double) (now - last_commit) / USECS_PER_SEC);
-			last_commit = now;
-		}
-		for (int i = 0; i < ws->nparts; i++)
-		{
-			ws->parts[i].committed = ws->parts[i].end;
-			ws->parts[i].messages = 0;
-			ws->parts[i].bytes = 0;
-			ws->parts[i].loss = false;
-		}
-		ks_fault(KS_FAULT_AFTER_COMMIT);
-		ks_mirror_committed(ws);
-		publish_progress(ws, &batch);
+		MemoryContextReset(ws->batch_cxt);
+		old = MemoryContextSwitchTo(ws->batch_cxt);
+		idle_ms = worker_turn(ws);
 		MemoryContextSwitchTo(old);
+		if (idle_ms > 0)
+			ks_wait_for_kafka(ws, idle_ms);
 	}
 }
 
@@ -456,7 +523,7 @@ ks_worker_main(Datum arg)
 			proc_exit(0);
 		}
 		ks_worker_fail(ws, is_transient(edata->sqlerrcode) ? "transient" : "permanent",
-					edata->sqlerrcode, edata->message, edata->detail, edata->hint);
+					   edata->sqlerrcode, edata->message, edata->detail, edata->hint);
 	}
 	PG_END_TRY();
 }
