@@ -55,7 +55,8 @@ ks_mirror_checkpoint(KsWorkerState *ws)
 	{
 		ws->mirror.due = true;
 		ws->mirror.failures++;
-		ws->mirror.not_before = TimestampTzPlusMilliseconds(now, ks_backoff_ms(ws->mirror.failures, 500, 60000));
+		ws->mirror.not_before = TimestampTzPlusMilliseconds(now,
+														 ks_backoff_ms(ws->mirror.failures, 500, 60000));
 		if (ws->mirror.logged_at == 0 || TimestampDifferenceExceeds(ws->mirror.logged_at, now, 60000))
 		{
 			ereport(LOG,
@@ -75,7 +76,8 @@ ks_mirror_checkpoint(KsWorkerState *ws)
 		ws->mirror.failures = 0;
 	if (ws->mirror.sent_at != 0 && TimestampDifferenceExceeds(ws->mirror.sent_at, now, MIRROR_REFRESH_MS))
 		ws->mirror.due = true;
-	if (ws->mirror.due && now >= ws->mirror.not_before && ks_consumer_mirror_send(ws->consumer, ws->parts, ws->nparts))
+	if (ws->mirror.due && now >= ws->mirror.not_before &&
+		ks_consumer_mirror_send(ws->consumer, ws->parts, ws->nparts))
 	{
 		ws->mirror.due = false;
 		ws->mirror.sent_at = now;
