@@ -8,6 +8,9 @@ OBJS = \
 	src/launcher.o \
 	src/bgworker.o \
 	src/worker.o \
+	src/assignment.o \
+	src/fill.o \
+	src/mirror.o \
 	src/consumer.o \
 	src/producer.o \
 	src/kafka_options.o \

@@ -18,7 +18,7 @@
  * written exactly, with no surrounding blanks.
  *
  * Owns: the grammar of starting_offsets and ending_offsets.  Must not:
- * resolve offsets against Kafka (worker.c does).
+ * resolve offsets against Kafka (assignment.c does).
  *
  *-------------------------------------------------------------------------
  */
