@@ -15,7 +15,11 @@ OBJS = \
 	src/catalog.o \
 	src/catalog_guard.o \
 	src/api.o \
-	src/outbox.o
+	src/outbox.o \
+	src/format.o \
+	src/format_avro.o \
+	src/avro.o \
+	src/schema_registry.o
 
 # 0.1.0 is released and stays as it was; each later install script is the
 # released base followed by the update scripts (see kafka_sink--0.1.0--0.2.0.sql)
@@ -34,7 +38,10 @@ RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)
 PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS) -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CPPFLAGS += -DKS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = -Wall -Wextra
-SHLIB_LINK = $(RDKAFKA_LIBS)
+CURL_CFLAGS := $(shell pkg-config --cflags libcurl)
+CURL_LIBS := $(shell pkg-config --libs libcurl)
+PG_CPPFLAGS += $(CURL_CFLAGS)
+SHLIB_LINK = $(RDKAFKA_LIBS) $(CURL_LIBS)
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -51,7 +58,7 @@ demo:
 
 # PGXS does not track header dependencies unless PostgreSQL was configured
 # with --enable-depend; every object depends on the shared header.
-$(OBJS): src/kafka_sink.h src/jsonwalk.h src/kafka_options.h
+$(OBJS): src/kafka_sink.h src/jsonwalk.h src/kafka_options.h src/format.h src/avro.h
 
 # libFuzzer target for src/jsonwalk.c: builds with clang and fuzzes for
 # FUZZ_SECONDS (default 60); see test/fuzz/run.sh
