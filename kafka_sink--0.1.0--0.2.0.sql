@@ -1073,12 +1073,13 @@ BEGIN
         vs := NULL;
     END IF;
     PERFORM kafka_sink._check_formats(vf, kf, vs, reg);
-    IF NOT keep_registry THEN
-        PERFORM kafka_sink._set_schema_registry(p.id, reg);
-    END IF;
+    -- the formats first: a registry removed for a value_schema must find it set
     UPDATE kafka_sink.pipeline_definitions x
        SET value_format = vf, key_format = kf, value_schema = vs
      WHERE x.id = p.id;
+    IF NOT keep_registry THEN
+        PERFORM kafka_sink._set_schema_registry(p.id, reg);
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION kafka_sink._alter_formats(kafka_sink.pipeline_definitions, text, text, text, jsonb) IS
@@ -1287,7 +1288,7 @@ BEGIN
          fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
          workers, kafka_options, columns, key_format, delete_on_tombstone,
          schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets,
-         value_format, value_schema)
+         value_format, value_schema, schema_registry)
     VALUES
         (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
          CASE WHEN start THEN 'running' ELSE 'stopped' END,
@@ -1296,7 +1297,7 @@ BEGIN
          fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
          workers, '{}', columns, key_format, delete_on_tombstone,
          schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid, ending_offsets,
-         value_format, value_schema)
+         value_format, value_schema, CASE WHEN schema_registry IS NOT NULL THEN '{}'::jsonb END)
     RETURNING p.id INTO new_id;
 
     plain_options := kafka_sink._split_secrets(new_id, kafka_options);
@@ -1480,3 +1481,50 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
                                        WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}')
            AS schema_registry
   FROM kafka_sink.pipeline_definitions p;
+
+-- replay_quarantine knows the new reasons
+CREATE OR REPLACE FUNCTION kafka_sink._api_replay_quarantine(
+    pipeline    text,
+    reason      text DEFAULT NULL,
+    topic       text DEFAULT NULL,
+    partition   integer DEFAULT NULL,
+    from_offset bigint DEFAULT NULL,
+    to_offset   bigint DEFAULT NULL,
+    ids         bigint[] DEFAULT NULL)
+RETURNS TABLE (replayed bigint, still_failing bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    chosen bigint[];
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF p.target IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" has no target to replay into', pipeline
+            USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline quarantines nothing.';
+    END IF;
+    IF reason IS NOT NULL AND reason NOT IN ('invalid_json', 'not_an_object', 'missing_required_field',
+            'invalid_value', 'unknown_schema_version', 'null_key', 'constraint_violation', 'value_too_large',
+            'rejected_by_target', 'unknown_schema_id', 'not_wire_format', 'invalid_avro') THEN
+        RAISE EXCEPTION 'unknown quarantine reason "%"', reason
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format and invalid_avro.';
+    END IF;
+    SELECT array_agg(q.id) INTO chosen
+      FROM kafka_sink.quarantine q
+     WHERE q.pipeline_id = p.id AND q.replayed_at IS NULL
+       AND (_api_replay_quarantine.reason IS NULL OR q.reason = _api_replay_quarantine.reason)
+       AND (_api_replay_quarantine.topic IS NULL OR q.topic = _api_replay_quarantine.topic)
+       AND (_api_replay_quarantine.partition IS NULL OR q.partition = _api_replay_quarantine.partition)
+       AND (from_offset IS NULL OR q.message_offset >= from_offset)
+       AND (to_offset IS NULL OR q.message_offset <= to_offset)
+       AND (_api_replay_quarantine.ids IS NULL OR q.id = ANY (_api_replay_quarantine.ids));
+    IF chosen IS NULL THEN
+        RETURN QUERY SELECT 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM kafka_sink._replay(p.id, chosen);
+END
+$$;
