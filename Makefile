@@ -18,7 +18,7 @@ OBJS = \
 	src/outbox.o \
 	src/format.o \
 	src/format_avro.o \
-	src/avro.o \
+	src/avro_binary.o \
 	src/schema_registry.o
 
 # 0.1.0 is released and stays as it was; each later install script is the
@@ -58,7 +58,7 @@ demo:
 
 # PGXS does not track header dependencies unless PostgreSQL was configured
 # with --enable-depend; every object depends on the shared header.
-$(OBJS): src/kafka_sink.h src/jsonwalk.h src/kafka_options.h src/format.h src/avro.h
+$(OBJS): src/kafka_sink.h src/jsonwalk.h src/kafka_options.h src/format.h src/avro_binary.h
 
 # libFuzzer target for src/jsonwalk.c: builds with clang and fuzzes for
 # FUZZ_SECONDS (default 60); see test/fuzz/run.sh

@@ -11,7 +11,7 @@
  */
 #include "kafka_sink.h"
 #include "format.h"
-#include "avro.h"
+#include "avro_binary.h"
 
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"

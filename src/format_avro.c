@@ -19,7 +19,7 @@
  */
 #include "kafka_sink.h"
 #include "format.h"
-#include "avro.h"
+#include "avro_binary.h"
 
 static const char *
 what(const KsFormatCall *call)

@@ -26,7 +26,7 @@
  */
 #include "kafka_sink.h"
 #include "format.h"
-#include "avro.h"
+#include "avro_binary.h"
 #include "kafka_options.h"
 
 #include <curl/curl.h>

@@ -1,14 +1,14 @@
 /*-------------------------------------------------------------------------
  *
- * avro.h
+ * avro_binary.h
  *		Avro writer schemas and the binary decoder into field-path slots
- *		(src/avro.c).  No backend dependency: test/fuzz builds it with
+ *		(src/avro_binary.c).  No backend dependency: test/fuzz builds it with
  *		-DFRONTEND against libpgcommon.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef KS_AVRO_H
-#define KS_AVRO_H
+#ifndef KS_AVRO_BINARY_H
+#define KS_AVRO_BINARY_H
 
 #include "jsonwalk.h"
 

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * avro.c
+ * avro_binary.c
  *		Avro writer schemas (compiled from their JSON text) and a decoder of
  *		Avro binary data into the field-path slots that decode.c converts
  *		into columns, exactly as it converts the slots of a JSON message.
@@ -44,7 +44,7 @@
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 
-#include "avro.h"
+#include "avro_binary.h"
 
 #if PG_VERSION_NUM >= 160000
 #define KS_JSON_RETURN JsonParseErrorType
@@ -702,8 +702,12 @@ typedef struct Dec
 	int64		budget;			/* array and map items left */
 } Dec;
 
-static bool
-fail(Dec *d, const char *fmt,...) pg_attribute_printf(2, 3);
+/* clang does not know gnu_printf, which PostgreSQL's gcc build configured */
+#ifdef __clang__
+static bool fail(Dec *d, const char *fmt,...) __attribute__((format(printf, 2, 3)));
+#else
+static bool fail(Dec *d, const char *fmt,...) pg_attribute_printf(2, 3);
+#endif
 
 static bool
 fail(Dec *d, const char *fmt,...)
@@ -1064,10 +1068,14 @@ static void
 append_timestamp(StringInfo b, int64 units, int64 per_second, bool zone)
 {
 	int64		secs = floor_div(units, per_second);
-	int64		us = (units - secs * per_second) * (1000000 / per_second);
+	int64		rem = units % per_second;	/* never secs * per_second: it overflows */
 	int64		days = floor_div(secs, 86400);
 	int64		y_check = days;
+	int64		us;
 
+	if (rem < 0)
+		rem += per_second;
+	us = rem * (1000000 / per_second);
 	append_date(b, days);
 	appendStringInfoChar(b, ' ');
 	append_time(b, (secs - days * 86400) * 1000000 + us);
