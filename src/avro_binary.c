@@ -920,6 +920,40 @@ skip(Dec *d, const AvNode *n, int depth)
 
 /* ---- texts ---- */
 
+/* A StringInfo that starts small: most values are a few bytes. */
+static void
+init_small(StringInfo b)
+{
+	b->data = palloc(32);
+	b->maxlen = 32;
+	b->len = 0;
+	b->cursor = 0;
+	b->data[0] = '\0';
+}
+
+/* Appends v in decimal, zero-padded to width digits. */
+static void
+append_int(StringInfo b, int64 v, int width)
+{
+	char		buf[24];
+	int			n = 0;
+	uint64		u = v < 0 ? (uint64) 0 - (uint64) v : (uint64) v;
+
+	do
+	{
+		buf[n++] = (char) ('0' + u % 10);
+		u /= 10;
+	} while (u > 0);
+	while (n < width)
+		buf[n++] = '0';
+	enlargeStringInfo(b, n + 1);
+	if (v < 0)
+		b->data[b->len++] = '-';
+	while (n > 0)
+		b->data[b->len++] = buf[--n];
+	b->data[b->len] = '\0';
+}
+
 static void
 append_hex(StringInfo b, const unsigned char *p, int64 n)
 {
@@ -940,6 +974,8 @@ static bool
 append_decimal(Dec *d, StringInfo b, const unsigned char *p, int64 n, int scale)
 {
 	unsigned char *mag;
+	unsigned char mag_local[32];
+	char		digits_local[100];
 	bool		negative;
 	char	   *digits;
 	int			nd = 0;
@@ -947,9 +983,39 @@ append_decimal(Dec *d, StringInfo b, const unsigned char *p, int64 n, int scale)
 
 	if (n == 0)
 		return fail(d, "a decimal has no bytes");
+	if (n <= 8 && scale <= 18)
+	{
+		/* the common case: the unscaled value fits 64 bits */
+		int64		v = (p[0] & 0x80) ? -1 : 0;
+		uint64		u;
+		char		buf[24];
+		int			len = 0;
+
+		for (int64 i = 0; i < n; i++)
+			v = (int64) (((uint64) v << 8) | p[i]);
+		u = v < 0 ? (uint64) 0 - (uint64) v : (uint64) v;
+		do
+		{
+			buf[len++] = (char) ('0' + u % 10);
+			u /= 10;
+		} while (u > 0);
+		while (len <= scale)
+			buf[len++] = '0';
+		enlargeStringInfo(b, len + 3);
+		if (v < 0)
+			b->data[b->len++] = '-';
+		while (len > 0)
+		{
+			if (len == scale)
+				b->data[b->len++] = '.';
+			b->data[b->len++] = buf[--len];
+		}
+		b->data[b->len] = '\0';
+		return true;
+	}
 	if (n > 4096)
 		return fail(d, "a decimal of %lld bytes is too large", (long long) n);
-	mag = palloc(n);
+	mag = n <= 32 ? mag_local : palloc(n);
 	memcpy(mag, p, n);
 	negative = (mag[0] & 0x80) != 0;
 	if (negative)
@@ -966,7 +1032,7 @@ append_decimal(Dec *d, StringInfo b, const unsigned char *p, int64 n, int scale)
 		}
 	}
 	/* base 256 -> base 10, by repeated division: at most 2.41 digits a byte */
-	digits = palloc(n * 3 + 2);
+	digits = n <= 32 ? digits_local : palloc(n * 3 + 2);
 	while (start < n)
 	{
 		int			rem = 0;
@@ -1003,8 +1069,10 @@ append_decimal(Dec *d, StringInfo b, const unsigned char *p, int64 n, int scale)
 				appendStringInfoChar(b, '.');
 		}
 	}
-	pfree(mag);
-	pfree(digits);
+	if (mag != mag_local)
+		pfree(mag);
+	if (digits != digits_local)
+		pfree(digits);
 	return true;
 }
 
@@ -1017,8 +1085,36 @@ floor_div(int64 a, int64 b)
 	return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+static void append_date_text(StringInfo b, int64 z);
+
+/*
+ * Dates, with the last one remembered: the timestamps of a stream mostly
+ * fall on the same day, and the civil date costs a few divisions.
+ */
 static void
 append_date(StringInfo b, int64 z)
+{
+	static int64 last_day = PG_INT64_MIN;
+	static char last_text[32];
+	static int	last_len;
+
+	if (z != last_day)
+	{
+		StringInfoData t;
+
+		t.data = last_text;
+		t.maxlen = sizeof(last_text);
+		t.len = 0;
+		t.cursor = 0;
+		append_date_text(&t, z);
+		last_len = t.len;
+		last_day = z;
+	}
+	appendBinaryStringInfo(b, last_text, last_len);
+}
+
+static void
+append_date_text(StringInfo b, int64 z)
 {
 	/* days since 1970-01-01 -> civil date (H. Hinnant's algorithm) */
 	int64		era,
@@ -1041,7 +1137,11 @@ append_date(StringInfo b, int64 z)
 	m = mp < 10 ? mp + 3 : mp - 9;
 	if (m <= 2)
 		y++;
-	appendStringInfo(b, "%04lld-%02d-%02d", (long long) (y <= 0 ? 1 - y : y), (int) m, (int) day);
+	append_int(b, y <= 0 ? 1 - y : y, 4);
+	appendStringInfoChar(b, '-');
+	append_int(b, m, 2);
+	appendStringInfoChar(b, '-');
+	append_int(b, day, 2);
 }
 
 /* microseconds of a day -> HH:MM:SS[.ffffff] */
@@ -1050,18 +1150,36 @@ append_time(StringInfo b, int64 us)
 {
 	int64		s = floor_div(us, 1000000);
 	int64		f = us - s * 1000000;
+	int			m = (int) (s / 60 % 60);
+	int			sec = (int) (s % 60);
+	char		frac[6];
+	int			nfrac = 6;
+	char	   *o;
 
-	appendStringInfo(b, "%02lld:%02d:%02d", (long long) (s / 3600), (int) (s / 60 % 60), (int) (s % 60));
-	if (f != 0)
+	append_int(b, s / 3600, 2);
+	enlargeStringInfo(b, 16);
+	o = b->data + b->len;
+	*o++ = ':';
+	*o++ = (char) ('0' + m / 10);
+	*o++ = (char) ('0' + m % 10);
+	*o++ = ':';
+	*o++ = (char) ('0' + sec / 10);
+	*o++ = (char) ('0' + sec % 10);
+	for (int i = 5; i >= 0; i--)
 	{
-		char		frac[8];
-		int			len;
-
-		snprintf(frac, sizeof(frac), "%06d", (int) f);
-		for (len = 6; frac[len - 1] == '0'; len--)
-			;
-		appendStringInfo(b, ".%.*s", len, frac);
+		frac[i] = (char) ('0' + f % 10);
+		f /= 10;
 	}
+	while (nfrac > 0 && frac[nfrac - 1] == '0')
+		nfrac--;
+	if (nfrac > 0)
+	{
+		*o++ = '.';
+		memcpy(o, frac, nfrac);
+		o += nfrac;
+	}
+	*o = '\0';
+	b->len = (int) (o - b->data);
 }
 
 static void
@@ -1194,7 +1312,7 @@ scalar_text(Dec *d, const AvNode *n, StringInfo b, bool *is_string, bool *is_nul
 					*is_string = true;
 					return true;
 				default:
-					appendStringInfo(b, "%lld", (long long) v);
+					append_int(b, v, 1);
 					return true;
 			}
 		case AV_FLOAT:
@@ -1353,7 +1471,7 @@ json_text(Dec *d, const AvNode *n, StringInfo b, int depth)
 				bool		is_string,
 							is_null;
 
-				initStringInfo(&s);
+				init_small(&s);
 				if (!scalar_text(d, n, &s, &is_string, &is_null))
 					return false;
 				if (is_null)
@@ -1418,7 +1536,7 @@ pg_array_text(Dec *d, const AvNode *n, StringInfo b, int depth)
 			{
 				StringInfoData s;
 
-				initStringInfo(&s);
+				init_small(&s);
 				if (!json_text(d, it, &s, depth + 1))
 					return false;
 				append_array_element(b, s.data, s.len);
@@ -1430,7 +1548,7 @@ pg_array_text(Dec *d, const AvNode *n, StringInfo b, int depth)
 				bool		is_string,
 							is_null;
 
-				initStringInfo(&s);
+				init_small(&s);
 				if (!scalar_text(d, it, &s, &is_string, &is_null))
 					return false;
 				if (is_null)
@@ -1455,7 +1573,7 @@ capture(Dec *d, const AvNode *n, int s, int depth)
 	while (n->type == AV_UNION)
 		if (!read_branch(d, n, &n))
 			return false;
-	initStringInfo(&b);
+	init_small(&b);
 	if (n->type == AV_ARRAY && d->pg_array && d->pg_array[s])
 	{
 		if (!pg_array_text(d, n, &b, depth))
@@ -1503,6 +1621,7 @@ walk(Dec *d, const AvNode *n, int level, const int *active, int nactive, int dep
 	const unsigned char *start = d->p;
 	const unsigned char *after = NULL;
 	int		   *sub;
+	int			sub_local[16];
 	int			ndeeper = 0;
 
 	if (depth > AV_MAX_DEPTH)
@@ -1528,24 +1647,37 @@ walk(Dec *d, const AvNode *n, int level, const int *active, int nactive, int dep
 	if (n->type != AV_RECORD && n->type != AV_MAP)
 		return skip(d, n, depth);
 
-	sub = palloc(sizeof(int) * nactive);
+	sub = nactive <= (int) lengthof(sub_local) ? sub_local : palloc(sizeof(int) * nactive);
 	if (n->type == AV_RECORD)
 	{
+		/* this level's segment of each deeper path, side by side */
+		const char *seg_local[16];
+		const char **seg = nactive <= (int) lengthof(seg_local) ? seg_local :
+			palloc(sizeof(char *) * nactive);
+
+		for (int i = 0; i < nactive; i++)
+		{
+			const KsPath *p = &d->paths->paths[active[i]];
+
+			seg[i] = p->nsegs > level ? p->segs[level] : "";
+		}
 		for (int f = 0; f < n->n; f++)
 		{
 			int			nsub = 0;
+			const char *name = n->names[f];
 
 			for (int i = 0; i < nactive; i++)
 			{
-				const KsPath *p = &d->paths->paths[active[i]];
-
-				if (p->nsegs > level && strcmp(p->segs[level], n->names[f]) == 0)
+				/* the first byte first: most fields differ there */
+				if (seg[i][0] == name[0] && strcmp(seg[i], name) == 0)
 					sub[nsub++] = active[i];
 			}
 			if (!(nsub > 0 ? walk(d, n->children[f], level + 1, sub, nsub, depth + 1) :
 				  skip(d, n->children[f], depth + 1)))
 				return false;
 		}
+		if (seg != seg_local)
+			pfree(seg);
 	}
 	else
 	{
@@ -1583,7 +1715,8 @@ walk(Dec *d, const AvNode *n, int level, const int *active, int nactive, int dep
 			}
 		}
 	}
-	pfree(sub);
+	if (sub != sub_local)
+		pfree(sub);
 	if (after != NULL && after != d->p)
 		return fail(d, "internal error: two walks of one value disagree");
 	return true;
@@ -1596,6 +1729,7 @@ ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths, const bool *pg_a
 	Dec			d;
 	bool		ok;
 	int		   *active;
+	int			active_local[16] = {0};
 	int			nactive = 0;
 
 	*detail = NULL;
@@ -1621,12 +1755,14 @@ ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths, const bool *pg_a
 		ok = capture(&d, s->root, whole_slot, 0);
 	else
 	{
-		active = palloc(sizeof(int) * Max(paths->nslots, 1));
+		active = paths->nslots <= (int) lengthof(active_local) ? active_local :
+			palloc(sizeof(int) * Max(paths->nslots, 1));
 		for (int i = 0; i < paths->nslots; i++)
 			if (paths->paths[i].nsegs >= 1)
 				active[nactive++] = i;
 		ok = walk(&d, s->root, 0, active, nactive, 0);
-		pfree(active);
+		if (active != active_local)
+			pfree(active);
 	}
 	if (ok && d.p != d.end)
 		ok = fail(&d, "%lld bytes are left over after the value", (long long) (d.end - d.p));
