@@ -31,7 +31,7 @@ mkdir -p "$REGDIR"
 python3 "$REPO/test/tools/schema_registry.py" --port 0 --port-file "$REGDIR/port" \
     --state "$REGDIR/state.json" --user "$USERINFO" > "$REGDIR/log" 2>&1 &
 REG_PID=$!
-stop_registry() { local rc=$?; kill "$REG_PID" 2>/dev/null; wait "$REG_PID" 2>/dev/null; exit "$rc"; }
+stop_registry() { local rc=$?; kill "$REG_PID" 2>/dev/null || true; wait "$REG_PID" 2>/dev/null || true; exit "$rc"; }
 trap stop_registry EXIT
 for _ in $(seq 50); do [ -s "$REGDIR/port" ] && break; sleep 0.1; done
 REG="http://127.0.0.1:$(cat "$REGDIR/port")"
