@@ -17,7 +17,11 @@ OBJS = \
 	src/api.o \
 	src/sqlcall.o \
 	src/outbox.o \
-	src/offsets.o
+	src/offsets.o \
+	src/format.o \
+	src/format_avro.o \
+	src/avro_binary.o \
+	src/schema_registry.o
 
 # 0.1.0 is released and stays as it was.  The install script of this
 # version is built from the parts in src/sql/, joined in the order listed
@@ -82,7 +86,10 @@ endif
 PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS) -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CPPFLAGS += -DKS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = -Wall -Wextra
-SHLIB_LINK = $(RDKAFKA_LIBS)
+CURL_CFLAGS := $(shell pkg-config --cflags libcurl)
+CURL_LIBS := $(shell pkg-config --libs libcurl)
+PG_CPPFLAGS += $(CURL_CFLAGS)
+SHLIB_LINK = $(RDKAFKA_LIBS) $(CURL_LIBS)
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -113,7 +120,7 @@ EXTRA_CLEAN = $(RDKAFKA_STAMP)
 
 # PGXS does not track header dependencies unless PostgreSQL was configured
 # with --enable-depend; every object depends on the shared header.
-$(OBJS): src/kafka_sink.h src/compat.h src/jsonwalk.h src/kafka_options.h
+$(OBJS): src/kafka_sink.h src/compat.h src/jsonwalk.h src/kafka_options.h src/format.h src/avro_binary.h
 
 # libFuzzer target for src/jsonwalk.c: builds with clang and fuzzes for
 # FUZZ_SECONDS (default 60); see test/fuzz/run.sh

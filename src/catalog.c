@@ -11,6 +11,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "format.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -165,6 +166,55 @@ load_offset_spec(const char *column, const char *spec,
 }
 
 /*
+ * The formats of a pipeline (format.h): value_format, key_format avro,
+ * value_schema and the schema registry, its secret included.
+ */
+static void
+load_formats(KsPipeline *p, MemoryContext mcxt)
+{
+	char	   *value_format;
+	char	   *url;
+	MemoryContext old;
+
+	exec_id("SELECT d.value_format, d.value_schema, d.schema_registry->>'url',"
+			" coalesce((d.schema_registry->>'timeout.ms')::int8, 30000),"
+			" d.schema_registry->>'ssl.ca.location',"
+			" (SELECT s.value FROM kafka_sink.secrets s WHERE s.pipeline_id = d.id"
+			"   AND s.name = 'schema_registry.basic.auth.user.info')"
+			" FROM kafka_sink.pipeline_definitions d WHERE d.id = $1",
+			p->id, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return;
+	value_format = getstr(0, 1, mcxt);
+	p->value_fmt = ks_format_find(value_format ? value_format : "json");
+	if (p->value_fmt == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown value_format \"%s\" of pipeline \"%s\"", value_format, p->name)));
+	p->key_fmt = ks_format_find(p->key_format == KS_KEY_AVRO ? "avro" : "json");
+	p->value_schema = getstr(0, 2, mcxt);
+	url = getstr(0, 3, mcxt);
+	if (url != NULL)
+	{
+		KsRegistryConf *r = MemoryContextAllocZero(mcxt, sizeof(KsRegistryConf));
+		char	   *list = MemoryContextStrdup(mcxt, url);
+		char	   *tok;
+		char	   *save = NULL;
+
+		r->key = url;
+		r->timeout_ms = (int) Min(Max(getint8(0, 4), 1), 3600000);
+		r->ca_location = getstr(0, 5, mcxt);
+		r->userinfo = getstr(0, 6, mcxt);
+		r->owner = p->owner;
+		old = MemoryContextSwitchTo(mcxt);
+		for (tok = strtok_r(list, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+			r->urls = lappend(r->urls, tok);
+		MemoryContextSwitchTo(old);
+		p->registry = r;
+	}
+}
+
+/*
  * Loads the definition of a pipeline, secrets included, into mcxt.
  * Returns NULL when the pipeline no longer exists.
  */
@@ -213,7 +263,8 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		char	   *kf = getstr(0, 17, mcxt);
 
 		p->key_format = strcmp(kf, "string") == 0 ? KS_KEY_STRING :
-			strcmp(kf, "json") == 0 ? KS_KEY_JSON : KS_KEY_NONE;
+			strcmp(kf, "json") == 0 ? KS_KEY_JSON :
+			strcmp(kf, "avro") == 0 ? KS_KEY_AVRO : KS_KEY_NONE;
 	}
 	p->delete_on_tombstone = getint8(0, 18) != 0;
 	p->schema_version_field = getstr(0, 19, mcxt);
@@ -274,7 +325,8 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 
 	exec_id("SELECT key, value FROM kafka_sink.pipeline_definitions d, jsonb_each_text(d.kafka_options)"
 			" WHERE d.id = $1"
-			" UNION ALL SELECT name, value FROM kafka_sink.secrets WHERE pipeline_id = $1",
+			" UNION ALL SELECT name, value FROM kafka_sink.secrets WHERE pipeline_id = $1"
+			" AND name NOT LIKE 'schema\\_registry.%'",
 			pipeline_id, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -291,6 +343,7 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	if (p->ending_offsets)
 		load_offset_spec("ending_offsets", p->ending_offsets,
 						 &p->end_offsets, &p->end_ts_ms, mcxt);
+	load_formats(p, mcxt);
 	return p;
 }
 
@@ -432,4 +485,55 @@ ks_set_state(int64 pipeline_id, const char *state)
 						  " WHERE id = $1",
 						  2, argtypes, values, NULL, false, 0);
 	ks_xact_commit();
+}
+
+/* ---- kafka_sink.schemas: schemas fetched from registries (format.h) ---- */
+
+/* The schema of id in registry, from the catalog; false when absent. */
+bool
+ks_catalog_schema_get(const char *registry, int32 id, char **type, char **text)
+{
+	Oid			argtypes[2] = {TEXTOID, INT4OID};
+	Datum		values[2] = {CStringGetTextDatum(registry), Int32GetDatum(id)};
+
+	if (SPI_execute_with_args("SELECT schema_type, schema FROM kafka_sink.schemas"
+							  " WHERE registry = $1 AND id = $2",
+							  2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "kafka_sink: could not read kafka_sink.schemas");
+	if (SPI_processed == 0)
+		return false;
+	*type = getstr(0, 1, CurrentMemoryContext);
+	*text = getstr(0, 2, CurrentMemoryContext);
+	return true;
+}
+
+/*
+ * Stores a schema fetched from a registry.  True when this call inserted
+ * it, false when the catalog had it already.  It is kafka_sink's own
+ * write, so catalog writes are allowed around it even while decoding
+ * (which otherwise runs with them suspended).
+ */
+bool
+ks_catalog_schema_put(const char *registry, int32 id, const char *type, const char *text)
+{
+	Oid			argtypes[4] = {TEXTOID, INT4OID, TEXTOID, TEXTOID};
+	Datum		values[4] = {CStringGetTextDatum(registry), Int32GetDatum(id),
+	CStringGetTextDatum(type), CStringGetTextDatum(text)};
+	int			saved = ks_catalog_writes_raise();
+	volatile int rc = 0;
+
+	PG_TRY();
+	{
+		rc = SPI_execute_with_args("INSERT INTO kafka_sink.schemas AS s (registry, id, schema_type, schema)"
+								   " VALUES ($1, $2, $3, $4) ON CONFLICT (registry, id) DO NOTHING",
+								   4, argtypes, values, NULL, false, 0);
+	}
+	PG_FINALLY();
+	{
+		ks_catalog_writes_restore(saved);
+	}
+	PG_END_TRY();
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "kafka_sink: could not write kafka_sink.schemas");
+	return SPI_processed > 0;
 }

@@ -17,6 +17,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "format.h"
 
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -65,6 +66,12 @@ ks_reason_name(KsReason r)
 			return "value_too_large";
 		case KS_REJECTED_BY_TARGET:
 			return "rejected_by_target";
+		case KS_UNKNOWN_SCHEMA_ID:
+			return "unknown_schema_id";
+		case KS_NOT_WIRE_FORMAT:
+			return "not_wire_format";
+		case KS_INVALID_AVRO:
+			return "invalid_avro";
 	}
 	return "unknown";
 }
@@ -497,7 +504,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 	t->event_id_slot = p->event_id ? slot_for(&paths, p->event_id) : -1;
 	build_walk(&t->walk, paths);
 
-	if (p->key_format == KS_KEY_JSON)
+	if (p->key_format == KS_KEY_JSON || p->key_format == KS_KEY_AVRO)
 	{
 		List	   *kpaths = NIL;
 
@@ -759,11 +766,11 @@ decode_key(KsTarget *t, KsPipeline *p, KsRow *row)
 	{
 		KsSlotValue *kv = palloc0(sizeof(KsSlotValue) * Max(t->key_walk.nslots, 1));
 		char	   *detail;
-		KsWalkResult r = ks_json_walk(&t->key_walk, m->key, m->key_len, kv, &detail);
+		KsReason	r = ks_format_decode(t, p, true, m->key, m->key_len, kv, &detail);
 
-		if (r != KS_WALK_OK)
+		if (r != KS_OK)
 		{
-			row->reason = r == KS_WALK_INVALID_JSON ? KS_INVALID_JSON : KS_NOT_AN_OBJECT;
+			row->reason = r;
 			row->detail = psprintf("message key: %s", detail);
 			return;
 		}
@@ -792,7 +799,7 @@ decode_one(KsTarget *t, KsPipeline *p, KsRow *row)
 	int		   *map = t->map;
 	int		   *scale = t->scale;
 	char	   *detail = NULL;
-	KsWalkResult wr;
+	KsReason	fr;
 
 	row->values = palloc0(sizeof(Datum) * n);
 	row->nulls = palloc(sizeof(bool) * n);
@@ -821,10 +828,10 @@ decode_one(KsTarget *t, KsPipeline *p, KsRow *row)
 		return;
 	}
 	slots = palloc0(sizeof(KsSlotValue) * Max(t->walk.nslots, 1));
-	wr = ks_json_walk(&t->walk, m->value, m->value_len, slots, &detail);
-	if (wr != KS_WALK_OK)
+	fr = ks_format_decode(t, p, false, m->value, m->value_len, slots, &detail);
+	if (fr != KS_OK)
 	{
-		row->reason = wr == KS_WALK_INVALID_JSON ? KS_INVALID_JSON : KS_NOT_AN_OBJECT;
+		row->reason = fr;
 		row->detail = detail;
 		return;
 	}

@@ -134,8 +134,23 @@ typedef enum KsKeyFormat
 {
 	KS_KEY_NONE,				/* key columns come from the value */
 	KS_KEY_STRING,				/* the message key is the (single) key column */
-	KS_KEY_JSON					/* the message key is a JSON object of key columns */
+	KS_KEY_JSON,				/* the message key is a JSON object of key columns */
+	KS_KEY_AVRO					/* the message key is Avro (Confluent wire format) */
 } KsKeyFormat;
+
+/* A Confluent-compatible schema registry (schema_registry.c) */
+typedef struct KsRegistryConf
+{
+	char	   *key;			/* the url option as written: the catalog's registry */
+	List	   *urls;			/* of char *, tried in turn */
+	char	   *userinfo;		/* basic.auth.user.info, a secret; NULL: none */
+	char	   *ca_location;	/* ssl.ca.location, or NULL */
+	int			timeout_ms;
+	Oid			owner;			/* whose rights decide ssl.ca.location */
+} KsRegistryConf;
+
+struct KsFormat;
+struct KsAvroSchema;
 
 /* A column mapping: column <- JSON path, for one schema version or all. */
 typedef struct KsMapping
@@ -191,6 +206,11 @@ typedef struct KsPipeline
 	int64		end_ts_ms;
 	char	   *dead_letter_topic;	/* NULL: none; else quarantined messages
 									 * also go there through the outbox */
+	/* formats (format.h): value_format, key_format avro, their schemas */
+	const struct KsFormat *value_fmt;
+	const struct KsFormat *key_fmt; /* KS_KEY_JSON and KS_KEY_AVRO */
+	char	   *value_schema;	/* inline Avro writer schema, or NULL */
+	KsRegistryConf *registry;	/* NULL: none */
 } KsPipeline;
 
 typedef struct KsTopicPartition
@@ -401,6 +421,8 @@ typedef struct KsTarget
 	int			version_slot;
 	int			event_id_slot;
 	KsWalkPaths key_walk;		/* key_format json: one slot per key column */
+	bool	   *pg_array;		/* per slot of walk: an array column takes it */
+	bool	   *key_pg_array;	/* per slot of key_walk */
 } KsTarget;
 
 typedef enum KsReason
@@ -414,7 +436,10 @@ typedef enum KsReason
 	KS_NULL_KEY,
 	KS_CONSTRAINT_VIOLATION,
 	KS_VALUE_TOO_LARGE,
-	KS_REJECTED_BY_TARGET		/* a trigger, RLS policy or check option said no */
+	KS_REJECTED_BY_TARGET,		/* a trigger, RLS policy or check option said no */
+	KS_UNKNOWN_SCHEMA_ID,		/* the registry does not know the frame's schema id */
+	KS_NOT_WIRE_FORMAT,			/* no magic byte 0 and schema id */
+	KS_INVALID_AVRO				/* the payload does not decode with its schema */
 } KsReason;
 
 /* A decoded message: one value per target column. */
