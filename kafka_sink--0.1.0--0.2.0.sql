@@ -2971,4 +2971,261 @@ BEGIN
 END
 $$;
 
+-- message_fate and message_fates (lineage, which met the formats here):
+-- a key in Avro or in a registry's wire format is decoded by the worker
+-- only, so they tell 'applied or superseded' instead of failing on bytes
+-- that are not JSON text
+CREATE OR REPLACE FUNCTION kafka_sink.message_fate(pipeline text, topic text, partition integer, "offset" bigint)
+RETURNS TABLE (fate text, batch_id bigint, detail text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    q kafka_sink.quarantine;
+    committed bigint;
+    b_id bigint;
+    msg record;
+    v jsonb;
+    cond text;
+    row_batch bigint;
+    row_offset bigint;
+    row_topic text;
+    row_partition int;
+    has_lineage boolean;
+    keycol text;
+BEGIN
+    p := kafka_sink._get_pipeline(pipeline);
+    SELECT o.next_offset INTO committed FROM kafka_sink.offsets o
+     WHERE o.pipeline_id = p.id AND o.topic = message_fate.topic AND o.partition = message_fate.partition;
+    IF committed IS NULL OR message_fate."offset" >= committed THEN
+        RETURN QUERY SELECT 'pending'::text, NULL::bigint, 'not read yet'::text;
+        RETURN;
+    END IF;
+    SELECT x.batch_id INTO b_id FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
+     WHERE x.pipeline_id = p.id AND g->>'topic' = message_fate.topic AND (g->>'partition')::int = message_fate.partition
+       AND message_fate."offset" >= (g->>'start')::bigint AND message_fate."offset" < (g->>'end')::bigint LIMIT 1;
+    IF EXISTS (SELECT 1 FROM kafka_sink.data_loss d WHERE d.pipeline_id = p.id AND d.topic = message_fate.topic
+                 AND d.partition = message_fate.partition AND d.kind = 'deleted'
+                 AND message_fate."offset" >= d.expected_offset AND message_fate."offset" < d.available_offset) THEN
+        RETURN QUERY SELECT 'lost'::text, b_id, 'deleted from Kafka before it was read (fail_on_data_loss = false)'::text;
+        RETURN;
+    END IF;
+    SELECT * INTO q FROM kafka_sink.quarantine x
+     WHERE x.pipeline_id = p.id AND x.topic = message_fate.topic AND x.partition = message_fate.partition
+       AND x.message_offset = message_fate."offset";
+    IF FOUND AND q.replayed_at IS NULL THEN
+        RETURN QUERY SELECT 'quarantined'::text, q.batch_id, q.reason || ': ' || q.detail;
+        RETURN;
+    END IF;
+    IF p.target IS NULL THEN
+        RETURN QUERY SELECT 'landed'::text, b_id, 'bronze only'::text;
+        RETURN;
+    END IF;
+    IF p.mode <> 'merge' THEN
+        RETURN QUERY SELECT CASE p.mode WHEN 'append' THEN 'appended' ELSE 'passed to the batch function' END, b_id, NULL::text;
+        RETURN;
+    END IF;
+    has_lineage := (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = p.target AND NOT a.attisdropped
+                      AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
+    SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
+    IF NOT has_lineage OR msg IS NULL THEN
+        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
+            'lineage columns on the target and a bronze table are needed to tell more'::text;
+        RETURN;
+    END IF;
+    -- a key in Avro or in a registry's wire format is decoded by the worker
+    -- only (src/format.c): the raw bytes are not JSON text
+    IF p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
+            format('the key of a message in value_format %s or key_format %s is not decoded here',
+                   p.value_format, p.key_format);
+        RETURN;
+    END IF;
+    -- the message's key, decoded the way the pipeline does for the common cases
+    IF p.key_format = 'string' THEN
+        v := jsonb_build_object(p.key_columns[1], convert_from(msg.key, 'UTF8'));
+    ELSIF p.key_format = 'json' THEN
+        v := convert_from(msg.key, 'UTF8')::jsonb;
+    ELSIF msg.value IS NOT NULL THEN
+        v := '{}';
+        FOREACH keycol IN ARRAY p.key_columns LOOP
+            v := v || jsonb_build_object(keycol, convert_from(msg.value, 'UTF8')::jsonb
+                        #> string_to_array(coalesce(p.columns->>keycol, p.columns->keycol->>'path', keycol), '.'));
+        END LOOP;
+    END IF;
+    SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(p.key_columns) c;
+    EXECUTE format('SELECT t._kafka_topic, t._kafka_partition, t._kafka_offset, t._kafka_batch_id'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', p.target, p.target, cond)
+       INTO row_topic, row_partition, row_offset, row_batch USING v;
+    IF row_offset IS NULL THEN
+        RETURN QUERY SELECT 'deleted'::text, b_id, format('no row for key %s', v);
+    ELSIF row_topic = topic AND row_partition = partition AND row_offset = "offset" THEN
+        RETURN QUERY SELECT 'applied'::text, b_id, format('the current source of the row with key %s', v);
+    ELSIF row_batch = b_id THEN
+        RETURN QUERY SELECT 'superseded'::text, b_id,
+            format('offset %s of the same batch won for key %s', row_offset, v);
+    ELSIF row_batch < b_id THEN
+        RETURN QUERY SELECT 'stale'::text, b_id,
+            format('the row for key %s (from batch %s) was newer', v, row_batch);
+    ELSE
+        RETURN QUERY SELECT 'overwritten'::text, b_id,
+            format('replaced by offset %s in batch %s', row_offset, row_batch);
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION kafka_sink.message_fates(pipeline text, topic text DEFAULT NULL, partition integer DEFAULT NULL,
+                                         from_offset bigint DEFAULT NULL, to_offset bigint DEFAULT NULL)
+RETURNS SETOF kafka_sink.message_fate_row
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    has_lineage boolean;
+    keyexpr text;
+    keycond text;
+    body text;
+    classify text;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF from_offset < 0 OR to_offset < 0 THEN
+        RAISE EXCEPTION 'offsets cannot be negative'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass from_offset and to_offset as Kafka offsets (0 or more).';
+    END IF;
+    IF from_offset > to_offset THEN
+        RAISE EXCEPTION 'from_offset % is past to_offset %', from_offset, to_offset
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Both ends of the range are included.';
+    END IF;
+    IF partition < 0 THEN
+        RAISE EXCEPTION 'partition cannot be negative'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Kafka partitions are numbered from 0.';
+    END IF;
+    has_lineage := p.target IS NOT NULL AND (SELECT count(*) FROM pg_attribute a
+                       WHERE a.attrelid = p.target AND NOT a.attisdropped AND a.attnum > 0
+                         AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
+
+    -- the messages of the range: per partition with a checkpoint, from
+    -- from_offset (else the first checkpoint or the first retained batch)
+    -- to to_offset (else the last committed offset); offsets at or past
+    -- the checkpoint are pending, so only listed when to_offset asks
+    body := $q$
+    WITH parts AS MATERIALIZED (
+        SELECT o.topic, o.partition, o.next_offset,
+               coalesce($4, least(o.start_offset, (
+                   SELECT min(r.start) FROM kafka_sink.batches b,
+                          jsonb_to_recordset(b.ranges) AS r(topic text, partition integer, start bigint)
+                    WHERE b.pipeline_id = $1 AND r.topic = o.topic AND r.partition = o.partition)), o.next_offset) AS lo,
+               coalesce($5, o.next_offset - 1) AS hi
+          FROM kafka_sink.offsets o
+         WHERE o.pipeline_id = $1 AND ($2::text IS NULL OR o.topic = $2) AND ($3::int IS NULL OR o.partition = $3)),
+    in_batch AS MATERIALIZED (
+        SELECT pa.topic, pa.partition, g.o AS "offset", max(b.batch_id) AS batch_id
+          FROM kafka_sink.batches b,
+               jsonb_to_recordset(b.ranges) AS r(topic text, partition integer, start bigint, "end" bigint),
+               parts pa,
+               generate_series(greatest(r.start, pa.lo), least(r."end" - 1, pa.hi, pa.next_offset - 1)) AS g(o)
+         WHERE b.pipeline_id = $1 AND r.topic = pa.topic AND r.partition = pa.partition
+         GROUP BY 1, 2, 3),
+    lost AS MATERIALIZED (
+        SELECT DISTINCT pa.topic, pa.partition, g.o AS "offset"
+          FROM kafka_sink.data_loss d
+          JOIN parts pa ON pa.topic = d.topic AND pa.partition = d.partition,
+               generate_series(greatest(d.expected_offset, pa.lo), least(d.available_offset - 1, pa.hi)) AS g(o)
+         WHERE d.pipeline_id = $1 AND d.kind = 'deleted'),
+    m AS MATERIALIZED (
+        SELECT pa.topic, pa.partition, g.o AS "offset", g.o >= pa.next_offset AS pending,
+               ib.batch_id, l."offset" IS NOT NULL AS lost,
+               q.batch_id AS q_batch, q.reason || ': ' || q.detail AS q_detail
+          FROM parts pa
+         CROSS JOIN LATERAL generate_series(pa.lo, pa.hi) AS g(o)
+          LEFT JOIN in_batch ib ON ib.topic = pa.topic AND ib.partition = pa.partition AND ib."offset" = g.o
+          LEFT JOIN lost l ON l.topic = pa.topic AND l.partition = pa.partition AND l."offset" = g.o
+          LEFT JOIN kafka_sink.quarantine q
+                 ON q.pipeline_id = $1 AND q.topic = pa.topic AND q.partition = pa.partition
+                AND q.message_offset = g.o AND q.replayed_at IS NULL)
+    $q$;
+
+    classify := $q$
+        CASE WHEN m.pending THEN 'pending'
+             WHEN m.lost THEN 'lost'
+             WHEN m.q_batch IS NOT NULL THEN 'quarantined' $q$;
+
+    -- (a key in Avro or in a registry's wire format is decoded by the worker
+    -- only: as message_fate, no more than 'applied or superseded')
+    IF p.target IS NULL OR p.mode <> 'merge' OR NOT has_lineage OR p.bronze IS NULL
+       OR p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+        RETURN QUERY EXECUTE body || format($q$
+        SELECT m.topic, m.partition, m."offset",
+               %s ELSE %L END,
+               CASE WHEN m.q_batch IS NOT NULL AND NOT m.pending AND NOT m.lost THEN m.q_batch
+                    WHEN NOT m.pending THEN m.batch_id END,
+               CASE WHEN m.pending THEN 'not read yet'
+                    WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                    WHEN m.q_batch IS NOT NULL THEN m.q_detail
+                    ELSE %L END
+          FROM m ORDER BY 1, 2, 3 $q$,
+            classify,
+            CASE WHEN p.target IS NULL THEN 'landed' WHEN p.mode = 'append' THEN 'appended'
+                 WHEN p.mode = 'function' THEN 'passed to the batch function' ELSE 'applied or superseded' END,
+            CASE WHEN p.target IS NULL THEN 'bronze only' WHEN p.mode <> 'merge' THEN NULL
+                 WHEN has_lineage AND p.bronze IS NOT NULL
+                 THEN format('the key of a message in value_format %s or key_format %s is not decoded here',
+                             p.value_format, p.key_format)
+                 ELSE 'lineage columns on the target and a bronze table are needed to tell more' END)
+            USING p.id, topic, partition, from_offset, to_offset;
+        RETURN;
+    END IF;
+
+    -- the message's key, decoded as message_fate() decodes it
+    IF p.key_format = 'string' THEN
+        keyexpr := format('jsonb_build_object(%L, convert_from(br.key, ''UTF8''))', p.key_columns[1]);
+    ELSIF p.key_format = 'json' THEN
+        keyexpr := 'convert_from(br.key, ''UTF8'')::jsonb';
+    ELSE
+        SELECT 'CASE WHEN br.value IS NOT NULL THEN jsonb_build_object(' ||
+               string_agg(format('%L, (convert_from(br.value, ''UTF8'')::jsonb) #> %L::text[]', c,
+                                 string_to_array(coalesce(p.columns->c->>'path', p.columns->>c, c), '.')), ', ')
+               || ') END'
+          INTO keyexpr FROM unnest(p.key_columns) c;
+    END IF;
+    SELECT string_agg(format('t.%1$I = (mk.k).%1$I', c), ' AND ') INTO keycond FROM unnest(p.key_columns) c;
+
+    RETURN QUERY EXECUTE body || format($q$,
+    mk AS (
+        SELECT m.*, br."offset" IS NOT NULL AS has_msg, v.v, jsonb_populate_record(NULL::%1$s, v.v) AS k
+          FROM m
+          LEFT JOIN %2$s br ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
+                           AND br.topic = m.topic COLLATE "C" AND br.partition = m.partition AND br."offset" = m."offset"
+          CROSS JOIN LATERAL (SELECT CASE WHEN br."offset" IS NOT NULL THEN %3$s END AS v) v)
+    SELECT mk.topic, mk.partition, mk."offset",
+           %4$s
+                WHEN NOT mk.has_msg THEN 'applied or superseded'
+                WHEN t._kafka_offset IS NULL THEN 'deleted'
+                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset" THEN 'applied'
+                WHEN t._kafka_batch_id = mk.batch_id THEN 'superseded'
+                WHEN t._kafka_batch_id < mk.batch_id THEN 'stale'
+                ELSE 'overwritten' END,
+           CASE WHEN mk.q_batch IS NOT NULL AND NOT mk.pending AND NOT mk.lost THEN mk.q_batch
+                WHEN NOT mk.pending THEN mk.batch_id END,
+           CASE WHEN mk.pending THEN 'not read yet'
+                WHEN mk.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                WHEN mk.q_batch IS NOT NULL THEN mk.q_detail
+                WHEN NOT mk.has_msg THEN 'lineage columns on the target and a bronze table are needed to tell more'
+                WHEN t._kafka_offset IS NULL THEN format('no row for key %%s', mk.v)
+                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset"
+                     THEN format('the current source of the row with key %%s', mk.v)
+                WHEN t._kafka_batch_id = mk.batch_id THEN format('offset %%s of the same batch won for key %%s', t._kafka_offset, mk.v)
+                WHEN t._kafka_batch_id < mk.batch_id THEN format('the row for key %%s (from batch %%s) was newer', mk.v, t._kafka_batch_id)
+                ELSE format('replaced by offset %%s in batch %%s', t._kafka_offset, t._kafka_batch_id) END
+      FROM mk
+      LEFT JOIN %1$s t ON mk.has_msg AND %5$s
+     ORDER BY 1, 2, 3 $q$,
+        p.target, p.bronze, keyexpr, replace(classify, 'm.', 'mk.'), keycond)
+        USING p.id, topic, partition, from_offset, to_offset;
+END
+$$;
+
 -- ---- end of formats ----

@@ -310,6 +310,14 @@ BEGIN
             'lineage columns on the target and a bronze table are needed to tell more'::text;
         RETURN;
     END IF;
+    -- a key in Avro or in a registry's wire format is decoded by the worker
+    -- only (src/format.c): the raw bytes are not JSON text
+    IF p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
+            format('the key of a message in value_format %s or key_format %s is not decoded here',
+                   p.value_format, p.key_format);
+        RETURN;
+    END IF;
     -- the message's key, decoded the way the pipeline does for the common cases
     IF p.key_format = 'string' THEN
         v := jsonb_build_object(p.key_columns[1], convert_from(msg.key, 'UTF8'));
