@@ -34,7 +34,10 @@ OBJS = \
 	src/api.o \
 	src/sqlcall.o \
 	src/outbox.o \
-	src/offsets.o
+	src/offsets.o \
+	src/format_avro.o \
+	src/avro_binary.o \
+	src/schema_registry.o
 
 # 0.1.0 is released and stays as it was.  The install script of this
 # version is built from the parts in src/sql/, joined in the order listed
@@ -100,7 +103,10 @@ endif
 PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS) -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CPPFLAGS += -DKS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = -Wall -Wextra
-SHLIB_LINK = $(RDKAFKA_LIBS)
+CURL_CFLAGS := $(shell pkg-config --cflags libcurl)
+CURL_LIBS := $(shell pkg-config --libs libcurl)
+PG_CPPFLAGS += $(CURL_CFLAGS)
+SHLIB_LINK = $(RDKAFKA_LIBS) $(CURL_LIBS)
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

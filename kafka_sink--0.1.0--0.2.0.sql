@@ -2309,3 +2309,923 @@ BEGIN
 END
 $$;
 -- ---- end of review: database not served ----
+
+-- ---- formats: Avro and JSON Schema through a schema registry (issue 15) ----
+--
+-- value_format 'json' (as before), 'avro' (Confluent's wire format with a
+-- schema_registry, or plain Avro binary with one inline value_schema) or
+-- 'json_schema' (the wire format with a JSON payload); key_format 'avro'.
+-- Schemas fetched from a registry are kept in kafka_sink.schemas.  The
+-- registry password (basic.auth.user.info) is stored in kafka_sink.secrets
+-- as 'schema_registry.basic.auth.user.info' and masked in the views.  See
+-- "Formats and the schema registry" in docs/design-notes.md.  The install
+-- script has the same in its parts (10_tables, 20_security, 30_, 40_, 50_,
+-- 51_, 52_, 60_).
+
+ALTER TABLE kafka_sink.pipeline_definitions
+    ADD COLUMN value_format text NOT NULL DEFAULT 'json'
+        CONSTRAINT pipeline_definitions_value_format_check CHECK (value_format IN ('json', 'avro', 'json_schema')),
+    ADD COLUMN value_schema text,
+    ADD COLUMN schema_registry jsonb
+        CONSTRAINT pipeline_definitions_schema_registry_check CHECK (jsonb_typeof(schema_registry) = 'object'),
+    ADD CONSTRAINT pipeline_definitions_registry_needed_check
+        CHECK (value_format = 'json' OR schema_registry IS NOT NULL OR (value_format = 'avro' AND value_schema IS NOT NULL)),
+    ADD CONSTRAINT pipeline_definitions_value_schema_check
+        CHECK (value_schema IS NULL OR value_format = 'avro'),
+    ADD CONSTRAINT pipeline_definitions_key_registry_check
+        CHECK (key_format <> 'avro' OR schema_registry IS NOT NULL);
+-- auto-named in 0.1.0
+ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT pipeline_definitions_key_format_check;
+ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_key_format_check
+    CHECK (key_format IN ('none', 'string', 'json', 'avro'));
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_format IS
+    'json, avro (Confluent wire format, or plain Avro with value_schema) or json_schema (Confluent wire format, JSON payload)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_schema IS
+    'value_format avro without a registry: the one Avro writer schema of every value (plain Avro binary)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.schema_registry IS
+    'The schema registry: url, timeout.ms, ssl.ca.location (basic.auth.user.info is kept in kafka_sink.secrets)';
+COMMENT ON TABLE kafka_sink.secrets IS
+'librdkafka properties of a pipeline that are secrets (passwords, keys), and its schema registry''s (named schema_registry.<option>); shown as ******** by kafka_sink.pipelines.';
+
+ALTER TABLE kafka_sink.quarantine DROP CONSTRAINT quarantine_reason_check;
+ALTER TABLE kafka_sink.quarantine ADD CONSTRAINT quarantine_reason_check CHECK (reason IN (
+    'invalid_json', 'not_an_object', 'missing_required_field',
+    'invalid_value', 'unknown_schema_version', 'null_key',
+    'constraint_violation', 'value_too_large', 'rejected_by_target',
+    'unknown_schema_id', 'not_wire_format', 'invalid_avro'));
+COMMENT ON COLUMN kafka_sink.quarantine.reason IS
+    'Why the message was not applied: invalid_json, not_an_object, missing_required_field, invalid_value, '
+    'unknown_schema_version, null_key, constraint_violation (a constraint or data error of the row), '
+    'value_too_large, rejected_by_target (a trigger, row level security policy or check option of the target '
+    'rejected the row), unknown_schema_id (the registry does not know the frame''s schema id), not_wire_format '
+    '(no magic byte 0 and schema id), invalid_avro (the payload does not decode with its schema)';
+
+-- schemas: what registries answered for schema ids (an id never changes
+-- its schema), so that restarts, replicas, replay_quarantine and lineage
+-- decode without calling the registry again.  Readable and writable for
+-- the registries of the pipelines a role sees.
+CREATE TABLE kafka_sink.schemas (
+    registry    text NOT NULL,
+    id          integer NOT NULL,
+    schema_type text NOT NULL DEFAULT 'AVRO',
+    schema      text NOT NULL,
+    fetched_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (registry, id)
+);
+COMMENT ON TABLE kafka_sink.schemas IS
+'Schemas fetched from schema registries by id (registry is the pipeline''s schema_registry url), kept so that decoding never needs the registry twice for one id.';
+SELECT pg_catalog.pg_extension_config_dump('kafka_sink.schemas', '');
+ALTER TABLE kafka_sink.schemas ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_registries ON kafka_sink.schemas
+    USING (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.schema_registry->>'url' = registry))
+    WITH CHECK (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.schema_registry->>'url' = registry));
+REVOKE ALL ON kafka_sink.schemas FROM PUBLIC;
+GRANT SELECT, INSERT ON kafka_sink.schemas TO kafka_sink_admin;
+CREATE TRIGGER catalog_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON kafka_sink.schemas
+    FOR EACH STATEMENT EXECUTE FUNCTION kafka_sink._catalog_guard();
+ALTER TABLE kafka_sink.schemas ENABLE ALWAYS TRIGGER catalog_guard;
+
+-- The schema registry's options (schema_registry => '{"url": ...}'): an
+-- allow-list as for kafka_options (src/kafka_options.c); its secret
+-- (basic.auth.user.info) is kept in kafka_sink.secrets.
+CREATE FUNCTION kafka_sink._check_registry_options(options jsonb)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_check_registry_options'
+LANGUAGE C;
+COMMENT ON FUNCTION kafka_sink._check_registry_options(jsonb) IS
+'Internal: raises unless every schema_registry option is allowed (its allow-list in src/kafka_options.c, as _check_kafka_options for Kafka options) and a url is given.';
+
+CREATE FUNCTION kafka_sink._is_secret_registry_option(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'kafka_sink_is_secret_registry_option'
+LANGUAGE C IMMUTABLE STRICT;
+COMMENT ON FUNCTION kafka_sink._is_secret_registry_option(text) IS
+'Internal: whether a schema_registry option is a secret (kept in kafka_sink.secrets as schema_registry.<option>, never shown).';
+
+-- value_schema, parsed by the parser decoding uses (src/avro_binary.c)
+CREATE FUNCTION kafka_sink._check_avro_schema(schema text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_check_avro_schema'
+LANGUAGE C;
+COMMENT ON FUNCTION kafka_sink._check_avro_schema(text) IS
+'Internal: raises unless value_schema is a valid Avro record schema, parsed as decoding parses it.';
+
+-- The formats of create_pipeline and alter_pipeline (issue 15), checked
+-- together: value_format, key_format avro, value_schema, schema_registry.
+CREATE FUNCTION kafka_sink._check_formats(value_format text, key_format text, value_schema text,
+                                          schema_registry jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema') THEN
+        RAISE EXCEPTION 'invalid value_format "%"', value_format
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'value_format is ''json'', ''avro'' or ''json_schema''.';
+    END IF;
+    IF key_format = 'avro' AND schema_registry IS NULL THEN
+        RAISE EXCEPTION 'key_format avro needs a schema_registry'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Avro keys are read in Confluent''s wire format: pass schema_registry => ''{"url": "http://registry:8081"}''.';
+    END IF;
+    IF value_schema IS NOT NULL AND value_format <> 'avro' THEN
+        RAISE EXCEPTION 'value_schema needs value_format avro'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass value_format => ''avro'' as well.';
+    END IF;
+    IF value_schema IS NOT NULL AND schema_registry IS NOT NULL THEN
+        RAISE EXCEPTION 'value_schema and schema_registry exclude each other'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'With a registry every value names its writer schema by id; value_schema is for plain Avro without a registry.',
+                  HINT = 'Pass one of them.';
+    END IF;
+    IF value_format <> 'json' AND schema_registry IS NULL AND value_schema IS NULL THEN
+        RAISE EXCEPTION 'value_format % needs a schema_registry%', value_format,
+                CASE WHEN value_format = 'avro' THEN ' or a value_schema' ELSE '' END
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass schema_registry => ''{"url": "http://registry:8081"}''.';
+    END IF;
+    PERFORM kafka_sink._check_avro_schema(value_schema);
+    PERFORM kafka_sink._check_registry_options(schema_registry);
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_formats(text, text, text, jsonb) IS
+'Internal: checks value_format, key_format, value_schema and schema_registry together.';
+
+-- Stores schema_registry: its secret in kafka_sink.secrets, the rest in
+-- the definition.  NULL removes the registry.
+CREATE FUNCTION kafka_sink._set_schema_registry(p_pipeline_id bigint, registry jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    v text;
+    plain jsonb := '{}';
+BEGIN
+    DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p_pipeline_id AND s.name LIKE 'schema\_registry.%';
+    IF registry IS NOT NULL THEN
+        FOR k, v IN SELECT * FROM jsonb_each_text(jsonb_strip_nulls(registry)) LOOP
+            IF kafka_sink._is_secret_registry_option(k) THEN
+                INSERT INTO kafka_sink.secrets AS s (pipeline_id, name, value)
+                VALUES (p_pipeline_id, 'schema_registry.' || k, v);
+            ELSE
+                plain := plain || jsonb_build_object(k, v);
+            END IF;
+        END LOOP;
+    END IF;
+    UPDATE kafka_sink.pipeline_definitions p
+       SET schema_registry = CASE WHEN registry IS NULL THEN NULL ELSE plain END
+     WHERE p.id = p_pipeline_id;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._set_schema_registry(bigint, jsonb) IS
+'Internal: stores a pipeline''s schema_registry: its secret in kafka_sink.secrets, the rest in the definition (NULL removes the registry).';
+
+-- alter_pipeline's formats: a new schema_registry replaces the old one
+-- whole, and a JSON null removes it.
+CREATE FUNCTION kafka_sink._alter_formats(p kafka_sink.pipeline_definitions, new_value_format text,
+                                          new_key_format text, new_value_schema text, new_registry jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    vf text := coalesce(new_value_format, p.value_format);
+    kf text := coalesce(new_key_format, p.key_format);
+    vs text := CASE WHEN new_value_schema = '' THEN NULL ELSE coalesce(new_value_schema, p.value_schema) END;
+    reg jsonb;
+    keep_registry boolean := new_registry IS NULL;
+BEGIN
+    IF new_key_format IS NOT NULL AND new_key_format <> p.key_format
+       AND NOT (new_key_format IN ('json', 'avro') AND p.key_format IN ('json', 'avro')) THEN
+        RAISE EXCEPTION 'key_format can only change between json and avro'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Recreate the pipeline to read its keys another way.';
+    END IF;
+    IF new_registry IS NOT NULL AND jsonb_typeof(new_registry) = 'null' THEN
+        reg := NULL;
+    ELSIF new_registry IS NOT NULL THEN
+        reg := new_registry;
+    ELSIF p.schema_registry IS NOT NULL THEN
+        -- the stored options with the stored secret, to check them together
+        reg := p.schema_registry || coalesce((SELECT jsonb_object_agg(substr(s.name, 17), s.value)
+                                                FROM kafka_sink.secrets s
+                                               WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}');
+    END IF;
+    IF new_value_format = 'json' AND new_value_schema IS NULL THEN
+        vs := NULL;
+    END IF;
+    PERFORM kafka_sink._check_formats(vf, kf, vs, reg);
+    -- the formats first: a registry removed for a value_schema must find it set
+    UPDATE kafka_sink.pipeline_definitions x
+       SET value_format = vf, key_format = kf, value_schema = vs
+     WHERE x.id = p.id;
+    IF NOT keep_registry THEN
+        PERFORM kafka_sink._set_schema_registry(p.id, reg);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._alter_formats(kafka_sink.pipeline_definitions, text, text, text, jsonb) IS
+'Internal: alter_pipeline''s formats: schema_registry replaces the registry whole (a JSON null removes it), value_schema => '''' removes the inline schema.';
+
+-- The wire format's schema id of a raw value (bronze, quarantine), or NULL.
+CREATE FUNCTION kafka_sink.wire_schema_id(value bytea)
+RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN length(value) >= 5 AND get_byte(value, 0) = 0
+                THEN (get_byte(value, 1)::bigint << 24 | get_byte(value, 2) << 16
+                      | get_byte(value, 3) << 8 | get_byte(value, 4))::bit(32)::integer END
+$$;
+COMMENT ON FUNCTION kafka_sink.wire_schema_id(bytea) IS
+'The schema id of a value in Confluent''s wire format (magic byte 0, the id big-endian), as kept raw in bronze tables and the quarantine; NULL when the value is not in that format.';
+
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOREACH f IN ARRAY ARRAY['kafka_sink._check_registry_options(jsonb)', 'kafka_sink._is_secret_registry_option(text)',
+                             'kafka_sink._check_avro_schema(text)',
+                             'kafka_sink._check_formats(text, text, text, jsonb)',
+                             'kafka_sink._set_schema_registry(bigint, jsonb)',
+                             'kafka_sink._alter_formats(kafka_sink.pipeline_definitions, text, text, text, jsonb)',
+                             'kafka_sink.wire_schema_id(bytea)']::regprocedure[]
+    LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO kafka_sink_admin', f);
+    END LOOP;
+END
+$$;
+
+-- create_pipeline and alter_pipeline with the format parameters, after
+-- those of the dead-letter block (bodies and entry points)
+DROP FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text);
+DROP FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text);
+DROP FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text);
+DROP FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text);
+
+CREATE FUNCTION kafka_sink._api_create_pipeline(
+    name                  text,
+    bootstrap_servers     text,
+    target                text DEFAULT NULL,
+    subscribe             text[] DEFAULT NULL,
+    subscribe_pattern     text DEFAULT NULL,
+    assign                jsonb DEFAULT NULL,
+    key_columns           text[] DEFAULT NULL,
+    order_column          text DEFAULT NULL,
+    mode                  text DEFAULT 'merge',
+    batch_function        regprocedure DEFAULT NULL,
+    starting_offsets      text DEFAULT 'latest',
+    fail_on_data_loss     boolean DEFAULT true,
+    max_offsets_per_batch bigint DEFAULT 100000,
+    max_batch_bytes       bigint DEFAULT 67108864,
+    trigger_interval      interval DEFAULT '100 ms',
+    workers               integer DEFAULT 1,
+    kafka_options         jsonb DEFAULT '{}',
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL,
+    ending_offsets        text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT 0,
+    max_trigger_delay     interval DEFAULT '15 min',
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT 'json',
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    target_oid regclass;
+    bronze_oid regclass;
+    new_id bigint;
+    plain_options jsonb;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    IF name IS NULL OR name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,62}$' THEN
+        RAISE EXCEPTION 'invalid pipeline name "%"', name
+            USING ERRCODE = 'invalid_name',
+                  HINT = 'A pipeline name starts with a letter or "_" and has at most 63 letters, digits, "_", "." or "-".';
+    END IF;
+    IF EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.name = _api_create_pipeline.name) THEN
+        RAISE EXCEPTION 'pipeline "%" already exists', name
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Choose another name, or drop the pipeline first with kafka_sink.drop_pipeline.';
+    END IF;
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+       AND NOT coalesce(current_setting('kafka_sink.allow_superuser_pipelines', true), 'off')::boolean THEN
+        RAISE EXCEPTION 'pipelines cannot be owned by a superuser'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A pipeline runs with its owner''s privileges.',
+                  HINT = 'Create the pipeline as an ordinary role that is a member of kafka_sink_admin (SET ROLE), or set kafka_sink.allow_superuser_pipelines.';
+    END IF;
+    IF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = current_user) THEN
+        RAISE EXCEPTION 'role "%" cannot own a pipeline because it cannot log in', current_user
+            USING ERRCODE = 'invalid_authorization_specification',
+                  DETAIL = 'Pipeline workers connect as the pipeline''s owner.',
+                  HINT = format('ALTER ROLE %I LOGIN', current_user);
+    END IF;
+    IF bootstrap_servers IS NULL OR btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    PERFORM kafka_sink._check_source(subscribe, subscribe_pattern, assign);
+
+    IF mode IS NULL OR mode NOT IN ('merge', 'append', 'function') THEN
+        RAISE EXCEPTION 'invalid mode "%"', mode
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'mode is one of ''merge'', ''append'' or ''function''.';
+    END IF;
+    IF target IS NULL AND bronze IS NULL THEN
+        RAISE EXCEPTION 'target cannot be null'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass target => ''schema.table''; in mode function it gives the rows'' type. A bronze-only pipeline passes bronze => ''schema.raw_table'' instead.';
+    END IF;
+    IF bronze IS NOT NULL THEN
+        bronze_oid := kafka_sink._bronze_table(bronze);
+    END IF;
+    IF target IS NOT NULL THEN
+        target_oid := to_regclass(target);
+        IF target_oid IS NULL THEN
+            RAISE EXCEPTION 'target table "%" does not exist', target
+                USING ERRCODE = 'undefined_table',
+                      HINT = 'Create the table first, and schema-qualify its name.';
+        END IF;
+        key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
+        -- Avro keys decode to the same fields as JSON keys (format.h)
+        PERFORM kafka_sink._check_contract(target_oid, key_columns, columns,
+                                           CASE key_format WHEN 'avro' THEN 'json' ELSE key_format END,
+                                           delete_on_tombstone, schema_version_field,
+                                           schema_versions, event_id, mode);
+    ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
+          OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge' THEN
+        RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
+    END IF;
+    IF mode = 'function' THEN
+        IF batch_function IS NULL THEN
+            RAISE EXCEPTION 'mode function needs a batch_function'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass batch_function => ''my_schema.my_fn(bigint, my_schema.my_table[])''.';
+        END IF;
+        PERFORM kafka_sink._check_batch_function(batch_function, target_oid);
+    ELSIF batch_function IS NOT NULL THEN
+        RAISE EXCEPTION 'batch_function needs mode function'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass mode => ''function'' as well.';
+    END IF;
+
+    PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+    IF ending_offsets IS NOT NULL THEN
+        IF ending_offsets = 'earliest' THEN
+            RAISE EXCEPTION 'ending_offsets cannot be earliest'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A backfill ends at ''latest'' (the high watermarks when it starts), a timestamp, or per-partition JSON.';
+        END IF;
+        PERFORM kafka_sink._check_starting_offsets(ending_offsets);
+    END IF;
+    PERFORM kafka_sink._check_limits(max_offsets_per_batch, max_batch_bytes, trigger_interval, workers,
+                                     min_offsets_per_batch, max_trigger_delay);
+    IF fail_on_data_loss IS NULL OR start IS NULL THEN
+        RAISE EXCEPTION 'fail_on_data_loss and start cannot be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
+    END IF;
+    IF kafka_options IS NULL THEN
+        kafka_options := '{}';
+    END IF;
+    PERFORM kafka_sink._check_kafka_options(kafka_options);
+    PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, subscribe, subscribe_pattern, assign, target_oid);
+    PERFORM kafka_sink._check_formats(value_format, key_format, value_schema, schema_registry);
+
+    INSERT INTO kafka_sink.pipeline_definitions AS p
+        (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, kafka_options, columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets,
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
+         value_format, value_schema, schema_registry)
+    VALUES
+        (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
+         CASE WHEN start THEN 'running' ELSE 'stopped' END,
+         bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target_oid, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, '{}', columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid, ending_offsets,
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
+         -- the registry's options by _set_schema_registry below (its secret apart)
+         value_format, value_schema, CASE WHEN schema_registry IS NOT NULL THEN '{}'::jsonb END)
+    RETURNING p.id INTO new_id;
+
+    plain_options := kafka_sink._split_secrets(new_id, kafka_options);
+    UPDATE kafka_sink.pipeline_definitions p SET kafka_options = plain_options WHERE p.id = new_id;
+    PERFORM kafka_sink._set_schema_registry(new_id, schema_registry);
+    PERFORM kafka_sink._wake_launcher();
+    RETURN new_id;
+END
+$$;
+
+REVOKE ALL ON FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb) FROM PUBLIC, kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb) IS
+'The SQL body of kafka_sink.create_pipeline, called only through it (with the catalog writes allowed).';
+
+CREATE FUNCTION kafka_sink._api_alter_pipeline(
+    name                  text,
+    max_offsets_per_batch bigint DEFAULT NULL,
+    max_batch_bytes       bigint DEFAULT NULL,
+    trigger_interval      interval DEFAULT NULL,
+    workers               integer DEFAULT NULL,
+    kafka_options         jsonb DEFAULT NULL,
+    starting_offsets      text DEFAULT NULL,
+    fail_on_data_loss     boolean DEFAULT NULL,
+    bootstrap_servers     text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT NULL,
+    max_trigger_delay     interval DEFAULT NULL,
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT NULL,
+    key_format            text DEFAULT NULL,
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    k text;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(name, true);
+    -- the limits as the pipeline will have them (a new value, or the current one)
+    PERFORM kafka_sink._check_limits(coalesce(_api_alter_pipeline.max_offsets_per_batch, p.max_offsets_per_batch),
+                                     coalesce(_api_alter_pipeline.max_batch_bytes, p.max_batch_bytes),
+                                     coalesce(_api_alter_pipeline.trigger_interval, p.trigger_interval),
+                                     coalesce(_api_alter_pipeline.workers, p.workers),
+                                     coalesce(_api_alter_pipeline.min_offsets_per_batch, p.min_offsets_per_batch),
+                                     coalesce(_api_alter_pipeline.max_trigger_delay, p.max_trigger_delay));
+    IF bootstrap_servers IS NOT NULL AND btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    IF starting_offsets IS NOT NULL THEN
+        PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+        IF EXISTS (SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = p.id) THEN
+            RAISE NOTICE 'starting_offsets only applies to partitions with no checkpoint'
+                USING DETAIL = 'Partitions that already have a checkpoint keep reading from it.',
+                      HINT = 'Stop the pipeline and use kafka_sink.reset_offsets to move a checkpoint.';
+        END IF;
+    END IF;
+    -- '' removes the dead-letter topic (NULL leaves it as it is)
+    IF dead_letter_topic <> '' THEN
+        PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, p.subscribe, p.subscribe_pattern,
+                                                    p.assign, p.target);
+    END IF;
+    IF kafka_options IS NOT NULL THEN
+        PERFORM kafka_sink._check_kafka_options(kafka_options);
+        -- a key with a JSON null value removes the option
+        FOR k IN SELECT key FROM jsonb_each(kafka_options) WHERE jsonb_typeof(value) = 'null' LOOP
+            DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id AND s.name = k;
+            p.kafka_options := p.kafka_options - k;
+        END LOOP;
+        p.kafka_options := p.kafka_options ||
+            kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
+    END IF;
+
+    IF num_nonnulls(value_format, key_format, value_schema, schema_registry) > 0 THEN
+        PERFORM kafka_sink._alter_formats(p, value_format, key_format, value_schema, schema_registry);
+    END IF;
+
+    UPDATE kafka_sink.pipeline_definitions x SET
+        max_offsets_per_batch = coalesce(_api_alter_pipeline.max_offsets_per_batch, x.max_offsets_per_batch),
+        max_batch_bytes = coalesce(_api_alter_pipeline.max_batch_bytes, x.max_batch_bytes),
+        trigger_interval = coalesce(_api_alter_pipeline.trigger_interval, x.trigger_interval),
+        workers = coalesce(_api_alter_pipeline.workers, x.workers),
+        kafka_options = p.kafka_options,
+        starting_offsets = coalesce(_api_alter_pipeline.starting_offsets, x.starting_offsets),
+        fail_on_data_loss = coalesce(_api_alter_pipeline.fail_on_data_loss, x.fail_on_data_loss),
+        bootstrap_servers = coalesce(_api_alter_pipeline.bootstrap_servers, x.bootstrap_servers),
+        min_offsets_per_batch = coalesce(_api_alter_pipeline.min_offsets_per_batch, x.min_offsets_per_batch),
+        max_trigger_delay = coalesce(_api_alter_pipeline.max_trigger_delay, x.max_trigger_delay),
+        dead_letter_topic = CASE WHEN _api_alter_pipeline.dead_letter_topic IS NULL THEN x.dead_letter_topic
+                                 ELSE nullif(_api_alter_pipeline.dead_letter_topic, '') END,
+        generation = x.generation + 1,
+        updated_at = now()
+    WHERE x.id = p.id;
+    PERFORM kafka_sink._wake_launcher();
+END
+$$;
+
+REVOKE ALL ON FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) FROM PUBLIC, kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) IS
+'The SQL body of kafka_sink.alter_pipeline, called only through it (with the catalog writes allowed).';
+
+CREATE FUNCTION kafka_sink.create_pipeline(
+    name                  text,
+    bootstrap_servers     text,
+    target                text DEFAULT NULL,
+    subscribe             text[] DEFAULT NULL,
+    subscribe_pattern     text DEFAULT NULL,
+    assign                jsonb DEFAULT NULL,
+    key_columns           text[] DEFAULT NULL,
+    order_column          text DEFAULT NULL,
+    mode                  text DEFAULT 'merge',
+    batch_function        regprocedure DEFAULT NULL,
+    starting_offsets      text DEFAULT 'latest',
+    fail_on_data_loss     boolean DEFAULT true,
+    max_offsets_per_batch bigint DEFAULT 100000,
+    max_batch_bytes       bigint DEFAULT 67108864,
+    trigger_interval      interval DEFAULT '100 ms',
+    workers               integer DEFAULT 1,
+    kafka_options         jsonb DEFAULT '{}',
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL,
+    ending_offsets        text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT 0,
+    max_trigger_delay     interval DEFAULT '15 min',
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT 'json',
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb) IS
+'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id.';
+
+CREATE FUNCTION kafka_sink.alter_pipeline(
+    name                  text,
+    max_offsets_per_batch bigint DEFAULT NULL,
+    max_batch_bytes       bigint DEFAULT NULL,
+    trigger_interval      interval DEFAULT NULL,
+    workers               integer DEFAULT NULL,
+    kafka_options         jsonb DEFAULT NULL,
+    starting_offsets      text DEFAULT NULL,
+    fail_on_data_loss     boolean DEFAULT NULL,
+    bootstrap_servers     text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT NULL,
+    max_trigger_delay     interval DEFAULT NULL,
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT NULL,
+    key_format            text DEFAULT NULL,
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) IS
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it).';
+
+-- the pipelines view: the formats at the end, the registry with its
+-- secret masked; kafka_options no longer lists the registry's secret
+CREATE OR REPLACE VIEW kafka_sink.pipelines WITH (security_invoker = true) AS
+SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
+       p.subscribe, p.subscribe_pattern, p.assign, p.target, p.key_columns,
+       p.order_column, p.mode, p.batch_function, p.starting_offsets,
+       p.fail_on_data_loss, p.max_offsets_per_batch, p.max_batch_bytes,
+       p.trigger_interval, p.workers, p.columns, p.key_format, p.delete_on_tombstone,
+       p.schema_version_field, p.schema_versions, p.event_id, p.event_id_retention, p.bronze,
+       p.ending_offsets,
+       p.kafka_options || coalesce((SELECT jsonb_object_agg(s.name, '********')
+                                      FROM kafka_sink.secrets s
+                                     WHERE s.pipeline_id = p.id AND s.name NOT LIKE 'schema\_registry.%'), '{}')
+           AS kafka_options,
+       p.last_batch_id, p.created_at, p.updated_at,
+       p.min_offsets_per_batch, p.max_trigger_delay, p.dead_letter_topic,
+       p.value_format, p.value_schema,
+       p.schema_registry || coalesce((SELECT jsonb_object_agg(substr(s.name, 17), '********')
+                                        FROM kafka_sink.secrets s
+                                       WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}')
+           AS schema_registry
+  FROM kafka_sink.pipeline_definitions p;
+COMMENT ON VIEW kafka_sink.pipelines IS
+'The pipelines the current role can see, with their definitions and states; secret kafka_options and the schema registry''s secret are shown as ********.';
+
+-- replay_quarantine knows the new reasons
+CREATE OR REPLACE FUNCTION kafka_sink._api_replay_quarantine(
+    pipeline    text,
+    reason      text DEFAULT NULL,
+    topic       text DEFAULT NULL,
+    partition   integer DEFAULT NULL,
+    from_offset bigint DEFAULT NULL,
+    to_offset   bigint DEFAULT NULL,
+    ids         bigint[] DEFAULT NULL)
+RETURNS TABLE (replayed bigint, still_failing bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    chosen bigint[];
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF p.target IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" has no target to replay into', pipeline
+            USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline quarantines nothing.';
+    END IF;
+    IF reason IS NOT NULL AND reason NOT IN ('invalid_json', 'not_an_object', 'missing_required_field',
+            'invalid_value', 'unknown_schema_version', 'null_key', 'constraint_violation', 'value_too_large',
+            'rejected_by_target', 'unknown_schema_id', 'not_wire_format', 'invalid_avro') THEN
+        RAISE EXCEPTION 'unknown quarantine reason "%"', reason
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format and invalid_avro.';
+    END IF;
+    SELECT array_agg(q.id) INTO chosen
+      FROM kafka_sink.quarantine q
+     WHERE q.pipeline_id = p.id AND q.replayed_at IS NULL
+       AND (_api_replay_quarantine.reason IS NULL OR q.reason = _api_replay_quarantine.reason)
+       AND (_api_replay_quarantine.topic IS NULL OR q.topic = _api_replay_quarantine.topic)
+       AND (_api_replay_quarantine.partition IS NULL OR q.partition = _api_replay_quarantine.partition)
+       AND (from_offset IS NULL OR q.message_offset >= from_offset)
+       AND (to_offset IS NULL OR q.message_offset <= to_offset)
+       AND (_api_replay_quarantine.ids IS NULL OR q.id = ANY (_api_replay_quarantine.ids));
+    IF chosen IS NULL THEN
+        RETURN QUERY SELECT 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM kafka_sink._replay(p.id, chosen);
+END
+$$;
+
+-- message_fate and message_fates (lineage, which met the formats here):
+-- a key in Avro or in a registry's wire format is decoded by the worker
+-- only, so they tell 'applied or superseded' instead of failing on bytes
+-- that are not JSON text
+CREATE OR REPLACE FUNCTION kafka_sink.message_fate(pipeline text, topic text, partition integer, "offset" bigint)
+RETURNS TABLE (fate text, batch_id bigint, detail text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    q kafka_sink.quarantine;
+    committed bigint;
+    b_id bigint;
+    msg record;
+    v jsonb;
+    cond text;
+    row_batch bigint;
+    row_offset bigint;
+    row_topic text;
+    row_partition int;
+    has_lineage boolean;
+    keycol text;
+BEGIN
+    p := kafka_sink._get_pipeline(pipeline);
+    SELECT o.next_offset INTO committed FROM kafka_sink.offsets o
+     WHERE o.pipeline_id = p.id AND o.topic = message_fate.topic AND o.partition = message_fate.partition;
+    IF committed IS NULL OR message_fate."offset" >= committed THEN
+        RETURN QUERY SELECT 'pending'::text, NULL::bigint, 'not read yet'::text;
+        RETURN;
+    END IF;
+    SELECT x.batch_id INTO b_id FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
+     WHERE x.pipeline_id = p.id AND g->>'topic' = message_fate.topic AND (g->>'partition')::int = message_fate.partition
+       AND message_fate."offset" >= (g->>'start')::bigint AND message_fate."offset" < (g->>'end')::bigint LIMIT 1;
+    IF EXISTS (SELECT 1 FROM kafka_sink.data_loss d WHERE d.pipeline_id = p.id AND d.topic = message_fate.topic
+                 AND d.partition = message_fate.partition AND d.kind = 'deleted'
+                 AND message_fate."offset" >= d.expected_offset AND message_fate."offset" < d.available_offset) THEN
+        RETURN QUERY SELECT 'lost'::text, b_id, 'deleted from Kafka before it was read (fail_on_data_loss = false)'::text;
+        RETURN;
+    END IF;
+    SELECT * INTO q FROM kafka_sink.quarantine x
+     WHERE x.pipeline_id = p.id AND x.topic = message_fate.topic AND x.partition = message_fate.partition
+       AND x.message_offset = message_fate."offset";
+    IF FOUND AND q.replayed_at IS NULL THEN
+        RETURN QUERY SELECT 'quarantined'::text, q.batch_id, q.reason || ': ' || q.detail;
+        RETURN;
+    END IF;
+    IF p.target IS NULL THEN
+        RETURN QUERY SELECT 'landed'::text, b_id, 'bronze only'::text;
+        RETURN;
+    END IF;
+    IF p.mode <> 'merge' THEN
+        RETURN QUERY SELECT CASE p.mode WHEN 'append' THEN 'appended' ELSE 'passed to the batch function' END, b_id, NULL::text;
+        RETURN;
+    END IF;
+    has_lineage := (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = p.target AND NOT a.attisdropped
+                      AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
+    SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
+    IF NOT has_lineage OR msg IS NULL THEN
+        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
+            'lineage columns on the target and a bronze table are needed to tell more'::text;
+        RETURN;
+    END IF;
+    -- a key in Avro or in a registry's wire format is decoded by the worker
+    -- only (src/format.c): the raw bytes are not JSON text
+    IF p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
+            format('the key of a message in value_format %s or key_format %s is not decoded here',
+                   p.value_format, p.key_format);
+        RETURN;
+    END IF;
+    -- the message's key, decoded the way the pipeline does for the common cases
+    IF p.key_format = 'string' THEN
+        v := jsonb_build_object(p.key_columns[1], convert_from(msg.key, 'UTF8'));
+    ELSIF p.key_format = 'json' THEN
+        v := convert_from(msg.key, 'UTF8')::jsonb;
+    ELSIF msg.value IS NOT NULL THEN
+        v := '{}';
+        FOREACH keycol IN ARRAY p.key_columns LOOP
+            v := v || jsonb_build_object(keycol, convert_from(msg.value, 'UTF8')::jsonb
+                        #> string_to_array(coalesce(p.columns->>keycol, p.columns->keycol->>'path', keycol), '.'));
+        END LOOP;
+    END IF;
+    SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(p.key_columns) c;
+    EXECUTE format('SELECT t._kafka_topic, t._kafka_partition, t._kafka_offset, t._kafka_batch_id'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', p.target, p.target, cond)
+       INTO row_topic, row_partition, row_offset, row_batch USING v;
+    IF row_offset IS NULL THEN
+        RETURN QUERY SELECT 'deleted'::text, b_id, format('no row for key %s', v);
+    ELSIF row_topic = topic AND row_partition = partition AND row_offset = "offset" THEN
+        RETURN QUERY SELECT 'applied'::text, b_id, format('the current source of the row with key %s', v);
+    ELSIF row_batch = b_id THEN
+        RETURN QUERY SELECT 'superseded'::text, b_id,
+            format('offset %s of the same batch won for key %s', row_offset, v);
+    ELSIF row_batch < b_id THEN
+        RETURN QUERY SELECT 'stale'::text, b_id,
+            format('the row for key %s (from batch %s) was newer', v, row_batch);
+    ELSE
+        RETURN QUERY SELECT 'overwritten'::text, b_id,
+            format('replaced by offset %s in batch %s', row_offset, row_batch);
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION kafka_sink.message_fates(pipeline text, topic text DEFAULT NULL, partition integer DEFAULT NULL,
+                                         from_offset bigint DEFAULT NULL, to_offset bigint DEFAULT NULL)
+RETURNS SETOF kafka_sink.message_fate_row
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    has_lineage boolean;
+    keyexpr text;
+    keycond text;
+    body text;
+    classify text;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF from_offset < 0 OR to_offset < 0 THEN
+        RAISE EXCEPTION 'offsets cannot be negative'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass from_offset and to_offset as Kafka offsets (0 or more).';
+    END IF;
+    IF from_offset > to_offset THEN
+        RAISE EXCEPTION 'from_offset % is past to_offset %', from_offset, to_offset
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Both ends of the range are included.';
+    END IF;
+    IF partition < 0 THEN
+        RAISE EXCEPTION 'partition cannot be negative'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Kafka partitions are numbered from 0.';
+    END IF;
+    has_lineage := p.target IS NOT NULL AND (SELECT count(*) FROM pg_attribute a
+                       WHERE a.attrelid = p.target AND NOT a.attisdropped AND a.attnum > 0
+                         AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
+
+    -- the messages of the range: per partition with a checkpoint, from
+    -- from_offset (else the first checkpoint or the first retained batch)
+    -- to to_offset (else the last committed offset); offsets at or past
+    -- the checkpoint are pending, so only listed when to_offset asks
+    body := $q$
+    WITH parts AS MATERIALIZED (
+        SELECT o.topic, o.partition, o.next_offset,
+               coalesce($4, least(o.start_offset, (
+                   SELECT min(r.start) FROM kafka_sink.batches b,
+                          jsonb_to_recordset(b.ranges) AS r(topic text, partition integer, start bigint)
+                    WHERE b.pipeline_id = $1 AND r.topic = o.topic AND r.partition = o.partition)), o.next_offset) AS lo,
+               coalesce($5, o.next_offset - 1) AS hi
+          FROM kafka_sink.offsets o
+         WHERE o.pipeline_id = $1 AND ($2::text IS NULL OR o.topic = $2) AND ($3::int IS NULL OR o.partition = $3)),
+    in_batch AS MATERIALIZED (
+        SELECT pa.topic, pa.partition, g.o AS "offset", max(b.batch_id) AS batch_id
+          FROM kafka_sink.batches b,
+               jsonb_to_recordset(b.ranges) AS r(topic text, partition integer, start bigint, "end" bigint),
+               parts pa,
+               generate_series(greatest(r.start, pa.lo), least(r."end" - 1, pa.hi, pa.next_offset - 1)) AS g(o)
+         WHERE b.pipeline_id = $1 AND r.topic = pa.topic AND r.partition = pa.partition
+         GROUP BY 1, 2, 3),
+    lost AS MATERIALIZED (
+        SELECT DISTINCT pa.topic, pa.partition, g.o AS "offset"
+          FROM kafka_sink.data_loss d
+          JOIN parts pa ON pa.topic = d.topic AND pa.partition = d.partition,
+               generate_series(greatest(d.expected_offset, pa.lo), least(d.available_offset - 1, pa.hi)) AS g(o)
+         WHERE d.pipeline_id = $1 AND d.kind = 'deleted'),
+    m AS MATERIALIZED (
+        SELECT pa.topic, pa.partition, g.o AS "offset", g.o >= pa.next_offset AS pending,
+               ib.batch_id, l."offset" IS NOT NULL AS lost,
+               q.batch_id AS q_batch, q.reason || ': ' || q.detail AS q_detail
+          FROM parts pa
+         CROSS JOIN LATERAL generate_series(pa.lo, pa.hi) AS g(o)
+          LEFT JOIN in_batch ib ON ib.topic = pa.topic AND ib.partition = pa.partition AND ib."offset" = g.o
+          LEFT JOIN lost l ON l.topic = pa.topic AND l.partition = pa.partition AND l."offset" = g.o
+          LEFT JOIN kafka_sink.quarantine q
+                 ON q.pipeline_id = $1 AND q.topic = pa.topic AND q.partition = pa.partition
+                AND q.message_offset = g.o AND q.replayed_at IS NULL)
+    $q$;
+
+    classify := $q$
+        CASE WHEN m.pending THEN 'pending'
+             WHEN m.lost THEN 'lost'
+             WHEN m.q_batch IS NOT NULL THEN 'quarantined' $q$;
+
+    -- (a key in Avro or in a registry's wire format is decoded by the worker
+    -- only: as message_fate, no more than 'applied or superseded')
+    IF p.target IS NULL OR p.mode <> 'merge' OR NOT has_lineage OR p.bronze IS NULL
+       OR p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+        RETURN QUERY EXECUTE body || format($q$
+        SELECT m.topic, m.partition, m."offset",
+               %s ELSE %L END,
+               CASE WHEN m.q_batch IS NOT NULL AND NOT m.pending AND NOT m.lost THEN m.q_batch
+                    WHEN NOT m.pending THEN m.batch_id END,
+               CASE WHEN m.pending THEN 'not read yet'
+                    WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                    WHEN m.q_batch IS NOT NULL THEN m.q_detail
+                    ELSE %L END
+          FROM m ORDER BY 1, 2, 3 $q$,
+            classify,
+            CASE WHEN p.target IS NULL THEN 'landed' WHEN p.mode = 'append' THEN 'appended'
+                 WHEN p.mode = 'function' THEN 'passed to the batch function' ELSE 'applied or superseded' END,
+            CASE WHEN p.target IS NULL THEN 'bronze only' WHEN p.mode <> 'merge' THEN NULL
+                 WHEN has_lineage AND p.bronze IS NOT NULL
+                 THEN format('the key of a message in value_format %s or key_format %s is not decoded here',
+                             p.value_format, p.key_format)
+                 ELSE 'lineage columns on the target and a bronze table are needed to tell more' END)
+            USING p.id, topic, partition, from_offset, to_offset;
+        RETURN;
+    END IF;
+
+    -- the message's key, decoded as message_fate() decodes it
+    IF p.key_format = 'string' THEN
+        keyexpr := format('jsonb_build_object(%L, convert_from(br.key, ''UTF8''))', p.key_columns[1]);
+    ELSIF p.key_format = 'json' THEN
+        keyexpr := 'convert_from(br.key, ''UTF8'')::jsonb';
+    ELSE
+        SELECT 'CASE WHEN br.value IS NOT NULL THEN jsonb_build_object(' ||
+               string_agg(format('%L, (convert_from(br.value, ''UTF8'')::jsonb) #> %L::text[]', c,
+                                 string_to_array(coalesce(p.columns->c->>'path', p.columns->>c, c), '.')), ', ')
+               || ') END'
+          INTO keyexpr FROM unnest(p.key_columns) c;
+    END IF;
+    SELECT string_agg(format('t.%1$I = (mk.k).%1$I', c), ' AND ') INTO keycond FROM unnest(p.key_columns) c;
+
+    RETURN QUERY EXECUTE body || format($q$,
+    mk AS (
+        SELECT m.*, br."offset" IS NOT NULL AS has_msg, v.v, jsonb_populate_record(NULL::%1$s, v.v) AS k
+          FROM m
+          LEFT JOIN %2$s br ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
+                           AND br.topic = m.topic COLLATE "C" AND br.partition = m.partition AND br."offset" = m."offset"
+          CROSS JOIN LATERAL (SELECT CASE WHEN br."offset" IS NOT NULL THEN %3$s END AS v) v)
+    SELECT mk.topic, mk.partition, mk."offset",
+           %4$s
+                WHEN NOT mk.has_msg THEN 'applied or superseded'
+                WHEN t._kafka_offset IS NULL THEN 'deleted'
+                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset" THEN 'applied'
+                WHEN t._kafka_batch_id = mk.batch_id THEN 'superseded'
+                WHEN t._kafka_batch_id < mk.batch_id THEN 'stale'
+                ELSE 'overwritten' END,
+           CASE WHEN mk.q_batch IS NOT NULL AND NOT mk.pending AND NOT mk.lost THEN mk.q_batch
+                WHEN NOT mk.pending THEN mk.batch_id END,
+           CASE WHEN mk.pending THEN 'not read yet'
+                WHEN mk.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                WHEN mk.q_batch IS NOT NULL THEN mk.q_detail
+                WHEN NOT mk.has_msg THEN 'lineage columns on the target and a bronze table are needed to tell more'
+                WHEN t._kafka_offset IS NULL THEN format('no row for key %%s', mk.v)
+                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset"
+                     THEN format('the current source of the row with key %%s', mk.v)
+                WHEN t._kafka_batch_id = mk.batch_id THEN format('offset %%s of the same batch won for key %%s', t._kafka_offset, mk.v)
+                WHEN t._kafka_batch_id < mk.batch_id THEN format('the row for key %%s (from batch %%s) was newer', mk.v, t._kafka_batch_id)
+                ELSE format('replaced by offset %%s in batch %%s', t._kafka_offset, t._kafka_batch_id) END
+      FROM mk
+      LEFT JOIN %1$s t ON mk.has_msg AND %5$s
+     ORDER BY 1, 2, 3 $q$,
+        p.target, p.bronze, keyexpr, replace(classify, 'm.', 'mk.'), keycond)
+        USING p.id, topic, partition, from_offset, to_offset;
+END
+$$;
+
+-- ---- end of formats ----

@@ -466,3 +466,37 @@ kafka_sink_librdkafka_features(PG_FUNCTION_ARGS)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(TEXTOID));
 	PG_RETURN_DATUM(makeArrayResult(astate, CurrentMemoryContext));
 }
+
+/* ---- schema_registry options (the same rules as kafka_options) ---- */
+
+PG_FUNCTION_INFO_V1(kafka_sink_check_registry_options);
+PG_FUNCTION_INFO_V1(kafka_sink_is_secret_registry_option);
+
+Datum
+kafka_sink_check_registry_options(PG_FUNCTION_ARGS)
+{
+	List	   *options;
+	ListCell   *lc;
+	bool		url = false;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_VOID();
+	options = options_from_jsonb(PG_GETARG_JSONB_P(0), "schema_registry");
+	/* the pipeline's owner is the calling role */
+	ks_registry_options_check(options, GetUserId());
+	foreach(lc, options)
+		if (strcmp(((KsOption *) lfirst(lc))->name, "url") == 0)
+			url = true;
+	if (!url)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("schema_registry needs a url"),
+				 errhint("Pass schema_registry => '{\"url\": \"https://registry:8081\"}'.")));
+	PG_RETURN_VOID();
+}
+
+Datum
+kafka_sink_is_secret_registry_option(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(ks_registry_option_is_secret(text_to_cstring(PG_GETARG_TEXT_PP(0))));
+}

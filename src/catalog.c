@@ -233,7 +233,13 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_min_offsets_per_batch	24
 #define Anum_pipeline_max_trigger_delay_ms	25
 #define Anum_pipeline_dead_letter_topic		26
-#define Natts_pipeline						26
+#define Anum_pipeline_value_format			27
+#define Anum_pipeline_value_schema			28
+#define Anum_pipeline_registry_url			29
+#define Anum_pipeline_registry_timeout_ms	30
+#define Anum_pipeline_registry_ca_location	31
+#define Anum_pipeline_registry_userinfo		32
+#define Natts_pipeline						32
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -245,8 +251,53 @@ load_offset_spec(const char *column, const char *spec,
 	" ending_offsets," \
 	" coalesce(min_offsets_per_batch, 0)," \
 	" (extract(epoch FROM max_trigger_delay) * 1000)::int8," \
-	" dead_letter_topic" \
+	" dead_letter_topic," \
+	" value_format, value_schema, schema_registry->>'url'," \
+	" coalesce((schema_registry->>'timeout.ms')::int8, 30000)," \
+	" schema_registry->>'ssl.ca.location'," \
+	" (SELECT s.value FROM kafka_sink.secrets s WHERE s.pipeline_id = $1" \
+	"   AND s.name = 'schema_registry.basic.auth.user.info')" \
 	" FROM kafka_sink.pipeline_definitions WHERE id = $1"
+
+/*
+ * The formats of a pipeline (format.h), from its row of PIPELINE_SQL:
+ * value_format, key_format avro, value_schema and the schema registry, its
+ * secret included.
+ */
+static void
+load_formats(KsPipeline *p, MemoryContext mcxt)
+{
+	char	   *value_format = getstr(0, Anum_pipeline_value_format, mcxt);
+	char	   *url;
+
+	p->value_fmt = ks_format_find(value_format ? value_format : "json");
+	if (p->value_fmt == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown value_format \"%s\" of pipeline \"%s\"", value_format, p->name)));
+	p->key_fmt = ks_format_find(p->key_format == KS_KEY_AVRO ? "avro" : "json");
+	p->value_schema = getstr(0, Anum_pipeline_value_schema, mcxt);
+	url = getstr(0, Anum_pipeline_registry_url, mcxt);
+	if (url != NULL)
+	{
+		KsRegistryConf *r = MemoryContextAllocZero(mcxt, sizeof(KsRegistryConf));
+		char	   *list = MemoryContextStrdup(mcxt, url);
+		char	   *tok;
+		char	   *save = NULL;
+		MemoryContext old;
+
+		r->key = url;
+		r->timeout_ms = (int) Min(Max(getint8(0, Anum_pipeline_registry_timeout_ms), 1), 3600000);
+		r->ca_location = getstr(0, Anum_pipeline_registry_ca_location, mcxt);
+		r->userinfo = getstr(0, Anum_pipeline_registry_userinfo, mcxt);
+		r->owner = p->owner;
+		old = MemoryContextSwitchTo(mcxt);
+		for (tok = strtok_r(list, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+			r->urls = lappend(r->urls, tok);
+		MemoryContextSwitchTo(old);
+		p->registry = r;
+	}
+}
 
 /*
  * Loads the definition of a pipeline, secrets included, into mcxt.
@@ -287,7 +338,8 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		char	   *kf = getstr(0, Anum_pipeline_key_format, mcxt);
 
 		p->key_format = strcmp(kf, "string") == 0 ? KS_KEY_STRING :
-			strcmp(kf, "json") == 0 ? KS_KEY_JSON : KS_KEY_NONE;
+			strcmp(kf, "json") == 0 ? KS_KEY_JSON :
+			strcmp(kf, "avro") == 0 ? KS_KEY_AVRO : KS_KEY_NONE;
 	}
 	p->delete_on_tombstone = getint8(0, Anum_pipeline_delete_on_tombstone) != 0;
 	p->schema_version_field = getstr(0, Anum_pipeline_schema_version_field, mcxt);
@@ -298,9 +350,8 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->min_offsets_per_batch = getint8(0, Anum_pipeline_min_offsets_per_batch);
 	p->max_trigger_delay_ms = getint8(0, Anum_pipeline_max_trigger_delay_ms);
 	p->dead_letter_topic = getstr(0, Anum_pipeline_dead_letter_topic, mcxt);
-	/* the formats and envelope the catalog knows today */
-	p->value_fmt = ks_format_find("json");
-	p->key_fmt = ks_format_find("json");
+	/* the formats (value_format, key_format) and the envelope */
+	load_formats(p, mcxt);
 	p->envelope = ks_envelope_find("plain");
 
 	/* column mappings: the default one, then one per schema version */
@@ -352,7 +403,8 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 
 	exec_id("SELECT key, value FROM kafka_sink.pipeline_definitions d, jsonb_each_text(d.kafka_options)"
 			" WHERE d.id = $1"
-			" UNION ALL SELECT name, value FROM kafka_sink.secrets WHERE pipeline_id = $1",
+			" UNION ALL SELECT name, value FROM kafka_sink.secrets WHERE pipeline_id = $1"
+			" AND name NOT LIKE 'schema\\_registry.%'",
 			pipeline_id, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -1165,4 +1217,53 @@ ks_catalog_outbox_prune(int64 older_than_s)
 	ks_spi_exec("prune the outbox",
 				"DELETE FROM kafka_sink.outbox WHERE delivered_at < now() - $1 * interval '1 second'",
 				1, argtypes, values, NULL, false, SPI_OK_DELETE);
+}
+
+/* ---- kafka_sink.schemas: schemas fetched from registries (format.h) ---- */
+
+/* The schema of id in registry, from the catalog; false when absent. */
+bool
+ks_catalog_schema_get(const char *registry, int32 id, char **type, char **text)
+{
+	Oid			argtypes[2] = {TEXTOID, INT4OID};
+	Datum		values[2] = {CStringGetTextDatum(registry), Int32GetDatum(id)};
+
+	ks_spi_exec("read kafka_sink.schemas",
+				"SELECT schema_type, schema FROM kafka_sink.schemas"
+				" WHERE registry = $1 AND id = $2",
+				2, argtypes, values, NULL, true, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return false;
+	*type = getstr(0, 1, CurrentMemoryContext);
+	*text = getstr(0, 2, CurrentMemoryContext);
+	return true;
+}
+
+/*
+ * Stores a schema fetched from a registry.  True when this call inserted
+ * it, false when the catalog had it already.  It is kafka_sink's own
+ * write, so catalog writes are allowed around it even while decoding
+ * (which otherwise runs with them suspended).
+ */
+bool
+ks_catalog_schema_put(const char *registry, int32 id, const char *type, const char *text)
+{
+	Oid			argtypes[4] = {TEXTOID, INT4OID, TEXTOID, TEXTOID};
+	Datum		values[4] = {CStringGetTextDatum(registry), Int32GetDatum(id),
+	CStringGetTextDatum(type), CStringGetTextDatum(text)};
+	int			saved = ks_catalog_writes_raise();
+
+	PG_TRY();
+	{
+		ks_spi_exec("write kafka_sink.schemas",
+					"INSERT INTO kafka_sink.schemas AS s (registry, id, schema_type, schema)"
+					" VALUES ($1, $2, $3, $4) ON CONFLICT (registry, id) DO NOTHING",
+					4, argtypes, values, NULL, false, SPI_OK_INSERT);
+	}
+	PG_FINALLY();
+	{
+		ks_catalog_writes_restore(saved);
+	}
+	PG_END_TRY();
+	return SPI_processed > 0;
 }

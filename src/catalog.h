@@ -85,4 +85,9 @@ extern void ks_catalog_outbox_delivered(int64 *ids, int32 *parts, int64 *offs, i
 extern void ks_catalog_outbox_failed(int64 id, const char *error);
 extern void ks_catalog_outbox_prune(int64 older_than_s);
 
+/* kafka_sink.schemas: schemas fetched from a schema registry (schema_registry.c) */
+extern bool ks_catalog_schema_get(const char *registry, int32 id, char **type, char **text);
+extern bool ks_catalog_schema_put(const char *registry, int32 id, const char *type,
+								  const char *text);
+
 #endif							/* KS_CATALOG_H */

@@ -79,6 +79,12 @@ ks_reason_name(KsReason r)
 			return "value_too_large";
 		case KS_REJECTED_BY_TARGET:
 			return "rejected_by_target";
+		case KS_UNKNOWN_SCHEMA_ID:
+			return "unknown_schema_id";
+		case KS_NOT_WIRE_FORMAT:
+			return "not_wire_format";
+		case KS_INVALID_AVRO:
+			return "invalid_avro";
 	}
 	return "unknown";
 }
@@ -305,7 +311,7 @@ convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
 	converting_column = -1;
 }
 
-/* key_format string or json: the key columns come from the message key. */
+/* key_format string, json or avro: the key columns come from the message key. */
 void
 ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row)
 {

@@ -67,7 +67,9 @@ typedef struct KsTarget
 	int		  **vscale;
 	int			version_slot;
 	int			event_id_slot;
-	KsWalkPaths key_walk;		/* key_format json: one slot per key column */
+	KsWalkPaths key_walk;		/* key_format json or avro: one slot per key column */
+	bool	   *pg_array;		/* per slot of walk: an array column takes it */
+	bool	   *key_pg_array;	/* per slot of key_walk */
 } KsTarget;
 
 typedef enum KsReason
@@ -81,7 +83,10 @@ typedef enum KsReason
 	KS_NULL_KEY,
 	KS_CONSTRAINT_VIOLATION,
 	KS_VALUE_TOO_LARGE,
-	KS_REJECTED_BY_TARGET		/* a trigger, RLS policy or check option said no */
+	KS_REJECTED_BY_TARGET,		/* a trigger, RLS policy or check option said no */
+	KS_UNKNOWN_SCHEMA_ID,		/* the registry does not know the frame's schema id */
+	KS_NOT_WIRE_FORMAT,			/* no magic byte 0 and schema id */
+	KS_INVALID_AVRO				/* the payload does not decode with its schema */
 } KsReason;
 
 /* A decoded message: one value per target column. */

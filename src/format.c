@@ -3,18 +3,29 @@
  * format.c
  *		The table of message formats, and the one call decoding makes.
  *
- * Owns: the registration of formats (one line each) and the choice of the
- * pipeline's value or key format.  Must not: know any format's bytes
+ * json is the path kafka_sink always had (format_json.c); avro and
+ * json_schema read Confluent's wire format (format_avro.c), avro also
+ * plain Avro binary with one inline writer schema (value_schema).
+ *
+ * Owns: the registration of formats (one line each), the choice of the
+ * pipeline's value or key format, Confluent's wire-format frame, and which
+ * slots array columns take.  Must not: know any format's payload bytes
  * (format_<name>.c does) or what happens to the slots afterwards.
  *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
 #include "format.h"
+#include "avro_binary.h"
+
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 /* Registration: one line per format; the first is the default. */
 static const KsFormat ks_formats[] = {
 	{"json", ks_format_json_decode},
+	{"avro", ks_format_avro_decode},
+	{"json_schema", ks_format_json_schema_decode},
 	{NULL, NULL}
 };
 
@@ -27,11 +38,61 @@ ks_format_find(const char *name)
 	return NULL;
 }
 
+bool
+ks_wire_frame(const char *data, size_t len, int32 *id, char **detail)
+{
+	const unsigned char *b = (const unsigned char *) data;
+
+	if (len < 5)
+	{
+		*detail = psprintf("the value has %zu bytes; Confluent's wire format has at least 5 (magic byte 0 and a schema id)", len);
+		return false;
+	}
+	if (b[0] != 0)
+	{
+		*detail = psprintf("the first byte is %u, not the magic byte 0 of Confluent's wire format", b[0]);
+		return false;
+	}
+	*id = (int32) (((uint32) b[1] << 24) | ((uint32) b[2] << 16) | ((uint32) b[3] << 8) | b[4]);
+	return true;
+}
+
+static bool
+is_array_column(KsColumn *c)
+{
+	return OidIsValid(get_element_type(getBaseType(c->typid)));
+}
+
+/*
+ * Which slots an array column takes (an Avro array is then rendered as a
+ * PostgreSQL array literal rather than JSON): once per target.
+ */
+static void
+mark_array_slots(KsTarget *t)
+{
+	t->pg_array = palloc0(sizeof(bool) * Max(t->walk.nslots, 1));
+	t->key_pg_array = palloc0(sizeof(bool) * Max(t->key_walk.nslots, 1));
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		if (!is_array_column(&t->columns[i]))
+			continue;
+		if (t->map[i] >= 0)
+			t->pg_array[t->map[i]] = true;
+		if (t->alt[i] >= 0)
+			t->pg_array[t->alt[i]] = true;
+		for (int v = 0; v < t->nversions; v++)
+			if (t->vmap[v][i] >= 0)
+				t->pg_array[t->vmap[v][i]] = true;
+	}
+	for (int k = 0; k < t->nkeys && k < t->key_walk.nslots; k++)
+		t->key_pg_array[k] = is_array_column(&t->columns[t->key_index[k]]);
+}
+
 /*
  * Decodes a message value (is_key false) or key into the target's slots
  * with the pipeline's format.  KS_OK, or a quarantine reason and *detail.
  * A format that cannot work at all (a registry out of reach) raises an
- * ERROR the worker retries instead of quarantining.
+ * ERROR of class 08 the worker retries instead of quarantining.
  */
 KsReason
 ks_format_decode(KsTarget *t, KsPipeline *p, bool is_key, const char *data, size_t len,
@@ -46,7 +107,49 @@ ks_format_decode(KsTarget *t, KsPipeline *p, bool is_key, const char *data, size
 	call.p = p;
 	call.is_key = is_key;
 	call.walk = is_key ? &t->key_walk : &t->walk;
-	call.pg_array = NULL;
-	call.whole_slot = -1;
+	if (f->decode == ks_format_json_decode)
+	{
+		/* JSON arrays are JSON text whatever the column */
+		call.pg_array = NULL;
+		call.whole_slot = -1;
+	}
+	else
+	{
+		if (t->pg_array == NULL)
+			mark_array_slots(t);
+		call.pg_array = is_key ? t->key_pg_array : t->pg_array;
+		call.whole_slot = (is_key && t->nkeys == 1) ? 0 : -1;
+	}
 	return f->decode(&call, data, len, out, detail);
+}
+
+/*
+ * kafka_sink._check_avro_schema(schema text): an error unless it is a
+ * valid Avro schema of a record (value_schema), by the parser decoding
+ * uses.
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_check_avro_schema);
+Datum
+kafka_sink_check_avro_schema(PG_FUNCTION_ARGS)
+{
+	char	   *json;
+	char	   *err = NULL;
+	KsAvroSchema *s;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_VOID();
+	json = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	s = ks_avro_schema_parse(json, strlen(json), &err);
+	if (s == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("value_schema is not a valid Avro schema"),
+				 errdetail("%s.", err),
+				 errhint("Pass the writer schema's JSON, such as '{\"type\": \"record\", \"name\": \"Order\", \"fields\": [...]}'.")));
+	if (!ks_avro_schema_is_record(s))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("value_schema must be an Avro record"),
+				 errhint("Columns are filled from the record's fields by name.")));
+	PG_RETURN_VOID();
 }

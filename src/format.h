@@ -6,12 +6,12 @@
  *		converts into columns.
  *
  * A format is one entry of the table in format.c: a name (what the
- * pipeline's value or key format says) and a decode function.  Decoding
- * calls only ks_format_decode; everything after the slots (schema
+ * pipeline's value_format or key_format says) and a decode function.
+ * Decoding calls only ks_format_decode; everything after the slots (schema
  * versions, scales, the column types' input functions, required columns)
- * is shared by every format.  A new format (Avro, Protobuf) is a new file,
- * format_<name>.c, with its decode function declared below, and one line
- * in the table of format.c.
+ * is shared by every format.  A new format (Protobuf, see
+ * docs/design-notes.md) is a new file, format_<name>.c, with its decode
+ * function declared below, and one line in the table of format.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -46,9 +46,32 @@ extern const KsFormat *ks_format_find(const char *name);
 extern KsReason ks_format_decode(KsTarget *t, KsPipeline *p, bool is_key,
 								 const char *data, size_t len, KsSlotValue *out,
 								 char **detail);
+/* Confluent's wire format: magic byte 0, the schema id (big-endian), the payload */
+extern bool ks_wire_frame(const char *data, size_t len, int32 *id, char **detail);
 
 /* format_json.c */
 extern KsReason ks_format_json_decode(const KsFormatCall *call, const char *data, size_t len,
 									  KsSlotValue *out, char **detail);
+
+/* format_avro.c */
+extern KsReason ks_format_avro_decode(const KsFormatCall *call, const char *data, size_t len,
+									  KsSlotValue *out, char **detail);
+extern KsReason ks_format_json_schema_decode(const KsFormatCall *call, const char *data, size_t len,
+											 KsSlotValue *out, char **detail);
+
+/* schema_registry.c */
+typedef struct KsSchemaEntry
+{
+	int32		id;
+	char	   *type;			/* AVRO, JSON, PROTOBUF */
+	char	   *text;
+	struct KsAvroSchema *avro;	/* AVRO: compiled, else NULL */
+	char	   *invalid;		/* AVRO that does not compile: why */
+	bool		in_catalog;		/* known to be in kafka_sink.schemas */
+	TimestampTz stored_in_xact; /* fetched here: inserted in this transaction */
+} KsSchemaEntry;
+
+extern KsSchemaEntry *ks_schema_by_id(KsRegistryConf *reg, int32 id);
+extern KsSchemaEntry *ks_schema_inline(const char *text);
 
 #endif							/* KS_FORMAT_H */

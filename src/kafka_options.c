@@ -559,3 +559,120 @@ ks_options_check(List *options, Oid owner, KsOptionUse use)
 	if (sasl_protocol && !mechanism_set)
 		check_mechanism("sasl.mechanism", "GSSAPI", owner);
 }
+
+/* ---- schema_registry: the same rules for the registry client's options ---- */
+
+typedef struct KsRegistryOptDef
+{
+	const char *name;
+	KsOptKind	kind;
+} KsRegistryOptDef;
+
+static const KsRegistryOptDef ks_registry_options[] = {
+	{"url", OPT_PLAIN},			/* one or several http(s) URLs, comma-separated */
+	{"basic.auth.user.info", OPT_SECRET},	/* user:password */
+	{"basic.auth.credentials.source", OPT_PLAIN},	/* USER_INFO only */
+	{"ssl.ca.location", OPT_PATH},
+	{"timeout.ms", OPT_PLAIN},
+	{NULL, OPT_PLAIN}
+};
+
+#define REGISTRY_HINT "schema_registry takes url, basic.auth.user.info, basic.auth.credentials.source, ssl.ca.location and timeout.ms."
+
+bool
+ks_registry_option_is_secret(const char *name)
+{
+	for (const KsRegistryOptDef *d = ks_registry_options; d->name; d++)
+		if (strcmp(d->name, name) == 0)
+			return d->kind == OPT_SECRET;
+	return true;				/* unknown: refused, and masked if ever shown */
+}
+
+/* One URL: http(s), a host, no user information (it would be shown). */
+static bool
+registry_url_ok(const char *v)
+{
+	const char *host;
+	const char *end;
+
+	if (!http_url_ok(v))
+		return false;
+	host = strstr(v, "://") + 3;
+	end = host + strcspn(host, "/?#");
+	if (end == host)
+		return false;
+	return memchr(host, '@', end - host) == NULL;
+}
+
+void
+ks_registry_options_check(List *options, Oid owner)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		KsOption   *o = lfirst(lc);
+		const KsRegistryOptDef *d = NULL;
+
+		for (const KsRegistryOptDef *r = ks_registry_options; r->name; r++)
+			if (strcmp(r->name, o->name) == 0)
+				d = r;
+		if (d == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("schema registry option \"%s\" is not allowed", o->name),
+					 errhint(REGISTRY_HINT)));
+		if (o->value == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("schema registry option \"%s\" has no value", o->name)));
+		if (d->kind == OPT_PATH && !owner_reads_server_files(owner))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("schema registry option \"%s\" names a file on the database server", o->name),
+					 errdetail("Only superusers and members of pg_read_server_files may have the server read its files for a pipeline."),
+					 errhint("Ask a superuser to grant pg_read_server_files, or use a registry whose certificate the system trusts.")));
+		if (strcmp(o->name, "url") == 0)
+		{
+			char	   *list = pstrdup(o->value);
+			char	   *save = NULL;
+			int			n = 0;
+
+			for (char *tok = strtok_r(list, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+			{
+				n++;
+				if (!registry_url_ok(tok))
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("invalid value for schema registry option \"url\""),
+							 errhint("Use http:// or https:// URLs, separated by commas, without a user name or password in them (those go in basic.auth.user.info).")));
+			}
+			if (n == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("schema registry option \"url\" is empty")));
+		}
+		if (strcmp(o->name, "basic.auth.credentials.source") == 0 &&
+			strcmp(o->value, "USER_INFO") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for schema registry option \"%s\"", o->name),
+					 errhint("Only USER_INFO is supported: the credentials are basic.auth.user.info.")));
+		if (strcmp(o->name, "basic.auth.user.info") == 0 && strchr(o->value, ':') == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for schema registry option \"%s\"", o->name),
+					 errhint("It is user:password.")));
+		if (strcmp(o->name, "timeout.ms") == 0)
+		{
+			char	   *end;
+			long		v = strtol(o->value, &end, 10);
+
+			if (*end != '\0' || end == o->value || v < 1 || v > 3600000)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid value for schema registry option \"%s\"", o->name),
+						 errhint("timeout.ms is a whole number of milliseconds between 1 and 3600000.")));
+		}
+	}
+}

@@ -32,4 +32,12 @@ extern void ks_options_check(List *options, Oid owner, KsOptionUse use);
 /* True for librdkafka properties whose values must be kept secret. */
 extern bool ks_option_is_secret(const char *name);
 
+/*
+ * The same rules for schema_registry's options (a list of KsOption): a
+ * table of names, secrets stored apart, ssl.ca.location only for owners
+ * who may read server files.
+ */
+extern void ks_registry_options_check(List *options, Oid owner);
+extern bool ks_registry_option_is_secret(const char *name);
+
 #endif							/* KAFKA_OPTIONS_H */

@@ -134,8 +134,20 @@ typedef enum KsKeyFormat
 {
 	KS_KEY_NONE,				/* key columns come from the value */
 	KS_KEY_STRING,				/* the message key is the (single) key column */
-	KS_KEY_JSON					/* the message key is a JSON object of key columns */
+	KS_KEY_JSON,				/* the message key is a JSON object of key columns */
+	KS_KEY_AVRO					/* the message key is Avro (Confluent wire format) */
 } KsKeyFormat;
+
+/* A Confluent-compatible schema registry (schema_registry.c) */
+typedef struct KsRegistryConf
+{
+	char	   *key;			/* the url option as written: the catalog's registry */
+	List	   *urls;			/* of char *, tried in turn */
+	char	   *userinfo;		/* basic.auth.user.info, a secret; NULL: none */
+	char	   *ca_location;	/* ssl.ca.location, or NULL */
+	int			timeout_ms;
+	Oid			owner;			/* whose rights decide ssl.ca.location */
+} KsRegistryConf;
 
 /* A column mapping: column <- JSON path, for one schema version or all. */
 typedef struct KsMapping
@@ -196,8 +208,10 @@ typedef struct KsPipeline
 									 * also go there through the outbox */
 	/* how messages are read (format.h, envelope.h); NULL: json, plain */
 	const struct KsFormat *value_fmt;
-	const struct KsFormat *key_fmt; /* KS_KEY_JSON */
+	const struct KsFormat *key_fmt; /* KS_KEY_JSON and KS_KEY_AVRO */
 	const struct KsEnvelope *envelope;
+	char	   *value_schema;	/* inline Avro writer schema, or NULL */
+	KsRegistryConf *registry;	/* NULL: none */
 } KsPipeline;
 
 typedef struct KsTopicPartition

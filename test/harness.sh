@@ -67,7 +67,8 @@ die()  { printf '[harness] ERROR: %s\n' "$*" >&2; exit 1; }
 # ---------------------------------------------------------------- deps
 APT_PKGS=(build-essential pkg-config postgresql-15 postgresql-server-dev-15
           librdkafka-dev postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
-          kcat python3 curl prometheus-postgres-exporter)
+          kcat python3 curl prometheus-postgres-exporter
+          libavro-dev libcurl4-openssl-dev python3-venv)
 
 cmd_deps() {
     local missing=() p

@@ -42,6 +42,15 @@ ALTER TABLE kafka_sink.outbox ENABLE ROW LEVEL SECURITY;
 CREATE POLICY own_messages ON kafka_sink.outbox
     USING (pg_catalog.pg_has_role(current_user, created_by, 'MEMBER'));
 
+-- schemas fetched from a registry: for the registries of the pipelines a
+-- role sees; written by the workers (kafka_sink's code, so the guard lets
+-- them), never changed: an id's schema does not change
+ALTER TABLE kafka_sink.schemas ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_registries ON kafka_sink.schemas
+    USING (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.schema_registry->>'url' = registry))
+    WITH CHECK (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.schema_registry->>'url' = registry));
+REVOKE UPDATE, DELETE ON kafka_sink.schemas FROM kafka_sink_admin;
+
 -- ---- trust boundary: the catalog is written only through the API ----
 --
 -- Members of kafka_sink_admin keep their DML privileges on the catalog (the

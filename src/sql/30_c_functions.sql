@@ -138,3 +138,28 @@ LANGUAGE c STABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'kafka_sink_librdkafka_features';
 COMMENT ON FUNCTION kafka_sink.librdkafka_features() IS
 'The loaded librdkafka''s builtin.features: ssl, sasl_scram, sasl_oauthbearer, oidc (token endpoint, needs libcurl), zstd, ...';
+
+-- The schema registry's options (schema_registry => '{"url": ...}'): an
+-- allow-list as for kafka_options (src/kafka_options.c); its secret
+-- (basic.auth.user.info) is kept in kafka_sink.secrets.
+CREATE FUNCTION kafka_sink._check_registry_options(options jsonb)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_check_registry_options'
+LANGUAGE C;
+COMMENT ON FUNCTION kafka_sink._check_registry_options(jsonb) IS
+'Internal: raises unless every schema_registry option is allowed (its allow-list in src/kafka_options.c, as _check_kafka_options for Kafka options) and a url is given.';
+
+CREATE FUNCTION kafka_sink._is_secret_registry_option(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'kafka_sink_is_secret_registry_option'
+LANGUAGE C IMMUTABLE STRICT;
+COMMENT ON FUNCTION kafka_sink._is_secret_registry_option(text) IS
+'Internal: whether a schema_registry option is a secret (kept in kafka_sink.secrets as schema_registry.<option>, never shown).';
+
+-- value_schema, parsed by the parser decoding uses (src/avro_binary.c)
+CREATE FUNCTION kafka_sink._check_avro_schema(schema text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_check_avro_schema'
+LANGUAGE C;
+COMMENT ON FUNCTION kafka_sink._check_avro_schema(text) IS
+'Internal: raises unless value_schema is a valid Avro record schema, parsed as decoding parses it.';

@@ -755,3 +755,123 @@ $$;
 COMMENT ON FUNCTION kafka_sink._check_dead_letter_topic(text, text[], text, jsonb, regclass) IS
     'Internal: refuses an invalid dead-letter topic, or one the pipeline reads; warns when the outbox relay is not configured';
 
+
+-- The formats of create_pipeline and alter_pipeline (issue 15), checked
+-- together: value_format, key_format avro, value_schema, schema_registry.
+CREATE FUNCTION kafka_sink._check_formats(value_format text, key_format text, value_schema text,
+                                          schema_registry jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema') THEN
+        RAISE EXCEPTION 'invalid value_format "%"', value_format
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'value_format is ''json'', ''avro'' or ''json_schema''.';
+    END IF;
+    IF key_format = 'avro' AND schema_registry IS NULL THEN
+        RAISE EXCEPTION 'key_format avro needs a schema_registry'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Avro keys are read in Confluent''s wire format: pass schema_registry => ''{"url": "http://registry:8081"}''.';
+    END IF;
+    IF value_schema IS NOT NULL AND value_format <> 'avro' THEN
+        RAISE EXCEPTION 'value_schema needs value_format avro'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass value_format => ''avro'' as well.';
+    END IF;
+    IF value_schema IS NOT NULL AND schema_registry IS NOT NULL THEN
+        RAISE EXCEPTION 'value_schema and schema_registry exclude each other'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'With a registry every value names its writer schema by id; value_schema is for plain Avro without a registry.',
+                  HINT = 'Pass one of them.';
+    END IF;
+    IF value_format <> 'json' AND schema_registry IS NULL AND value_schema IS NULL THEN
+        RAISE EXCEPTION 'value_format % needs a schema_registry%', value_format,
+                CASE WHEN value_format = 'avro' THEN ' or a value_schema' ELSE '' END
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass schema_registry => ''{"url": "http://registry:8081"}''.';
+    END IF;
+    PERFORM kafka_sink._check_avro_schema(value_schema);
+    PERFORM kafka_sink._check_registry_options(schema_registry);
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_formats(text, text, text, jsonb) IS
+'Internal: checks value_format, key_format, value_schema and schema_registry together.';
+
+-- Stores schema_registry: its secret in kafka_sink.secrets, the rest in
+-- the definition.  NULL removes the registry.
+CREATE FUNCTION kafka_sink._set_schema_registry(p_pipeline_id bigint, registry jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    v text;
+    plain jsonb := '{}';
+BEGIN
+    DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p_pipeline_id AND s.name LIKE 'schema\_registry.%';
+    IF registry IS NOT NULL THEN
+        FOR k, v IN SELECT * FROM jsonb_each_text(jsonb_strip_nulls(registry)) LOOP
+            IF kafka_sink._is_secret_registry_option(k) THEN
+                INSERT INTO kafka_sink.secrets AS s (pipeline_id, name, value)
+                VALUES (p_pipeline_id, 'schema_registry.' || k, v);
+            ELSE
+                plain := plain || jsonb_build_object(k, v);
+            END IF;
+        END LOOP;
+    END IF;
+    UPDATE kafka_sink.pipeline_definitions p
+       SET schema_registry = CASE WHEN registry IS NULL THEN NULL ELSE plain END
+     WHERE p.id = p_pipeline_id;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._set_schema_registry(bigint, jsonb) IS
+'Internal: stores a pipeline''s schema_registry: its secret in kafka_sink.secrets, the rest in the definition (NULL removes the registry).';
+
+-- alter_pipeline's formats: a new schema_registry replaces the old one
+-- whole, and a JSON null removes it.
+CREATE FUNCTION kafka_sink._alter_formats(p kafka_sink.pipeline_definitions, new_value_format text,
+                                          new_key_format text, new_value_schema text, new_registry jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    vf text := coalesce(new_value_format, p.value_format);
+    kf text := coalesce(new_key_format, p.key_format);
+    vs text := CASE WHEN new_value_schema = '' THEN NULL ELSE coalesce(new_value_schema, p.value_schema) END;
+    reg jsonb;
+    keep_registry boolean := new_registry IS NULL;
+BEGIN
+    IF new_key_format IS NOT NULL AND new_key_format <> p.key_format
+       AND NOT (new_key_format IN ('json', 'avro') AND p.key_format IN ('json', 'avro')) THEN
+        RAISE EXCEPTION 'key_format can only change between json and avro'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Recreate the pipeline to read its keys another way.';
+    END IF;
+    IF new_registry IS NOT NULL AND jsonb_typeof(new_registry) = 'null' THEN
+        reg := NULL;
+    ELSIF new_registry IS NOT NULL THEN
+        reg := new_registry;
+    ELSIF p.schema_registry IS NOT NULL THEN
+        -- the stored options with the stored secret, to check them together
+        reg := p.schema_registry || coalesce((SELECT jsonb_object_agg(substr(s.name, 17), s.value)
+                                                FROM kafka_sink.secrets s
+                                               WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}');
+    END IF;
+    IF new_value_format = 'json' AND new_value_schema IS NULL THEN
+        vs := NULL;
+    END IF;
+    PERFORM kafka_sink._check_formats(vf, kf, vs, reg);
+    -- the formats first: a registry removed for a value_schema must find it set
+    UPDATE kafka_sink.pipeline_definitions x
+       SET value_format = vf, key_format = kf, value_schema = vs
+     WHERE x.id = p.id;
+    IF NOT keep_registry THEN
+        PERFORM kafka_sink._set_schema_registry(p.id, reg);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._alter_formats(kafka_sink.pipeline_definitions, text, text, text, jsonb) IS
+'Internal: alter_pipeline''s formats: schema_registry replaces the registry whole (a JSON null removes it), value_schema => '''' removes the inline schema.';

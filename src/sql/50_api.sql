@@ -310,10 +310,10 @@ BEGIN
     END IF;
     IF reason IS NOT NULL AND reason NOT IN ('invalid_json', 'not_an_object', 'missing_required_field',
             'invalid_value', 'unknown_schema_version', 'null_key', 'constraint_violation', 'value_too_large',
-            'rejected_by_target') THEN
+            'rejected_by_target', 'unknown_schema_id', 'not_wire_format', 'invalid_avro') THEN
         RAISE EXCEPTION 'unknown quarantine reason "%"', reason
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large and rejected_by_target.';
+                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format and invalid_avro.';
     END IF;
     SELECT array_agg(q.id) INTO chosen
       FROM kafka_sink.quarantine q

@@ -37,7 +37,10 @@ CREATE FUNCTION kafka_sink._api_create_pipeline(
     ending_offsets        text DEFAULT NULL,
     min_offsets_per_batch bigint DEFAULT 0,
     max_trigger_delay     interval DEFAULT '15 min',
-    dead_letter_topic     text DEFAULT NULL)
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT 'json',
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -100,7 +103,9 @@ BEGIN
                       HINT = 'Create the table first, and schema-qualify its name.';
         END IF;
         key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
-        PERFORM kafka_sink._check_contract(target_oid, key_columns, columns, key_format,
+        -- Avro keys decode to the same fields as JSON keys (format.h)
+        PERFORM kafka_sink._check_contract(target_oid, key_columns, columns,
+                                           CASE key_format WHEN 'avro' THEN 'json' ELSE key_format END,
                                            delete_on_tombstone, schema_version_field,
                                            schema_versions, event_id, mode);
     ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
@@ -142,6 +147,7 @@ BEGIN
     END IF;
     PERFORM kafka_sink._check_kafka_options(kafka_options);
     PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, subscribe, subscribe_pattern, assign, target_oid);
+    PERFORM kafka_sink._check_formats(value_format, key_format, value_schema, schema_registry);
 
     INSERT INTO kafka_sink.pipeline_definitions AS p
         (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
@@ -149,7 +155,8 @@ BEGIN
          fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
          workers, kafka_options, columns, key_format, delete_on_tombstone,
          schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets,
-         min_offsets_per_batch, max_trigger_delay, dead_letter_topic)
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
+         value_format, value_schema, schema_registry)
     VALUES
         (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
          CASE WHEN start THEN 'running' ELSE 'stopped' END,
@@ -158,11 +165,14 @@ BEGIN
          fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
          workers, '{}', columns, key_format, delete_on_tombstone,
          schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid, ending_offsets,
-         min_offsets_per_batch, max_trigger_delay, dead_letter_topic)
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
+         -- the registry's options by _set_schema_registry below (its secret apart)
+         value_format, value_schema, CASE WHEN schema_registry IS NOT NULL THEN '{}'::jsonb END)
     RETURNING p.id INTO new_id;
 
     plain_options := kafka_sink._split_secrets(new_id, kafka_options);
     UPDATE kafka_sink.pipeline_definitions p SET kafka_options = plain_options WHERE p.id = new_id;
+    PERFORM kafka_sink._set_schema_registry(new_id, schema_registry);
     PERFORM kafka_sink._wake_launcher();
     RETURN new_id;
 END
@@ -198,12 +208,15 @@ CREATE FUNCTION kafka_sink.create_pipeline(
     ending_offsets        text DEFAULT NULL,
     min_offsets_per_batch bigint DEFAULT 0,
     max_trigger_delay     interval DEFAULT '15 min',
-    dead_letter_topic     text DEFAULT NULL)
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT 'json',
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text) IS
+REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb) IS
 'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id.';
 

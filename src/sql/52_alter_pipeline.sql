@@ -15,7 +15,11 @@ CREATE FUNCTION kafka_sink._api_alter_pipeline(
     bootstrap_servers     text DEFAULT NULL,
     min_offsets_per_batch bigint DEFAULT NULL,
     max_trigger_delay     interval DEFAULT NULL,
-    dead_letter_topic     text DEFAULT NULL)
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT NULL,
+    key_format            text DEFAULT NULL,
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -61,6 +65,10 @@ BEGIN
             kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
     END IF;
 
+    IF num_nonnulls(value_format, key_format, value_schema, schema_registry) > 0 THEN
+        PERFORM kafka_sink._alter_formats(p, value_format, key_format, value_schema, schema_registry);
+    END IF;
+
     UPDATE kafka_sink.pipeline_definitions x SET
         max_offsets_per_batch = coalesce(_api_alter_pipeline.max_offsets_per_batch, x.max_offsets_per_batch),
         max_batch_bytes = coalesce(_api_alter_pipeline.max_batch_bytes, x.max_batch_bytes),
@@ -93,11 +101,15 @@ CREATE FUNCTION kafka_sink.alter_pipeline(
     bootstrap_servers     text DEFAULT NULL,
     min_offsets_per_batch bigint DEFAULT NULL,
     max_trigger_delay     interval DEFAULT NULL,
-    dead_letter_topic     text DEFAULT NULL)
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT NULL,
+    key_format            text DEFAULT NULL,
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text) IS
-'Changes a pipeline''s tunables, options, bootstrap servers or starting offsets; its workers restart with the new definition. A kafka_options key with a JSON null removes that option.';
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) IS
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it).';

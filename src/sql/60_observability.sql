@@ -310,6 +310,14 @@ BEGIN
             'lineage columns on the target and a bronze table are needed to tell more'::text;
         RETURN;
     END IF;
+    -- a key in Avro or in a registry's wire format is decoded by the worker
+    -- only (src/format.c): the raw bytes are not JSON text
+    IF p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
+            format('the key of a message in value_format %s or key_format %s is not decoded here',
+                   p.value_format, p.key_format);
+        RETURN;
+    END IF;
     -- the message's key, decoded the way the pipeline does for the common cases
     IF p.key_format = 'string' THEN
         v := jsonb_build_object(p.key_columns[1], convert_from(msg.key, 'UTF8'));
@@ -345,6 +353,19 @@ $$;
 COMMENT ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) IS
 'What happened to one message: pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, duplicate, appended or landed, with the batch and a detail.';
 
+-- The wire format's schema id of a raw value (bronze, quarantine), or NULL.
+CREATE FUNCTION kafka_sink.wire_schema_id(value bytea)
+RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN length(value) >= 5 AND get_byte(value, 0) = 0
+                THEN (get_byte(value, 1)::bigint << 24 | get_byte(value, 2) << 16
+                      | get_byte(value, 3) << 8 | get_byte(value, 4))::bit(32)::integer END
+$$;
+COMMENT ON FUNCTION kafka_sink.wire_schema_id(bytea) IS
+'The schema id of a value in Confluent''s wire format (magic byte 0, the id big-endian), as kept raw in bronze tables and the quarantine; NULL when the value is not in that format.';
+
 -- ---- views ----
 
 CREATE VIEW kafka_sink.pipelines WITH (security_invoker = true) AS
@@ -356,10 +377,16 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
        p.schema_version_field, p.schema_versions, p.event_id, p.event_id_retention, p.bronze,
        p.ending_offsets,
        p.kafka_options || coalesce((SELECT jsonb_object_agg(s.name, '********')
-                                      FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id), '{}')
+                                      FROM kafka_sink.secrets s
+                                     WHERE s.pipeline_id = p.id AND s.name NOT LIKE 'schema\_registry.%'), '{}')
            AS kafka_options,
        p.last_batch_id, p.created_at, p.updated_at,
-       p.min_offsets_per_batch, p.max_trigger_delay, p.dead_letter_topic
+       p.min_offsets_per_batch, p.max_trigger_delay, p.dead_letter_topic,
+       p.value_format, p.value_schema,
+       p.schema_registry || coalesce((SELECT jsonb_object_agg(substr(s.name, 17), '********')
+                                        FROM kafka_sink.secrets s
+                                       WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}')
+           AS schema_registry
   FROM kafka_sink.pipeline_definitions p;
 
 -- One row per topic-partition: the committed checkpoint beside the
@@ -454,7 +481,7 @@ GRANT SELECT ON kafka_sink.pipelines, kafka_sink.status, kafka_sink.progress TO 
 GRANT SELECT ON kafka_sink.outbox_status TO kafka_sink_admin;
 
 COMMENT ON VIEW kafka_sink.pipelines IS
-'The pipelines the current role can see, with their definitions and states; secret kafka_options are shown as ********.';
+'The pipelines the current role can see, with their definitions and states; secret kafka_options and the schema registry''s secret are shown as ********.';
 COMMENT ON VIEW kafka_sink.progress IS
 'One row per pipeline and partition: the committed checkpoint beside the watermarks the owning worker last saw, the lag and the rate.';
 COMMENT ON VIEW kafka_sink.status IS

@@ -262,7 +262,10 @@ BEGIN
              WHEN m.lost THEN 'lost'
              WHEN m.q_batch IS NOT NULL THEN 'quarantined' $q$;
 
-    IF p.target IS NULL OR p.mode <> 'merge' OR NOT has_lineage OR p.bronze IS NULL THEN
+    -- (a key in Avro or in a registry's wire format is decoded by the worker
+    -- only: as message_fate, no more than 'applied or superseded')
+    IF p.target IS NULL OR p.mode <> 'merge' OR NOT has_lineage OR p.bronze IS NULL
+       OR p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
         RETURN QUERY EXECUTE body || format($q$
         SELECT m.topic, m.partition, m."offset",
                %s ELSE %L END,
@@ -277,6 +280,9 @@ BEGIN
             CASE WHEN p.target IS NULL THEN 'landed' WHEN p.mode = 'append' THEN 'appended'
                  WHEN p.mode = 'function' THEN 'passed to the batch function' ELSE 'applied or superseded' END,
             CASE WHEN p.target IS NULL THEN 'bronze only' WHEN p.mode <> 'merge' THEN NULL
+                 WHEN has_lineage AND p.bronze IS NOT NULL
+                 THEN format('the key of a message in value_format %s or key_format %s is not decoded here',
+                             p.value_format, p.key_format)
                  ELSE 'lineage columns on the target and a bronze table are needed to tell more' END)
             USING p.id, topic, partition, from_offset, to_offset;
         RETURN;

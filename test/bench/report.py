@@ -139,7 +139,7 @@ def main():
                                    "message_bytes": num(r, p + ".message_bytes"),
                                    "load_at_start": num(r, p + ".load"),
                                    "same_as_baseline": r.get(p + ".same_as_baseline")}
-    for key in ("m50k", "m100k", "bronze", "w2"):
+    for key in ("m50k", "m100k", "bronze", "w2", "avro"):
         p, alls = best(key)
         prefixes[key] = p
         if not p:
@@ -214,7 +214,8 @@ def main():
     for key, label in (("m50k", "ours, max_offsets_per_batch 50000"),
                        ("m100k", "ours, max_offsets_per_batch 100000 (default)"),
                        ("bronze", "ours, 50000, bronze on"),
-                       ("w2", "ours, 100000, workers 2 (worker CPU: both)")):
+                       ("w2", "ours, 100000, workers 2 (worker CPU: both)"),
+                       ("avro", "ours, 50000, the same events as Avro (schema registry)")):
         d = res["runs"].get(key)
         if not d:
             continue
@@ -295,7 +296,8 @@ def main():
         lines.append("targets (reported, not asserted):")
         lines.extend(t)
         lines.append("")
-    for key, label in (("m50k", "50k"), ("m100k", "100k"), ("bronze", "bronze"), ("w2", "100k, 2 workers; summed over both")):
+    for key, label in (("m50k", "50k"), ("m100k", "100k"), ("bronze", "bronze"), ("w2", "100k, 2 workers; summed over both"),
+                       ("avro", "Avro, 50k")):
         d = res["runs"].get(key)
         if d and d["phase_ms"].get("apply") is not None:
             ph = d["phase_ms"]

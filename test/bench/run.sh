@@ -14,6 +14,10 @@
 #      checkpoint holds every offset (polled every 0.1 s; kafka_sink.wait()
 #      confirms), max_offsets_per_batch 50000 and 100000, then 50000 with
 #      bronze => 'bench.orders_raw'; worker CPU and peak RSS.
+#   3b. ours on the same events as Avro (BENCH_AVRO, default 1): a second
+#      topic filled once by test/bench/avro_events.py in Confluent's wire
+#      format, read with value_format avro through test/tools/schema_registry.py
+#      (max_offsets_per_batch 50000, compared with the baseline like the rest).
 #   4. peers: a plain Python consumer (confluent-kafka + psycopg 3, COPY +
 #      INSERT ... ON CONFLICT with the guard, Kafka commit after the DB
 #      commit), in a venv under the run dir; Kafka Connect + the Debezium
@@ -98,10 +102,10 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
 fi
 
 VENV="$KS_RUN/venv"
-if ! "$VENV/bin/python" -c 'import confluent_kafka, psycopg' 2>/dev/null; then
-    say "python venv $VENV (confluent-kafka, psycopg[binary] from PyPI)"
+if ! "$VENV/bin/python" -c 'import confluent_kafka, psycopg, fastavro' 2>/dev/null; then
+    say "python venv $VENV (confluent-kafka[avro], psycopg[binary] from PyPI)"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check confluent-kafka 'psycopg[binary]' >> "$LOG" 2>&1
+    "$VENV/bin/pip" install -q --disable-pip-version-check 'confluent-kafka[avro]' 'psycopg[binary]' >> "$LOG" 2>&1
 fi
 PY="$VENV/bin/python"
 
@@ -247,6 +251,28 @@ got="$(topic_total "$TOPIC")"
 [ "$got" = "$N" ] || die "topic $TOPIC holds $got messages, expected $N"
 bash "$H" topic-offsets "$TOPIC" | tr '\t' ' ' | sed 's/^/partition /' >> "$LOG"
 
+# the same events as Avro, on a topic of their own, filled once
+AVRO="${BENCH_AVRO:-1}"
+AVRO_TOPIC="$TOPIC.avro"
+AVRO_ARGS=
+if [ "$AVRO" = 1 ]; then
+    rm -f "$W/registry.port"
+    python3 "$REPO/test/tools/schema_registry.py" --port 0 --port-file "$W/registry.port" \
+        --state "$W/registry.json" >> "$LOG" 2>&1 &
+    bg_pids+=($!)
+    for _ in $(seq 100); do [ -s "$W/registry.port" ] && break; sleep 0.1; done
+    REGISTRY="http://127.0.0.1:$(cat "$W/registry.port")"
+    AVRO_ARGS=", value_format => 'avro', schema_registry => '{\"url\": \"$REGISTRY\"}'"
+    if [ "$(topic_total "$AVRO_TOPIC" 2>/dev/null || echo 0)" != "$N" ] || [ ! -s "$W/avro.summary" ]; then
+        bash "$H" topic-delete "$AVRO_TOPIC" >> "$LOG" 2>&1 || true
+        bash "$H" topic-create "$AVRO_TOPIC" 4 >> "$LOG" 2>&1 || die "could not create topic $AVRO_TOPIC"
+        say "producing the $N events again as Avro to $AVRO_TOPIC (test/bench/avro_events.py)"
+        "$PY" "$BENCH_DIR/avro_events.py" "$KS_BOOTSTRAP" "$AVRO_TOPIC" "$REGISTRY" "$DATA/events.tsv" \
+            > "$W/avro.summary" 2>> "$LOG" || die "producing the Avro events failed (see $LOG)"
+    fi
+    put avro.message_bytes "$(cut -d' ' -f2 "$W/avro.summary")"
+fi
+
 # the Debezium peer reads the same events with a Connect schema embedded
 # (its JDBC sink needs one): a second topic, filled once, outside any timing
 DBZ="${BENCH_DEBEZIUM:-$PEERS}"
@@ -346,6 +372,7 @@ SQL
 # until caught up
 ours() {
     local name="bench_${1//./_}" maxoff="$2" bronze="$3" key="$1" workers="${4:-1}" bronze_arg="" pids
+    local topic="${5:-$TOPIC}" format_arg="${6:-}"
     [ "$bronze" = 1 ] && bronze_arg=", bronze => 'bench.orders_raw'"
     say "ours ($key): max_offsets_per_batch $maxoff, bronze $([ "$bronze" = 1 ] && echo on || echo off), workers $workers"
     pso <<SQL
@@ -363,9 +390,9 @@ SQL
     res="$(pso -F ' ' <<SQL
 SELECT 't0', extract(epoch FROM clock_timestamp());
 SELECT 'id', kafka_sink.create_pipeline(
-    name => '$name', bootstrap_servers => '$KS_BOOTSTRAP', subscribe => ARRAY['$TOPIC'],
+    name => '$name', bootstrap_servers => '$KS_BOOTSTRAP', subscribe => ARRAY['$topic'],
     target => 'bench.orders', order_column => 'event_ts', starting_offsets => 'earliest',
-    max_offsets_per_batch => $maxoff, workers => $workers $bronze_arg);
+    max_offsets_per_batch => $maxoff, workers => $workers $bronze_arg $format_arg);
 SQL
 )"
     echo "$res" >> "$LOG"
@@ -470,6 +497,7 @@ for r in $(seq 1 "$REPEAT"); do
     ours "m100k.r$r" 100000 0
     ours "bronze.r$r" 50000 1
     ours "w2.r$r" 100000 0 2
+    if [ "$AVRO" = 1 ]; then ours "avro.r$r" 50000 0 1 "$AVRO_TOPIC" "$AVRO_ARGS"; fi
     if [ "$PEERS" = 1 ]; then python_peer "py.r$r"; fi
     # one round: it is several times slower than the rest, its noise does not matter
     if [ "$DBZ" = 1 ] && [ "$r" = 1 ]; then debezium_peer "dbz.r$r"; fi

@@ -38,9 +38,14 @@
 # CHAOS_WORKERS (1: workers of the pipeline, each owning some partitions),
 # CHAOS_EXTRA_KILLS (10: more kills while the producer still runs),
 # CHAOS_KEEP=1, CHAOS_KEEP_RUNNING=1.
+# CHAOS_FORMAT=avro: the same messages as Avro values in Confluent's wire
+# format (test/chaos/avro_producer.py with confluent-kafka instead of kcat),
+# the pipeline reading them through test/tools/schema_registry.py
+# (value_format avro); the model and every check stay the same.
 set -euo pipefail
 
-CHAOS_NAME=exactly_once
+CHAOS_NAME=exactly_once${CHAOS_FORMAT:+_$CHAOS_FORMAT}
+CHAOS_NAME=${CHAOS_NAME%_json}
 # shellcheck source=test/chaos/lib.bash
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.bash"
 
@@ -53,6 +58,8 @@ WORKER_TIMEOUT="${CHAOS_WORKER_TIMEOUT:-90}"
 BATCH=5000
 WORKERS="${CHAOS_WORKERS:-1}"
 P=chaos                                  # pipeline, role and schema
+FORMAT="${CHAOS_FORMAT:-json}"
+case "$FORMAT" in json|avro) ;; *) echo "CHAOS_FORMAT is json or avro" >&2; exit 2 ;; esac
 [ "$KEYS" -le "$MESSAGES" ] || { echo "CHAOS_KEYS must not exceed CHAOS_MESSAGES" >&2; exit 2; }
 [ "$KILLS" -ge 2 ] || { echo "CHAOS_KILLS must be at least 2" >&2; exit 2; }
 
@@ -95,10 +102,33 @@ CREATE TABLE $P.orders (
     note     text
 );
 SQL
+FORMAT_ARGS=
+if [ "$FORMAT" = avro ]; then
+    # confluent-kafka from PyPI (as test/e2e/avro.sh), the test registry
+    PY_HOME="${KS_AVRO_VENV:-$KS_RUN/venv}"
+    if [ ! -x "$PY_HOME/bin/python" ] || ! "$PY_HOME/bin/python" -c 'import confluent_kafka, fastavro' 2>/dev/null; then
+        python3 -m venv "$PY_HOME"
+        "$PY_HOME/bin/pip" install -q --disable-pip-version-check 'confluent-kafka[avro,json,schemaregistry]' >/dev/null
+    fi
+    AVRO_PY="$PY_HOME/bin/python"
+    python3 "$CHAOS_DIR/../tools/schema_registry.py" --port 0 --port-file "$W/registry.port" \
+        --state "$W/registry.json" > "$W/registry.log" 2>&1 &
+    REGISTRY_PID=$!
+    stop_registry() { stop_process "$REGISTRY_PID"; wait "$REGISTRY_PID" 2>/dev/null || true; }
+    chaos_cleanup_hooks+=(stop_registry)
+    for _ in $(seq 100); do [ -s "$W/registry.port" ] && break; sleep 0.1; done
+    REGISTRY="http://127.0.0.1:$(cat "$W/registry.port")"
+    SCHEMA_ID="$(curl -sf -XPOST -H 'Content-Type: application/json' \
+        --data "$(python3 -c 'import json,sys; print(json.dumps({"schema": sys.argv[1]}))' "$("$AVRO_PY" "$CHAOS_DIR/avro_producer.py" - - -1)")" \
+        "$REGISTRY/subjects/$TOPIC-value/versions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')" \
+        || die "could not register the Avro schema"
+    FORMAT_ARGS=", value_format => 'avro', schema_registry => '{\"url\": \"$REGISTRY\"}'"
+    log "Avro values: registry $REGISTRY, schema id $SCHEMA_ID"
+fi
 PIPELINE_ID="$(q "SET ROLE $P; SELECT kafka_sink.create_pipeline(
         name => '$P', bootstrap_servers => '$KS_BOOTSTRAP', subscribe => ARRAY['$TOPIC'],
         target => '$P.orders', order_column => 'event_ts', starting_offsets => 'earliest',
-        max_offsets_per_batch => $BATCH, workers => $WORKERS)")"
+        max_offsets_per_batch => $BATCH, workers => $WORKERS $FORMAT_ARGS)")"
 log "pipeline $P created (id $PIPELINE_ID)"
 
 keep_or_drop() {
@@ -133,9 +163,14 @@ producer_loop() {
             sleep 0.1
         done
         echo "busy $i" > "$W/producer.state"
-        kcat -P -b "$KS_BOOTSTRAP" -t "$TOPIC" -K $'\t' -z lz4 \
-             -X enable.idempotence=true -X message.timeout.ms=120000 -X linger.ms=5 \
-             < "$f" 2> "$W/kcat.$i.err" &
+        if [ "$FORMAT" = avro ]; then
+            "$AVRO_PY" "$CHAOS_DIR/avro_producer.py" "$KS_BOOTSTRAP" "$TOPIC" "$SCHEMA_ID" \
+                < "$f" 2> "$W/kcat.$i.err" &
+        else
+            kcat -P -b "$KS_BOOTSTRAP" -t "$TOPIC" -K $'\t' -z lz4 \
+                 -X enable.idempotence=true -X message.timeout.ms=120000 -X linger.ms=5 \
+                 < "$f" 2> "$W/kcat.$i.err" &
+        fi
         kpid=$!
         if ! wait "$kpid"; then
             echo "$i" > "$W/producer.failed"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# test/fuzz/run.sh — build the libFuzzer target for src/jsonwalk.c and run it
-# for a bounded time (make fuzz; test/run_tests.sh may call it too).
+# test/fuzz/run.sh — build the libFuzzer targets (fuzz_jsonwalk for
+# src/jsonwalk.c, fuzz_avro for src/avro_binary.c against libavro) and run each for a
+# bounded time (make fuzz; test/run_tests.sh may call it too).
+# FUZZ_TARGETS="fuzz_avro" runs only that one.
 #
 #   FUZZ_SECONDS=60 bash test/fuzz/run.sh
 #
@@ -22,7 +24,7 @@
 # test/fuzz/corpus once fixed so every run replays it.
 set -uo pipefail
 
-NAME=fuzz_jsonwalk
+NAME=fuzz
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 SECONDS_TO_RUN="${FUZZ_SECONDS:-60}"
@@ -85,15 +87,24 @@ DEFS=()
 nm -g --defined-only "$LIBDIR/libpgcommon.a" 2>/dev/null | grep -qw json_errdetail ||
     DEFS+=(-DKS_FUZZ_NEED_JSON_ERRDETAIL)
 
+run_target() {
+NAME="$1"
 # ---- build ----
 
+case "$NAME" in
+    fuzz_jsonwalk) SRCS=("$HERE/fuzz_jsonwalk.c" "$REPO/src/jsonwalk.c"); XLIBS=(); SEEDS="$HERE/corpus"
+                   DICT=(-dict="$HERE/json.dict") ;;
+    fuzz_avro)     SRCS=("$HERE/fuzz_avro.c" "$REPO/src/avro_binary.c" "$REPO/src/jsonwalk.c")
+                   XLIBS=($(pkg-config --libs avro-c 2>/dev/null || echo -lavro)); SEEDS="$HERE/corpus_avro"; DICT=() ;;
+    *) fail "unknown target $NAME" ;;
+esac
 BIN="$WORK/$NAME"
 BUILD=("$CC_BIN" -g -O1 -fno-omit-frame-pointer
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
        -DFRONTEND -D_GNU_SOURCE "${DEFS[@]}" -Wall -Wextra
        -isystem "$PG_INC" -I"$REPO/src"
-       "$HERE/fuzz_jsonwalk.c" "$REPO/src/jsonwalk.c"
-       "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a"
+       "${SRCS[@]}"
+       "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a" "${XLIBS[@]}"
        -o "$BIN")
 echo "$NAME: ${BUILD[*]}"
 "${BUILD[@]}" > "$WORK/build.log" 2>&1 || { cat "$WORK/build.log" >&2; fail "build failed"; }
@@ -102,7 +113,7 @@ if [ -s "$WORK/build.log" ]; then cat "$WORK/build.log"; fi
 # ---- run ----
 
 CORPUS="$(mktemp -d "$WORK/corpus.XXXXXX")" || fail "mktemp failed"
-cp "$HERE"/corpus/* "$CORPUS"/ || fail "cannot copy the seed corpus"
+cp "$SEEDS"/* "$CORPUS"/ || fail "cannot copy the seed corpus"
 rm -rf "$WORK/artifacts"
 mkdir -p "$WORK/artifacts"
 LOG="$WORK/$NAME.log"
@@ -117,7 +128,7 @@ trap 'cleanup; fail "interrupted"' INT TERM
 
 echo "$NAME: fuzzing for ${SECONDS_TO_RUN}s (log: $LOG)"
 ARGS=(-max_total_time="$SECONDS_TO_RUN" -max_len=65536 -timeout=10 -rss_limit_mb=2048
-      -dict="$HERE/json.dict" -artifact_prefix="$WORK/artifacts/" -print_final_stats=1
+      "${DICT[@]}" -artifact_prefix="$WORK/artifacts/" -print_final_stats=1
       "$CORPUS")
 # -max_total_time is checked between inputs; timeout(1) is the backstop
 timeout -k 10 "$((SECONDS_TO_RUN + 300))" "$BIN" "${ARGS[@]}" > "$LOG" 2>&1 &
@@ -141,7 +152,7 @@ if [ "$rc" -ne 0 ] || [ "$crashes" -ne 0 ] || grep -qE 'ERROR: (AddressSanitizer
         [ -f "$a" ] && echo "$NAME: reproduce with: $BIN $a"
     done
     summary 0 1
-    exit 1
+    return 1
 fi
 
 # the last status line: "#N DONE cov: C ft: F corp: K/S exec/s: E rss: R"
@@ -150,4 +161,11 @@ echo "$NAME: ${done_line:-finished}"
 grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$LOG" | sed "s/^/$NAME: /"
 rm -rf "$CORPUS"
 summary 1 0
-exit 0
+return 0
+}
+
+overall=0
+for t in ${FUZZ_TARGETS:-fuzz_jsonwalk fuzz_avro}; do
+    run_target "$t" || overall=1
+done
+exit $overall

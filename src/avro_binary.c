@@ -1,0 +1,1782 @@
+/*-------------------------------------------------------------------------
+ *
+ * avro_binary.c
+ *		Avro writer schemas (compiled from their JSON text) and a decoder of
+ *		Avro binary data into the field-path slots that decode.c converts
+ *		into columns, exactly as it converts the slots of a JSON message.
+ *
+ * Why a decoder of our own: Apache Avro's C library (libavro 1.11 on
+ * Debian 12) drops logical types when it parses a schema, so it cannot
+ * tell a decimal from bytes or a timestamp from a long; and its generic
+ * values allocate per field.  This decoder reads the binary encoding with
+ * the writer's schema in one pass, renders only the values a path asks
+ * for, and skips the rest.  test/fuzz/fuzz_avro.c checks it differentially
+ * against libavro (the same bytes accepted, the same values).
+ *
+ * Fields map to columns by name: a message written with any writer schema
+ * lands by its own field names, so a field added (old messages lack it:
+ * the column's default) or removed, or an int widened to long, needs no
+ * reader schema and no resolution.
+ *
+ * Value texts: numbers and booleans as JSON tokens (SCALAR); strings,
+ * enums, bytes and fixed ("\x" + hex, bytea's input) as STRING; logical
+ * types as the text of their PostgreSQL type (decimal -> numeric; date;
+ * time; timestamp-* -> "... +00"; local-timestamp-* without a zone; uuid
+ * as its string); records and maps as JSON objects, arrays as JSON arrays
+ * (COMPOSITE) or, for an array column, as a PostgreSQL array literal.
+ *
+ * Limits, so that a hostile frame costs bounded time and memory: 64
+ * levels of nesting (recursive schemas), a budget of array and map items
+ * proportional to the input, every length checked against the bytes left.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifdef FRONTEND
+#include "postgres_fe.h"
+#else
+#include "postgres.h"
+#endif
+
+#include <math.h>
+
+#include "common/jsonapi.h"
+#include "common/shortest_dec.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+
+#include "avro_binary.h"
+
+#if PG_VERSION_NUM >= 160000
+#define KS_JSON_RETURN JsonParseErrorType
+#define KS_JSON_OK return JSON_SUCCESS
+#else
+#define KS_JSON_RETURN void
+#define KS_JSON_OK return
+#endif
+
+#define AV_MAX_DEPTH 64
+
+/* ================================================================
+ * A JSON tree through pg_parse_json
+ * ================================================================ */
+
+typedef struct TreeState
+{
+	KsJson	   *stack[AV_MAX_DEPTH + 2];
+	int			depth;
+	KsJson	   *root;
+	char	   *pending_key;
+	int		   *caps;			/* capacity of each open container */
+} TreeState;
+
+static void
+tree_attach(TreeState *t, KsJson *node)
+{
+	KsJson	   *parent;
+	int			cap;
+
+	if (t->depth == 0)
+	{
+		t->root = node;
+		return;
+	}
+	parent = t->stack[t->depth - 1];
+	cap = t->caps[t->depth - 1];
+	if (parent->n == cap)
+	{
+		cap = cap == 0 ? 4 : cap * 2;
+		if (parent->items)
+			parent->items = repalloc(parent->items, sizeof(KsJson *) * cap);
+		else
+			parent->items = palloc(sizeof(KsJson *) * cap);
+		if (parent->kind == KS_J_OBJECT)
+		{
+			if (parent->keys)
+				parent->keys = repalloc(parent->keys, sizeof(char *) * cap);
+			else
+				parent->keys = palloc(sizeof(char *) * cap);
+		}
+		t->caps[t->depth - 1] = cap;
+	}
+	if (parent->kind == KS_J_OBJECT)
+	{
+		parent->keys[parent->n] = t->pending_key;
+		t->pending_key = NULL;
+	}
+	parent->items[parent->n++] = node;
+}
+
+static KsJson *
+tree_node(KsJsonKind kind)
+{
+	KsJson	   *j = palloc0(sizeof(KsJson));
+
+	j->kind = kind;
+	return j;
+}
+
+static KS_JSON_RETURN
+tree_container_start(void *state, KsJsonKind kind)
+{
+	TreeState  *t = state;
+	KsJson	   *j = tree_node(kind);
+
+	tree_attach(t, j);
+	/* the caller checked the nesting; this is a backstop */
+	if (t->depth <= AV_MAX_DEPTH)
+	{
+		t->caps[t->depth] = 0;
+		t->stack[t->depth++] = j;
+	}
+	KS_JSON_OK;
+}
+
+static KS_JSON_RETURN
+tree_object_start(void *state)
+{
+	return tree_container_start(state, KS_J_OBJECT);
+}
+
+static KS_JSON_RETURN
+tree_array_start(void *state)
+{
+	return tree_container_start(state, KS_J_ARRAY);
+}
+
+static KS_JSON_RETURN
+tree_end(void *state)
+{
+	TreeState  *t = state;
+
+	if (t->depth > 0)
+		t->depth--;
+	KS_JSON_OK;
+}
+
+static KS_JSON_RETURN
+tree_field_start(void *state, char *fname, bool isnull)
+{
+	TreeState  *t = state;
+
+	(void) isnull;
+	t->pending_key = fname;
+	KS_JSON_OK;
+}
+
+static KS_JSON_RETURN
+tree_scalar(void *state, char *token, JsonTokenType type)
+{
+	TreeState  *t = state;
+	KsJson	   *j;
+
+	switch (type)
+	{
+		case JSON_TOKEN_STRING:
+			j = tree_node(KS_J_STRING);
+			break;
+		case JSON_TOKEN_NUMBER:
+			j = tree_node(KS_J_NUMBER);
+			break;
+		case JSON_TOKEN_TRUE:
+		case JSON_TOKEN_FALSE:
+			j = tree_node(KS_J_BOOL);
+			break;
+		default:
+			j = tree_node(KS_J_NULL);
+			break;
+	}
+	j->str = token;
+	tree_attach(t, j);
+	KS_JSON_OK;
+}
+
+/* Whether brackets outside strings nest deeper than limit. */
+static bool
+too_deep(const char *s, size_t len, int limit)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		char		c = s[i];
+
+		if (in_string)
+		{
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = false;
+		}
+		else if (c == '"')
+			in_string = true;
+		else if (c == '{' || c == '[')
+		{
+			if (++depth > limit)
+				return true;
+		}
+		else if (c == '}' || c == ']')
+			depth--;
+	}
+	return false;
+}
+
+KsJson *
+ks_json_parse(const char *text, size_t len, char **errmsg)
+{
+	TreeState	t;
+	JsonSemAction sem;
+	JsonLexContext *lex;
+	JsonParseErrorType err;
+	char	   *copy;
+	int			caps[AV_MAX_DEPTH + 2];
+
+	*errmsg = NULL;
+	if (pg_encoding_verifymbstr(PG_UTF8, text, (int) len) != (int) len)
+	{
+		*errmsg = pstrdup("not valid UTF-8");
+		return NULL;
+	}
+	if (too_deep(text, len, AV_MAX_DEPTH))
+	{
+		*errmsg = psprintf("nested more than %d levels deep", AV_MAX_DEPTH);
+		return NULL;
+	}
+	copy = pnstrdup(text, len);
+	if (strlen(copy) != len)
+	{
+		*errmsg = pstrdup("contains a NUL byte");
+		return NULL;
+	}
+#if PG_VERSION_NUM >= 170000
+	lex = makeJsonLexContextCstringLen(NULL, copy, len, PG_UTF8, true);
+#else
+	lex = makeJsonLexContextCstringLen(copy, len, PG_UTF8, true);
+#endif
+	memset(&t, 0, sizeof(t));
+	t.caps = caps;
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &t;
+	sem.object_start = tree_object_start;
+	sem.object_end = tree_end;
+	sem.array_start = tree_array_start;
+	sem.array_end = tree_end;
+	sem.object_field_start = tree_field_start;
+	sem.scalar = tree_scalar;
+	err = pg_parse_json(lex, &sem);
+	if (err != JSON_SUCCESS)
+	{
+		*errmsg = psprintf("invalid JSON: %s", json_errdetail(err, lex));
+		return NULL;
+	}
+	return t.root;
+}
+
+KsJson *
+ks_json_get(const KsJson *obj, const char *key)
+{
+	KsJson	   *found = NULL;
+
+	if (obj == NULL || obj->kind != KS_J_OBJECT)
+		return NULL;
+	for (int i = 0; i < obj->n; i++)
+		if (strcmp(obj->keys[i], key) == 0)
+			found = obj->items[i];	/* the last duplicate wins */
+	return found;
+}
+
+/* ================================================================
+ * Schemas
+ * ================================================================ */
+
+typedef enum AvType
+{
+	AV_NULL,
+	AV_BOOLEAN,
+	AV_INT,
+	AV_LONG,
+	AV_FLOAT,
+	AV_DOUBLE,
+	AV_BYTES,
+	AV_STRING,
+	AV_RECORD,
+	AV_ENUM,
+	AV_ARRAY,
+	AV_MAP,
+	AV_UNION,
+	AV_FIXED
+} AvType;
+
+typedef enum AvLogical
+{
+	LT_NONE,
+	LT_DECIMAL,
+	LT_DATE,
+	LT_TIME_MILLIS,
+	LT_TIME_MICROS,
+	LT_TS_MILLIS,
+	LT_TS_MICROS,
+	LT_LTS_MILLIS,
+	LT_LTS_MICROS,
+	LT_UUID
+} AvLogical;
+
+typedef struct AvNode
+{
+	AvType		type;
+	AvLogical	logical;
+	int			scale;			/* decimal */
+	char	   *name;			/* full name of a named type */
+	int			n;				/* fields, symbols, branches */
+	char	  **names;			/* field names, enum symbols */
+	struct AvNode **children;	/* field types, branches; [0] items/values */
+	int64		size;			/* fixed */
+} AvNode;
+
+struct KsAvroSchema
+{
+	AvNode	   *root;
+};
+
+typedef struct SchemaParse
+{
+	AvNode	  **named;			/* the named types defined so far */
+	int			nnamed;
+	int			capnamed;
+	char	   *err;
+} SchemaParse;
+
+static const char *const primitive_names[] = {
+	"null", "boolean", "int", "long", "float", "double", "bytes", "string", NULL
+};
+
+static AvNode *parse_schema(SchemaParse *sp, const KsJson *j, const char *ns, int depth);
+
+static char *
+full_name(const char *name, const char *ns)
+{
+	if (strchr(name, '.') != NULL || ns == NULL || ns[0] == '\0')
+		return pstrdup(name);
+	return psprintf("%s.%s", ns, name);
+}
+
+static AvNode *
+find_named(SchemaParse *sp, const char *name, const char *ns)
+{
+	char	   *full = full_name(name, ns);
+
+	for (int i = 0; i < sp->nnamed; i++)
+		if (strcmp(sp->named[i]->name, full) == 0)
+			return sp->named[i];
+	if (strchr(name, '.') == NULL)
+		for (int i = 0; i < sp->nnamed; i++)
+			if (strcmp(sp->named[i]->name, name) == 0)
+				return sp->named[i];
+	return NULL;
+}
+
+static bool
+valid_name(const char *s)
+{
+	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+		return false;
+	for (s++; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_' ||
+			  (*s >= '0' && *s <= '9') || *s == '.'))
+			return false;
+	return true;
+}
+
+/* The name and namespace of a named type; registers it before its body. */
+static AvNode *
+named_node(SchemaParse *sp, const KsJson *j, AvType type, const char **ns)
+{
+	KsJson	   *name = ks_json_get(j, "name");
+	KsJson	   *nsj = ks_json_get(j, "namespace");
+	AvNode	   *node;
+
+	if (name == NULL || name->kind != KS_J_STRING || !valid_name(name->str))
+	{
+		sp->err = pstrdup("a named type needs a valid \"name\"");
+		return NULL;
+	}
+	if (nsj && nsj->kind == KS_J_STRING && strchr(name->str, '.') == NULL)
+		*ns = nsj->str;
+	node = palloc0(sizeof(AvNode));
+	node->type = type;
+	node->name = full_name(name->str, *ns);
+	if (strchr(node->name, '.'))
+		*ns = pnstrdup(node->name, strrchr(node->name, '.') - node->name);
+	if (find_named(sp, node->name, NULL) != NULL)
+	{
+		sp->err = psprintf("the type \"%s\" is defined twice", node->name);
+		return NULL;
+	}
+	if (sp->nnamed == sp->capnamed)
+	{
+		sp->capnamed = sp->capnamed ? sp->capnamed * 2 : 8;
+		sp->named = sp->named ? repalloc(sp->named, sizeof(AvNode *) * sp->capnamed) :
+			palloc(sizeof(AvNode *) * sp->capnamed);
+	}
+	sp->named[sp->nnamed++] = node;
+	return node;
+}
+
+static int64
+json_int(const KsJson *j, int64 dflt)
+{
+	char	   *end;
+	long long	v;
+
+	if (j == NULL || j->kind != KS_J_NUMBER)
+		return dflt;
+	errno = 0;
+	v = strtoll(j->str, &end, 10);
+	if (*end != '\0' || errno != 0)
+		return dflt;
+	return v;
+}
+
+/* Logical types on their underlying type; an invalid one is ignored (spec). */
+static void
+set_logical(AvNode *n, const KsJson *j)
+{
+	KsJson	   *lt = ks_json_get(j, "logicalType");
+	const char *l;
+
+	if (lt == NULL || lt->kind != KS_J_STRING)
+		return;
+	l = lt->str;
+	if (strcmp(l, "decimal") == 0 && (n->type == AV_BYTES || n->type == AV_FIXED))
+	{
+		int64		precision = json_int(ks_json_get(j, "precision"), -1);
+		int64		scale = json_int(ks_json_get(j, "scale"), 0);
+
+		if (precision >= 1 && scale >= 0 && scale <= precision && scale <= 1000)
+		{
+			n->logical = LT_DECIMAL;
+			n->scale = (int) scale;
+		}
+	}
+	else if (strcmp(l, "date") == 0 && n->type == AV_INT)
+		n->logical = LT_DATE;
+	else if (strcmp(l, "time-millis") == 0 && n->type == AV_INT)
+		n->logical = LT_TIME_MILLIS;
+	else if (strcmp(l, "time-micros") == 0 && n->type == AV_LONG)
+		n->logical = LT_TIME_MICROS;
+	else if (strcmp(l, "timestamp-millis") == 0 && n->type == AV_LONG)
+		n->logical = LT_TS_MILLIS;
+	else if (strcmp(l, "timestamp-micros") == 0 && n->type == AV_LONG)
+		n->logical = LT_TS_MICROS;
+	else if (strcmp(l, "local-timestamp-millis") == 0 && n->type == AV_LONG)
+		n->logical = LT_LTS_MILLIS;
+	else if (strcmp(l, "local-timestamp-micros") == 0 && n->type == AV_LONG)
+		n->logical = LT_LTS_MICROS;
+	else if (strcmp(l, "uuid") == 0 && n->type == AV_STRING)
+		n->logical = LT_UUID;
+}
+
+static AvNode *
+parse_object(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
+{
+	KsJson	   *type = ks_json_get(j, "type");
+	const char *t;
+	AvNode	   *n;
+
+	if (type == NULL)
+	{
+		sp->err = pstrdup("a schema object needs a \"type\"");
+		return NULL;
+	}
+	if (type->kind != KS_J_STRING)
+	{
+		/* {"type": {...}} or {"type": [...]}: the inner schema */
+		return parse_schema(sp, type, ns, depth + 1);
+	}
+	t = type->str;
+	for (int i = 0; primitive_names[i]; i++)
+		if (strcmp(t, primitive_names[i]) == 0)
+		{
+			n = palloc0(sizeof(AvNode));
+			n->type = (AvType) i;
+			set_logical(n, j);
+			return n;
+		}
+	if (strcmp(t, "record") == 0 || strcmp(t, "error") == 0)
+	{
+		KsJson	   *fields = ks_json_get(j, "fields");
+
+		n = named_node(sp, j, AV_RECORD, &ns);
+		if (n == NULL)
+			return NULL;
+		if (fields == NULL || fields->kind != KS_J_ARRAY)
+		{
+			sp->err = psprintf("record \"%s\" needs an array of \"fields\"", n->name);
+			return NULL;
+		}
+		n->n = fields->n;
+		n->names = palloc0(sizeof(char *) * Max(n->n, 1));
+		n->children = palloc0(sizeof(AvNode *) * Max(n->n, 1));
+		for (int i = 0; i < fields->n; i++)
+		{
+			KsJson	   *f = fields->items[i];
+			KsJson	   *fname = ks_json_get(f, "name");
+
+			if (fname == NULL || fname->kind != KS_J_STRING || !valid_name(fname->str) ||
+				strchr(fname->str, '.') != NULL)
+			{
+				sp->err = psprintf("a field of record \"%s\" has no valid \"name\"", n->name);
+				return NULL;
+			}
+			for (int k = 0; k < i; k++)
+				if (strcmp(n->names[k], fname->str) == 0)
+				{
+					sp->err = psprintf("record \"%s\" has two fields \"%s\"", n->name, fname->str);
+					return NULL;
+				}
+			n->names[i] = fname->str;
+			if (ks_json_get(f, "type") == NULL)
+			{
+				sp->err = psprintf("field \"%s\" of record \"%s\" has no \"type\"", fname->str, n->name);
+				return NULL;
+			}
+			n->children[i] = parse_schema(sp, ks_json_get(f, "type"), ns, depth + 1);
+			if (n->children[i] == NULL)
+				return NULL;
+		}
+		return n;
+	}
+	if (strcmp(t, "enum") == 0)
+	{
+		KsJson	   *symbols = ks_json_get(j, "symbols");
+
+		n = named_node(sp, j, AV_ENUM, &ns);
+		if (n == NULL)
+			return NULL;
+		if (symbols == NULL || symbols->kind != KS_J_ARRAY || symbols->n == 0)
+		{
+			sp->err = psprintf("enum \"%s\" needs an array of \"symbols\"", n->name);
+			return NULL;
+		}
+		n->n = symbols->n;
+		n->names = palloc(sizeof(char *) * n->n);
+		for (int i = 0; i < n->n; i++)
+		{
+			if (symbols->items[i]->kind != KS_J_STRING || !valid_name(symbols->items[i]->str))
+			{
+				sp->err = psprintf("enum \"%s\" has an invalid symbol", n->name);
+				return NULL;
+			}
+			n->names[i] = symbols->items[i]->str;
+		}
+		return n;
+	}
+	if (strcmp(t, "fixed") == 0)
+	{
+		n = named_node(sp, j, AV_FIXED, &ns);
+		if (n == NULL)
+			return NULL;
+		n->size = json_int(ks_json_get(j, "size"), -1);
+		if (n->size < 0 || n->size > 1024 * 1024)
+		{
+			sp->err = psprintf("fixed \"%s\" needs a \"size\" between 0 and 1048576", n->name);
+			return NULL;
+		}
+		set_logical(n, j);
+		return n;
+	}
+	if (strcmp(t, "array") == 0 || strcmp(t, "map") == 0)
+	{
+		KsJson	   *inner = ks_json_get(j, t[0] == 'a' ? "items" : "values");
+
+		n = palloc0(sizeof(AvNode));
+		n->type = t[0] == 'a' ? AV_ARRAY : AV_MAP;
+		if (inner == NULL)
+		{
+			sp->err = psprintf("an %s needs \"%s\"", t, t[0] == 'a' ? "items" : "values");
+			return NULL;
+		}
+		n->n = 1;
+		n->children = palloc(sizeof(AvNode *));
+		n->children[0] = parse_schema(sp, inner, ns, depth + 1);
+		return n->children[0] ? n : NULL;
+	}
+	/* a reference to a named type, in the object form */
+	n = find_named(sp, t, ns);
+	if (n == NULL)
+		sp->err = psprintf("unknown type \"%s\"", t);
+	return n;
+}
+
+static AvNode *
+parse_schema(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
+{
+	AvNode	   *n;
+
+	if (depth > AV_MAX_DEPTH)
+	{
+		sp->err = psprintf("the schema nests more than %d levels deep", AV_MAX_DEPTH);
+		return NULL;
+	}
+	switch (j->kind)
+	{
+		case KS_J_STRING:
+			for (int i = 0; primitive_names[i]; i++)
+				if (strcmp(j->str, primitive_names[i]) == 0)
+				{
+					n = palloc0(sizeof(AvNode));
+					n->type = (AvType) i;
+					return n;
+				}
+			n = find_named(sp, j->str, ns);
+			if (n == NULL)
+				sp->err = psprintf("unknown type \"%s\"", j->str);
+			return n;
+		case KS_J_ARRAY:
+			n = palloc0(sizeof(AvNode));
+			n->type = AV_UNION;
+			n->n = j->n;
+			if (n->n == 0)
+			{
+				sp->err = pstrdup("a union needs at least one branch");
+				return NULL;
+			}
+			n->children = palloc(sizeof(AvNode *) * n->n);
+			for (int i = 0; i < j->n; i++)
+			{
+				n->children[i] = parse_schema(sp, j->items[i], ns, depth + 1);
+				if (n->children[i] == NULL)
+					return NULL;
+				if (n->children[i]->type == AV_UNION)
+				{
+					sp->err = pstrdup("a union cannot directly contain a union");
+					return NULL;
+				}
+			}
+			return n;
+		case KS_J_OBJECT:
+			return parse_object(sp, j, ns, depth);
+		default:
+			sp->err = pstrdup("a schema is a type name, an object or an array (a union)");
+			return NULL;
+	}
+}
+
+KsAvroSchema *
+ks_avro_schema_parse(const char *json, size_t len, char **errmsg)
+{
+	KsJson	   *j = ks_json_parse(json, len, errmsg);
+	SchemaParse sp = {NULL, 0, 0, NULL};
+	KsAvroSchema *s;
+
+	if (j == NULL)
+		return NULL;
+	s = palloc0(sizeof(KsAvroSchema));
+	s->root = parse_schema(&sp, j, NULL, 0);
+	if (s->root == NULL)
+	{
+		*errmsg = sp.err ? sp.err : pstrdup("invalid schema");
+		return NULL;
+	}
+	return s;
+}
+
+bool
+ks_avro_schema_is_record(const KsAvroSchema *s)
+{
+	return s->root->type == AV_RECORD;
+}
+
+/* ================================================================
+ * Decoding
+ * ================================================================ */
+
+typedef struct Dec
+{
+	const unsigned char *p;
+	const unsigned char *end;
+	const KsWalkPaths *paths;
+	const bool *pg_array;
+	KsSlotValue *out;
+	char	   *err;
+	int64		budget;			/* array and map items left */
+} Dec;
+
+/* clang does not know gnu_printf, which PostgreSQL's gcc build configured */
+#ifdef __clang__
+static bool fail(Dec *d, const char *fmt,...) __attribute__((format(printf, 2, 3)));
+#else
+static bool fail(Dec *d, const char *fmt,...) pg_attribute_printf(2, 3);
+#endif
+
+static bool
+fail(Dec *d, const char *fmt,...)
+{
+	if (d->err == NULL)
+	{
+		StringInfoData b;
+		va_list		ap;
+
+		initStringInfo(&b);
+		for (;;)
+		{
+			int			needed;
+
+			va_start(ap, fmt);
+			needed = appendStringInfoVA(&b, fmt, ap);
+			va_end(ap);
+			if (needed == 0)
+				break;
+			enlargeStringInfo(&b, needed);
+		}
+		d->err = b.data;
+	}
+	return false;
+}
+
+static bool
+read_long(Dec *d, int64 *v)
+{
+	uint64		u = 0;
+	int			shift = 0;
+
+	for (;;)
+	{
+		unsigned char b;
+
+		if (d->p >= d->end)
+			return fail(d, "the data ends in the middle of a value");
+		b = *d->p++;
+		if (shift == 63 && (b & 0x7e) != 0)
+			return fail(d, "a variable-length integer overflows 64 bits");
+		u |= (uint64) (b & 0x7f) << shift;
+		if ((b & 0x80) == 0)
+			break;
+		shift += 7;
+		if (shift > 63)
+			return fail(d, "a variable-length integer overflows 64 bits");
+	}
+	*v = (int64) ((u >> 1) ^ (~(u & 1) + 1));
+	return true;
+}
+
+static bool
+read_int(Dec *d, int64 *v)
+{
+	if (!read_long(d, v))
+		return false;
+	if (*v < PG_INT32_MIN || *v > PG_INT32_MAX)
+		return fail(d, "an int is out of range");
+	return true;
+}
+
+/* A length prefix: bytes and strings */
+static bool
+read_len(Dec *d, int64 *n)
+{
+	if (!read_long(d, n))
+		return false;
+	if (*n < 0)
+		return fail(d, "a negative length");
+	if (*n > d->end - d->p)
+		return fail(d, "a length of %lld bytes goes past the end of the data", (long long) *n);
+	return true;
+}
+
+static bool
+need(Dec *d, int64 n)
+{
+	if (n > d->end - d->p)
+		return fail(d, "the data ends in the middle of a value");
+	return true;
+}
+
+/* The item count of the next block of an array or map; 0 at the end. */
+static bool
+read_block(Dec *d, int64 *count)
+{
+	if (!read_long(d, count))
+		return false;
+	if (*count < 0)
+	{
+		int64		bytes;
+
+		if (*count == PG_INT64_MIN)
+			return fail(d, "an invalid block count");
+		*count = -*count;
+		if (!read_long(d, &bytes))	/* the block's size: not needed */
+			return false;
+		if (bytes < 0)
+			return fail(d, "a negative block size");
+	}
+	if (*count > d->budget)
+		return fail(d, "more array or map items than the data can hold");
+	d->budget -= *count;
+	return true;
+}
+
+static bool
+read_branch(Dec *d, const AvNode *n, const AvNode **branch)
+{
+	int64		i;
+
+	if (!read_long(d, &i))
+		return false;
+	if (i < 0 || i >= n->n)
+		return fail(d, "union branch %lld does not exist", (long long) i);
+	*branch = n->children[i];
+	return true;
+}
+
+static bool skip(Dec *d, const AvNode *n, int depth);
+
+static bool
+skip(Dec *d, const AvNode *n, int depth)
+{
+	int64		v;
+
+	if (depth > AV_MAX_DEPTH)
+		return fail(d, "the value nests more than %d levels deep", AV_MAX_DEPTH);
+	switch (n->type)
+	{
+		case AV_NULL:
+			return true;
+		case AV_BOOLEAN:
+			if (!need(d, 1))
+				return false;
+			if (*d->p > 1)
+				return fail(d, "a boolean byte is neither 0 nor 1");
+			d->p++;
+			return true;
+		case AV_INT:
+			return read_int(d, &v);
+		case AV_LONG:
+			return read_long(d, &v);
+		case AV_FLOAT:
+			if (!need(d, 4))
+				return false;
+			d->p += 4;
+			return true;
+		case AV_DOUBLE:
+			if (!need(d, 8))
+				return false;
+			d->p += 8;
+			return true;
+		case AV_STRING:
+			if (!read_len(d, &v))
+				return false;
+			if (pg_encoding_verifymbstr(PG_UTF8, (const char *) d->p, (int) v) != (int) v)
+				return fail(d, "a string is not valid UTF-8");
+			d->p += v;
+			return true;
+		case AV_BYTES:
+			if (!read_len(d, &v))
+				return false;
+			d->p += v;
+			return true;
+		case AV_FIXED:
+			if (!need(d, n->size))
+				return false;
+			d->p += n->size;
+			return true;
+		case AV_ENUM:
+			if (!read_int(d, &v))
+				return false;
+			if (v < 0 || v >= n->n)
+				return fail(d, "enum index %lld does not exist", (long long) v);
+			return true;
+		case AV_UNION:
+			{
+				const AvNode *b;
+
+				return read_branch(d, n, &b) && skip(d, b, depth + 1);
+			}
+		case AV_RECORD:
+			for (int i = 0; i < n->n; i++)
+				if (!skip(d, n->children[i], depth + 1))
+					return false;
+			return true;
+		case AV_ARRAY:
+		case AV_MAP:
+			for (;;)
+			{
+				int64		count;
+
+				if (!read_block(d, &count))
+					return false;
+				if (count == 0)
+					return true;
+				for (int64 i = 0; i < count; i++)
+				{
+					if (n->type == AV_MAP && !skip(d, &(AvNode) {.type = AV_STRING}, depth + 1))
+						return false;
+					if (!skip(d, n->children[0], depth + 1))
+						return false;
+				}
+			}
+	}
+	return fail(d, "an unknown type");
+}
+
+/* ---- texts ---- */
+
+/* A StringInfo that starts small: most values are a few bytes. */
+static void
+init_small(StringInfo b)
+{
+	b->data = palloc(32);
+	b->maxlen = 32;
+	b->len = 0;
+	b->cursor = 0;
+	b->data[0] = '\0';
+}
+
+/* Appends v in decimal, zero-padded to width digits. */
+static void
+append_int(StringInfo b, int64 v, int width)
+{
+	char		buf[24];
+	int			n = 0;
+	uint64		u = v < 0 ? (uint64) 0 - (uint64) v : (uint64) v;
+
+	do
+	{
+		buf[n++] = (char) ('0' + u % 10);
+		u /= 10;
+	} while (u > 0);
+	while (n < width)
+		buf[n++] = '0';
+	enlargeStringInfo(b, n + 1);
+	if (v < 0)
+		b->data[b->len++] = '-';
+	while (n > 0)
+		b->data[b->len++] = buf[--n];
+	b->data[b->len] = '\0';
+}
+
+static void
+append_hex(StringInfo b, const unsigned char *p, int64 n)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	appendStringInfoString(b, "\\x");
+	enlargeStringInfo(b, (int) (n * 2));
+	for (int64 i = 0; i < n; i++)
+	{
+		b->data[b->len++] = hex[p[i] >> 4];
+		b->data[b->len++] = hex[p[i] & 15];
+	}
+	b->data[b->len] = '\0';
+}
+
+/* A decimal: big-endian two's complement unscaled value, and the scale. */
+static bool
+append_decimal(Dec *d, StringInfo b, const unsigned char *p, int64 n, int scale)
+{
+	unsigned char *mag;
+	unsigned char mag_local[32];
+	char		digits_local[100];
+	bool		negative;
+	char	   *digits;
+	int			nd = 0;
+	int64		start = 0;
+
+	if (n == 0)
+		return fail(d, "a decimal has no bytes");
+	if (n <= 8 && scale <= 18)
+	{
+		/* the common case: the unscaled value fits 64 bits */
+		int64		v = (p[0] & 0x80) ? -1 : 0;
+		uint64		u;
+		char		buf[24];
+		int			len = 0;
+
+		for (int64 i = 0; i < n; i++)
+			v = (int64) (((uint64) v << 8) | p[i]);
+		u = v < 0 ? (uint64) 0 - (uint64) v : (uint64) v;
+		do
+		{
+			buf[len++] = (char) ('0' + u % 10);
+			u /= 10;
+		} while (u > 0);
+		while (len <= scale)
+			buf[len++] = '0';
+		enlargeStringInfo(b, len + 3);
+		if (v < 0)
+			b->data[b->len++] = '-';
+		while (len > 0)
+		{
+			if (len == scale)
+				b->data[b->len++] = '.';
+			b->data[b->len++] = buf[--len];
+		}
+		b->data[b->len] = '\0';
+		return true;
+	}
+	if (n > 4096)
+		return fail(d, "a decimal of %lld bytes is too large", (long long) n);
+	mag = n <= 32 ? mag_local : palloc(n);
+	memcpy(mag, p, n);
+	negative = (mag[0] & 0x80) != 0;
+	if (negative)
+	{
+		/* two's complement: invert and add one */
+		int			carry = 1;
+
+		for (int64 i = n - 1; i >= 0; i--)
+		{
+			int			v = (unsigned char) ~mag[i] + carry;
+
+			mag[i] = (unsigned char) v;
+			carry = v >> 8;
+		}
+	}
+	/* base 256 -> base 10, by repeated division: at most 2.41 digits a byte */
+	digits = n <= 32 ? digits_local : palloc(n * 3 + 2);
+	while (start < n)
+	{
+		int			rem = 0;
+
+		for (int64 i = start; i < n; i++)
+		{
+			int			cur = rem * 256 + mag[i];
+
+			mag[i] = (unsigned char) (cur / 10);
+			rem = cur % 10;
+		}
+		digits[nd++] = (char) ('0' + rem);
+		while (start < n && mag[start] == 0)
+			start++;
+	}
+	if (nd == 0)
+		digits[nd++] = '0';
+	if (negative)
+		appendStringInfoChar(b, '-');
+	if (nd <= scale)
+	{
+		appendStringInfoString(b, "0.");
+		for (int i = 0; i < scale - nd; i++)
+			appendStringInfoChar(b, '0');
+		for (int i = nd - 1; i >= 0; i--)
+			appendStringInfoChar(b, digits[i]);
+	}
+	else
+	{
+		for (int i = nd - 1; i >= 0; i--)
+		{
+			appendStringInfoChar(b, digits[i]);
+			if (i == scale && scale > 0)
+				appendStringInfoChar(b, '.');
+		}
+	}
+	if (mag != mag_local)
+		pfree(mag);
+	if (digits != digits_local)
+		pfree(digits);
+	return true;
+}
+
+/* floor division and modulo */
+static int64
+floor_div(int64 a, int64 b)
+{
+	int64		q = a / b;
+
+	return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static void append_date_text(StringInfo b, int64 z);
+
+/*
+ * Dates, with the last one remembered: the timestamps of a stream mostly
+ * fall on the same day, and the civil date costs a few divisions.
+ */
+static void
+append_date(StringInfo b, int64 z)
+{
+	static int64 last_day = PG_INT64_MIN;
+	static char last_text[32];
+	static int	last_len;
+
+	if (z != last_day)
+	{
+		StringInfoData t;
+
+		t.data = last_text;
+		t.maxlen = sizeof(last_text);
+		t.len = 0;
+		t.cursor = 0;
+		append_date_text(&t, z);
+		last_len = t.len;
+		last_day = z;
+	}
+	appendBinaryStringInfo(b, last_text, last_len);
+}
+
+static void
+append_date_text(StringInfo b, int64 z)
+{
+	/* days since 1970-01-01 -> civil date (H. Hinnant's algorithm) */
+	int64		era,
+				doe,
+				yoe,
+				y,
+				doy,
+				mp,
+				day,
+				m;
+
+	z += 719468;
+	era = floor_div(z, 146097);
+	doe = z - era * 146097;
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	y = yoe + era * 400;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	day = doy - (153 * mp + 2) / 5 + 1;
+	m = mp < 10 ? mp + 3 : mp - 9;
+	if (m <= 2)
+		y++;
+	append_int(b, y <= 0 ? 1 - y : y, 4);
+	appendStringInfoChar(b, '-');
+	append_int(b, m, 2);
+	appendStringInfoChar(b, '-');
+	append_int(b, day, 2);
+}
+
+/* microseconds of a day -> HH:MM:SS[.ffffff] */
+static void
+append_time(StringInfo b, int64 us)
+{
+	int64		s = floor_div(us, 1000000);
+	int64		f = us - s * 1000000;
+	int			m = (int) (s / 60 % 60);
+	int			sec = (int) (s % 60);
+	char		frac[6];
+	int			nfrac = 6;
+	char	   *o;
+
+	append_int(b, s / 3600, 2);
+	enlargeStringInfo(b, 16);
+	o = b->data + b->len;
+	*o++ = ':';
+	*o++ = (char) ('0' + m / 10);
+	*o++ = (char) ('0' + m % 10);
+	*o++ = ':';
+	*o++ = (char) ('0' + sec / 10);
+	*o++ = (char) ('0' + sec % 10);
+	for (int i = 5; i >= 0; i--)
+	{
+		frac[i] = (char) ('0' + f % 10);
+		f /= 10;
+	}
+	while (nfrac > 0 && frac[nfrac - 1] == '0')
+		nfrac--;
+	if (nfrac > 0)
+	{
+		*o++ = '.';
+		memcpy(o, frac, nfrac);
+		o += nfrac;
+	}
+	*o = '\0';
+	b->len = (int) (o - b->data);
+}
+
+static void
+append_timestamp(StringInfo b, int64 units, int64 per_second, bool zone)
+{
+	int64		secs = floor_div(units, per_second);
+	int64		rem = units % per_second;	/* never secs * per_second: it overflows */
+	int64		days = floor_div(secs, 86400);
+	int64		y_check = days;
+	int64		us;
+
+	if (rem < 0)
+		rem += per_second;
+	us = rem * (1000000 / per_second);
+	append_date(b, days);
+	appendStringInfoChar(b, ' ');
+	append_time(b, (secs - days * 86400) * 1000000 + us);
+	if (zone)
+		appendStringInfoString(b, "+00");
+	/* before year 1: the era, as PostgreSQL writes it */
+	if (y_check < -719162)
+		appendStringInfoString(b, " BC");
+}
+
+static void
+append_double(StringInfo b, double v, bool single)
+{
+	char		buf[32];
+
+	if (single)
+		float_to_shortest_decimal_buf((float) v, buf);
+	else
+		double_to_shortest_decimal_buf(v, buf);
+	appendStringInfoString(b, buf);
+}
+
+/* A JSON string literal of valid UTF-8 text. */
+static void
+append_json_string(StringInfo b, const char *s, int64 n)
+{
+	appendStringInfoChar(b, '"');
+	for (int64 i = 0; i < n; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		switch (c)
+		{
+			case '"':
+				appendStringInfoString(b, "\\\"");
+				break;
+			case '\\':
+				appendStringInfoString(b, "\\\\");
+				break;
+			case '\n':
+				appendStringInfoString(b, "\\n");
+				break;
+			case '\r':
+				appendStringInfoString(b, "\\r");
+				break;
+			case '\t':
+				appendStringInfoString(b, "\\t");
+				break;
+			case '\b':
+				appendStringInfoString(b, "\\b");
+				break;
+			case '\f':
+				appendStringInfoString(b, "\\f");
+				break;
+			default:
+				if (c < 0x20)
+					appendStringInfo(b, "\\u%04x", c);
+				else
+					appendStringInfoChar(b, (char) c);
+		}
+	}
+	appendStringInfoChar(b, '"');
+}
+
+/*
+ * The text of a value that is neither a union, a record, a map nor an
+ * array.  *is_string: a STRING (quoted in JSON), else a SCALAR token;
+ * *is_null for null.
+ */
+static bool
+scalar_text(Dec *d, const AvNode *n, StringInfo b, bool *is_string, bool *is_null)
+{
+	int64		v;
+
+	*is_string = false;
+	*is_null = false;
+	switch (n->type)
+	{
+		case AV_NULL:
+			*is_null = true;
+			return true;
+		case AV_BOOLEAN:
+			if (!need(d, 1))
+				return false;
+			if (*d->p > 1)
+				return fail(d, "a boolean byte is neither 0 nor 1");
+			appendStringInfoString(b, *d->p++ ? "true" : "false");
+			return true;
+		case AV_INT:
+		case AV_LONG:
+			if (!(n->type == AV_INT ? read_int(d, &v) : read_long(d, &v)))
+				return false;
+			switch (n->logical)
+			{
+				case LT_DATE:
+					append_date(b, v);
+					if (v < -719162)
+						appendStringInfoString(b, " BC");
+					*is_string = true;
+					return true;
+				case LT_TIME_MILLIS:
+				case LT_TIME_MICROS:
+					if (v < 0 || v > (n->logical == LT_TIME_MILLIS ? 86400000LL : 86400000000LL))
+						return fail(d, "a time of day is out of range");
+					append_time(b, n->logical == LT_TIME_MILLIS ? v * 1000 : v);
+					*is_string = true;
+					return true;
+				case LT_TS_MILLIS:
+				case LT_LTS_MILLIS:
+					append_timestamp(b, v, 1000, n->logical == LT_TS_MILLIS);
+					*is_string = true;
+					return true;
+				case LT_TS_MICROS:
+				case LT_LTS_MICROS:
+					append_timestamp(b, v, 1000000, n->logical == LT_TS_MICROS);
+					*is_string = true;
+					return true;
+				default:
+					append_int(b, v, 1);
+					return true;
+			}
+		case AV_FLOAT:
+		case AV_DOUBLE:
+			{
+				double		x;
+
+				if (n->type == AV_FLOAT)
+				{
+					float		f;
+					uint32		u;
+
+					if (!need(d, 4))
+						return false;
+					u = (uint32) d->p[0] | ((uint32) d->p[1] << 8) | ((uint32) d->p[2] << 16) |
+						((uint32) d->p[3] << 24);
+					memcpy(&f, &u, 4);
+					d->p += 4;
+					x = f;
+				}
+				else
+				{
+					uint64		u = 0;
+
+					if (!need(d, 8))
+						return false;
+					for (int i = 7; i >= 0; i--)
+						u = (u << 8) | d->p[i];
+					memcpy(&x, &u, 8);
+					d->p += 8;
+				}
+				/* NaN and the infinities are no JSON numbers: strings */
+				*is_string = isnan(x) || isinf(x);
+				append_double(b, x, n->type == AV_FLOAT);
+				return true;
+			}
+		case AV_STRING:
+			if (!read_len(d, &v))
+				return false;
+			if (pg_encoding_verifymbstr(PG_UTF8, (const char *) d->p, (int) v) != (int) v)
+				return fail(d, "a string is not valid UTF-8");
+			if (memchr(d->p, '\0', v) != NULL)
+				return fail(d, "a string contains a NUL character");
+			appendBinaryStringInfo(b, (const char *) d->p, (int) v);
+			d->p += v;
+			*is_string = true;
+			return true;
+		case AV_BYTES:
+		case AV_FIXED:
+			if (n->type == AV_BYTES)
+			{
+				if (!read_len(d, &v))
+					return false;
+			}
+			else
+			{
+				v = n->size;
+				if (!need(d, v))
+					return false;
+			}
+			if (n->logical == LT_DECIMAL)
+			{
+				if (!append_decimal(d, b, d->p, v, n->scale))
+					return false;
+			}
+			else
+			{
+				append_hex(b, d->p, v);
+				*is_string = true;
+			}
+			d->p += v;
+			return true;
+		case AV_ENUM:
+			if (!read_int(d, &v))
+				return false;
+			if (v < 0 || v >= n->n)
+				return fail(d, "enum index %lld does not exist", (long long) v);
+			appendStringInfoString(b, n->names[v]);
+			*is_string = true;
+			return true;
+		default:
+			break;
+	}
+	return fail(d, "not a scalar");
+}
+
+/* Any value as JSON text. */
+static bool
+json_text(Dec *d, const AvNode *n, StringInfo b, int depth)
+{
+	if (depth > AV_MAX_DEPTH)
+		return fail(d, "the value nests more than %d levels deep", AV_MAX_DEPTH);
+	switch (n->type)
+	{
+		case AV_UNION:
+			{
+				const AvNode *br;
+
+				return read_branch(d, n, &br) && json_text(d, br, b, depth + 1);
+			}
+		case AV_RECORD:
+			appendStringInfoChar(b, '{');
+			for (int i = 0; i < n->n; i++)
+			{
+				if (i > 0)
+					appendStringInfoChar(b, ',');
+				append_json_string(b, n->names[i], strlen(n->names[i]));
+				appendStringInfoChar(b, ':');
+				if (!json_text(d, n->children[i], b, depth + 1))
+					return false;
+			}
+			appendStringInfoChar(b, '}');
+			return true;
+		case AV_ARRAY:
+		case AV_MAP:
+			{
+				bool		first = true;
+
+				appendStringInfoChar(b, n->type == AV_ARRAY ? '[' : '{');
+				for (;;)
+				{
+					int64		count;
+
+					if (!read_block(d, &count))
+						return false;
+					if (count == 0)
+						break;
+					for (int64 i = 0; i < count; i++)
+					{
+						if (!first)
+							appendStringInfoChar(b, ',');
+						first = false;
+						if (n->type == AV_MAP)
+						{
+							int64		klen;
+
+							if (!read_len(d, &klen))
+								return false;
+							if (pg_encoding_verifymbstr(PG_UTF8, (const char *) d->p, (int) klen) != (int) klen ||
+								memchr(d->p, '\0', klen) != NULL)
+								return fail(d, "a map key is not valid UTF-8 text");
+							append_json_string(b, (const char *) d->p, klen);
+							d->p += klen;
+							appendStringInfoChar(b, ':');
+						}
+						if (!json_text(d, n->children[0], b, depth + 1))
+							return false;
+					}
+				}
+				appendStringInfoChar(b, n->type == AV_ARRAY ? ']' : '}');
+				return true;
+			}
+		default:
+			{
+				StringInfoData s;
+				bool		is_string,
+							is_null;
+
+				init_small(&s);
+				if (!scalar_text(d, n, &s, &is_string, &is_null))
+					return false;
+				if (is_null)
+					appendStringInfoString(b, "null");
+				else if (is_string)
+					append_json_string(b, s.data, s.len);
+				else
+					appendBinaryStringInfo(b, s.data, s.len);
+				pfree(s.data);
+				return true;
+			}
+	}
+}
+
+/* An element of a PostgreSQL array literal, double-quoted. */
+static void
+append_array_element(StringInfo b, const char *s, int len)
+{
+	appendStringInfoChar(b, '"');
+	for (int i = 0; i < len; i++)
+	{
+		if (s[i] == '"' || s[i] == '\\')
+			appendStringInfoChar(b, '\\');
+		appendStringInfoChar(b, s[i]);
+	}
+	appendStringInfoChar(b, '"');
+}
+
+/* An Avro array as a PostgreSQL array literal; nested arrays as dimensions. */
+static bool
+pg_array_text(Dec *d, const AvNode *n, StringInfo b, int depth)
+{
+	bool		first = true;
+	const AvNode *item = n->children[0];
+
+	if (depth > AV_MAX_DEPTH)
+		return fail(d, "the value nests more than %d levels deep", AV_MAX_DEPTH);
+	appendStringInfoChar(b, '{');
+	for (;;)
+	{
+		int64		count;
+
+		if (!read_block(d, &count))
+			return false;
+		if (count == 0)
+			break;
+		for (int64 i = 0; i < count; i++)
+		{
+			const AvNode *it = item;
+
+			if (!first)
+				appendStringInfoChar(b, ',');
+			first = false;
+			if (it->type == AV_UNION && !read_branch(d, it, &it))
+				return false;
+			if (it->type == AV_ARRAY)
+			{
+				if (!pg_array_text(d, it, b, depth + 1))
+					return false;
+			}
+			else if (it->type == AV_RECORD || it->type == AV_MAP)
+			{
+				StringInfoData s;
+
+				init_small(&s);
+				if (!json_text(d, it, &s, depth + 1))
+					return false;
+				append_array_element(b, s.data, s.len);
+				pfree(s.data);
+			}
+			else
+			{
+				StringInfoData s;
+				bool		is_string,
+							is_null;
+
+				init_small(&s);
+				if (!scalar_text(d, it, &s, &is_string, &is_null))
+					return false;
+				if (is_null)
+					appendStringInfoString(b, "NULL");
+				else
+					append_array_element(b, s.data, s.len);
+				pfree(s.data);
+			}
+		}
+	}
+	appendStringInfoChar(b, '}');
+	return true;
+}
+
+/* The value at the current position, into slot s. */
+static bool
+capture(Dec *d, const AvNode *n, int s, int depth)
+{
+	KsSlotValue *v = &d->out[s];
+	StringInfoData b;
+
+	while (n->type == AV_UNION)
+		if (!read_branch(d, n, &n))
+			return false;
+	init_small(&b);
+	if (n->type == AV_ARRAY && d->pg_array && d->pg_array[s])
+	{
+		if (!pg_array_text(d, n, &b, depth))
+			return false;
+		v->kind = KS_SLOT_SCALAR;
+	}
+	else if (n->type == AV_RECORD || n->type == AV_MAP || n->type == AV_ARRAY)
+	{
+		if (!json_text(d, n, &b, depth))
+			return false;
+		v->kind = KS_SLOT_COMPOSITE;
+	}
+	else
+	{
+		bool		is_string,
+					is_null;
+
+		if (!scalar_text(d, n, &b, &is_string, &is_null))
+			return false;
+		if (is_null)
+		{
+			pfree(b.data);
+			if (v->text)
+				pfree(v->text);
+			v->kind = KS_SLOT_NULL;
+			v->text = NULL;
+			return true;
+		}
+		v->kind = is_string ? KS_SLOT_STRING : KS_SLOT_SCALAR;
+	}
+	if (v->text)
+		pfree(v->text);			/* a duplicate map key: the last one wins */
+	v->text = b.data;
+	return true;
+}
+
+/*
+ * Walks the value at the current position with the slots in active[]
+ * (whose first level segments matched): those whose path ends here take
+ * the value; the longer ones go on into records and maps.
+ */
+static bool
+walk(Dec *d, const AvNode *n, int level, const int *active, int nactive, int depth)
+{
+	const unsigned char *start = d->p;
+	const unsigned char *after = NULL;
+	int		   *sub;
+	int			sub_local[16];
+	int			ndeeper = 0;
+
+	if (depth > AV_MAX_DEPTH)
+		return fail(d, "the value nests more than %d levels deep", AV_MAX_DEPTH);
+	for (int i = 0; i < nactive; i++)
+	{
+		if (d->paths->paths[active[i]].nsegs == level)
+		{
+			d->p = start;
+			if (!capture(d, n, active[i], depth))
+				return false;
+			after = d->p;
+		}
+		else
+			ndeeper++;
+	}
+	if (ndeeper == 0)
+		return after ? true : skip(d, n, depth);
+	d->p = start;
+	while (n->type == AV_UNION)
+		if (!read_branch(d, n, &n))
+			return false;
+	if (n->type != AV_RECORD && n->type != AV_MAP)
+		return skip(d, n, depth);
+
+	sub = nactive <= (int) lengthof(sub_local) ? sub_local : palloc(sizeof(int) * nactive);
+	if (n->type == AV_RECORD)
+	{
+		/* this level's segment of each deeper path, side by side */
+		const char *seg_local[16];
+		const char **seg = nactive <= (int) lengthof(seg_local) ? seg_local :
+			palloc(sizeof(char *) * nactive);
+
+		for (int i = 0; i < nactive; i++)
+		{
+			const KsPath *p = &d->paths->paths[active[i]];
+
+			seg[i] = p->nsegs > level ? p->segs[level] : "";
+		}
+		for (int f = 0; f < n->n; f++)
+		{
+			int			nsub = 0;
+			const char *name = n->names[f];
+
+			for (int i = 0; i < nactive; i++)
+			{
+				/* the first byte first: most fields differ there */
+				if (seg[i][0] == name[0] && strcmp(seg[i], name) == 0)
+					sub[nsub++] = active[i];
+			}
+			if (!(nsub > 0 ? walk(d, n->children[f], level + 1, sub, nsub, depth + 1) :
+				  skip(d, n->children[f], depth + 1)))
+				return false;
+		}
+		if (seg != seg_local)
+			pfree(seg);
+	}
+	else
+	{
+		for (;;)
+		{
+			int64		count;
+
+			if (!read_block(d, &count))
+				return false;
+			if (count == 0)
+				break;
+			for (int64 i = 0; i < count; i++)
+			{
+				int64		klen;
+				const char *key;
+				int			nsub = 0;
+
+				if (!read_len(d, &klen))
+					return false;
+				key = (const char *) d->p;
+				if (pg_encoding_verifymbstr(PG_UTF8, key, (int) klen) != (int) klen)
+					return fail(d, "a map key is not valid UTF-8");
+				d->p += klen;
+				for (int a = 0; a < nactive; a++)
+				{
+					const KsPath *p = &d->paths->paths[active[a]];
+
+					if (p->nsegs > level && strlen(p->segs[level]) == (size_t) klen &&
+						memcmp(p->segs[level], key, klen) == 0)
+						sub[nsub++] = active[a];
+				}
+				if (!(nsub > 0 ? walk(d, n->children[0], level + 1, sub, nsub, depth + 1) :
+					  skip(d, n->children[0], depth + 1)))
+					return false;
+			}
+		}
+	}
+	if (sub != sub_local)
+		pfree(sub);
+	if (after != NULL && after != d->p)
+		return fail(d, "internal error: two walks of one value disagree");
+	return true;
+}
+
+KsAvroResult
+ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths, const bool *pg_array,
+			   int whole_slot, const char *data, size_t len, KsSlotValue *out, char **detail)
+{
+	Dec			d;
+	bool		ok;
+	int		   *active;
+	int			active_local[16] = {0};
+	int			nactive = 0;
+
+	*detail = NULL;
+	for (int i = 0; i < paths->nslots; i++)
+	{
+		out[i].kind = KS_SLOT_ABSENT;
+		out[i].text = NULL;
+	}
+	memset(&d, 0, sizeof(d));
+	d.p = (const unsigned char *) data;
+	d.end = d.p + len;
+	d.paths = paths;
+	d.pg_array = pg_array;
+	d.out = out;
+	d.budget = (int64) len * 8 + 1024;
+
+	if (s->root->type != AV_RECORD && whole_slot < 0)
+	{
+		*detail = psprintf("the writer schema's top-level type is not a record");
+		return KS_AVRO_NOT_A_RECORD;
+	}
+	if (s->root->type != AV_RECORD)
+		ok = capture(&d, s->root, whole_slot, 0);
+	else
+	{
+		active = paths->nslots <= (int) lengthof(active_local) ? active_local :
+			palloc(sizeof(int) * Max(paths->nslots, 1));
+		for (int i = 0; i < paths->nslots; i++)
+			if (paths->paths[i].nsegs >= 1)
+				active[nactive++] = i;
+		ok = walk(&d, s->root, 0, active, nactive, 0);
+		if (active != active_local)
+			pfree(active);
+	}
+	if (ok && d.p != d.end)
+		ok = fail(&d, "%lld bytes are left over after the value", (long long) (d.end - d.p));
+	if (!ok)
+	{
+		for (int i = 0; i < paths->nslots; i++)
+		{
+			if (out[i].text)
+				pfree(out[i].text);
+			out[i].kind = KS_SLOT_ABSENT;
+			out[i].text = NULL;
+		}
+		*detail = d.err;
+		return KS_AVRO_INVALID;
+	}
+	return KS_AVRO_OK;
+}

@@ -1,0 +1,73 @@
+/*-------------------------------------------------------------------------
+ *
+ * avro_binary.h
+ *		Avro writer schemas and the binary decoder into field-path slots
+ *		(src/avro_binary.c).  No backend dependency: test/fuzz builds it with
+ *		-DFRONTEND against libpgcommon.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_AVRO_BINARY_H
+#define KS_AVRO_BINARY_H
+
+#include "jsonwalk.h"
+
+typedef struct KsAvroSchema KsAvroSchema;
+
+typedef enum KsAvroResult
+{
+	KS_AVRO_OK = 0,
+	KS_AVRO_INVALID,			/* the bytes do not decode with the schema */
+	KS_AVRO_NOT_A_RECORD		/* the schema's top level is not a record */
+} KsAvroResult;
+
+/*
+ * Compiles an Avro schema (its JSON text).  NULL with *errmsg set when it
+ * is not a valid schema.  The result is allocated in the current memory
+ * context and never changes: it may be shared.
+ */
+extern KsAvroSchema *ks_avro_schema_parse(const char *json, size_t len, char **errmsg);
+
+/* Whether the top-level type is a record (else a primitive, e.g. a key). */
+extern bool ks_avro_schema_is_record(const KsAvroSchema *s);
+
+/*
+ * Decodes one datum written with schema s, capturing the value of each
+ * path of paths in out[] as jsonwalk does for JSON (ABSENT, NULL, STRING,
+ * SCALAR or COMPOSITE: its JSON text).  pg_array, when not NULL, says per
+ * slot that an Avro array there is wanted as a PostgreSQL array literal
+ * (kind SCALAR) rather than JSON.  whole_slot >= 0: a schema that is not
+ * a record decodes into that slot (a primitive key); otherwise it is
+ * KS_AVRO_NOT_A_RECORD.  Every byte must be used.  On an error *detail
+ * says why, and the slots are all ABSENT.
+ */
+extern KsAvroResult ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths,
+								   const bool *pg_array, int whole_slot,
+								   const char *data, size_t len,
+								   KsSlotValue *out, char **detail);
+
+/* ---- a small JSON tree, for schemas and registry answers ---- */
+typedef enum KsJsonKind
+{
+	KS_J_NULL,
+	KS_J_BOOL,
+	KS_J_NUMBER,
+	KS_J_STRING,
+	KS_J_ARRAY,
+	KS_J_OBJECT
+} KsJsonKind;
+
+typedef struct KsJson
+{
+	KsJsonKind	kind;
+	char	   *str;			/* string, number text, "true"/"false" */
+	int			n;				/* array elements, object members */
+	char	  **keys;			/* object member names */
+	struct KsJson **items;
+} KsJson;
+
+/* Parses JSON text (at most 64 levels deep); NULL with *errmsg if invalid. */
+extern KsJson *ks_json_parse(const char *text, size_t len, char **errmsg);
+extern KsJson *ks_json_get(const KsJson *obj, const char *key);
+
+#endif
