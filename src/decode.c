@@ -480,6 +480,9 @@ is_row_data_error(int sqlerrcode)
 		sqlerrcode == ERRCODE_INVALID_BINARY_REPRESENTATION;
 }
 
+/* set once a supposedly soft input threw in this process (decode_batch) */
+static bool soft_path_failed = false;
+
 typedef struct DecodeCall
 {
 	KsTarget   *t;
@@ -504,6 +507,44 @@ decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
 {
 	DecodeCall	call = {t, p, rows, nrows, 0};
 
+	/*
+	 * 16+: when every column's input reports bad input softly, a bad value
+	 * is a quarantine row without any subtransaction; anything that still
+	 * throws is not the row's fault and fails the batch as it would anyway.
+	 */
+	if (t->soft_only && !soft_path_failed)
+	{
+		MemoryContext cxt = CurrentMemoryContext;
+
+		PG_TRY();
+		{
+			decode_from(&call);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			converting_column = -1;
+			edata = CopyErrorData();
+			if (!is_row_data_error(edata->sqlerrcode))
+				PG_RE_THROW();
+			FlushErrorState();
+
+			/*
+			 * A value threw after all: from now on this process decodes in
+			 * a subtransaction, and the batch is read again (a transient
+			 * error: rolled back, retried), so the value is quarantined.
+			 */
+			soft_path_failed = true;
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("a value could not be checked without a subtransaction; the batch is decoded again with one"),
+					 errdetail("%s", edata->message)));
+		}
+		PG_END_TRY();
+		return;
+	}
 	while (call.cur < nrows)
 	{
 		ErrorData  *edata = ks_try_subxact(decode_from, &call);

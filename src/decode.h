@@ -44,6 +44,9 @@ typedef struct KsColumn
 typedef struct KsTarget
 {
 	Oid			relid;
+	bool		soft_only;		/* 16+: every column's input reports bad
+								 * input softly: decoding needs no
+								 * subtransaction (target.c) */
 	char	   *qualified_name;
 	int			ncolumns;
 	KsColumn   *columns;

@@ -26,6 +26,8 @@
 #include "catalog/dependency.h"
 #include "access/stratnum.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
@@ -39,6 +41,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/resowner.h"
 
 
@@ -106,6 +109,62 @@ key_index_column(KsTarget *t, KsColumn *c, Oid coll, Oid opclass, const char *op
 				 errdetail("Key column \"%s\" is compared as the key index compares it, and kafka_sink reduces a batch by hashing its keys.",
 						   c->name),
 				 errhint("Key the pipeline on a unique index whose operator classes have hash support, such as the default ones.")));
+}
+
+/*
+ * Whether a type's input reports bad input softly (PostgreSQL 16+): the
+ * built-in input functions do (internal language), and so do arrays of
+ * such types; a domain may run a CHECK expression of the user's, and a
+ * type of an extension or of the user's may throw, so they do not count.
+ */
+static bool
+soft_input_type(Oid typid)
+{
+#ifdef KS_HAVE_SOFT_INPUT_ERRORS
+	Oid			elem = get_element_type(typid);
+	Oid			infunc;
+	Oid			ioparam;
+	HeapTuple	tup;
+	bool		internal;
+
+	if (get_typtype(typid) == TYPTYPE_DOMAIN)
+		return false;
+	if (OidIsValid(elem) && !soft_input_type(elem))
+		return false;
+	getTypeInputInfo(typid, &infunc, &ioparam);
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(infunc));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	internal = ((Form_pg_proc) GETSTRUCT(tup))->prolang == INTERNALlanguageId;
+	ReleaseSysCache(tup);
+	return internal;
+#else
+	(void) typid;
+	return false;
+#endif
+}
+
+/*
+ * Whether decoding into t can do without the per-batch subtransaction
+ * (decode.c): every column's input is soft and no mapping divides by a
+ * scale (that arithmetic throws).
+ */
+static bool
+soft_input_only(KsTarget *t)
+{
+	for (int c = 0; c < t->ncolumns; c++)
+	{
+		if (t->columns[c].lineage != NULL)
+			continue;
+		if (!soft_input_type(t->columns[c].typid))
+			return false;
+		if (t->scale && t->scale[c] != 0)
+			return false;
+		for (int v = 0; v < t->nversions; v++)
+			if (t->vscale && t->vscale[v][c] != 0)
+				return false;
+	}
+	return true;
 }
 
 /*
@@ -327,6 +386,7 @@ ks_target_open(KsPipeline *p)
 			!c->is_order && !c->required && c->lineage == NULL)
 			c->prov = t->nprov++;
 	}
+	t->soft_only = soft_input_only(t);
 	return t;
 }
 
