@@ -81,6 +81,7 @@ void
 ks_consumer_emit_logs(void)
 {
 	char		lines[KS_LOG_RING][KS_LOG_LEN];
+	int			levels[KS_LOG_RING];
 	int			n;
 
 	pthread_mutex_lock(&log_lock);
@@ -90,12 +91,18 @@ ks_consumer_emit_logs(void)
 		int			idx = (log_head - n + i + KS_LOG_RING) % KS_LOG_RING;
 
 		memcpy(lines[i], log_ring[idx], KS_LOG_LEN);
+		levels[i] = log_level[idx];
 	}
 	log_count = 0;
 	pthread_mutex_unlock(&log_lock);
 
+	/*
+	 * librdkafka's debug output (syslog level 7, what the owner's "debug"
+	 * option turns on) goes to DEBUG1: an owner must not be able to fill the
+	 * server log; set log_min_messages = debug1 to see it.
+	 */
 	for (int i = 0; i < n; i++)
-		ereport(LOG,
+		ereport(levels[i] >= 7 ? DEBUG1 : LOG,
 				(errmsg("librdkafka: %s", lines[i])));
 }
 

@@ -104,7 +104,17 @@ poll "SELECT state = 'failed' FROM kafka_sink.status WHERE name = 'plugin_$SFX'"
 check "restarted, the plugin pipeline fails again (a second error) and loads nothing" "failed|t|" \
       "$(sql -c "SELECT state FROM kafka_sink.status WHERE name = 'plugin_$SFX'")|$(sql -c "SELECT count(*) >= 2 FROM kafka_sink.errors e JOIN kafka_sink.pipeline_definitions d ON d.id = e.pipeline_id WHERE d.name = 'plugin_$SFX'")|$(cd "$MARK" && ls | grep -v -e '^libmark.so$' -e '^mark.c$' || true)"
 
-for p in plugin kinit principal engine isolation group good; do
+# "debug" is an owner's option, but librdkafka's debug output must not fill
+# the server log: it is logged at DEBUG1 (not shown at the default level)
+LOG1="$(wc -c < "$LOGF")"
+as_owner -c "SELECT kafka_sink.create_pipeline(name => 'debuglog_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['$T'], target => 'e2e.opt_enf_$SFX', starting_offsets => 'earliest',
+    kafka_options => '{\"debug\": \"all\"}')" >/dev/null
+check "a pipeline with debug = all catches up" t "$(as_owner -c "SELECT kafka_sink.wait('debuglog_$SFX', '60 s')")"
+check "its librdkafka debug output is not in the server log at the default level" 0 \
+      "$(tail -c +$((LOG1 + 1)) "$LOGF" | grep -cE 'librdkafka: (BRKMAIN|CONNECT|FETCH|SEND|RECV|PROTOCOL|METADATA|CGRP|OFFSET|TOPPAR|MEMBER|INIT|CONF)' || true)"
+
+for p in plugin kinit principal engine isolation group good debuglog; do
     as_owner -c "SELECT kafka_sink.drop_pipeline('${p}_$SFX')" >/dev/null || true
 done
 finish
