@@ -42,6 +42,8 @@ sleep 1
 sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.alter_pipeline('log_$SFX', workers => 3)" >/dev/null
 poll "SELECT workers = 3 FROM kafka_sink.status WHERE name = 'log_$SFX'" 30 || true
 check "workers => 3: three workers run" 3 "$(sql -c "SELECT workers FROM kafka_sink.status WHERE name = 'log_$SFX'")"
+# (each new worker publishes its partitions once it has assigned them)
+poll "SELECT count(DISTINCT (topic, partition)) = 4 FROM kafka_sink.progress WHERE pipeline = 'log_$SFX' AND worker IS NOT NULL" 30 || true
 check "each partition has exactly one owning worker" "4|4" \
       "$(sql -c "SELECT count(*) || '|' || count(DISTINCT (topic, partition)) FROM kafka_sink.progress WHERE pipeline = 'log_$SFX' AND worker IS NOT NULL")"
 wait
