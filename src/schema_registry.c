@@ -10,6 +10,9 @@
  * the lineage functions decode without the registry), the registry
  * (GET /schemas/ids/{id}; the answer is stored in the catalog).  A schema
  * id never changes its schema in a registry, so entries never expire.
+ * The worker asks for the ids of a filled batch before the batch's
+ * transaction opens (ks_schema_prefetch), so that decoding in it finds them
+ * cached and waits on no network; decoding still fetches what it misses.
  *
  * Failures: an id the registry answers 404/40403 for is unknown (the
  * message is quarantined as unknown_schema_id; the answer is remembered
@@ -53,6 +56,8 @@ typedef struct CacheEntry
 	CacheKey	key;
 	bool		unknown;		/* the registry said 404 ... */
 	TimestampTz unknown_in_xact;	/* ... in this transaction */
+	bool		unknown_next;	/* ... to the prefetch of the batch */
+	char	   *failed_next;	/* the prefetch found the registry down: why */
 	KsSchemaEntry *schema;
 } CacheEntry;
 
@@ -233,9 +238,12 @@ fetch_one(KsRegistryConf *reg, const char *base, int32 id, char **type, char **t
 	return result;
 }
 
-/* Tries each url in turn; the first answer that is not an outage decides. */
+/*
+ * Tries each url in turn; the first answer that is not an outage decides.
+ * An outage of them all is FETCH_UNAVAILABLE with *why.
+ */
 static FetchResult
-fetch(KsRegistryConf *reg, int32 id, char **type, char **text)
+fetch_quiet(KsRegistryConf *reg, int32 id, char **type, char **text, char **why)
 {
 	ListCell   *lc;
 	StringInfoData errs;
@@ -273,12 +281,61 @@ fetch(KsRegistryConf *reg, int32 id, char **type, char **text)
 		appendStringInfoString(&errs, err);
 		CHECK_FOR_INTERRUPTS();
 	}
+	*why = errs.data;
+	return FETCH_UNAVAILABLE;
+}
+
+static void
+raise_unavailable(int32 id, const char *why)
+{
 	ereport(ERROR,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
 			 errmsg("schema registry unavailable while fetching schema id %d", id),
-			 errdetail("%s.", errs.data),
+			 errdetail("%s.", why),
 			 errhint("The pipeline retries; no message is quarantined or skipped meanwhile.")));
-	return FETCH_UNAVAILABLE;	/* not reached */
+}
+
+/* As fetch_quiet, but an outage is an ERROR of class 08. */
+static FetchResult
+fetch(KsRegistryConf *reg, int32 id, char **type, char **text)
+{
+	char	   *why = NULL;
+	FetchResult r = fetch_quiet(reg, id, type, text, &why);
+
+	if (r == FETCH_UNAVAILABLE)
+		raise_unavailable(id, why);
+	return r;
+}
+
+/* The cache entry of (reg, id), made empty when new. */
+static CacheEntry *
+entry_for(KsRegistryConf *reg, int32 id)
+{
+	CacheKey	key;
+	CacheEntry *ce;
+	bool		found;
+
+	memset(&key, 0, sizeof(key));
+	key.registry = hash_bytes_extended((const unsigned char *) reg->key, strlen(reg->key), 0);
+	key.id = id;
+	ce = hash_search(schema_cache, &key, HASH_ENTER, &found);
+	if (!found)
+	{
+		ce->unknown = false;
+		ce->unknown_next = false;
+		ce->failed_next = NULL;
+		ce->schema = NULL;
+	}
+	return ce;
+}
+
+static void
+clear_next(CacheEntry *ce)
+{
+	ce->unknown_next = false;
+	if (ce->failed_next)
+		pfree(ce->failed_next);
+	ce->failed_next = NULL;
 }
 
 /*
@@ -288,23 +345,13 @@ fetch(KsRegistryConf *reg, int32 id, char **type, char **text)
 KsSchemaEntry *
 ks_schema_by_id(KsRegistryConf *reg, int32 id)
 {
-	CacheKey	key;
 	CacheEntry *ce;
-	bool		found;
 	TimestampTz xact = GetCurrentTransactionStartTimestamp();
 	char	   *type;
 	char	   *text;
 
 	cache_init();
-	memset(&key, 0, sizeof(key));
-	key.registry = hash_bytes_extended((const unsigned char *) reg->key, strlen(reg->key), 0);
-	key.id = id;
-	ce = hash_search(schema_cache, &key, HASH_ENTER, &found);
-	if (!found)
-	{
-		ce->unknown = false;
-		ce->schema = NULL;
-	}
+	ce = entry_for(reg, id);
 	if (ce->schema)
 	{
 		KsSchemaEntry *e = ce->schema;
@@ -326,10 +373,28 @@ ks_schema_by_id(KsRegistryConf *reg, int32 id)
 
 	if (ks_catalog_schema_get(reg->key, id, &type, &text))
 	{
+		clear_next(ce);
 		ce->schema = make_entry(id, type, text);
 		ce->schema->in_catalog = true;
 		return ce->schema;
 	}
+
+	/* the prefetch's answer, for this batch only (ks_schema_prefetch) */
+	if (ce->unknown_next)
+	{
+		clear_next(ce);
+		ce->unknown = true;
+		ce->unknown_in_xact = xact;
+		return NULL;
+	}
+	if (ce->failed_next)
+	{
+		char	   *why = pstrdup(ce->failed_next);
+
+		clear_next(ce);
+		raise_unavailable(id, why);
+	}
+
 	if (fetch(reg, id, &type, &text) == FETCH_NOT_FOUND)
 	{
 		ce->unknown = true;
@@ -340,4 +405,143 @@ ks_schema_by_id(KsRegistryConf *reg, int32 id)
 	ce->schema->in_catalog = !ks_catalog_schema_put(reg->key, id, type, text);
 	ce->schema->stored_in_xact = xact;
 	return ce->schema;
+}
+
+/*
+ * Does this side of a pipeline's messages carry Confluent's wire frame,
+ * i.e. a schema id to look up?
+ */
+static bool
+side_is_framed(KsPipeline *p, bool is_key)
+{
+	const KsFormat *f = is_key ? p->key_fmt : p->value_fmt;
+
+	if (f == NULL)
+		return false;
+	if (strcmp(f->name, "json_schema") == 0)
+		return true;
+	return strcmp(f->name, "avro") == 0 && (is_key || p->value_schema == NULL);
+}
+
+/* ks_schema_prefetch's lookups of ids; errors are the caller's. */
+static void
+prefetch_ids(KsPipeline *p, List *ids, MemoryContext cxt)
+{
+	List	   *missing = NIL;
+	char	   *outage = NULL;
+	ListCell   *lc;
+
+	ks_xact_begin("kafka_sink: reading schemas");
+	MemoryContextSwitchTo(cxt);
+	foreach(lc, ids)
+	{
+		char	   *type;
+		char	   *text;
+
+		if (ks_catalog_schema_get(p->registry->key, lfirst_int(lc), &type, &text))
+		{
+			CacheEntry *ce = entry_for(p->registry, lfirst_int(lc));
+
+			ce->schema = make_entry(lfirst_int(lc), type, text);
+			ce->schema->in_catalog = true;
+		}
+		else
+			missing = lappend_int(missing, lfirst_int(lc));
+	}
+	ks_xact_commit();
+	MemoryContextSwitchTo(cxt);
+
+	/* no transaction is open from here on */
+	foreach(lc, missing)
+	{
+		int32		id = lfirst_int(lc);
+		CacheEntry *ce = entry_for(p->registry, id);
+		char	   *type;
+		char	   *text;
+		FetchResult r = FETCH_UNAVAILABLE;
+
+		if (outage == NULL)
+			r = fetch_quiet(p->registry, id, &type, &text, &outage);
+		if (r == FETCH_OK)
+		{
+			ce->schema = make_entry(id, type, text);
+			ce->schema->in_catalog = false;
+			ce->schema->stored_in_xact = 0;
+		}
+		else if (r == FETCH_NOT_FOUND)
+			ce->unknown_next = true;
+		else
+			ce->failed_next = MemoryContextStrdup(schema_cxt, outage);
+	}
+}
+
+/*
+ * Called by the worker after a batch is filled and before its transaction
+ * opens (STYLE: no transaction across a network wait).  The schema ids in
+ * the batch's frames that this process has no schema for are read from the
+ * catalog, in a short transaction of its own with no network wait, and the
+ * rest fetched from the registry with no transaction open; decoding in the
+ * batch's transaction then finds them in the cache (and stores the fetched
+ * ones in the catalog there, as that write needs the batch's transaction).
+ *
+ * A 404 and an outage are kept for the next lookup of the id only, i.e.
+ * the batch's decoding: the message is quarantined as unknown_schema_id,
+ * or the outage raised there as the error the worker records and retries,
+ * as if decoding had fetched itself.  After an outage the ids not asked yet
+ * carry the same outage: decoding waits on no registry.  Any other error
+ * here is logged and dropped; decoding then looks the ids up as it always
+ * could (replay_quarantine and the lineage functions have no prefetch).
+ */
+void
+ks_schema_prefetch(KsPipeline *p, KsMessage **msgs, int nmsgs)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *volatile ids = NIL;
+	bool		framed[2];
+
+	if (p->registry == NULL)
+		return;
+	framed[0] = side_is_framed(p, false);
+	framed[1] = side_is_framed(p, true);
+	if (!framed[0] && !framed[1])
+		return;
+	cache_init();
+
+	for (int i = 0; i < nmsgs; i++)
+	{
+		for (int side = 0; side < 2; side++)
+		{
+			const char *data = side ? msgs[i]->key : msgs[i]->value;
+			size_t		len = side ? msgs[i]->key_len : msgs[i]->value_len;
+			char	   *detail;
+			int32		id;
+			CacheEntry *ce;
+
+			if (!framed[side] || data == NULL || !ks_wire_frame(data, len, &id, &detail))
+				continue;
+			if (list_member_int(ids, id))
+				continue;
+			ce = entry_for(p->registry, id);
+			if (ce->schema)
+				continue;
+			clear_next(ce);		/* an answer of an earlier batch is not this one's */
+			ids = lappend_int(ids, id);
+		}
+	}
+	if (ids == NIL)
+		return;
+
+	PG_TRY();
+	{
+		prefetch_ids(p, ids, cxt);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		MemoryContextSwitchTo(cxt);
+	}
+	PG_END_TRY();
 }

@@ -11,8 +11,10 @@
  * waits on Kafka.
  *
  * The loop reads as its stages, one turn per batch (worker_turn): fill
- * (fill.c) -> the transaction around ks_apply_batch -> commit -> mirror the
- * checkpoint to the consumer group (mirror.c) -> publish the progress.
+ * (fill.c) -> the schemas new to the process, fetched with no transaction
+ * open (schema_registry.c) -> the transaction around ks_apply_batch ->
+ * commit -> mirror the checkpoint to the consumer group (mirror.c) ->
+ * publish the progress.
  * Which partitions it reads, and from where, is assignment.c's.
  *
  * Owns: the process (connection, pinned settings, the catalog-write
@@ -31,6 +33,7 @@
 #include "consumer.h"
 #include "decode.h"
 #include "apply.h"
+#include "format.h"
 #include "bgworker.h"
 
 #include "access/xact.h"
@@ -450,6 +453,8 @@ worker_turn(KsWorkerState *ws)
 
 	if (!fill(ws, &f, &batch))
 		return 0;
+	/* schemas new to this process: fetched now, not in the transaction */
+	ks_schema_prefetch(ws->pipeline, batch.msgs, batch.nmsgs);
 	if (!apply_in_transaction(ws, &batch, &f))
 		return 0;
 	batch_committed(ws, &f);

@@ -187,6 +187,27 @@ check "a restarted worker decodes known ids from the catalog, registry down" "8|
 check "... without calling the registry" "$before" "$(registry_requests)"
 registry_mode ok
 
+# a schema id new to the worker is fetched before the batch's transaction
+# opens: with the registry hanging, the worker waits on it (timeout.ms 2000)
+# with no transaction open (STYLE: no transaction across a network wait)
+V7='{"type":"record","name":"Item7","namespace":"ks.e2e","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}'
+V7_ID=$($PRODUCE register "$REG" "$USERINFO" "$T_OUT-hang-value" "$V7")
+registry_mode hang
+before=$(registry_requests)
+$PRODUCE frame "$KS_BOOTSTRAP" "$T_OUT" "$V7_ID" "$V7" '{"id": 9, "name": "new id, registry hanging"}'
+in_xact=0
+for i in $(seq 1 40); do
+    n=$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'kafka_sink: avro_outage_$SFX' AND now() - xact_start > interval '500 ms'")
+    in_xact=$((in_xact + n))
+    sleep 0.2
+done
+check "the new id was asked for while the registry hung" t "$([ "$(registry_requests)" -gt "$before" ] && echo t || echo f)"
+check "no transaction stays open while the registry hangs" 0 "$in_xact"
+check "nothing applied or quarantined meanwhile" "8|" "$(rows outage)|$(quarantined "avro_outage_$SFX")"
+registry_mode ok
+poll "SELECT count(*) = 9 FROM $S.outage" 90 || true
+check "after the hang the message with the new id lands" "9|" "$(rows outage)|$(quarantined "avro_outage_$SFX")"
+
 # ---- the registry password ----------------------------------------------------------------------------
 check "the pipelines view masks the registry password" "********|$REG" \
       "$(sql -c "SET ROLE ks_e2e" -c "SELECT schema_registry->>'basic.auth.user.info' || '|' || (schema_registry->>'url') FROM kafka_sink.pipelines WHERE name = 'avro_types_$SFX'")"
