@@ -19,6 +19,7 @@
 #   test/harness.sh pg-start | pg-stop | pg-kill | env | status | stop-all | clean
 #   test/harness.sh pg-wipe                  # stop the cluster, delete its data
 #   test/harness.sh free-port [AVOID...]     # a free loopback port, not one of AVOID
+#   test/harness.sh cluster-id                # a new KRaft cluster id
 #
 # Environment knobs (all optional):
 #   KS_RUN            run dir (default <repo>/.run)
@@ -144,6 +145,17 @@ cp_ok() {
 kafka_cp() {
     [ -s "$KS_KAFKA_CP_FILE" ] || die "no Kafka classpath; run 'test/harness.sh kafka-fetch'"
     cat "$KS_KAFKA_CP_FILE"
+}
+
+# cluster_id: a new KRaft cluster id (base64url of a UUID), never one
+# starting with "-": the storage tool's parser takes that for an option
+cluster_id() {
+    python3 -c '
+import base64, uuid
+c = "-"
+while c.startswith("-"):
+    c = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+print(c)'
 }
 
 # free_port: a loopback TCP port below the Linux ephemeral range (so a
@@ -318,14 +330,7 @@ cmd_kafka_start() {
     fi
     if [ ! -f "$KDIR/data/meta.properties" ]; then
         local cluster_id
-        # (never one starting with "-": the tool's parser takes it for an option)
-        cluster_id="$(python3 -c '
-import base64, uuid
-while True:
-    c = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    if not c.startswith("-"):
-        print(c)
-        break')"
+        cluster_id="$(cluster_id)"
         log "kafka-start: formatting $KDIR/data (cluster id $cluster_id)"
         rm -rf "$KDIR/data"
         KJAVA_NOCDS=1 kjava kafka.tools.StorageTool format -t "$cluster_id" \
@@ -733,6 +738,7 @@ main() {
         clean)                cmd_clean "$@" ;;
         pg-wipe)              cmd_pg_wipe "$@" ;;
         free-port)            free_port "$@" ;;
+        cluster-id)           cluster_id ;;
         -h|--help|help)       usage 0 ;;
         *)                    echo "unknown subcommand: $sub" >&2; usage 1 ;;
     esac

@@ -256,11 +256,7 @@ stop_process() {
 own_broker_start() {
     local dir="$1" cluster_id
     shift
-    # (never one starting with "-": the storage tool would take it for an option)
-    cluster_id="$(python3 -c 'import base64,uuid
-c = "-"
-while c.startswith("-"): c = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-print(c)')"
+    cluster_id="$("$HARNESS" cluster-id)"
     java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
          -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$KS_KAFKA_CP" \
          kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" --standalone \
