@@ -142,7 +142,8 @@ run_variant() {
         subscribe_pattern => '^$prefix\\.cdc\\..*', target => '$rs.{source.table}',
         envelope => 'debezium', starting_offsets => 'earliest',
         trigger_interval => '50 ms', max_offsets_per_batch => 25 $ct_arg $EXTRA_ARGS)" >/dev/null \
-        || { check "$v: create_pipeline(envelope => 'debezium', target => '$rs.{source.table}')" ok failed; return 0; }
+        || { check "$v: create_pipeline(envelope => 'debezium', target => '$rs.{source.table}')" ok failed
+             end_variant; return 0; }
 
     # ---- phase 1: snapshot and a workload with every kind of change
     wl --seed 22 --expect "$E" run --ops "$OPS"
@@ -208,6 +209,11 @@ EOF
     check "$v: no deleted key is in the replica (nothing resurrected)" 0 "$revived"
 
     as_role ks_e2e -c "SELECT kafka_sink.drop_pipeline('$name')" >/dev/null
+    end_variant
+}
+# end_variant: this variant's Connect stopped and its slot dropped (the
+# source cluster stays for the next variant, in a database of its own)
+end_variant() {
     "$SRC" stop-connect
     "$SRC" drop-slot
 }
