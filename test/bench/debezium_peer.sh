@@ -43,6 +43,20 @@
 # Debezium's upsert has no ordering guard: the last record per key wins, so
 # rows_differing_from_rule is expected to be > 0 (stale events overwrite).
 #
+#   debezium_peer.sh cdc BOOTSTRAP TOPICS_REGEX N TABLE_FORMAT OUT_JSON
+#
+# The CDC mode (the bench's CDC rows, test/bench/cdc_part.sh): the same sink
+# consumes Debezium change topics natively (no SMT on the value) from
+# TOPICS_REGEX (N messages in all, tombstones included); a RegexRouter
+# keeps the last part of PREFIX.SCHEMA.TABLE, so ${topic} in TABLE_FORMAT
+# is the source table (e.g. "cdc_dbz_${topic}": tables in the connection's
+# default schema, created by the caller: schema.evolution=none);
+# insert.mode=upsert, delete.enabled=true, truncate.enabled=true,
+# primary.key.mode=record_key.  OUT_JSON: {"seconds", "msgs_per_s",
+# "startup_seconds", "cpu_s", "rss_kb", "message_bytes", "connector", "t0",
+# "progress"}; the caller compares the tables with the source
+# (test/tools/cdc_compare.py).
+#
 # Knobs: DBZ_VERSION (3.5.0.Final: 3.6.x's connector jar is not served
 # here), PGJDBC_VERSION (42.7.8), DBZ_HEAP (512m), DBZ_BATCH (50000),
 # DBZ_REDUCTION (1: use.reduction.buffer=true and reWriteBatchedInserts=true;
@@ -55,8 +69,14 @@
 # Jars are fetched once with mvn (cached in ~/.m2 and DBZ_WORK/plugins).
 set -euo pipefail
 
-[ $# -eq 6 ] || { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//' | head -n -1 >&2; exit 2; }
-BOOTSTRAP="$1"; TOPIC="$2"; EVENTS="$3"; N="$4"; TARGET="$5"; OUT="$6"
+usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//' | head -n -1 >&2; exit 2; }
+MODE=orders
+[ $# -eq 6 ] || usage
+if [ "$1" = cdc ]; then
+    MODE=cdc; BOOTSTRAP="$2"; TOPICS_REGEX="$3"; N="$4"; TABLE_FORMAT="$5"; OUT="$6"
+else
+    BOOTSTRAP="$1"; TOPIC="$2"; EVENTS="$3"; N="$4"; TARGET="$5"; OUT="$6"
+fi
 
 DBZ_VERSION="${DBZ_VERSION:-3.5.0.Final}"
 PGJDBC_VERSION="${PGJDBC_VERSION:-42.7.8}"
@@ -106,6 +126,64 @@ EOF
     rm -f "$PLUGIN"/jackson-databind-*.jar "$PLUGIN"/jackson-core-*.jar \
           "$PLUGIN"/jackson-annotations-*.jar "$PLUGIN"/slf4j-api-*.jar
     touch "$PLUGIN/.ok"
+fi
+
+# ------------------------------------------------------------- CDC mode
+cdc_mode() {
+    local R="$W/run-cdc" NAME url REST_PORT T0 JP CPU RSS MSG_BYTES=0 t
+    NAME="bench-dbz-cdc-$(date +%s%N)"          # the sink's consumer group: connect-$NAME
+    rm -rf "$R"; mkdir -p "$R"
+    REST_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    printf '%s\n' "status = warn" "appender.file.type = File" "appender.file.name = F" \
+        "appender.file.fileName = $R/connect.log" "appender.file.layout.type = PatternLayout" \
+        "appender.file.layout.pattern = %d{UNIX_MILLIS} %p %m (%c)%n" "rootLogger.level = INFO" \
+        "rootLogger.appenderRef.f.ref = F" > "$R/log4j2.properties"
+    printf '%s\n' "bootstrap.servers=$BOOTSTRAP" \
+        "key.converter=org.apache.kafka.connect.json.JsonConverter" \
+        "value.converter=org.apache.kafka.connect.json.JsonConverter" \
+        "key.converter.schemas.enable=true" "value.converter.schemas.enable=true" \
+        "offset.storage.file.filename=$R/connect.offsets" "offset.flush.interval.ms=1000" \
+        "plugin.path=$PLUGIN_PATH" "plugin.discovery=service_load" \
+        "listeners=http://127.0.0.1:$REST_PORT" "consumer.max.poll.records=$DBZ_BATCH" \
+        "consumer.auto.offset.reset=earliest" > "$R/worker.properties"
+    url="jdbc:postgresql://$PGHOST:$PGPORT/$PGDATABASE?stringtype=unspecified&ApplicationName=debezium_peer"
+    [ "$DBZ_REDUCTION" = 1 ] && url="$url&reWriteBatchedInserts=true"
+    printf '%s\n' "name=$NAME" "connector.class=io.debezium.connector.jdbc.JdbcSinkConnector" "tasks.max=1" \
+        "topics.regex=$TOPICS_REGEX" "connection.url=$url" "connection.username=$PGUSER" \
+        "connection.password=${PGPASSWORD:-unused}" "insert.mode=upsert" "delete.enabled=true" \
+        "truncate.enabled=true" "primary.key.mode=record_key" "schema.evolution=none" \
+        "collection.name.format=$TABLE_FORMAT" "batch.size=$DBZ_BATCH" \
+        "use.reduction.buffer=$([ "$DBZ_REDUCTION" = 1 ] && echo true || echo false)" \
+        "transforms=route" "transforms.route.type=org.apache.kafka.connect.transforms.RegexRouter" \
+        'transforms.route.regex=.*[.]([^.]+)' 'transforms.route.replacement=$1' > "$R/sink.properties"
+    JP=""
+    trap '[ -z "$JP" ] || kill "$JP" 2>/dev/null; true' EXIT
+    say "Kafka Connect standalone + Debezium JDBC sink $DBZ_VERSION on /$TOPICS_REGEX/ -> $TABLE_FORMAT"
+    T0="$(date +%s.%N)"
+    java -Xmx"$DBZ_HEAP" -Dlog4j2.configurationFile="$R/log4j2.properties" -cp "$KS_KAFKA_CP" \
+         org.apache.kafka.connect.cli.ConnectStandalone "$R/worker.properties" "$R/sink.properties" \
+         > "$R/stdout.log" 2>&1 &
+    JP=$!
+    # wait: the group connect-$NAME has committed every matching topic's end
+    "$PY" "$(dirname "$0")/cdc_watch.py" "$BOOTSTRAP" "connect-$NAME" "$TOPICS_REGEX" "$DBZ_TIMEOUT" "$JP" \
+          "$R/watch.json" "$N"
+    CPU="$(awk -v t="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t}' "/proc/$JP/stat")"
+    RSS="$(awk '/^VmHWM/ {print $2}' "/proc/$JP/status")"
+    if grep -q ' ERROR ' "$R/connect.log"; then
+        say "errors in $R/connect.log:"; grep ' ERROR ' "$R/connect.log" | head -5 >&2
+    fi
+    kill "$JP" 2>/dev/null || true; wait "$JP" 2>/dev/null || true; JP=""
+    t="$(kcat -b "$BOOTSTRAP" -L 2>/dev/null | sed -n 's/^ *topic "\([^"]*\)" with.*/\1/p' | grep -E "^($TOPICS_REGEX)\$" | head -n 1 || true)"
+    [ -z "$t" ] || MSG_BYTES="$(kcat -C -b "$BOOTSTRAP" -t "$t" -p 0 -o beginning -c 1000 -e -q -f '%S\n' 2>/dev/null \
+                                | awk '{s += $1} END {printf "%.0f", NR ? s / NR : 0}')"
+    "$PY" "$(dirname "$0")/cdc_watch.py" --summary "$R/watch.json" "$R/connect.log" "$T0" "$N" "$CPU" "$RSS" \
+          "${MSG_BYTES:-0}" "$DBZ_VERSION" > "$OUT"
+    cat "$OUT"
+}
+if [ "$MODE" = cdc ]; then
+    if [ "${DBZ_PREPARE_ONLY:-0}" = 1 ]; then say "prepared: jars in $PLUGIN"; exit 0; fi
+    cdc_mode
+    exit 0
 fi
 
 # ------------------------------------------------------------- topic

@@ -84,9 +84,73 @@ def fmt(x, spec="{:.2f}"):
     return "-" if x is None else spec.format(x)
 
 
+def cdc_rows(r):
+    """the CDC part (test/bench/cdc_part.sh): ours and the Debezium JDBC sink
+    on the same change topics; (lines of the table, results)"""
+    n = num(r, "cdc.messages")
+    if not n:
+        return [], None
+    res = {"messages": int(n), "rows_per_table_initially": num(r, "cdc.rows"), "operations": num(r, "cdc.ops"),
+           "source_rows_at_end": num(r, "cdc.source_rows"), "message_bytes": num(r, "cdc.message_bytes")}
+    for key, name in (("cdc_ks", "ours"), ("cdc_dbz", "debezium_jdbc")):
+        s_ = num(r, key + ".seconds")
+        if not s_:
+            continue
+        res[name] = {"seconds": s_, "msgs_per_s": n / s_, "cpu_s": num(r, key + ".cpu_s"),
+                     "cpu_s_per_million": num(r, key + ".cpu_s") / n * 1e6 if num(r, key + ".cpu_s") else None,
+                     "rss_mib": num(r, key + ".rss_kb", 0) / 1024 or None,
+                     "startup_seconds": num(r, key + ".startup_seconds"),
+                     "batches": num(r, key + ".batches"), "quarantined": num(r, key + ".quarantined"),
+                     "equal_to_source": r.get(key + ".equal"), "load_at_start": num(r, key + ".load"),
+                     "machine_busy_s": num(r, key + ".machine_busy_s")}
+    o, d = res.get("ours"), res.get("debezium_jdbc")
+    if o and d:
+        res["ours_vs_debezium_jdbc"] = o["msgs_per_s"] / d["msgs_per_s"]
+    lines = ["CDC: %s Debezium change events (snapshot of 3 x %s rows + %s operations: inserts, updates, deletes with "
+             "tombstones, key changes; schema-embedded JSON, ~%s bytes) from PostgreSQL through Debezium's "
+             "PostgreSQL connector, replicated into 3 tables"
+             % (fmt_int(n), fmt_int(res["rows_per_table_initially"]), fmt_int(res["operations"]),
+                fmt_int(res["message_bytes"])), "",
+             "| CDC run | seconds | msgs/s | / Debezium JDBC sink | CPU s per 1M msgs | peak RSS MiB "
+             "| equal to the source (cdc_compare.py) | load avg at start |",
+             "|---|---:|---:|---:|---:|---:|---|---:|"]
+    for name, label in (("ours", "ours: one pipeline, envelope => 'debezium', target => 'bench_cdc.{source.table}', "
+                                  "max_offsets_per_batch 50000 (worker CPU)"),
+                        ("debezium_jdbc", "peer: Kafka Connect + Debezium JDBC sink (upsert, delete.enabled, "
+                                          "truncate.enabled; JVM start included; the JVM's CPU)")):
+        x = res.get(name)
+        if not x:
+            lines.append("| %s | not run (see bench.log) | | | | | | |" % label)
+            continue
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            label, fmt(x["seconds"], "{:.1f}"), fmt_int(x["msgs_per_s"]),
+            fmt(x["msgs_per_s"] / d["msgs_per_s"]) if d else "-",
+            fmt(x["cpu_s_per_million"], "{:.1f}"), fmt(x["rss_mib"], "{:.0f}"), x["equal_to_source"],
+            fmt(x["load_at_start"])))
+    lines.append("")
+    return lines, res
+
+
+def write_out(out, text, res):
+    print(text)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(res, f, indent=2)
+
+
 def main():
     raw, out = sys.argv[1], sys.argv[2]
     r = load(raw)
+    cdc_lines, cdc_res = cdc_rows(r)
+    if "events" not in r:           # KS_BENCH_PARTS=cdc: the CDC rows only
+        res = {"cdc": cdc_res, "machine": {k[8:]: v for k, v in r.items() if k.startswith("machine.")},
+               "total_seconds": num(r, "total_seconds")}
+        m = res["machine"]
+        write_out(out, "\n".join(["machine: %s cores (%s), %s; PostgreSQL %s, librdkafka %s, Kafka %s; commit %s"
+                                   % (m.get("cores"), m.get("cpu"), m.get("mem"), m.get("postgres"),
+                                      m.get("librdkafka"), m.get("kafka"), m.get("commit")), ""] + cdc_lines), res)
+        return
     n = int(num(r, "events"))
     res = {"events": n, "distinct_keys": int(num(r, "distinct_keys", 0)),
            "message_bytes": num(r, "message_bytes"), "machine": {}, "runs": {}, "latency": {}}
@@ -306,12 +370,9 @@ def main():
                          "commit %.1f s (of %.1f s end to end)"
                          % (label, (ph["fetch"] or 0) / 1000, (ph["decode"] or 0) / 1000,
                             (ph["apply"] or 0) / 1000, (ph["commit"] or 0) / 1000, tot))
-    text = "\n".join(lines)
-    print(text)
-    with open(os.path.join(out, "results.md"), "w") as f:
-        f.write(text + "\n")
-    with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump(res, f, indent=2)
+    lines.extend(cdc_lines)
+    res["cdc"] = cdc_res
+    write_out(out, "\n".join(lines), res)
 
     # ---- the plot
     plot = []

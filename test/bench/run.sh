@@ -42,6 +42,11 @@
 # BENCH_OUT (test/bench/out), BENCH_PRIVATE_PG (1: install into, and run
 # the cluster from, a private copy of the PostgreSQL tree under the run dir),
 # KS_RUN.  The throughput runs repeat BENCH_REPEAT times, interleaved.
+# KS_BENCH_PARTS ("orders cdc"): which parts run; "orders" is 1-7 above,
+# "cdc" the CDC rows (test/bench/cdc_part.sh: Debezium change events
+# through kafka_sink's envelope => 'debezium' beside the Debezium JDBC sink
+# on the same topics; knobs BENCH_CDC_ROWS, BENCH_CDC_OPS there), e.g.
+# `KS_BENCH_PARTS=cdc make bench` to measure only that.
 #
 # It stops what it started (broker, cluster) unless BENCH_KEEP=1; a broker
 # or cluster that was already running is left running.
@@ -69,6 +74,9 @@ REPEAT="${BENCH_REPEAT:-2}"
 BUILD="${BENCH_BUILD:-1}"
 KEEP="${BENCH_KEEP:-0}"
 OUT="${BENCH_OUT:-$BENCH_DIR/out}"
+PARTS="${KS_BENCH_PARTS:-orders cdc}"
+has_part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+for p_ in $PARTS; do case "$p_" in orders|cdc) ;; *) echo "KS_BENCH_PARTS: orders and/or cdc, not '$p_'" >&2; exit 2 ;; esac; done
 W="$KS_RUN/bench"                    # work files: data, samples, perf.data
 OWNER=bench_owner
 TOPIC="bench.orders.n$N.k$KEYS.s$SEED"
@@ -149,9 +157,12 @@ started_kafka=0; started_pg=0
 case "$st" in *"kafka: running"*) ;; *) started_kafka=1 ;; esac
 case "$st" in *"postgresql: running"*) ;; *) started_pg=1 ;; esac
 bg_pids=()
+exit_hooks=()
+at_bench_exit() { exit_hooks+=("$1"); }
 cleanup() {
-    local rc=$?
+    local rc=$? h
     for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for h in "${exit_hooks[@]}"; do "$h"; done
     if [ "$KEEP" != 1 ]; then
         [ $started_pg = 1 ] && bash "$H" pg-stop >> "$LOG" 2>&1
         [ $started_kafka = 1 ] && bash "$H" kafka-stop >> "$LOG" 2>&1
@@ -209,8 +220,13 @@ DROP SCHEMA IF EXISTS bench CASCADE;
 CREATE SCHEMA bench AUTHORIZATION $OWNER;
 SQL
 
+dbz_env() { env PGUSER=$OWNER PY="$PY" KS_HARNESS="$H" DBZ_WORK="$KS_RUN/debezium" DBZ_BATCH=$BATCH "$@"; }
+DBZ="${BENCH_DEBEZIUM:-$PEERS}"
+AVRO="${BENCH_AVRO:-1}"
+
 # ------------------------------------------------------------------ data
 DATA="$W/data-n$N-k$KEYS-s$SEED"
+if has_part orders; then
 topic_total() {
     bash "$H" topic-offsets "$1" 2>/dev/null | awk '{s += $2} END {print s + 0}'
 }
@@ -252,7 +268,6 @@ got="$(topic_total "$TOPIC")"
 bash "$H" topic-offsets "$TOPIC" | tr '\t' ' ' | sed 's/^/partition /' >> "$LOG"
 
 # the same events as Avro, on a topic of their own, filled once
-AVRO="${BENCH_AVRO:-1}"
 AVRO_TOPIC="$TOPIC.avro"
 AVRO_ARGS=
 if [ "$AVRO" = 1 ]; then
@@ -275,14 +290,13 @@ fi
 
 # the Debezium peer reads the same events with a Connect schema embedded
 # (its JDBC sink needs one): a second topic, filled once, outside any timing
-DBZ="${BENCH_DEBEZIUM:-$PEERS}"
-dbz_env() { env PGUSER=$OWNER PY="$PY" KS_HARNESS="$H" DBZ_WORK="$KS_RUN/debezium" DBZ_BATCH=$BATCH "$@"; }
 if [ "$DBZ" = 1 ]; then
     say "debezium peer: fetching the connector (Maven, cached) and filling $TOPIC.connect (schema-embedded JSON)"
     dbz_env DBZ_PREPARE_ONLY=1 bash "$BENCH_DIR/debezium_peer.sh" "$KS_BOOTSTRAP" "$TOPIC.connect" \
         "$DATA/events.tsv" "$N" bench.orders_dbz /dev/null >> "$LOG" 2>&1 \
         || { say "debezium peer: could not prepare it (see $LOG); skipped"; DBZ=0; }
 fi
+fi   # has_part orders
 
 CREATE_ORDERS="order_id bigint PRIMARY KEY, event_ts timestamptz NOT NULL, amount numeric(18,2), schema_version int"
 
@@ -319,7 +333,7 @@ loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
 # ------------------------------------------------------------------ baseline
 SCRIPT="$W/baseline.sql"
-{
+has_part orders && {
     echo "CREATE TEMP TABLE stage (order_id bigint, event_ts timestamptz, amount numeric(18,2),"
     echo "                         schema_version int, seq bigint) ON COMMIT DELETE ROWS;"
     i=0
@@ -491,7 +505,7 @@ for f in ("seconds", "t0", "startup_seconds", "rows_differing_from_rule", "rows_
 # the throughput runs, BENCH_REPEAT rounds, interleaved (a noisy minute on
 # a shared machine then hurts one round of everything, not every round of
 # one thing); the report takes each configuration's fastest round
-for r in $(seq 1 "$REPEAT"); do
+has_part orders && for r in $(seq 1 "$REPEAT"); do
     baseline "baseline.r$r"
     ours "m50k.r$r" 50000 0
     ours "m100k.r$r" 100000 0
@@ -583,11 +597,13 @@ SQL
     bash "$H" topic-delete "$topic" >> "$LOG" 2>&1 || true
 }
 
-latency lat 0
-latency lat_bronze 1
+if has_part orders; then
+    latency lat 0
+    latency lat_bronze 1
+fi
 
 # ------------------------------------------------------------------ profile
-if [ "$PROFILE" = 1 ]; then
+if has_part orders && [ "$PROFILE" = 1 ]; then
     say "profile: perf record -g on the worker for ${PROFILE_SECONDS}s (max_offsets_per_batch 50000)"
     pso <<SQL > /dev/null
 SET client_min_messages = warning;
@@ -618,6 +634,13 @@ SQL
         perf report -i "$W/perf.data" --stdio --children --sort symbol -g none --percent-limit 2 \
             2> /dev/null | grep -v '^$' > "$OUT/perf-children.txt" || true
     fi
+fi
+
+# ------------------------------------------------------------------ CDC
+if has_part cdc; then
+    # shellcheck source=test/bench/cdc_part.sh
+    . "$BENCH_DIR/cdc_part.sh"
+    cdc_bench
 fi
 
 # ------------------------------------------------------------------ report
