@@ -18,7 +18,7 @@ import time
 
 
 def watch(bootstrap, group, regex, timeout, jpid, out, n):
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
     rx = re.compile(regex)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     md = c.list_topics(timeout=10)
@@ -29,7 +29,10 @@ def watch(bootstrap, group, regex, timeout, jpid, out, n):
     t0 = time.time()
     progress, last = [], -1
     while True:
-        got = sum(max(tp.offset, 0) for tp in c.committed(parts, timeout=10))
+        try:
+            got = sum(max(tp.offset, 0) for tp in c.committed(parts, timeout=10))
+        except KafkaException:      # the group's coordinator is not known yet
+            got = max(last, 0)
         if got != last:
             progress.append((round(time.time(), 3), got))
             last = got

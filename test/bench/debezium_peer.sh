@@ -130,7 +130,7 @@ fi
 
 # ------------------------------------------------------------- CDC mode
 cdc_mode() {
-    local R="$W/run-cdc" NAME url REST_PORT T0 JP CPU RSS MSG_BYTES=0 t
+    local R="$W/run-cdc" NAME url REST_PORT T0 CPU RSS MSG_BYTES=0 t
     NAME="bench-dbz-cdc-$(date +%s%N)"          # the sink's consumer group: connect-$NAME
     rm -rf "$R"; mkdir -p "$R"
     REST_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
@@ -156,7 +156,7 @@ cdc_mode() {
         "use.reduction.buffer=$([ "$DBZ_REDUCTION" = 1 ] && echo true || echo false)" \
         "transforms=route" "transforms.route.type=org.apache.kafka.connect.transforms.RegexRouter" \
         'transforms.route.regex=.*[.]([^.]+)' 'transforms.route.replacement=$1' > "$R/sink.properties"
-    JP=""
+    JP=""      # global: the EXIT trap reads it
     trap '[ -z "$JP" ] || kill "$JP" 2>/dev/null; true' EXIT
     say "Kafka Connect standalone + Debezium JDBC sink $DBZ_VERSION on /$TOPICS_REGEX/ -> $TABLE_FORMAT"
     T0="$(date +%s.%N)"
