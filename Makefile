@@ -19,6 +19,7 @@ OBJS = \
 	src/format.o \
 	src/format_json.o \
 	src/envelope_plain.o \
+	src/envelope_debezium.o \
 	src/jsonwalk.o \
 	src/apply.o \
 	src/apply_sql.o \

@@ -239,7 +239,9 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_registry_timeout_ms	30
 #define Anum_pipeline_registry_ca_location	31
 #define Anum_pipeline_registry_userinfo		32
-#define Natts_pipeline						32
+#define Anum_pipeline_envelope				33
+#define Anum_pipeline_on_truncate			34
+#define Natts_pipeline						34
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -256,7 +258,8 @@ load_offset_spec(const char *column, const char *spec,
 	" coalesce((schema_registry->>'timeout.ms')::int8, 30000)," \
 	" schema_registry->>'ssl.ca.location'," \
 	" (SELECT s.value FROM kafka_sink.secrets s WHERE s.pipeline_id = $1" \
-	"   AND s.name = 'schema_registry.basic.auth.user.info')" \
+	"   AND s.name = 'schema_registry.basic.auth.user.info')," \
+	" envelope, on_truncate" \
 	" FROM kafka_sink.pipeline_definitions WHERE id = $1"
 
 /*
@@ -352,7 +355,27 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->dead_letter_topic = getstr(0, Anum_pipeline_dead_letter_topic, mcxt);
 	/* the formats (value_format, key_format) and the envelope */
 	load_formats(p, mcxt);
-	p->envelope = ks_envelope_find("plain");
+	{
+		char	   *env = getstr(0, Anum_pipeline_envelope, mcxt);
+		char	   *trunc = getstr(0, Anum_pipeline_on_truncate, mcxt);
+
+		/* checked here too: the catalog is what the worker trusts, not the API */
+		p->envelope = ks_envelope_find(env ? env : "plain");
+		if (p->envelope == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown envelope \"%s\" of pipeline \"%s\"", env, p->name)));
+		if (trunc == NULL || strcmp(trunc, "apply") == 0)
+			p->on_truncate = KS_TRUNCATE_APPLY;
+		else if (strcmp(trunc, "ignore") == 0)
+			p->on_truncate = KS_TRUNCATE_IGNORE;
+		else if (strcmp(trunc, "fail") == 0)
+			p->on_truncate = KS_TRUNCATE_FAIL;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown on_truncate \"%s\" of pipeline \"%s\"", trunc, p->name)));
+	}
 
 	/* column mappings: the default one, then one per schema version */
 	exec_id("SELECT NULL::text, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"
