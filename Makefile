@@ -20,6 +20,7 @@ OBJS = \
 	src/format_json.o \
 	src/envelope_plain.o \
 	src/envelope_debezium.o \
+	src/cdc_guard.o \
 	src/jsonwalk.o \
 	src/apply.o \
 	src/apply_sql.o \

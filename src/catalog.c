@@ -893,6 +893,63 @@ ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail)
 	}
 }
 
+static Datum text_array(List *texts);
+
+/* ---- change events: the positions of deleted keys and truncates ---- */
+
+/*
+ * The recorded positions of keys (jsonb texts; "null" is the truncate) of
+ * a pipeline's target: fills *found_keys and *found_positions (texts).
+ */
+void
+ks_catalog_cdc_positions(int64 pipeline_id, Oid target, List *keys,
+						 List **found_keys, List **found_positions)
+{
+	Oid			argtypes[3] = {INT8OID, OIDOID, TEXTARRAYOID};
+	Datum		values[3] = {Int64GetDatum(pipeline_id), ObjectIdGetDatum(target), text_array(keys)};
+
+	*found_keys = NIL;
+	*found_positions = NIL;
+	ks_spi_exec("read deleted keys",
+				"SELECT key::text, position::text FROM kafka_sink.cdc_deletions"
+				" WHERE pipeline_id = $1 AND target = $2 AND key = ANY ($3::jsonb[])",
+				3, argtypes, values, NULL, true, SPI_OK_SELECT);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		*found_keys = lappend(*found_keys, getstr(r, 1, CurrentMemoryContext));
+		*found_positions = lappend(*found_positions, getstr(r, 2, CurrentMemoryContext));
+	}
+}
+
+/* Records positions of keys (each key once), keeping the greatest. */
+void
+ks_catalog_cdc_record(int64 pipeline_id, Oid target, List *keys, List *positions)
+{
+	Oid			argtypes[4] = {INT8OID, OIDOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		values[4] = {Int64GetDatum(pipeline_id), ObjectIdGetDatum(target),
+	text_array(keys), text_array(positions)};
+
+	ks_spi_exec("record deleted keys",
+				"INSERT INTO kafka_sink.cdc_deletions AS d (pipeline_id, target, key, position)"
+				" SELECT $1, $2, u.k::jsonb, u.p::numeric FROM unnest($3::text[], $4::text[]) AS u(k, p)"
+				" ON CONFLICT (pipeline_id, target, key) DO UPDATE"
+				" SET position = greatest(d.position, excluded.position), recorded_at = now()",
+				4, argtypes, values, NULL, false, SPI_OK_INSERT);
+}
+
+/* Prunes deleted keys older than the retention; the truncate row stays. */
+void
+ks_catalog_cdc_prune(int64 pipeline_id, Oid target, int64 older_than_s)
+{
+	Oid			argtypes[3] = {INT8OID, OIDOID, INT8OID};
+	Datum		values[3] = {Int64GetDatum(pipeline_id), ObjectIdGetDatum(target), Int64GetDatum(older_than_s)};
+
+	ks_spi_exec("prune deleted keys",
+				"DELETE FROM kafka_sink.cdc_deletions WHERE pipeline_id = $1 AND target = $2"
+				" AND key <> 'null'::jsonb AND recorded_at < now() - make_interval(secs => $3)",
+				3, argtypes, values, NULL, false, SPI_OK_DELETE);
+}
+
 /* ---- event ids (producer duplicates) ---- */
 
 static Datum

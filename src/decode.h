@@ -53,6 +53,9 @@ typedef struct KsTarget
 	int			nkeys;
 	int		   *key_index;		/* into columns */
 	int			order_index;	/* -1 when none */
+	bool		cdc;			/* envelope debezium: the order column is the
+								 * source position, deletes and truncates are
+								 * guarded by it (cdc_guard.c) */
 	char	   *key_index_name;	/* the unique index over the key columns */
 	int			nprov;			/* supplier-order columns of the batch rows */
 	Oid			rowtype;
