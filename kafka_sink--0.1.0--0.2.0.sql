@@ -3229,3 +3229,514 @@ END
 $$;
 
 -- ---- end of formats ----
+
+-- ---- CDC: debezium envelope ----
+--
+-- envelope 'plain' (as before) or 'debezium' (change events: op, before,
+-- after, source), on_truncate 'apply' | 'ignore' | 'fail'; the quarantine
+-- reason invalid_envelope; kafka_sink.cdc_deletions (the positions of
+-- deleted keys and truncates, so that replayed older events are stale).
+-- See "CDC: the Debezium envelope and its guards" in docs/design-notes.md.
+-- The install script has the same in its parts (10_tables, 20_security,
+-- 40_, 51_, 52_, 60_).
+
+ALTER TABLE kafka_sink.pipeline_definitions
+    ADD COLUMN envelope text NOT NULL DEFAULT 'plain'
+        CONSTRAINT pipeline_definitions_envelope_check CHECK (envelope IN ('plain', 'debezium')),
+    ADD COLUMN on_truncate text NOT NULL DEFAULT 'apply'
+        CONSTRAINT pipeline_definitions_on_truncate_check CHECK (on_truncate IN ('apply', 'ignore', 'fail'));
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.envelope IS
+    'What a message means: plain (the value is the row) or debezium (a change event: op, before, after, source)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.on_truncate IS
+    'envelope debezium: what a truncate event does: apply (delete the rows older than it), ignore, or fail (the pipeline fails)';
+
+ALTER TABLE kafka_sink.quarantine DROP CONSTRAINT quarantine_reason_check;
+ALTER TABLE kafka_sink.quarantine ADD CONSTRAINT quarantine_reason_check CHECK (reason IN (
+    'invalid_json', 'not_an_object', 'missing_required_field',
+    'invalid_value', 'unknown_schema_version', 'null_key',
+    'constraint_violation', 'value_too_large', 'rejected_by_target',
+    'unknown_schema_id', 'not_wire_format', 'invalid_avro',
+    'invalid_envelope'));
+COMMENT ON COLUMN kafka_sink.quarantine.reason IS
+    'Why the message was not applied: invalid_json, not_an_object, missing_required_field, invalid_value, '
+    'unknown_schema_version, null_key, constraint_violation (a constraint or data error of the row), '
+    'value_too_large, rejected_by_target (a trigger, row level security policy or check option of the target '
+    'rejected the row), unknown_schema_id (the registry does not know the frame''s schema id), not_wire_format '
+    '(no magic byte 0 and schema id), invalid_avro (the payload does not decode with its schema), '
+    'invalid_envelope (a change event without a known op, or without the row its op needs)';
+
+CREATE TABLE kafka_sink.cdc_deletions (
+    pipeline_id bigint NOT NULL REFERENCES kafka_sink.pipeline_definitions (id) ON DELETE CASCADE,
+    target      regclass NOT NULL,
+    key         jsonb NOT NULL,
+    position    numeric NOT NULL,
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (pipeline_id, target, key)
+);
+CREATE INDEX ON kafka_sink.cdc_deletions (pipeline_id, target, recorded_at);
+SELECT pg_catalog.pg_extension_config_dump('kafka_sink.cdc_deletions', '');
+COMMENT ON TABLE kafka_sink.cdc_deletions IS
+'Change events (envelope debezium): the source position of the last delete of each key and of the last truncate (key null) per pipeline and target, so that replayed older events do not bring rows back; deleted keys are pruned after event_id_retention.';
+ALTER TABLE kafka_sink.cdc_deletions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_pipelines ON kafka_sink.cdc_deletions
+    USING (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.id = pipeline_id))
+    WITH CHECK (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.id = pipeline_id));
+REVOKE ALL ON kafka_sink.cdc_deletions FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON kafka_sink.cdc_deletions TO kafka_sink_admin;
+CREATE TRIGGER catalog_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON kafka_sink.cdc_deletions
+    FOR EACH STATEMENT EXECUTE FUNCTION kafka_sink._catalog_guard();
+ALTER TABLE kafka_sink.cdc_deletions ENABLE ALWAYS TRIGGER catalog_guard;
+
+-- envelope and on_truncate (issue 16).  envelope => 'debezium' needs a
+-- merge target whose order column takes the source position: a numeric
+-- column, _kafka_source_position unless order_column names another one.
+-- Returns the order column the pipeline gets.  The worker checks the same
+-- again when it opens the target (target.c).
+CREATE FUNCTION kafka_sink._check_envelope(envelope text, on_truncate text, target regclass,
+                                           order_column text, mode text, value_format text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col text := order_column;
+    typ regtype;
+BEGIN
+    IF envelope IS NULL OR envelope NOT IN ('plain', 'debezium') THEN
+        RAISE EXCEPTION 'invalid envelope "%"', envelope
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'envelope is ''plain'' (the value is the row) or ''debezium'' (change events).';
+    END IF;
+    IF on_truncate IS NULL OR on_truncate NOT IN ('apply', 'ignore', 'fail') THEN
+        RAISE EXCEPTION 'invalid on_truncate "%"', on_truncate
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'on_truncate is ''apply'', ''ignore'' or ''fail''.';
+    END IF;
+    IF envelope = 'plain' THEN
+        IF on_truncate <> 'apply' THEN
+            RAISE EXCEPTION 'on_truncate needs envelope debezium'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Only change events carry truncates; pass envelope => ''debezium'' as well.';
+        END IF;
+        RETURN order_column;
+    END IF;
+    IF target IS NULL OR mode IS DISTINCT FROM 'merge' THEN
+        RAISE EXCEPTION 'envelope debezium needs a target in mode merge'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
+    END IF;
+    IF value_format IS DISTINCT FROM 'json' THEN
+        RAISE EXCEPTION 'envelope debezium supports value_format json only'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable).';
+    END IF;
+    col := coalesce(col, '_kafka_source_position');
+    SELECT a.atttypid::regtype INTO typ FROM pg_attribute a
+     WHERE a.attrelid = target AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF typ IS NULL THEN
+        RAISE EXCEPTION 'target % has no column "%" for the source position', target, col
+            USING ERRCODE = 'undefined_column',
+                  DETAIL = 'With envelope debezium every row keeps the source position of its last change, which orders replayed and re-sent events.',
+                  HINT = format('ALTER TABLE %s ADD COLUMN %I numeric', target, col);
+    END IF;
+    IF (SELECT CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END FROM pg_type t WHERE t.oid = typ)
+       <> 'numeric'::regtype THEN
+        RAISE EXCEPTION 'source position column "%" of % must be numeric, not %', col, target, typ
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'The source position (a PostgreSQL LSN, a MySQL binlog position) does not fit a smaller type.';
+    END IF;
+    RETURN col;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_envelope(text, text, regclass, text, text, text) IS
+'Internal: checks envelope and on_truncate; for envelope debezium returns the order column taking the source position (_kafka_source_position by default), which must be a numeric column of the target.';
+
+DROP FUNCTION kafka_sink.create_pipeline(text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb);
+DROP FUNCTION kafka_sink._api_create_pipeline(text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb);
+DROP FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb);
+DROP FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb);
+
+CREATE FUNCTION kafka_sink._api_create_pipeline(
+    name                  text,
+    bootstrap_servers     text,
+    target                text DEFAULT NULL,
+    subscribe             text[] DEFAULT NULL,
+    subscribe_pattern     text DEFAULT NULL,
+    assign                jsonb DEFAULT NULL,
+    key_columns           text[] DEFAULT NULL,
+    order_column          text DEFAULT NULL,
+    mode                  text DEFAULT 'merge',
+    batch_function        regprocedure DEFAULT NULL,
+    starting_offsets      text DEFAULT 'latest',
+    fail_on_data_loss     boolean DEFAULT true,
+    max_offsets_per_batch bigint DEFAULT 100000,
+    max_batch_bytes       bigint DEFAULT 67108864,
+    trigger_interval      interval DEFAULT '100 ms',
+    workers               integer DEFAULT 1,
+    kafka_options         jsonb DEFAULT '{}',
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL,
+    ending_offsets        text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT 0,
+    max_trigger_delay     interval DEFAULT '15 min',
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT 'json',
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT 'plain',
+    on_truncate           text DEFAULT 'apply')
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    target_oid regclass;
+    bronze_oid regclass;
+    new_id bigint;
+    plain_options jsonb;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    IF name IS NULL OR name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,62}$' THEN
+        RAISE EXCEPTION 'invalid pipeline name "%"', name
+            USING ERRCODE = 'invalid_name',
+                  HINT = 'A pipeline name starts with a letter or "_" and has at most 63 letters, digits, "_", "." or "-".';
+    END IF;
+    IF EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.name = _api_create_pipeline.name) THEN
+        RAISE EXCEPTION 'pipeline "%" already exists', name
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Choose another name, or drop the pipeline first with kafka_sink.drop_pipeline.';
+    END IF;
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+       AND NOT coalesce(current_setting('kafka_sink.allow_superuser_pipelines', true), 'off')::boolean THEN
+        RAISE EXCEPTION 'pipelines cannot be owned by a superuser'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A pipeline runs with its owner''s privileges.',
+                  HINT = 'Create the pipeline as an ordinary role that is a member of kafka_sink_admin (SET ROLE), or set kafka_sink.allow_superuser_pipelines.';
+    END IF;
+    IF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = current_user) THEN
+        RAISE EXCEPTION 'role "%" cannot own a pipeline because it cannot log in', current_user
+            USING ERRCODE = 'invalid_authorization_specification',
+                  DETAIL = 'Pipeline workers connect as the pipeline''s owner.',
+                  HINT = format('ALTER ROLE %I LOGIN', current_user);
+    END IF;
+    IF bootstrap_servers IS NULL OR btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    PERFORM kafka_sink._check_source(subscribe, subscribe_pattern, assign);
+
+    IF mode IS NULL OR mode NOT IN ('merge', 'append', 'function') THEN
+        RAISE EXCEPTION 'invalid mode "%"', mode
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'mode is one of ''merge'', ''append'' or ''function''.';
+    END IF;
+    IF target IS NULL AND bronze IS NULL THEN
+        RAISE EXCEPTION 'target cannot be null'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass target => ''schema.table''; in mode function it gives the rows'' type. A bronze-only pipeline passes bronze => ''schema.raw_table'' instead.';
+    END IF;
+    IF bronze IS NOT NULL THEN
+        bronze_oid := kafka_sink._bronze_table(bronze);
+    END IF;
+    IF target IS NOT NULL THEN
+        target_oid := to_regclass(target);
+        IF target_oid IS NULL THEN
+            RAISE EXCEPTION 'target table "%" does not exist', target
+                USING ERRCODE = 'undefined_table',
+                      HINT = 'Create the table first, and schema-qualify its name.';
+        END IF;
+        -- envelope debezium: the order column takes the source position
+        order_column := kafka_sink._check_envelope(envelope, on_truncate, target_oid, order_column, mode,
+                                                   value_format);
+        key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
+        -- Avro keys decode to the same fields as JSON keys (format.h)
+        PERFORM kafka_sink._check_contract(target_oid, key_columns, columns,
+                                           CASE key_format WHEN 'avro' THEN 'json' ELSE key_format END,
+                                           delete_on_tombstone, schema_version_field,
+                                           schema_versions, event_id, mode);
+    ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
+          OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge'
+          OR envelope IS DISTINCT FROM 'plain' OR on_truncate IS DISTINCT FROM 'apply' THEN
+        RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
+    END IF;
+    IF mode = 'function' THEN
+        IF batch_function IS NULL THEN
+            RAISE EXCEPTION 'mode function needs a batch_function'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass batch_function => ''my_schema.my_fn(bigint, my_schema.my_table[])''.';
+        END IF;
+        PERFORM kafka_sink._check_batch_function(batch_function, target_oid);
+    ELSIF batch_function IS NOT NULL THEN
+        RAISE EXCEPTION 'batch_function needs mode function'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass mode => ''function'' as well.';
+    END IF;
+
+    PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+    IF ending_offsets IS NOT NULL THEN
+        IF ending_offsets = 'earliest' THEN
+            RAISE EXCEPTION 'ending_offsets cannot be earliest'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A backfill ends at ''latest'' (the high watermarks when it starts), a timestamp, or per-partition JSON.';
+        END IF;
+        PERFORM kafka_sink._check_starting_offsets(ending_offsets);
+    END IF;
+    PERFORM kafka_sink._check_limits(max_offsets_per_batch, max_batch_bytes, trigger_interval, workers,
+                                     min_offsets_per_batch, max_trigger_delay);
+    IF fail_on_data_loss IS NULL OR start IS NULL THEN
+        RAISE EXCEPTION 'fail_on_data_loss and start cannot be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
+    END IF;
+    IF kafka_options IS NULL THEN
+        kafka_options := '{}';
+    END IF;
+    PERFORM kafka_sink._check_kafka_options(kafka_options);
+    PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, subscribe, subscribe_pattern, assign, target_oid);
+    PERFORM kafka_sink._check_formats(value_format, key_format, value_schema, schema_registry);
+
+    INSERT INTO kafka_sink.pipeline_definitions AS p
+        (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, kafka_options, columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets,
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
+         value_format, value_schema, schema_registry, envelope, on_truncate)
+    VALUES
+        (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
+         CASE WHEN start THEN 'running' ELSE 'stopped' END,
+         bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target_oid, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, '{}', columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid, ending_offsets,
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
+         -- the registry's options by _set_schema_registry below (its secret apart)
+         value_format, value_schema, CASE WHEN schema_registry IS NOT NULL THEN '{}'::jsonb END,
+         envelope, on_truncate)
+    RETURNING p.id INTO new_id;
+
+    plain_options := kafka_sink._split_secrets(new_id, kafka_options);
+    UPDATE kafka_sink.pipeline_definitions p SET kafka_options = plain_options WHERE p.id = new_id;
+    PERFORM kafka_sink._set_schema_registry(new_id, schema_registry);
+    PERFORM kafka_sink._wake_launcher();
+    RETURN new_id;
+END
+$$;
+
+CREATE FUNCTION kafka_sink.create_pipeline(
+    name                  text,
+    bootstrap_servers     text,
+    target                text DEFAULT NULL,
+    subscribe             text[] DEFAULT NULL,
+    subscribe_pattern     text DEFAULT NULL,
+    assign                jsonb DEFAULT NULL,
+    key_columns           text[] DEFAULT NULL,
+    order_column          text DEFAULT NULL,
+    mode                  text DEFAULT 'merge',
+    batch_function        regprocedure DEFAULT NULL,
+    starting_offsets      text DEFAULT 'latest',
+    fail_on_data_loss     boolean DEFAULT true,
+    max_offsets_per_batch bigint DEFAULT 100000,
+    max_batch_bytes       bigint DEFAULT 67108864,
+    trigger_interval      interval DEFAULT '100 ms',
+    workers               integer DEFAULT 1,
+    kafka_options         jsonb DEFAULT '{}',
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL,
+    ending_offsets        text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT 0,
+    max_trigger_delay     interval DEFAULT '15 min',
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT 'json',
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT 'plain',
+    on_truncate           text DEFAULT 'apply')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text) IS
+'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id. envelope => ''debezium'' reads Debezium change events (the target keeps each row''s source position in _kafka_source_position numeric, or order_column); on_truncate says what their truncates do: apply, ignore or fail.';
+
+
+CREATE FUNCTION kafka_sink._api_alter_pipeline(
+    name                  text,
+    max_offsets_per_batch bigint DEFAULT NULL,
+    max_batch_bytes       bigint DEFAULT NULL,
+    trigger_interval      interval DEFAULT NULL,
+    workers               integer DEFAULT NULL,
+    kafka_options         jsonb DEFAULT NULL,
+    starting_offsets      text DEFAULT NULL,
+    fail_on_data_loss     boolean DEFAULT NULL,
+    bootstrap_servers     text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT NULL,
+    max_trigger_delay     interval DEFAULT NULL,
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT NULL,
+    key_format            text DEFAULT NULL,
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT NULL,
+    on_truncate           text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    k text;
+    new_order_column text;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(name, true);
+    -- the limits as the pipeline will have them (a new value, or the current one)
+    PERFORM kafka_sink._check_limits(coalesce(_api_alter_pipeline.max_offsets_per_batch, p.max_offsets_per_batch),
+                                     coalesce(_api_alter_pipeline.max_batch_bytes, p.max_batch_bytes),
+                                     coalesce(_api_alter_pipeline.trigger_interval, p.trigger_interval),
+                                     coalesce(_api_alter_pipeline.workers, p.workers),
+                                     coalesce(_api_alter_pipeline.min_offsets_per_batch, p.min_offsets_per_batch),
+                                     coalesce(_api_alter_pipeline.max_trigger_delay, p.max_trigger_delay));
+    IF bootstrap_servers IS NOT NULL AND btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    IF starting_offsets IS NOT NULL THEN
+        PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+        IF EXISTS (SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = p.id) THEN
+            RAISE NOTICE 'starting_offsets only applies to partitions with no checkpoint'
+                USING DETAIL = 'Partitions that already have a checkpoint keep reading from it.',
+                      HINT = 'Stop the pipeline and use kafka_sink.reset_offsets to move a checkpoint.';
+        END IF;
+    END IF;
+    -- '' removes the dead-letter topic (NULL leaves it as it is)
+    IF dead_letter_topic <> '' THEN
+        PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, p.subscribe, p.subscribe_pattern,
+                                                    p.assign, p.target);
+    END IF;
+    IF kafka_options IS NOT NULL THEN
+        PERFORM kafka_sink._check_kafka_options(kafka_options);
+        -- a key with a JSON null value removes the option
+        FOR k IN SELECT key FROM jsonb_each(kafka_options) WHERE jsonb_typeof(value) = 'null' LOOP
+            DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id AND s.name = k;
+            p.kafka_options := p.kafka_options - k;
+        END LOOP;
+        p.kafka_options := p.kafka_options ||
+            kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
+    END IF;
+
+    IF num_nonnulls(value_format, key_format, value_schema, schema_registry) > 0 THEN
+        PERFORM kafka_sink._alter_formats(p, value_format, key_format, value_schema, schema_registry);
+    END IF;
+
+    -- envelope and on_truncate as the pipeline will have them, with its
+    -- (possibly just changed) value format
+    new_order_column := p.order_column;
+    IF num_nonnulls(envelope, on_truncate) > 0 THEN
+        IF p.target IS NULL THEN
+            RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
+        END IF;
+        new_order_column := kafka_sink._check_envelope(
+            coalesce(_api_alter_pipeline.envelope, p.envelope),
+            coalesce(_api_alter_pipeline.on_truncate,
+                     CASE WHEN _api_alter_pipeline.envelope = 'plain' THEN 'apply' ELSE p.on_truncate END),
+            p.target, p.order_column, p.mode,
+            (SELECT x.value_format FROM kafka_sink.pipeline_definitions x WHERE x.id = p.id));
+        PERFORM kafka_sink._check_target(p.target, p.key_columns, new_order_column, p.mode);
+    END IF;
+
+    UPDATE kafka_sink.pipeline_definitions x SET
+        envelope = coalesce(_api_alter_pipeline.envelope, x.envelope),
+        on_truncate = coalesce(_api_alter_pipeline.on_truncate,
+                               CASE WHEN _api_alter_pipeline.envelope = 'plain' THEN 'apply' ELSE x.on_truncate END),
+        order_column = new_order_column,
+        max_offsets_per_batch = coalesce(_api_alter_pipeline.max_offsets_per_batch, x.max_offsets_per_batch),
+        max_batch_bytes = coalesce(_api_alter_pipeline.max_batch_bytes, x.max_batch_bytes),
+        trigger_interval = coalesce(_api_alter_pipeline.trigger_interval, x.trigger_interval),
+        workers = coalesce(_api_alter_pipeline.workers, x.workers),
+        kafka_options = p.kafka_options,
+        starting_offsets = coalesce(_api_alter_pipeline.starting_offsets, x.starting_offsets),
+        fail_on_data_loss = coalesce(_api_alter_pipeline.fail_on_data_loss, x.fail_on_data_loss),
+        bootstrap_servers = coalesce(_api_alter_pipeline.bootstrap_servers, x.bootstrap_servers),
+        min_offsets_per_batch = coalesce(_api_alter_pipeline.min_offsets_per_batch, x.min_offsets_per_batch),
+        max_trigger_delay = coalesce(_api_alter_pipeline.max_trigger_delay, x.max_trigger_delay),
+        dead_letter_topic = CASE WHEN _api_alter_pipeline.dead_letter_topic IS NULL THEN x.dead_letter_topic
+                                 ELSE nullif(_api_alter_pipeline.dead_letter_topic, '') END,
+        generation = x.generation + 1,
+        updated_at = now()
+    WHERE x.id = p.id;
+    PERFORM kafka_sink._wake_launcher();
+END
+$$;
+
+CREATE FUNCTION kafka_sink.alter_pipeline(
+    name                  text,
+    max_offsets_per_batch bigint DEFAULT NULL,
+    max_batch_bytes       bigint DEFAULT NULL,
+    trigger_interval      interval DEFAULT NULL,
+    workers               integer DEFAULT NULL,
+    kafka_options         jsonb DEFAULT NULL,
+    starting_offsets      text DEFAULT NULL,
+    fail_on_data_loss     boolean DEFAULT NULL,
+    bootstrap_servers     text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT NULL,
+    max_trigger_delay     interval DEFAULT NULL,
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT NULL,
+    key_format            text DEFAULT NULL,
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT NULL,
+    on_truncate           text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text) IS
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column.';
+
+CREATE OR REPLACE VIEW kafka_sink.pipelines WITH (security_invoker = true) AS
+SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
+       p.subscribe, p.subscribe_pattern, p.assign, p.target, p.key_columns,
+       p.order_column, p.mode, p.batch_function, p.starting_offsets,
+       p.fail_on_data_loss, p.max_offsets_per_batch, p.max_batch_bytes,
+       p.trigger_interval, p.workers, p.columns, p.key_format, p.delete_on_tombstone,
+       p.schema_version_field, p.schema_versions, p.event_id, p.event_id_retention, p.bronze,
+       p.ending_offsets,
+       p.kafka_options || coalesce((SELECT jsonb_object_agg(s.name, '********')
+                                      FROM kafka_sink.secrets s
+                                     WHERE s.pipeline_id = p.id AND s.name NOT LIKE 'schema\_registry.%'), '{}')
+           AS kafka_options,
+       p.last_batch_id, p.created_at, p.updated_at,
+       p.min_offsets_per_batch, p.max_trigger_delay, p.dead_letter_topic,
+       p.value_format, p.value_schema,
+       p.schema_registry || coalesce((SELECT jsonb_object_agg(substr(s.name, 17), '********')
+                                        FROM kafka_sink.secrets s
+                                       WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}')
+           AS schema_registry,
+       p.envelope, p.on_truncate
+  FROM kafka_sink.pipeline_definitions p;
+
+-- ---- end of CDC: debezium envelope ----

@@ -25,6 +25,7 @@
 #include "apply.h"
 #include "apply_sql.h"
 #include "bronze.h"
+#include "cdc_guard.h"
 #include "checkpoint.h"
 #include "dedupe.h"
 #include "quarantine.h"
@@ -89,6 +90,8 @@ apply_merge(KsBatch *batch, KsBatchTarget *bt, void *state)
 	int			nsel;
 	int			ndels;
 
+	if (bt->target->cdc)
+		ks_cdc_truncates(batch);
 	for (;;)
 	{
 		int			failed;
@@ -107,6 +110,8 @@ apply_merge(KsBatch *batch, KsBatchTarget *bt, void *state)
 			failed = bt->strategy->delete_rows(batch, state, dels, ndels);
 			for (int i = 0; i < ndels; i++)
 				batch->rows[dels[i]].next_candidate = 1;
+			if (bt->target->cdc)
+				ks_cdc_record_deletes(batch, dels, ndels);
 			/* a key whose tombstone failed has new winners: reduce again */
 			if (failed > 0)
 				continue;
@@ -116,6 +121,8 @@ apply_merge(KsBatch *batch, KsBatchTarget *bt, void *state)
 			if (batch->rows[sel[i]].next_candidate == 0)
 				sel[n++] = sel[i];
 		nsel = n;
+		if (bt->target->cdc)
+			nsel = ks_cdc_drop_stale(batch, sel, nsel);
 		ks_sort_by_key(batch, kh, sel, nsel);
 		failed = bt->strategy->upsert_rows(batch, state, sel, nsel);
 		for (int i = 0; i < nsel; i++)

@@ -239,7 +239,9 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_registry_timeout_ms	30
 #define Anum_pipeline_registry_ca_location	31
 #define Anum_pipeline_registry_userinfo		32
-#define Natts_pipeline						32
+#define Anum_pipeline_envelope				33
+#define Anum_pipeline_on_truncate			34
+#define Natts_pipeline						34
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -256,7 +258,8 @@ load_offset_spec(const char *column, const char *spec,
 	" coalesce((schema_registry->>'timeout.ms')::int8, 30000)," \
 	" schema_registry->>'ssl.ca.location'," \
 	" (SELECT s.value FROM kafka_sink.secrets s WHERE s.pipeline_id = $1" \
-	"   AND s.name = 'schema_registry.basic.auth.user.info')" \
+	"   AND s.name = 'schema_registry.basic.auth.user.info')," \
+	" envelope, on_truncate" \
 	" FROM kafka_sink.pipeline_definitions WHERE id = $1"
 
 /*
@@ -352,7 +355,27 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->dead_letter_topic = getstr(0, Anum_pipeline_dead_letter_topic, mcxt);
 	/* the formats (value_format, key_format) and the envelope */
 	load_formats(p, mcxt);
-	p->envelope = ks_envelope_find("plain");
+	{
+		char	   *env = getstr(0, Anum_pipeline_envelope, mcxt);
+		char	   *trunc = getstr(0, Anum_pipeline_on_truncate, mcxt);
+
+		/* checked here too: the catalog is what the worker trusts, not the API */
+		p->envelope = ks_envelope_find(env ? env : "plain");
+		if (p->envelope == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown envelope \"%s\" of pipeline \"%s\"", env, p->name)));
+		if (trunc == NULL || strcmp(trunc, "apply") == 0)
+			p->on_truncate = KS_TRUNCATE_APPLY;
+		else if (strcmp(trunc, "ignore") == 0)
+			p->on_truncate = KS_TRUNCATE_IGNORE;
+		else if (strcmp(trunc, "fail") == 0)
+			p->on_truncate = KS_TRUNCATE_FAIL;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown on_truncate \"%s\" of pipeline \"%s\"", trunc, p->name)));
+	}
 
 	/* column mappings: the default one, then one per schema version */
 	exec_id("SELECT NULL::text, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"
@@ -868,6 +891,63 @@ ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail)
 					" replayed_at = NULL WHERE id = $1",
 					3, argtypes, v, NULL, false, SPI_OK_UPDATE);
 	}
+}
+
+static Datum text_array(List *texts);
+
+/* ---- change events: the positions of deleted keys and truncates ---- */
+
+/*
+ * The recorded positions of keys (jsonb texts; "null" is the truncate) of
+ * a pipeline's target: fills *found_keys and *found_positions (texts).
+ */
+void
+ks_catalog_cdc_positions(int64 pipeline_id, Oid target, List *keys,
+						 List **found_keys, List **found_positions)
+{
+	Oid			argtypes[3] = {INT8OID, OIDOID, TEXTARRAYOID};
+	Datum		values[3] = {Int64GetDatum(pipeline_id), ObjectIdGetDatum(target), text_array(keys)};
+
+	*found_keys = NIL;
+	*found_positions = NIL;
+	ks_spi_exec("read deleted keys",
+				"SELECT key::text, position::text FROM kafka_sink.cdc_deletions"
+				" WHERE pipeline_id = $1 AND target = $2 AND key = ANY ($3::jsonb[])",
+				3, argtypes, values, NULL, true, SPI_OK_SELECT);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		*found_keys = lappend(*found_keys, getstr(r, 1, CurrentMemoryContext));
+		*found_positions = lappend(*found_positions, getstr(r, 2, CurrentMemoryContext));
+	}
+}
+
+/* Records positions of keys (each key once), keeping the greatest. */
+void
+ks_catalog_cdc_record(int64 pipeline_id, Oid target, List *keys, List *positions)
+{
+	Oid			argtypes[4] = {INT8OID, OIDOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		values[4] = {Int64GetDatum(pipeline_id), ObjectIdGetDatum(target),
+	text_array(keys), text_array(positions)};
+
+	ks_spi_exec("record deleted keys",
+				"INSERT INTO kafka_sink.cdc_deletions AS d (pipeline_id, target, key, position)"
+				" SELECT $1, $2, u.k::jsonb, u.p::numeric FROM unnest($3::text[], $4::text[]) AS u(k, p)"
+				" ON CONFLICT (pipeline_id, target, key) DO UPDATE"
+				" SET position = greatest(d.position, excluded.position), recorded_at = now()",
+				4, argtypes, values, NULL, false, SPI_OK_INSERT);
+}
+
+/* Prunes deleted keys older than the retention; the truncate row stays. */
+void
+ks_catalog_cdc_prune(int64 pipeline_id, Oid target, int64 older_than_s)
+{
+	Oid			argtypes[3] = {INT8OID, OIDOID, INT8OID};
+	Datum		values[3] = {Int64GetDatum(pipeline_id), ObjectIdGetDatum(target), Int64GetDatum(older_than_s)};
+
+	ks_spi_exec("prune deleted keys",
+				"DELETE FROM kafka_sink.cdc_deletions WHERE pipeline_id = $1 AND target = $2"
+				" AND key <> 'null'::jsonb AND recorded_at < now() - make_interval(secs => $3)",
+				3, argtypes, values, NULL, false, SPI_OK_DELETE);
 }
 
 /* ---- event ids (producer duplicates) ---- */

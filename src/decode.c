@@ -85,6 +85,8 @@ ks_reason_name(KsReason r)
 			return "not_wire_format";
 		case KS_INVALID_AVRO:
 			return "invalid_avro";
+		case KS_INVALID_ENVELOPE:
+			return "invalid_envelope";
 	}
 	return "unknown";
 }
@@ -309,6 +311,17 @@ convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
 	row->nulls[c] = false;
 	row->present[c] = true;
 	converting_column = -1;
+}
+
+/*
+ * Converts one field value (text as a format captures it) into column c,
+ * as every format's values are converted: for envelopes that compute a
+ * column's text themselves (envelope_debezium.c).
+ */
+void
+ks_convert_field(KsTarget *t, KsRow *row, int c, KsSlotValue *f)
+{
+	convert_value(t, row, c, f, 0);
 }
 
 /* key_format string, json or avro: the key columns come from the message key. */

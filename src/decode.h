@@ -53,6 +53,9 @@ typedef struct KsTarget
 	int			nkeys;
 	int		   *key_index;		/* into columns */
 	int			order_index;	/* -1 when none */
+	bool		cdc;			/* envelope debezium: the order column is the
+								 * source position, deletes and truncates are
+								 * guarded by it (cdc_guard.c) */
 	char	   *key_index_name;	/* the unique index over the key columns */
 	int			nprov;			/* supplier-order columns of the batch rows */
 	Oid			rowtype;
@@ -89,14 +92,21 @@ typedef enum KsReason
 	KS_REJECTED_BY_TARGET,		/* a trigger, RLS policy or check option said no */
 	KS_UNKNOWN_SCHEMA_ID,		/* the registry does not know the frame's schema id */
 	KS_NOT_WIRE_FORMAT,			/* no magic byte 0 and schema id */
-	KS_INVALID_AVRO				/* the payload does not decode with its schema */
+	KS_INVALID_AVRO,			/* the payload does not decode with its schema */
+	KS_INVALID_ENVELOPE			/* a change event without a known op or its row */
 } KsReason;
 
 /* A decoded message: one value per target column. */
 typedef struct KsRow
 {
 	KsMessage  *msg;
-	bool		is_delete;		/* a tombstone with delete_on_tombstone */
+	bool		is_delete;		/* a tombstone with delete_on_tombstone, or a
+								 * change event's delete (the key, and the
+								 * position in the order column) */
+	bool		is_truncate;	/* a change event's truncate of the target:
+								 * no key; the position in the order column */
+	bool		skipped;		/* nothing to apply (the tombstone after a
+								 * delete, an ignored truncate) */
 	bool		duplicate;		/* its event id was applied before */
 	char	   *event_id;
 	Datum	   *values;
@@ -119,6 +129,7 @@ extern KsTarget *ks_target_open(KsPipeline *p);
 extern const char *ks_reason_name(KsReason r);
 extern void ks_row_init(KsTarget *t, KsRow *row);
 extern void ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row);
+extern void ks_convert_field(KsTarget *t, KsRow *row, int c, KsSlotValue *f);
 extern void ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots);
 extern void ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows);
 extern PGDLLEXPORT Datum kafka_sink_json_path_valid(PG_FUNCTION_ARGS);

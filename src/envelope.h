@@ -31,6 +31,9 @@ typedef struct KsEnvelope
 /* envelope_plain.c */
 extern const KsEnvelope ks_envelope_plain;
 
+/* envelope_debezium.c */
+extern const KsEnvelope ks_envelope_debezium;
+
 /* the envelope called name, or NULL (envelope_plain.c holds the table) */
 extern const KsEnvelope *ks_envelope_find(const char *name);
 

@@ -59,6 +59,7 @@ const KsEnvelope ks_envelope_plain = {"plain", plain_decode};
 /* Registration: one line per envelope; the first is the default. */
 static const KsEnvelope *const ks_envelopes[] = {
 	&ks_envelope_plain,
+	&ks_envelope_debezium,
 	NULL
 };
 

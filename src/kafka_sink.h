@@ -158,6 +158,14 @@ typedef struct KsMapping
 	int			scale;			/* divide numbers by 10^scale */
 } KsMapping;
 
+/* envelope debezium: what a truncate event does */
+typedef enum KsOnTruncate
+{
+	KS_TRUNCATE_APPLY,			/* delete the rows older than the truncate */
+	KS_TRUNCATE_IGNORE,
+	KS_TRUNCATE_FAIL			/* the pipeline fails */
+} KsOnTruncate;
+
 typedef struct KsOption
 {
 	char	   *name;
@@ -210,6 +218,7 @@ typedef struct KsPipeline
 	const struct KsFormat *value_fmt;
 	const struct KsFormat *key_fmt; /* KS_KEY_JSON and KS_KEY_AVRO */
 	const struct KsEnvelope *envelope;
+	KsOnTruncate on_truncate;	/* envelope debezium */
 	char	   *value_schema;	/* inline Avro writer schema, or NULL */
 	KsRegistryConf *registry;	/* NULL: none */
 } KsPipeline;

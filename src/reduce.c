@@ -151,6 +151,27 @@ row_beats(KsTarget *t, KsKeyHash *kh, KsRow *a, KsRow *b)
 }
 
 /*
+ * True when row b's order value is strictly greater than row a's, both
+ * set (change events' positions: a delete and an upsert of one key never
+ * share a position).
+ */
+static bool
+row_newer(KsTarget *t, KsKeyHash *kh, KsRow *a, KsRow *b)
+{
+	int			o = t->order_index;
+
+	return DatumGetInt32(FunctionCall2Coll(&kh->order_cmp, kh->order_coll,
+										   b->values[o], a->values[o])) > 0;
+}
+
+/* a delete carrying its position (envelope debezium): it competes by order */
+static bool
+positioned(KsTarget *t, KsKeyHash *kh, KsRow *r)
+{
+	return kh->has_order && t->cdc && !r->nulls[t->order_index];
+}
+
+/*
  * Folds the rows that are OK into one row per key, in batch order, so
  * that the MERGE of a batch gives what applying its messages one at a time
  * gives, wherever the batch boundaries fall (docs/design-notes.md,
@@ -201,7 +222,7 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 
 		r->winner = false;
 		r->fold_src = NULL;
-		if (r->reason != KS_OK || r->duplicate)
+		if (r->reason != KS_OK || r->duplicate || r->skipped || r->is_truncate)
 			continue;
 		r->hash = row_hash(t, kh, r);
 		for (pos = r->hash & (size - 1);; pos = (pos + 1) & (size - 1))
@@ -222,12 +243,28 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 				break;
 			}
 		}
-		if (r->is_delete)
+		if (r->is_delete && positioned(t, kh, r) && win[k] >= 0 &&
+			row_newer(t, kh, r, &batch->rows[win[k]]))
 		{
-			del[k] = i;
+			/*
+			 * A change event's delete older than the key's winner (a re-sent
+			 * range): the winner stays; the delete still runs (guarded) and
+			 * is recorded, if it is the key's newest.
+			 */
+			if (del[k] < 0 || row_newer(t, kh, &batch->rows[del[k]], r))
+				del[k] = i;
+		}
+		else if (r->is_delete)
+		{
+			if (del[k] < 0 || !positioned(t, kh, r) || !positioned(t, kh, &batch->rows[del[k]]) ||
+				!row_newer(t, kh, r, &batch->rows[del[k]]))
+				del[k] = i;
 			win[k] = -1;		/* whatever came before is deleted */
 			src[k] = NULL;
 		}
+		else if (del[k] >= 0 && positioned(t, kh, &batch->rows[del[k]]) && !r->nulls[t->order_index] &&
+				 !row_newer(t, kh, &batch->rows[del[k]], r))
+			continue;			/* older than the key's delete: stale */
 		else if (win[k] < 0)
 			win[k] = i;
 		else if (row_beats(t, kh, &batch->rows[win[k]], r))

@@ -193,7 +193,23 @@ ks_delete_sql(KsTarget *t, bool by_hand)
 	initStringInfo(&b);
 	appendStringInfo(&b, "DELETE FROM %s AS t USING (%s) AS s WHERE ", t->qualified_name, ks_source_sql(t, by_hand));
 	append_key_match(&b, t);
+	if (t->cdc)
+	{
+		const char *o = quote_identifier(t->columns[t->order_index].name);
+
+		/* a change event's delete removes only an older row */
+		appendStringInfo(&b, " AND (t.%s IS NULL OR t.%s < s.%s)", o, o, o);
+	}
 	return b.data;
+}
+
+/* envelope debezium: a truncate at position $1 removes the rows older than it */
+char *
+ks_truncate_sql(KsTarget *t)
+{
+	const char *o = quote_identifier(t->columns[t->order_index].name);
+
+	return psprintf("DELETE FROM %s AS t WHERE t.%s IS NULL OR t.%s < $1", t->qualified_name, o, o);
 }
 
 char *
@@ -337,7 +353,7 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 				"_ks_topic, _ks_partition, _ks_offset, _ks_ts: the message's coordinates and timestamp; "
 				"_ks_seq: its position in the batch; _ks_oN (with an order column and optional "
 				"columns): the order value of the message that supplied column N, for the ordering guard.");
-		if (p->mode == KS_MODE_MERGE && p->delete_on_tombstone)
+		if (p->mode == KS_MODE_MERGE && (p->delete_on_tombstone || t->cdc))
 			KS_EMIT(p->target, "delete", ks_delete_sql(t, false), ks_delete_sql(t, true),
 					"Runs first, over the batch's tombstones that win their key (delete_on_tombstone). "
 					"To run by hand: PREPARE d(bigint) AS <by_hand>; EXECUTE d(<batch id>).");

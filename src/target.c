@@ -309,6 +309,16 @@ ks_target_open(KsPipeline *p)
 					 errhint("Drop the pipeline and create it again with an order column of the target.")));
 		t->columns[t->order_index].is_order = true;
 	}
+	t->cdc = p->envelope == &ks_envelope_debezium;
+	if (t->cdc && (t->order_index < 0 || getBaseType(t->columns[t->order_index].typid) != NUMERICOID))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("pipeline \"%s\" with envelope debezium needs a numeric source position column in %s",
+						p->name, t->qualified_name),
+				 errdetail("The order column %s keeps each row's source position.",
+						   p->order_column ? quote_identifier(p->order_column) : "(none)"),
+				 errhint("ALTER TABLE %s ADD COLUMN _kafka_source_position numeric, then create the pipeline again.",
+						 t->qualified_name)));
 	build_mappings(t, p);
 
 	/*

@@ -65,6 +65,13 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     schema_registry       jsonb
                           CONSTRAINT pipeline_definitions_schema_registry_check
                           CHECK (jsonb_typeof(schema_registry) = 'object'),
+    -- change events (issue 16): what a message means, and what a truncate does
+    envelope              text NOT NULL DEFAULT 'plain'
+                          CONSTRAINT pipeline_definitions_envelope_check
+                          CHECK (envelope IN ('plain', 'debezium')),
+    on_truncate           text NOT NULL DEFAULT 'apply'
+                          CONSTRAINT pipeline_definitions_on_truncate_check
+                          CHECK (on_truncate IN ('apply', 'ignore', 'fail')),
     CONSTRAINT pipeline_definitions_registry_needed_check
         CHECK (value_format = 'json' OR schema_registry IS NOT NULL OR (value_format = 'avro' AND value_schema IS NOT NULL)),
     CONSTRAINT pipeline_definitions_value_schema_check
@@ -136,7 +143,8 @@ CREATE TABLE kafka_sink.quarantine (
                        'invalid_json', 'not_an_object', 'missing_required_field',
                        'invalid_value', 'unknown_schema_version', 'null_key',
                        'constraint_violation', 'value_too_large', 'rejected_by_target',
-                       'unknown_schema_id', 'not_wire_format', 'invalid_avro')),
+                       'unknown_schema_id', 'not_wire_format', 'invalid_avro',
+                       'invalid_envelope')),
     detail         text NOT NULL,
     created_at     timestamptz NOT NULL DEFAULT now(),
     replayed_at    timestamptz,
@@ -155,6 +163,22 @@ CREATE TABLE kafka_sink.event_ids (
     PRIMARY KEY (target, event_id)
 );
 CREATE INDEX ON kafka_sink.event_ids (target, seen_at);
+
+-- cdc_deletions: per pipeline and target, the source position of the last
+-- delete of a key (key: the key columns' values as a JSON array of texts)
+-- and of the last truncate (key JSON null), so that a replayed older create
+-- or update (position <= the recorded one) is stale instead of bringing the
+-- row back (envelope debezium).  Deleted keys are pruned after the
+-- pipeline's event_id_retention; the truncate row (one per target) is kept.
+CREATE TABLE kafka_sink.cdc_deletions (
+    pipeline_id bigint NOT NULL REFERENCES kafka_sink.pipeline_definitions (id) ON DELETE CASCADE,
+    target      regclass NOT NULL,
+    key         jsonb NOT NULL,
+    position    numeric NOT NULL,
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (pipeline_id, target, key)
+);
+CREATE INDEX ON kafka_sink.cdc_deletions (pipeline_id, target, recorded_at);
 
 -- data_loss: gaps skipped when fail_on_data_loss = false.  kind 'deleted':
 -- offsets expected_offset up to available_offset were deleted (retention,
@@ -261,6 +285,7 @@ SELECT pg_catalog.pg_extension_config_dump('kafka_sink.data_loss_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.errors', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.errors_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.schemas', '');
+SELECT pg_catalog.pg_extension_config_dump('kafka_sink.cdc_deletions', '');
 
 -- ---- comments ----
 COMMENT ON TABLE kafka_sink.pipeline_definitions IS
@@ -275,6 +300,8 @@ COMMENT ON TABLE kafka_sink.quarantine IS
 'Messages that could not be applied, with their bytes, headers and reason; kafka_sink.replay_quarantine applies them again.';
 COMMENT ON TABLE kafka_sink.event_ids IS
 'Producer event ids already applied to a target, for deduplicating retries across batches and pipeline rebuilds; pruned after event_id_retention.';
+COMMENT ON TABLE kafka_sink.cdc_deletions IS
+'Change events (envelope debezium): the source position of the last delete of each key and of the last truncate (key null) per pipeline and target, so that replayed older events do not bring rows back; deleted keys are pruned after event_id_retention.';
 COMMENT ON TABLE kafka_sink.data_loss IS
 'Offset gaps skipped with fail_on_data_loss = false: deleted before they were read, or a reset log.';
 COMMENT ON TABLE kafka_sink.offset_resets IS
@@ -302,7 +329,8 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'unknown_schema_version, null_key, constraint_violation (a constraint or data error of the row), '
     'value_too_large, rejected_by_target (a trigger, row level security policy or check option of the target '
     'rejected the row), unknown_schema_id (the registry does not know the frame''s schema id), not_wire_format '
-    '(no magic byte 0 and schema id), invalid_avro (the payload does not decode with its schema)';
+    '(no magic byte 0 and schema id), invalid_avro (the payload does not decode with its schema), '
+    'invalid_envelope (a change event without a known op, or without the row its op needs)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.min_offsets_per_batch IS
     'A batch waits until it holds at least this many messages (0: no minimum), unless max_trigger_delay has passed since the previous batch';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.max_trigger_delay IS
@@ -322,3 +350,7 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_schema IS
     'value_format avro without a registry: the one Avro writer schema of every value (plain Avro binary)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.schema_registry IS
     'The schema registry: url, timeout.ms, ssl.ca.location (basic.auth.user.info is kept in kafka_sink.secrets)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.envelope IS
+    'What a message means: plain (the value is the row) or debezium (a change event: op, before, after, source)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.on_truncate IS
+    'envelope debezium: what a truncate event does: apply (delete the rows older than it), ignore, or fail (the pipeline fails)';

@@ -875,3 +875,67 @@ END
 $$;
 COMMENT ON FUNCTION kafka_sink._alter_formats(kafka_sink.pipeline_definitions, text, text, text, jsonb) IS
 'Internal: alter_pipeline''s formats: schema_registry replaces the registry whole (a JSON null removes it), value_schema => '''' removes the inline schema.';
+
+-- envelope and on_truncate (issue 16).  envelope => 'debezium' needs a
+-- merge target whose order column takes the source position: a numeric
+-- column, _kafka_source_position unless order_column names another one.
+-- Returns the order column the pipeline gets.  The worker checks the same
+-- again when it opens the target (target.c).
+CREATE FUNCTION kafka_sink._check_envelope(envelope text, on_truncate text, target regclass,
+                                           order_column text, mode text, value_format text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col text := order_column;
+    typ regtype;
+BEGIN
+    IF envelope IS NULL OR envelope NOT IN ('plain', 'debezium') THEN
+        RAISE EXCEPTION 'invalid envelope "%"', envelope
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'envelope is ''plain'' (the value is the row) or ''debezium'' (change events).';
+    END IF;
+    IF on_truncate IS NULL OR on_truncate NOT IN ('apply', 'ignore', 'fail') THEN
+        RAISE EXCEPTION 'invalid on_truncate "%"', on_truncate
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'on_truncate is ''apply'', ''ignore'' or ''fail''.';
+    END IF;
+    IF envelope = 'plain' THEN
+        IF on_truncate <> 'apply' THEN
+            RAISE EXCEPTION 'on_truncate needs envelope debezium'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Only change events carry truncates; pass envelope => ''debezium'' as well.';
+        END IF;
+        RETURN order_column;
+    END IF;
+    IF target IS NULL OR mode IS DISTINCT FROM 'merge' THEN
+        RAISE EXCEPTION 'envelope debezium needs a target in mode merge'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
+    END IF;
+    IF value_format IS DISTINCT FROM 'json' THEN
+        RAISE EXCEPTION 'envelope debezium supports value_format json only'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable).';
+    END IF;
+    col := coalesce(col, '_kafka_source_position');
+    SELECT a.atttypid::regtype INTO typ FROM pg_attribute a
+     WHERE a.attrelid = target AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF typ IS NULL THEN
+        RAISE EXCEPTION 'target % has no column "%" for the source position', target, col
+            USING ERRCODE = 'undefined_column',
+                  DETAIL = 'With envelope debezium every row keeps the source position of its last change, which orders replayed and re-sent events.',
+                  HINT = format('ALTER TABLE %s ADD COLUMN %I numeric', target, col);
+    END IF;
+    IF (SELECT CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END FROM pg_type t WHERE t.oid = typ)
+       <> 'numeric'::regtype THEN
+        RAISE EXCEPTION 'source position column "%" of % must be numeric, not %', col, target, typ
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'The source position (a PostgreSQL LSN, a MySQL binlog position) does not fit a smaller type.';
+    END IF;
+    RETURN col;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_envelope(text, text, regclass, text, text, text) IS
+'Internal: checks envelope and on_truncate; for envelope debezium returns the order column taking the source position (_kafka_source_position by default), which must be a numeric column of the target.';

@@ -40,7 +40,9 @@ CREATE FUNCTION kafka_sink._api_create_pipeline(
     dead_letter_topic     text DEFAULT NULL,
     value_format          text DEFAULT 'json',
     value_schema          text DEFAULT NULL,
-    schema_registry       jsonb DEFAULT NULL)
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT 'plain',
+    on_truncate           text DEFAULT 'apply')
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -102,6 +104,9 @@ BEGIN
                 USING ERRCODE = 'undefined_table',
                       HINT = 'Create the table first, and schema-qualify its name.';
         END IF;
+        -- envelope debezium: the order column takes the source position
+        order_column := kafka_sink._check_envelope(envelope, on_truncate, target_oid, order_column, mode,
+                                                   value_format);
         key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
         -- Avro keys decode to the same fields as JSON keys (format.h)
         PERFORM kafka_sink._check_contract(target_oid, key_columns, columns,
@@ -109,7 +114,8 @@ BEGIN
                                            delete_on_tombstone, schema_version_field,
                                            schema_versions, event_id, mode);
     ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
-          OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge' THEN
+          OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge'
+          OR envelope IS DISTINCT FROM 'plain' OR on_truncate IS DISTINCT FROM 'apply' THEN
         RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
@@ -156,7 +162,7 @@ BEGIN
          workers, kafka_options, columns, key_format, delete_on_tombstone,
          schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets,
          min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
-         value_format, value_schema, schema_registry)
+         value_format, value_schema, schema_registry, envelope, on_truncate)
     VALUES
         (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
          CASE WHEN start THEN 'running' ELSE 'stopped' END,
@@ -167,7 +173,8 @@ BEGIN
          schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid, ending_offsets,
          min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
          -- the registry's options by _set_schema_registry below (its secret apart)
-         value_format, value_schema, CASE WHEN schema_registry IS NOT NULL THEN '{}'::jsonb END)
+         value_format, value_schema, CASE WHEN schema_registry IS NOT NULL THEN '{}'::jsonb END,
+         envelope, on_truncate)
     RETURNING p.id INTO new_id;
 
     plain_options := kafka_sink._split_secrets(new_id, kafka_options);
@@ -211,12 +218,14 @@ CREATE FUNCTION kafka_sink.create_pipeline(
     dead_letter_topic     text DEFAULT NULL,
     value_format          text DEFAULT 'json',
     value_schema          text DEFAULT NULL,
-    schema_registry       jsonb DEFAULT NULL)
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT 'plain',
+    on_truncate           text DEFAULT 'apply')
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb) IS
-'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id.';
+REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text) IS
+'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id. envelope => ''debezium'' reads Debezium change events (the target keeps each row''s source position in _kafka_source_position numeric, or order_column); on_truncate says what their truncates do: apply, ignore or fail.';
 

@@ -19,7 +19,9 @@ CREATE FUNCTION kafka_sink._api_alter_pipeline(
     value_format          text DEFAULT NULL,
     key_format            text DEFAULT NULL,
     value_schema          text DEFAULT NULL,
-    schema_registry       jsonb DEFAULT NULL)
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT NULL,
+    on_truncate           text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -27,6 +29,7 @@ AS $$
 DECLARE
     p kafka_sink.pipeline_definitions;
     k text;
+    new_order_column text;
 BEGIN
     PERFORM kafka_sink._require_admin();
     p := kafka_sink._get_pipeline(name, true);
@@ -69,7 +72,29 @@ BEGIN
         PERFORM kafka_sink._alter_formats(p, value_format, key_format, value_schema, schema_registry);
     END IF;
 
+    -- envelope and on_truncate as the pipeline will have them, with its
+    -- (possibly just changed) value format
+    new_order_column := p.order_column;
+    IF num_nonnulls(envelope, on_truncate) > 0 THEN
+        IF p.target IS NULL THEN
+            RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
+        END IF;
+        new_order_column := kafka_sink._check_envelope(
+            coalesce(_api_alter_pipeline.envelope, p.envelope),
+            coalesce(_api_alter_pipeline.on_truncate,
+                     CASE WHEN _api_alter_pipeline.envelope = 'plain' THEN 'apply' ELSE p.on_truncate END),
+            p.target, p.order_column, p.mode,
+            (SELECT x.value_format FROM kafka_sink.pipeline_definitions x WHERE x.id = p.id));
+        PERFORM kafka_sink._check_target(p.target, p.key_columns, new_order_column, p.mode);
+    END IF;
+
     UPDATE kafka_sink.pipeline_definitions x SET
+        envelope = coalesce(_api_alter_pipeline.envelope, x.envelope),
+        on_truncate = coalesce(_api_alter_pipeline.on_truncate,
+                               CASE WHEN _api_alter_pipeline.envelope = 'plain' THEN 'apply' ELSE x.on_truncate END),
+        order_column = new_order_column,
         max_offsets_per_batch = coalesce(_api_alter_pipeline.max_offsets_per_batch, x.max_offsets_per_batch),
         max_batch_bytes = coalesce(_api_alter_pipeline.max_batch_bytes, x.max_batch_bytes),
         trigger_interval = coalesce(_api_alter_pipeline.trigger_interval, x.trigger_interval),
@@ -105,11 +130,13 @@ CREATE FUNCTION kafka_sink.alter_pipeline(
     value_format          text DEFAULT NULL,
     key_format            text DEFAULT NULL,
     value_schema          text DEFAULT NULL,
-    schema_registry       jsonb DEFAULT NULL)
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT NULL,
+    on_truncate           text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) IS
-'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it).';
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text) IS
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column.';

@@ -386,7 +386,8 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
        p.schema_registry || coalesce((SELECT jsonb_object_agg(substr(s.name, 17), '********')
                                         FROM kafka_sink.secrets s
                                        WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}')
-           AS schema_registry
+           AS schema_registry,
+       p.envelope, p.on_truncate
   FROM kafka_sink.pipeline_definitions p;
 
 -- One row per topic-partition: the committed checkpoint beside the

@@ -1,0 +1,217 @@
+/*-------------------------------------------------------------------------
+ *
+ * cdc_guard.c
+ *		The guards of change events (envelope debezium) across batches:
+ *		truncates, and the positions of deleted keys, so that replayed
+ *		older events neither survive a truncate nor bring a deleted row
+ *		back.
+ *
+ * Within a batch the reduce orders a key's events by their source
+ * position (reduce.c); across batches the MERGE's order guard keeps a
+ * newer row, and these rules do the rest, in the batch's transaction:
+ *
+ * - a truncate at position T deletes the target's rows whose position is
+ *   < T (or null) and records T (kafka_sink.cdc_deletions, key null);
+ * - a delete at position P deletes the row only if its position is < P
+ *   (or null) (ks_delete_sql) and records P for its key;
+ * - an upsert at position Q applies only if Q is greater than the key's
+ *   recorded delete and the target's recorded truncate: else it is stale.
+ *
+ * Deleted keys are pruned after the pipeline's event_id_retention (the
+ * truncate row, one per target, is kept).  See docs/design-notes.md,
+ * "CDC: the Debezium envelope and its guards".
+ *
+ * Owns: those rules.  Must not: decode (envelope_debezium.c) or choose
+ * winners (reduce.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+#include "cdc_guard.h"
+#include "catalog.h"
+#include "statements.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/numeric.h"
+
+/* A row's key as the JSON array of its key columns' texts: how cdc_deletions names it. */
+static char *
+key_text(KsTarget *t, KsRow *r)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfoChar(&b, '[');
+	for (int k = 0; k < t->nkeys; k++)
+	{
+		KsColumn   *c = &t->columns[t->key_index[k]];
+		Oid			out;
+		bool		varlena;
+
+		getTypeOutputInfo(c->typid, &out, &varlena);
+		if (k > 0)
+			appendStringInfoString(&b, ", ");
+		escape_json(&b, OidOutputFunctionCall(out, r->values[t->key_index[k]]));
+	}
+	appendStringInfoChar(&b, ']');
+	/* the text jsonb gives back: compared as jsonb anyway */
+	return b.data;
+}
+
+static char *
+position_text(KsTarget *t, KsRow *r)
+{
+	return DatumGetCString(DirectFunctionCall1(numeric_out, r->values[t->order_index]));
+}
+
+static int
+cmp_positions(const char *a, const char *b)
+{
+	Datum		x = DirectFunctionCall3(numeric_in, CStringGetDatum(a), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	Datum		y = DirectFunctionCall3(numeric_in, CStringGetDatum(b), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+
+	return DatumGetInt32(DirectFunctionCall2(numeric_cmp, x, y));
+}
+
+void
+ks_cdc_truncates(KsBatch *batch)
+{
+	KsPipeline *p = batch->pipeline;
+	KsTarget   *t = batch->target;
+	char	   *volatile newest = NULL;
+
+	for (int i = 0; i < batch->nmsgs; i++)
+	{
+		KsRow	   *r = &batch->rows[i];
+		char	   *pos;
+
+		if (r->reason != KS_OK || !r->is_truncate)
+			continue;
+		if (p->on_truncate == KS_TRUNCATE_FAIL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("pipeline \"%s\" received a truncate of its source table and on_truncate is fail",
+							p->name),
+					 errdetail("The truncate is at offset %lld of partition %d of topic \"%s\".",
+							   (long long) r->msg->offset, r->msg->partition, r->msg->topic),
+					 errhint("To go on, alter the pipeline with on_truncate => 'apply' or 'ignore' and resume it, "
+							 "or move its offsets past the event with kafka_sink.reset_offsets.")));
+		r->skipped = true;		/* counted as superseded, whatever it does */
+		if (p->on_truncate == KS_TRUNCATE_IGNORE)
+			continue;
+		pos = position_text(t, r);
+		if (newest == NULL || cmp_positions(pos, newest) > 0)
+			newest = pos;
+	}
+	if (newest != NULL)
+	{
+		Oid			argtypes[1] = {NUMERICOID};
+		Datum		values[1];
+		int			catalog_writes;
+		int			rc;
+
+		values[0] = DirectFunctionCall3(numeric_in, CStringGetDatum(newest),
+										ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+		/* the target's triggers are the user's code: no catalog writes there */
+		catalog_writes = ks_catalog_writes_suspend();
+		PG_TRY();
+		{
+			rc = SPI_execute_with_args(ks_truncate_sql(t), 1, argtypes, values, NULL, false, 0);
+			if (rc != SPI_OK_DELETE)
+				elog(ERROR, "kafka_sink: SPI_execute failed (%d) for a truncate", rc);
+			batch->stats.deleted += SPI_processed;
+		}
+		PG_FINALLY();
+		{
+			ks_catalog_writes_restore(catalog_writes);
+		}
+		PG_END_TRY();
+		ks_catalog_cdc_record(p->id, t->relid, list_make1(pstrdup("null")), list_make1(newest));
+	}
+}
+
+void
+ks_cdc_record_deletes(KsBatch *batch, int *dels, int ndels)
+{
+	KsTarget   *t = batch->target;
+	List	   *keys = NIL;
+	List	   *positions = NIL;
+
+	for (int i = 0; i < ndels; i++)
+	{
+		KsRow	   *r = &batch->rows[dels[i]];
+
+		if (r->reason != KS_OK || r->nulls[t->order_index])
+			continue;
+		keys = lappend(keys, key_text(t, r));
+		positions = lappend(positions, position_text(t, r));
+	}
+	if (keys != NIL)
+		ks_catalog_cdc_record(batch->pipeline->id, t->relid, keys, positions);
+	/* bounded retention, as for event ids */
+	if (batch->batch_id % 64 == 0)
+		ks_catalog_cdc_prune(batch->pipeline->id, t->relid, batch->pipeline->event_id_retention_s);
+}
+
+int
+ks_cdc_drop_stale(KsBatch *batch, int *sel, int nsel)
+{
+	KsTarget   *t = batch->target;
+	List	   *keys = list_make1(pstrdup("null"));
+	List	   *found_keys;
+	List	   *found_positions;
+	char	  **texts = palloc(sizeof(char *) * Max(nsel, 1));
+	char	   *truncated = NULL;
+	int			n = 0;
+
+	if (nsel == 0)
+		return 0;
+	for (int i = 0; i < nsel; i++)
+	{
+		KsRow	   *r = &batch->rows[sel[i]];
+
+		/* jsonb's own text of the key, as key::text gives it back */
+		texts[i] = r->nulls[t->order_index] ? NULL :
+			DatumGetCString(DirectFunctionCall1(jsonb_out,
+												DirectFunctionCall1(jsonb_in, CStringGetDatum(key_text(t, r)))));
+		if (texts[i])
+			keys = lappend(keys, texts[i]);
+	}
+	ks_catalog_cdc_positions(batch->pipeline->id, t->relid, keys, &found_keys, &found_positions);
+	for (int j = 0; j < list_length(found_keys); j++)
+		if (strcmp(list_nth(found_keys, j), "null") == 0)
+			truncated = list_nth(found_positions, j);
+	for (int i = 0; i < nsel; i++)
+	{
+		KsRow	   *r = &batch->rows[sel[i]];
+		char	   *pos;
+		bool		stale = false;
+
+		if (texts[i] == NULL)
+		{
+			sel[n++] = sel[i];
+			continue;
+		}
+		pos = position_text(t, r);
+		if (truncated && cmp_positions(pos, truncated) <= 0)
+			stale = true;
+		/* the deleted keys found are few: the batch's keys deleted before */
+		for (int j = 0; j < list_length(found_keys) && !stale; j++)
+			if (strcmp(list_nth(found_keys, j), texts[i]) == 0 &&
+				cmp_positions(pos, list_nth(found_positions, j)) <= 0)
+				stale = true;
+		if (stale)
+		{
+			r->next_candidate = 1;	/* a winner that applies nothing: stale */
+			continue;
+		}
+		sel[n++] = sel[i];
+	}
+	return n;
+}

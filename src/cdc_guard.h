@@ -1,0 +1,20 @@
+/*-------------------------------------------------------------------------
+ *
+ * cdc_guard.h
+ *		The guards of change events across batches (cdc_guard.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_CDC_GUARD_H
+#define KS_CDC_GUARD_H
+
+#include "apply.h"
+
+/* the batch's truncates: fail, ignore, or delete the older rows and record */
+extern void ks_cdc_truncates(KsBatch *batch);
+/* records the positions of the deletes run */
+extern void ks_cdc_record_deletes(KsBatch *batch, int *dels, int ndels);
+/* drops winners at or before their key's recorded delete or the truncate */
+extern int	ks_cdc_drop_stale(KsBatch *batch, int *sel, int nsel);
+
+#endif							/* KS_CDC_GUARD_H */

@@ -1,0 +1,700 @@
+/*-------------------------------------------------------------------------
+ *
+ * envelope_debezium.c
+ *		The Debezium envelope: a message value is a change event
+ *		{"before", "after", "source", "op", ...}, bare or wrapped by
+ *		JsonConverter's schemas.enable=true as {"schema", "payload"}.
+ *
+ * op c, r, u: an upsert of "after"; d: a delete of the key (from the
+ * message key, else the key columns of "before"; never a non-key value of
+ * "before", which with REPLICA IDENTITY DEFAULT are zeros); t: a truncate
+ * of the target (KsRow.is_truncate; the pipeline's on_truncate decides);
+ * the tombstone that follows a d: nothing (KsRow.skipped).  Every event
+ * carries its source position (ks_cdc_position) in the target's order
+ * column, so that reduce.c's ordering rule, the MERGE's guard and the
+ * delete and truncate guards (apply.c, cdc_deletions) order events by
+ * their place in the source's log, not by their Kafka offset.
+ *
+ * Values: Debezium's encodings (decimal.handling.mode precise, string,
+ * double; time.precision.mode adaptive and connect; io.debezium.data.Json,
+ * Uuid; bytes as base64) become the text the column type's input function
+ * takes, through decode.c's conversion.  With an embedded schema the
+ * field's semantic name decides; without one, the target column's type
+ * (docs/design-notes.md, "CDC: the Debezium envelope and its guards").
+ *
+ * Fields are read through KsCdcField (a kind, a text, the schema's
+ * semantic name and scale), which is what an Avro-encoded change event
+ * would fill from its writer schema; only JSON fills it today.
+ *
+ * Owns: what a change event means.  Must not: apply rows or write the
+ * catalog (apply.c), know a target's statements.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+#include "envelope.h"
+#include "decode.h"
+
+#include "catalog/pg_type.h"
+#include "common/base64.h"
+#include "common/jsonapi.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/date.h"
+#include "utils/datetime.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+
+/* One field of a change event, as a format reads it. */
+typedef struct KsCdcField
+{
+	KsSlotKind	kind;
+	char	   *text;			/* string unescaped, scalar token, composite JSON */
+	JsonbValue *composite;		/* KS_SLOT_COMPOSITE: the value itself (JSON) */
+	const char *semantic;		/* the schema's name, e.g. io.debezium.time.Date */
+	int			scale;			/* org.apache.kafka.connect.data.Decimal: scale, else -1 */
+	bool		bytes;			/* the schema says bytes (base64 in JSON) */
+} KsCdcField;
+
+/* A struct of the event (after, before, the key) and its schema, if any. */
+typedef struct CdcStruct
+{
+	JsonbContainer *value;		/* NULL: absent or null */
+	JsonbContainer *schema;		/* its struct schema, or NULL */
+} CdcStruct;
+
+static JsonbValue *
+get_key(JsonbContainer *c, const char *key)
+{
+	JsonbValue	k;
+
+	if (c == NULL || !JsonContainerIsObject(c))
+		return NULL;
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	return findJsonbValueFromContainer(c, JB_FOBJECT, &k);
+}
+
+static JsonbContainer *
+get_object(JsonbContainer *c, const char *key)
+{
+	JsonbValue *v = get_key(c, key);
+
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+		return NULL;
+	return v->val.binary.data;
+}
+
+static char *
+get_string(JsonbContainer *c, const char *key)
+{
+	JsonbValue *v = get_key(c, key);
+
+	if (v == NULL || v->type != jbvString)
+		return NULL;
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/* The schema of field name inside struct schema s ({"fields": [...]}), or NULL. */
+static JsonbContainer *
+field_schema(JsonbContainer *s, const char *name)
+{
+	JsonbValue *fields = get_key(s, "fields");
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	if (fields == NULL || fields->type != jbvBinary || !JsonContainerIsArray(fields->val.binary.data))
+		return NULL;
+	it = JsonbIteratorInit(fields->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *f;
+
+		if (tok != WJB_ELEM || v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
+			continue;
+		f = get_string(v.val.binary.data, "field");
+		if (f && strcmp(f, name) == 0)
+			return v.val.binary.data;
+	}
+	return NULL;
+}
+
+/* Field name of struct st as a KsCdcField. */
+static void
+read_field(CdcStruct *st, const char *name, KsCdcField *f)
+{
+	JsonbValue *v = get_key(st->value, name);
+	JsonbContainer *fs = st->schema ? field_schema(st->schema, name) : NULL;
+
+	memset(f, 0, sizeof(*f));
+	f->scale = -1;
+	if (fs)
+	{
+		JsonbContainer *params = get_object(fs, "parameters");
+		char	   *type = get_string(fs, "type");
+		char	   *sc = params ? get_string(params, "scale") : NULL;
+
+		f->semantic = get_string(fs, "name");
+		f->bytes = type && strcmp(type, "bytes") == 0;
+		if (sc)
+			f->scale = pg_strtoint32(sc);
+	}
+	if (v == NULL)
+	{
+		f->kind = KS_SLOT_ABSENT;
+		return;
+	}
+	switch (v->type)
+	{
+		case jbvNull:
+			f->kind = KS_SLOT_NULL;
+			break;
+		case jbvString:
+			f->kind = KS_SLOT_STRING;
+			f->text = pnstrdup(v->val.string.val, v->val.string.len);
+			break;
+		case jbvNumeric:
+			f->kind = KS_SLOT_SCALAR;
+			f->text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+			break;
+		case jbvBool:
+			f->kind = KS_SLOT_SCALAR;
+			f->text = pstrdup(v->val.boolean ? "true" : "false");
+			break;
+		case jbvBinary:
+			f->kind = KS_SLOT_COMPOSITE;
+			f->composite = v;
+			f->text = JsonbToCString(NULL, v->val.binary.data, v->val.binary.len);
+			break;
+		default:
+			f->kind = KS_SLOT_NULL;
+			break;
+	}
+}
+
+/* ---- Debezium's encodings -> input function text ---- */
+
+static bool
+is_semantic(const KsCdcField *f, const char *name)
+{
+	return f->semantic != NULL && strcmp(f->semantic, name) == 0;
+}
+
+/* base64 -> bytes; false when it is not base64 */
+static bool
+b64(const char *s, char **out, int *len)
+{
+	int			n = strlen(s);
+	int			cap = pg_b64_dec_len(n);
+
+	*out = palloc(cap + 1);
+	*len = pg_b64_decode(s, n, *out, cap);
+	return *len >= 0 && n % 4 == 0;
+}
+
+/* big-endian two's-complement bytes at scale as a numeric's text */
+static char *
+unscaled_to_text(const char *bytes, int len, int scale)
+{
+	Datum		n = DirectFunctionCall1(int4_numeric, Int32GetDatum(0));
+	Datum		b256 = DirectFunctionCall1(int4_numeric, Int32GetDatum(256));
+	char	   *digits;
+	bool		neg;
+	StringInfoData out;
+	int			nd;
+
+	for (int i = 0; i < len; i++)
+		n = DirectFunctionCall2(numeric_add, DirectFunctionCall2(numeric_mul, n, b256),
+								DirectFunctionCall1(int4_numeric, Int32GetDatum((unsigned char) bytes[i])));
+	if (len > 0 && (bytes[0] & 0x80))
+	{
+		Datum		mod = DirectFunctionCall2(numeric_power, b256,
+											  DirectFunctionCall1(int4_numeric, Int32GetDatum(len)));
+
+		n = DirectFunctionCall2(numeric_sub, n, mod);
+	}
+	digits = DatumGetCString(DirectFunctionCall1(numeric_out, n));
+	neg = digits[0] == '-';
+	if (neg)
+		digits++;
+	if (scale <= 0)
+		return psprintf("%s%s", neg ? "-" : "", digits);
+	nd = strlen(digits);
+	initStringInfo(&out);
+	if (neg)
+		appendStringInfoChar(&out, '-');
+	if (nd <= scale)
+	{
+		appendStringInfoString(&out, "0.");
+		for (int i = nd; i < scale; i++)
+			appendStringInfoChar(&out, '0');
+		appendStringInfoString(&out, digits);
+	}
+	else
+	{
+		appendBinaryStringInfo(&out, digits, nd - scale);
+		appendStringInfoChar(&out, '.');
+		appendStringInfoString(&out, digits + nd - scale);
+	}
+	return out.data;
+}
+
+static bool
+parse_int8(const char *s, int64 *v)
+{
+	char	   *end;
+
+	if (s == NULL || *s == '\0')
+		return false;
+	errno = 0;
+	*v = strtoll(s, &end, 10);
+	return errno == 0 && *end == '\0';
+}
+
+/* a text numeric_in accepts */
+static bool
+looks_numeric(const char *s)
+{
+	const char *p = s;
+	bool		digit = false;
+
+	if (*p == '+' || *p == '-')
+		p++;
+	for (; *p; p++)
+	{
+		if (isdigit((unsigned char) *p))
+			digit = true;
+		else if (*p != '.' && *p != 'e' && *p != 'E' && *p != '+' && *p != '-')
+			return false;
+	}
+	return digit || strcmp(s, "NaN") == 0;
+}
+
+static char *
+date_text(int64 days)
+{
+	return DatumGetCString(DirectFunctionCall1(date_out,
+											   DateADTGetDatum((DateADT) (days + UNIX_EPOCH_JDATE - POSTGRES_EPOCH_JDATE))));
+}
+
+static char *
+time_text(int64 usecs)
+{
+	return DatumGetCString(DirectFunctionCall1(time_out, TimeADTGetDatum((TimeADT) usecs)));
+}
+
+/* µs since 1970 as a timestamp's text; with +00 for a timestamptz column */
+static char *
+timestamp_text(int64 usecs, bool tz)
+{
+	Timestamp	ts = usecs - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+	char	   *s = DatumGetCString(DirectFunctionCall1(timestamp_out, TimestampGetDatum(ts)));
+
+	return tz ? psprintf("%s+00", s) : s;
+}
+
+/* a column's precision for time and timestamp (6 when not given) */
+static int
+time_precision(KsColumn *col)
+{
+	return col->typmod >= 0 ? col->typmod : 6;
+}
+
+/*
+ * Field f into column c: f's text rewritten by its encoding, then the
+ * column type's input function (decode.c).
+ */
+static void
+convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
+{
+	KsColumn   *col = &t->columns[c];
+	Oid			base = getBaseType(col->typid);
+	KsSlotValue sv = {f->kind, f->text};
+	int64		iv;
+	bool		is_int = f->kind == KS_SLOT_SCALAR && parse_int8(f->text, &iv);
+
+	if (f->kind == KS_SLOT_ABSENT || f->kind == KS_SLOT_NULL)
+	{
+		ks_convert_field(t, row, c, &sv);
+		return;
+	}
+	if (f->semantic)
+	{
+		/* the embedded schema names the encoding */
+		if (is_semantic(f, "org.apache.kafka.connect.data.Decimal") && f->kind == KS_SLOT_STRING)
+		{
+			char	   *b;
+			int			n;
+
+			if (!b64(f->text, &b, &n))
+				goto bad;
+			sv.kind = KS_SLOT_SCALAR;
+			sv.text = unscaled_to_text(b, n, Max(f->scale, 0));
+		}
+		else if (is_semantic(f, "io.debezium.data.VariableScaleDecimal") && f->kind == KS_SLOT_COMPOSITE)
+			goto variable_scale;
+		else if ((is_semantic(f, "io.debezium.time.Date") || is_semantic(f, "org.apache.kafka.connect.data.Date")) && is_int)
+			sv.text = date_text(iv);
+		else if ((is_semantic(f, "io.debezium.time.Time") || is_semantic(f, "org.apache.kafka.connect.data.Time")) && is_int)
+			sv.text = time_text(iv * 1000);
+		else if (is_semantic(f, "io.debezium.time.MicroTime") && is_int)
+			sv.text = time_text(iv);
+		else if (is_semantic(f, "io.debezium.time.NanoTime") && is_int)
+			sv.text = time_text(iv / 1000);
+		else if ((is_semantic(f, "io.debezium.time.Timestamp") || is_semantic(f, "org.apache.kafka.connect.data.Timestamp")) && is_int)
+			sv.text = timestamp_text(iv * 1000, base == TIMESTAMPTZOID);
+		else if (is_semantic(f, "io.debezium.time.MicroTimestamp") && is_int)
+			sv.text = timestamp_text(iv, base == TIMESTAMPTZOID);
+		else if (is_semantic(f, "io.debezium.time.NanoTimestamp") && is_int)
+			sv.text = timestamp_text(iv / 1000, base == TIMESTAMPTZOID);
+		else if (is_semantic(f, "io.debezium.data.Json") && f->kind == KS_SLOT_STRING)
+			sv.kind = KS_SLOT_SCALAR;	/* the JSON text itself, not a JSON string */
+		else if (f->bytes && f->kind == KS_SLOT_STRING && base == BYTEAOID)
+			goto bytes;
+		ks_convert_field(t, row, c, &sv);
+		return;
+	}
+
+	/* no schema: the column's type decides (docs/design-notes.md) */
+	if (base == NUMERICOID && f->kind == KS_SLOT_STRING && !looks_numeric(f->text))
+	{
+		/* precise: base64 of the unscaled integer at the column's scale */
+		char	   *b;
+		int			n;
+
+		if (!b64(f->text, &b, &n))
+			goto bad;
+		sv.kind = KS_SLOT_SCALAR;
+		sv.text = unscaled_to_text(b, n, col->typmod >= VARHDRSZ ? ((col->typmod - VARHDRSZ) & 0x7ff) : 0);
+	}
+	else if (base == NUMERICOID && f->kind == KS_SLOT_COMPOSITE)
+		goto variable_scale;
+	else if (base == DATEOID && is_int)
+		sv.text = date_text(iv);
+	else if ((base == TIMEOID || base == TIMETZOID) && is_int)
+		sv.text = time_text(time_precision(col) <= 3 ? iv * 1000 : iv);
+	else if ((base == TIMESTAMPOID || base == TIMESTAMPTZOID) && is_int)
+		sv.text = timestamp_text(time_precision(col) <= 3 ? iv * 1000 : iv, base == TIMESTAMPTZOID);
+	else if ((base == JSONBOID || base == JSONOID) && f->kind == KS_SLOT_STRING)
+		sv.kind = KS_SLOT_SCALAR;	/* io.debezium.data.Json: the JSON text in a string */
+	else if (base == BYTEAOID && f->kind == KS_SLOT_STRING)
+		goto bytes;
+	ks_convert_field(t, row, c, &sv);
+	return;
+
+variable_scale:
+	{
+		/* {"scale": s, "value": base64 of the unscaled integer} */
+		JsonbContainer *o = f->composite->val.binary.data;
+		JsonbValue *s = get_key(o, "scale");
+		char	   *v = get_string(o, "value");
+		char	   *b;
+		int			n;
+		int			scale;
+
+		if (s == NULL || s->type != jbvNumeric || v == NULL || !b64(v, &b, &n))
+			goto bad;
+		scale = DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(s->val.numeric)));
+		sv.kind = KS_SLOT_SCALAR;
+		sv.text = unscaled_to_text(b, n, scale);
+		ks_convert_field(t, row, c, &sv);
+		return;
+	}
+
+bytes:
+	{
+		char	   *b;
+		int			n;
+		StringInfoData hex;
+
+		if (!b64(f->text, &b, &n))
+			goto bad;
+		initStringInfo(&hex);
+		appendStringInfoString(&hex, "\\x");
+		for (int i = 0; i < n; i++)
+			appendStringInfo(&hex, "%02x", (unsigned char) b[i]);
+		sv.kind = KS_SLOT_SCALAR;
+		sv.text = hex.data;
+		ks_convert_field(t, row, c, &sv);
+		return;
+	}
+
+bad:
+	row->reason = KS_INVALID_VALUE;
+	row->detail = psprintf("field \"%s\" is not a valid %s: \"%s\" is not base64%s",
+						   col->name, col->type_sql, f->text,
+						   f->semantic ? "" : " (without an embedded schema, a string into a numeric column is a number or base64)");
+}
+
+/* ---- the event ---- */
+
+/*
+ * The source position of an event (common-cdc.md #2), as a numeric's text:
+ * PostgreSQL source.lsn; MySQL (binlog file number, pos, row) as
+ * file * 10^26 + pos * 10^6 + row; else source.ts_ms * 10^19 + the Kafka
+ * offset.  NULL when the event has none of them.
+ */
+static char *
+cdc_position(JsonbContainer *source, KsMessage *m)
+{
+	JsonbValue *lsn = get_key(source, "lsn");
+	JsonbValue *file = get_key(source, "file");
+	JsonbValue *pos = get_key(source, "pos");
+	JsonbValue *ts = get_key(source, "ts_ms");
+
+	if (lsn && lsn->type == jbvNumeric)
+		return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(lsn->val.numeric)));
+	if (file && file->type == jbvString && pos && pos->type == jbvNumeric)
+	{
+		char	   *f = pnstrdup(file->val.string.val, file->val.string.len);
+		char	   *dot = strrchr(f, '.');
+		JsonbValue *row = get_key(source, "row");
+		char	   *p = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(pos->val.numeric)));
+		char	   *r = row && row->type == jbvNumeric ?
+			DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(row->val.numeric))) : "0";
+		int64		fileno,
+					pv,
+					rv;
+
+		if (dot && parse_int8(dot + 1, &fileno) && parse_int8(p, &pv) && parse_int8(r, &rv) &&
+			fileno >= 0 && pv >= 0 && rv >= 0 && rv < 1000000)
+			return psprintf("%lld%020lld%06lld", (long long) fileno, (long long) pv, (long long) rv);
+	}
+	if (ts && ts->type == jbvNumeric)
+	{
+		char	   *t = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(ts->val.numeric)));
+		int64		tv;
+
+		if (parse_int8(t, &tv) && tv >= 0)
+			return psprintf("%lld%019lld", (long long) tv, (long long) m->offset);
+	}
+	return NULL;
+}
+
+/* {"schema", "payload"} (JsonConverter schemas.enable=true): both parts; else the value itself */
+static void
+unwrap(JsonbContainer *root, JsonbContainer **payload, JsonbContainer **schema)
+{
+	JsonbContainer *s = get_object(root, "schema");
+	JsonbValue *p = get_key(root, "payload");
+
+	if (s && p && get_string(s, "type"))
+	{
+		*schema = s;
+		*payload = (p->type == jbvBinary && JsonContainerIsObject(p->val.binary.data)) ?
+			p->val.binary.data : NULL;
+	}
+	else
+	{
+		*schema = NULL;
+		*payload = root;
+	}
+}
+
+/* JSON text -> jsonb, or NULL with *detail when it is not JSON */
+static Jsonb *
+parse_json(const char *data, size_t len, char **detail)
+{
+	JsonLexContext *lex;
+	JsonParseErrorType err;
+	char	   *text = pnstrdup(data, len);
+
+	if (pg_encoding_verifymbstr(PG_UTF8, text, (int) len) != (int) len || strlen(text) != len)
+	{
+		*detail = pstrdup("the text is not valid UTF-8");
+		return NULL;
+	}
+	if (GetDatabaseEncoding() != PG_UTF8)
+		text = pg_any_to_server(text, len, PG_UTF8);
+	lex = makeJsonLexContextCstringLen(text, strlen(text), GetDatabaseEncoding(), true);
+	err = pg_parse_json(lex, &nullSemAction);
+	if (err != JSON_SUCCESS)
+	{
+		*detail = json_errdetail(err, lex);
+		return NULL;
+	}
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
+}
+
+/* The key columns of a delete: the message key's fields, else before's. */
+static void
+delete_key(KsTarget *t, KsRow *row, CdcStruct *before)
+{
+	KsMessage  *m = row->msg;
+	CdcStruct	key = {NULL, NULL};
+	const char *from = "before";
+
+	if (m->key != NULL)
+	{
+		char	   *detail = NULL;
+		Jsonb	   *kj = parse_json(m->key, m->key_len, &detail);
+
+		if (kj == NULL)
+		{
+			row->reason = KS_INVALID_JSON;
+			row->detail = psprintf("message key: %s", detail);
+			return;
+		}
+		if (JB_ROOT_IS_OBJECT(kj))
+		{
+			unwrap(&kj->root, &key.value, &key.schema);
+			from = "the message key";
+		}
+	}
+	if (key.value == NULL)
+		key = *before;
+	for (int k = 0; k < t->nkeys && row->reason == KS_OK; k++)
+	{
+		int			c = t->key_index[k];
+		KsCdcField	f;
+
+		read_field(&key, t->columns[c].name, &f);
+		convert_cdc(t, row, c, &f);
+		if (row->reason == KS_OK && (!row->present[c] || row->nulls[c]))
+		{
+			row->reason = KS_NULL_KEY;
+			row->detail = psprintf("key field \"%s\" of the delete is missing or null in %s",
+								   t->columns[c].name, from);
+		}
+	}
+}
+
+static void
+set_position(KsTarget *t, KsRow *row, const char *pos)
+{
+	KsSlotValue sv = {KS_SLOT_SCALAR, (char *) pos};
+
+	ks_convert_field(t, row, t->order_index, &sv);
+}
+
+static void
+debezium_decode(KsTarget *t, KsPipeline *p, KsRow *row)
+{
+	KsMessage  *m = row->msg;
+	Jsonb	   *root;
+	JsonbContainer *payload;
+	JsonbContainer *schema;
+	JsonbContainer *source;
+	char	   *detail = NULL;
+	char	   *op;
+	char	   *pos;
+	CdcStruct	after;
+	CdcStruct	before;
+
+	ks_row_init(t, row);
+	if (t->order_index < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("pipeline \"%s\" with envelope debezium has no source position column", p->name)));
+	if (m->value == NULL)
+	{
+		/* the tombstone after a delete: the delete did the work */
+		row->skipped = true;
+		return;
+	}
+	if (m->value_len > (size_t) ks_max_message_bytes)
+	{
+		row->reason = KS_VALUE_TOO_LARGE;
+		row->detail = psprintf("the value has %zu bytes; kafka_sink.max_message_bytes is %d",
+							   m->value_len, ks_max_message_bytes);
+		return;
+	}
+	root = parse_json(m->value, m->value_len, &detail);
+	if (root == NULL)
+	{
+		row->reason = KS_INVALID_JSON;
+		row->detail = detail;
+		return;
+	}
+	if (!JB_ROOT_IS_OBJECT(root))
+	{
+		row->reason = KS_NOT_AN_OBJECT;
+		row->detail = pstrdup("the change event is not a JSON object");
+		return;
+	}
+	unwrap(&root->root, &payload, &schema);
+	op = get_string(payload, "op");
+	if (op == NULL)
+	{
+		row->reason = KS_INVALID_ENVELOPE;
+		row->detail = pstrdup("the change event has no \"op\" string");
+		return;
+	}
+	source = get_object(payload, "source");
+	pos = cdc_position(source, m);
+	if (pos == NULL)
+	{
+		row->reason = KS_INVALID_ENVELOPE;
+		row->detail = pstrdup("the change event's \"source\" has no position (lsn; file and pos; or ts_ms)");
+		return;
+	}
+	after.value = get_object(payload, "after");
+	after.schema = schema ? field_schema(schema, "after") : NULL;
+	before.value = get_object(payload, "before");
+	before.schema = schema ? field_schema(schema, "before") : NULL;
+
+	if (strcmp(op, "c") == 0 || strcmp(op, "r") == 0 || strcmp(op, "u") == 0)
+	{
+		if (after.value == NULL)
+		{
+			row->reason = KS_INVALID_ENVELOPE;
+			row->detail = psprintf("the change event of op \"%s\" has no \"after\" object", op);
+			return;
+		}
+		for (int i = 0; i < t->ncolumns && row->reason == KS_OK; i++)
+		{
+			KsCdcField	f;
+
+			if (t->columns[i].lineage || i == t->order_index)
+				continue;
+			read_field(&after, t->columns[i].name, &f);
+			convert_cdc(t, row, i, &f);
+		}
+		if (row->reason != KS_OK)
+			return;
+		set_position(t, row, pos);
+		for (int i = 0; i < t->ncolumns; i++)
+		{
+			KsColumn   *c = &t->columns[i];
+
+			if (c->is_key && (!row->present[i] || row->nulls[i]))
+			{
+				row->reason = KS_NULL_KEY;
+				row->detail = psprintf("key field \"%s\" is missing or null in \"after\"", c->name);
+				return;
+			}
+			if (c->required && (!row->present[i] || row->nulls[i]))
+			{
+				row->reason = row->present[i] ? KS_CONSTRAINT_VIOLATION : KS_MISSING_REQUIRED_FIELD;
+				row->detail = psprintf(row->present[i] ? "field \"%s\" is null but the column is NOT NULL" :
+									   "required field \"%s\" is missing in \"after\"", c->name);
+				return;
+			}
+		}
+	}
+	else if (strcmp(op, "d") == 0)
+	{
+		delete_key(t, row, &before);
+		if (row->reason != KS_OK)
+			return;
+		set_position(t, row, pos);
+		row->is_delete = true;
+	}
+	else if (strcmp(op, "t") == 0)
+	{
+		set_position(t, row, pos);
+		row->is_truncate = true;
+	}
+	else
+	{
+		row->reason = KS_INVALID_ENVELOPE;
+		row->detail = psprintf("unknown op \"%s\" (known: c, r, u, d, t)", op);
+	}
+}
+
+const KsEnvelope ks_envelope_debezium = {"debezium", debezium_decode};
