@@ -21,6 +21,7 @@ OBJS = \
 	src/envelope_plain.o \
 	src/jsonwalk.o \
 	src/apply.o \
+	src/route.o \
 	src/apply_sql.o \
 	src/statements.o \
 	src/reduce.o \

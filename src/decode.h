@@ -89,13 +89,17 @@ typedef enum KsReason
 	KS_REJECTED_BY_TARGET,		/* a trigger, RLS policy or check option said no */
 	KS_UNKNOWN_SCHEMA_ID,		/* the registry does not know the frame's schema id */
 	KS_NOT_WIRE_FORMAT,			/* no magic byte 0 and schema id */
-	KS_INVALID_AVRO				/* the payload does not decode with its schema */
+	KS_INVALID_AVRO,			/* the payload does not decode with its schema */
+	KS_NO_TARGET,				/* routing: no target named, or it does not exist */
+	KS_TARGET_REFUSED,			/* routing: the target may not be written */
+	KS_SCHEMA_CHANGE_REFUSED	/* evolve: a change kafka_sink will not make */
 } KsReason;
 
 /* A decoded message: one value per target column. */
 typedef struct KsRow
 {
 	KsMessage  *msg;
+	const char *target_name;	/* routing: the target it went (or would go) to */
 	bool		is_delete;		/* a tombstone with delete_on_tombstone */
 	bool		duplicate;		/* its event id was applied before */
 	char	   *event_id;
@@ -114,6 +118,7 @@ typedef struct KsRow
 
 /* target.c */
 extern KsTarget *ks_target_open(KsPipeline *p);
+extern KsTarget *ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns);
 
 /* decode.c */
 extern const char *ks_reason_name(KsReason r);

@@ -19,7 +19,10 @@ CREATE FUNCTION kafka_sink._api_alter_pipeline(
     value_format          text DEFAULT NULL,
     key_format            text DEFAULT NULL,
     value_schema          text DEFAULT NULL,
-    schema_registry       jsonb DEFAULT NULL)
+    schema_registry       jsonb DEFAULT NULL,
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT NULL,
+    evolve                text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -65,6 +68,24 @@ BEGIN
             kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
     END IF;
 
+    -- routing: targets => '{}' removes the map (the pipeline keeps its target)
+    IF num_nonnulls(targets, create_targets, evolve) > 0 THEN
+        IF targets = '{}' THEN
+            p.targets := NULL;
+        ELSIF targets IS NOT NULL THEN
+            p.targets := targets;
+        END IF;
+        p.create_targets := coalesce(_api_alter_pipeline.create_targets, p.create_targets);
+        p.evolve := coalesce(_api_alter_pipeline.evolve, p.evolve);
+        IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL AND p.bronze IS NULL THEN
+            RAISE EXCEPTION 'pipeline "%" would have no target', name
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A pipeline without a target or a target template keeps a non-empty targets map.';
+        END IF;
+        PERFORM kafka_sink._check_routing(p.target_template, p.targets, p.create_targets, p.evolve,
+                                          p.mode, coalesce(_api_alter_pipeline.value_format, p.value_format));
+    END IF;
+
     IF num_nonnulls(value_format, key_format, value_schema, schema_registry) > 0 THEN
         PERFORM kafka_sink._alter_formats(p, value_format, key_format, value_schema, schema_registry);
     END IF;
@@ -82,6 +103,9 @@ BEGIN
         max_trigger_delay = coalesce(_api_alter_pipeline.max_trigger_delay, x.max_trigger_delay),
         dead_letter_topic = CASE WHEN _api_alter_pipeline.dead_letter_topic IS NULL THEN x.dead_letter_topic
                                  ELSE nullif(_api_alter_pipeline.dead_letter_topic, '') END,
+        targets = p.targets,
+        create_targets = p.create_targets,
+        evolve = p.evolve,
         generation = x.generation + 1,
         updated_at = now()
     WHERE x.id = p.id;
@@ -105,11 +129,14 @@ CREATE FUNCTION kafka_sink.alter_pipeline(
     value_format          text DEFAULT NULL,
     key_format            text DEFAULT NULL,
     value_schema          text DEFAULT NULL,
-    schema_registry       jsonb DEFAULT NULL)
+    schema_registry       jsonb DEFAULT NULL,
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT NULL,
+    evolve                text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb) IS
-'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it).';
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, jsonb, boolean, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, jsonb, boolean, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, jsonb, boolean, text) IS
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it); targets replaces the routing map (''{}'' removes it).';
