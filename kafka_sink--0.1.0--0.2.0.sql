@@ -3319,16 +3319,16 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'evolve is ''none'' or ''add_columns''.';
     END IF;
+    IF (create_targets OR evolve <> 'none') AND template IS NULL AND targets IS NULL THEN
+        RAISE EXCEPTION 'create_targets and evolve need routing'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target template such as ''replica.{source.table}'', or a targets map.';
+    END IF;
     IF create_targets OR evolve <> 'none' THEN
         RAISE EXCEPTION 'create_targets and evolve are not supported yet'
             USING ERRCODE = 'feature_not_supported',
                   DETAIL = 'kafka_sink does not create or alter routed targets in this version.',
                   HINT = 'Create the target tables first; a message whose table is missing is quarantined as no_target and can be replayed once it exists.';
-    END IF;
-    IF template IS NULL AND targets IS NULL THEN
-        RAISE EXCEPTION 'create_targets and evolve need routing'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass a target template such as ''replica.{source.table}'', or a targets map.';
     END IF;
     IF mode = 'function' THEN
         RAISE EXCEPTION 'mode function cannot route to many targets'
@@ -3473,7 +3473,7 @@ DECLARE
     plain_options jsonb;
     -- routing: a target with {placeholders} is a template, kept apart
     template text := CASE WHEN strpos(target, '{') > 0 THEN target END;
-    routed boolean := strpos(target, '{') > 0 OR targets IS NOT NULL;
+    routed boolean := coalesce(strpos(target, '{') > 0, false) OR targets IS NOT NULL;
 BEGIN
     PERFORM kafka_sink._require_admin();
     IF name IS NULL OR name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,62}$' THEN
@@ -3753,8 +3753,10 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = 'A pipeline without a target or a target template keeps a non-empty targets map.';
         END IF;
-        PERFORM kafka_sink._check_routing(p.target_template, p.targets, p.create_targets, p.evolve,
-                                          p.mode, coalesce(_api_alter_pipeline.value_format, p.value_format));
+        IF p.target_template IS NOT NULL OR p.targets IS NOT NULL OR p.create_targets OR p.evolve <> 'none' THEN
+            PERFORM kafka_sink._check_routing(p.target_template, p.targets, p.create_targets, p.evolve,
+                                              p.mode, coalesce(_api_alter_pipeline.value_format, p.value_format));
+        END IF;
     END IF;
 
     IF num_nonnulls(value_format, key_format, value_schema, schema_registry) > 0 THEN

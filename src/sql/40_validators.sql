@@ -895,16 +895,16 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'evolve is ''none'' or ''add_columns''.';
     END IF;
+    IF (create_targets OR evolve <> 'none') AND template IS NULL AND targets IS NULL THEN
+        RAISE EXCEPTION 'create_targets and evolve need routing'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target template such as ''replica.{source.table}'', or a targets map.';
+    END IF;
     IF create_targets OR evolve <> 'none' THEN
         RAISE EXCEPTION 'create_targets and evolve are not supported yet'
             USING ERRCODE = 'feature_not_supported',
                   DETAIL = 'kafka_sink does not create or alter routed targets in this version.',
                   HINT = 'Create the target tables first; a message whose table is missing is quarantined as no_target and can be replayed once it exists.';
-    END IF;
-    IF template IS NULL AND targets IS NULL THEN
-        RAISE EXCEPTION 'create_targets and evolve need routing'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass a target template such as ''replica.{source.table}'', or a targets map.';
     END IF;
     IF mode = 'function' THEN
         RAISE EXCEPTION 'mode function cannot route to many targets'

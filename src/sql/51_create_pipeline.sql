@@ -55,7 +55,7 @@ DECLARE
     plain_options jsonb;
     -- routing: a target with {placeholders} is a template, kept apart
     template text := CASE WHEN strpos(target, '{') > 0 THEN target END;
-    routed boolean := strpos(target, '{') > 0 OR targets IS NOT NULL;
+    routed boolean := coalesce(strpos(target, '{') > 0, false) OR targets IS NOT NULL;
 BEGIN
     PERFORM kafka_sink._require_admin();
     IF name IS NULL OR name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,62}$' THEN

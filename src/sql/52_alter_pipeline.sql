@@ -82,8 +82,10 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = 'A pipeline without a target or a target template keeps a non-empty targets map.';
         END IF;
-        PERFORM kafka_sink._check_routing(p.target_template, p.targets, p.create_targets, p.evolve,
-                                          p.mode, coalesce(_api_alter_pipeline.value_format, p.value_format));
+        IF p.target_template IS NOT NULL OR p.targets IS NOT NULL OR p.create_targets OR p.evolve <> 'none' THEN
+            PERFORM kafka_sink._check_routing(p.target_template, p.targets, p.create_targets, p.evolve,
+                                              p.mode, coalesce(_api_alter_pipeline.value_format, p.value_format));
+        END IF;
     END IF;
 
     IF num_nonnulls(value_format, key_format, value_schema, schema_registry) > 0 THEN
