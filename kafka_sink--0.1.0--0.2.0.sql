@@ -3740,3 +3740,768 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
   FROM kafka_sink.pipeline_definitions p;
 
 -- ---- end of CDC: debezium envelope ----
+
+-- ---- routing: one pipeline writing many tables (issue 16) ----
+--
+-- target may be a template with {placeholders} (kept in target_template),
+-- targets is an explicit routing map; create_targets and evolve are taken
+-- but refused until they are implemented.  Quarantine rows record their
+-- target; new reasons no_target, target_refused, schema_change_refused.
+-- status shows the last batch's per-target counts.  See "Routing" in
+-- docs/design-notes.md.  The install script has the same in its parts
+-- (10_tables, 30_, 40_, 50_, 51_, 52_, 60_).
+
+ALTER TABLE kafka_sink.pipeline_definitions
+    ADD COLUMN target_template text
+        CONSTRAINT pipeline_definitions_target_template_check CHECK (strpos(target_template, '{') > 0),
+    ADD COLUMN targets jsonb
+        CONSTRAINT pipeline_definitions_targets_check CHECK (jsonb_typeof(targets) = 'object'),
+    ADD COLUMN create_targets boolean NOT NULL DEFAULT false,
+    ADD COLUMN evolve text NOT NULL DEFAULT 'none'
+        CONSTRAINT pipeline_definitions_evolve_check CHECK (evolve IN ('none', 'add_columns'));
+DO $$
+DECLARE
+    c name;
+BEGIN
+    SELECT conname INTO STRICT c FROM pg_catalog.pg_constraint
+     WHERE conrelid = 'kafka_sink.pipeline_definitions'::regclass AND contype = 'c'
+       AND pg_catalog.pg_get_constraintdef(oid) ~ 'target IS NOT NULL\) OR \(bronze IS NOT NULL'
+       AND pg_catalog.pg_get_constraintdef(oid) !~ 'target_template';
+    EXECUTE format('ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT %I', c);
+END
+$$;
+ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_target_needed_check
+    CHECK (mode = 'function' OR target IS NOT NULL OR bronze IS NOT NULL
+           OR target_template IS NOT NULL OR targets IS NOT NULL);
+
+ALTER TABLE kafka_sink.quarantine ADD COLUMN target text;
+ALTER TABLE kafka_sink.quarantine DROP CONSTRAINT quarantine_reason_check;
+ALTER TABLE kafka_sink.quarantine ADD CONSTRAINT quarantine_reason_check CHECK (reason IN (
+    'invalid_json', 'not_an_object', 'missing_required_field',
+    'invalid_value', 'unknown_schema_version', 'null_key',
+    'constraint_violation', 'value_too_large', 'rejected_by_target',
+    'unknown_schema_id', 'not_wire_format', 'invalid_avro', 'invalid_envelope',
+    'no_target', 'target_refused', 'schema_change_refused'));
+COMMENT ON COLUMN kafka_sink.quarantine.reason IS
+    'Why the message was not applied: invalid_json, not_an_object, missing_required_field, invalid_value, '
+    'unknown_schema_version, null_key, constraint_violation (a constraint or data error of the row), '
+    'value_too_large, rejected_by_target (a trigger, row level security policy or check option of the target '
+    'rejected the row), unknown_schema_id (the registry does not know the frame''s schema id), not_wire_format '
+    '(no magic byte 0 and schema id), invalid_avro (the payload does not decode with its schema), '
+    'invalid_envelope (a change event without a known op, or without the row its op needs), '
+    'no_target (routing: the message''s target could not be named or does not exist), target_refused '
+    '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
+    '(evolve: a change of the embedded schema that kafka_sink will not make)';
+COMMENT ON COLUMN kafka_sink.quarantine.target IS
+    'The table the message was routed to, or would have been (quoted, schema-qualified); NULL for rows written before 0.2.0';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.target_template IS
+    'A target with {placeholders} ({topic}, or a JSON path of the value such as {source.table}), expanded per message; NULL: none';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.targets IS
+    'Explicit routing map {"<topic or source schema.table>": "<schema.table>"}, tried before target; NULL: none';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.create_targets IS
+    'Whether a missing routed target is created from the event''s embedded schema (not implemented yet: always false)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.evolve IS
+    'none, or add_columns: nullable columns added to a routed target for new fields of the embedded schema (not implemented yet: always none)';
+
+-- Routing (route.c): the parser of target templates that the worker uses.
+CREATE FUNCTION kafka_sink._check_target_template(template text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_check_target_template'
+LANGUAGE C STRICT
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._check_target_template(text) IS
+'Internal: raises unless a target template ({topic}, {a.json.path}, literal text, at most one schema dot outside braces) parses as the worker parses it.';
+
+-- Routing (issue 16): a target template, the targets map, create_targets
+-- and evolve, as create_pipeline gets them.  The worker parses and checks
+-- them again where it uses them (route.c); each routed table is checked
+-- with kafka_sink._check_target when the worker first writes it.
+CREATE FUNCTION kafka_sink._check_routing(template text, targets jsonb, create_targets boolean,
+                                          evolve text, mode text, value_format text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    e record;
+    parts text[];
+BEGIN
+    IF evolve NOT IN ('none', 'add_columns') THEN
+        RAISE EXCEPTION 'invalid evolve "%"', evolve
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'evolve is ''none'' or ''add_columns''.';
+    END IF;
+    IF (create_targets OR evolve <> 'none') AND template IS NULL AND targets IS NULL THEN
+        RAISE EXCEPTION 'create_targets and evolve need routing'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target template such as ''replica.{source.table}'', or a targets map.';
+    END IF;
+    IF create_targets OR evolve <> 'none' THEN
+        RAISE EXCEPTION 'create_targets and evolve are not supported yet'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'kafka_sink does not create or alter routed targets in this version.',
+                  HINT = 'Create the target tables first; a message whose table is missing is quarantined as no_target and can be replayed once it exists.';
+    END IF;
+    IF mode = 'function' THEN
+        RAISE EXCEPTION 'mode function cannot route to many targets'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'A batch function takes the rows of one table type.',
+                  HINT = 'Use mode merge or append with a target template or a targets map.';
+    END IF;
+    IF template IS NOT NULL THEN
+        PERFORM kafka_sink._check_target_template(template);
+        IF value_format <> 'json' AND template ~ '\{(?!topic\})' THEN
+            RAISE EXCEPTION 'target template "%" reads value fields, which needs value_format json', template
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'With another value_format, route by {topic} or with a targets map keyed by topic.';
+        END IF;
+    END IF;
+    IF targets IS NOT NULL THEN
+        IF jsonb_typeof(targets) <> 'object' OR targets = '{}' THEN
+            RAISE EXCEPTION 'targets must be a non-empty JSON object'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass targets => ''{"orders": "public.orders", "inventory.items": "replica.items"}''.';
+        END IF;
+        FOR e IN SELECT key, value FROM jsonb_each(targets) LOOP
+            IF e.key = '' OR jsonb_typeof(e.value) <> 'string' THEN
+                RAISE EXCEPTION 'targets entry "%" must map a non-empty name to a table name', e.key
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Each key is a topic or a source schema.table, each value a schema-qualified table name such as "public.orders".';
+            END IF;
+            BEGIN
+                parts := parse_ident(e.value #>> '{}');
+            EXCEPTION WHEN invalid_parameter_value OR invalid_name OR name_too_long THEN
+                parts := NULL;
+            END;
+            IF cardinality(parts) IS DISTINCT FROM 2 THEN
+                RAISE EXCEPTION 'targets entry "%": "%" is not a schema-qualified table name', e.key, e.value #>> '{}'
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Write schema.table, quoting names as in SQL (e.g. "public.orders" or "\"My Schema\".t").';
+            END IF;
+        END LOOP;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_routing(text, jsonb, boolean, text, text, text) IS
+'Internal: raises unless a pipeline''s routing options (target template, targets map, create_targets, evolve) are well-formed.';
+
+CREATE OR REPLACE FUNCTION kafka_sink._api_replay_quarantine(
+    pipeline    text,
+    reason      text DEFAULT NULL,
+    topic       text DEFAULT NULL,
+    partition   integer DEFAULT NULL,
+    from_offset bigint DEFAULT NULL,
+    to_offset   bigint DEFAULT NULL,
+    ids         bigint[] DEFAULT NULL)
+RETURNS TABLE (replayed bigint, still_failing bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    chosen bigint[];
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" has no target to replay into', pipeline
+            USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline quarantines nothing.';
+    END IF;
+    IF reason IS NOT NULL AND reason NOT IN ('invalid_json', 'not_an_object', 'missing_required_field',
+            'invalid_value', 'unknown_schema_version', 'null_key', 'constraint_violation', 'value_too_large',
+            'rejected_by_target', 'unknown_schema_id', 'not_wire_format', 'invalid_avro',
+            'no_target', 'target_refused', 'schema_change_refused') THEN
+        RAISE EXCEPTION 'unknown quarantine reason "%"', reason
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format, invalid_avro, no_target, target_refused and schema_change_refused.';
+    END IF;
+    SELECT array_agg(q.id) INTO chosen
+      FROM kafka_sink.quarantine q
+     WHERE q.pipeline_id = p.id AND q.replayed_at IS NULL
+       AND (_api_replay_quarantine.reason IS NULL OR q.reason = _api_replay_quarantine.reason)
+       AND (_api_replay_quarantine.topic IS NULL OR q.topic = _api_replay_quarantine.topic)
+       AND (_api_replay_quarantine.partition IS NULL OR q.partition = _api_replay_quarantine.partition)
+       AND (from_offset IS NULL OR q.message_offset >= from_offset)
+       AND (to_offset IS NULL OR q.message_offset <= to_offset)
+       AND (_api_replay_quarantine.ids IS NULL OR q.id = ANY (_api_replay_quarantine.ids));
+    IF chosen IS NULL THEN
+        RETURN QUERY SELECT 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM kafka_sink._replay(p.id, chosen);
+END
+$$;
+
+DROP FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text);
+DROP FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text);
+DROP FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text);
+DROP FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text);
+
+CREATE FUNCTION kafka_sink._api_create_pipeline(
+    name                  text,
+    bootstrap_servers     text,
+    target                text DEFAULT NULL,
+    subscribe             text[] DEFAULT NULL,
+    subscribe_pattern     text DEFAULT NULL,
+    assign                jsonb DEFAULT NULL,
+    key_columns           text[] DEFAULT NULL,
+    order_column          text DEFAULT NULL,
+    mode                  text DEFAULT 'merge',
+    batch_function        regprocedure DEFAULT NULL,
+    starting_offsets      text DEFAULT 'latest',
+    fail_on_data_loss     boolean DEFAULT true,
+    max_offsets_per_batch bigint DEFAULT 100000,
+    max_batch_bytes       bigint DEFAULT 67108864,
+    trigger_interval      interval DEFAULT '100 ms',
+    workers               integer DEFAULT 1,
+    kafka_options         jsonb DEFAULT '{}',
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL,
+    ending_offsets        text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT 0,
+    max_trigger_delay     interval DEFAULT '15 min',
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT 'json',
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT 'plain',
+    on_truncate           text DEFAULT 'apply',
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT false,
+    evolve                text DEFAULT 'none')
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    target_oid regclass;
+    bronze_oid regclass;
+    new_id bigint;
+    plain_options jsonb;
+    -- routing: a target with {placeholders} is a template, kept apart
+    template text := CASE WHEN strpos(target, '{') > 0 THEN target END;
+    routed boolean := coalesce(strpos(target, '{') > 0, false) OR targets IS NOT NULL;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    IF name IS NULL OR name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,62}$' THEN
+        RAISE EXCEPTION 'invalid pipeline name "%"', name
+            USING ERRCODE = 'invalid_name',
+                  HINT = 'A pipeline name starts with a letter or "_" and has at most 63 letters, digits, "_", "." or "-".';
+    END IF;
+    IF EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.name = _api_create_pipeline.name) THEN
+        RAISE EXCEPTION 'pipeline "%" already exists', name
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Choose another name, or drop the pipeline first with kafka_sink.drop_pipeline.';
+    END IF;
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+       AND NOT coalesce(current_setting('kafka_sink.allow_superuser_pipelines', true), 'off')::boolean THEN
+        RAISE EXCEPTION 'pipelines cannot be owned by a superuser'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A pipeline runs with its owner''s privileges.',
+                  HINT = 'Create the pipeline as an ordinary role that is a member of kafka_sink_admin (SET ROLE), or set kafka_sink.allow_superuser_pipelines.';
+    END IF;
+    IF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = current_user) THEN
+        RAISE EXCEPTION 'role "%" cannot own a pipeline because it cannot log in', current_user
+            USING ERRCODE = 'invalid_authorization_specification',
+                  DETAIL = 'Pipeline workers connect as the pipeline''s owner.',
+                  HINT = format('ALTER ROLE %I LOGIN', current_user);
+    END IF;
+    IF bootstrap_servers IS NULL OR btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    PERFORM kafka_sink._check_source(subscribe, subscribe_pattern, assign);
+
+    IF mode IS NULL OR mode NOT IN ('merge', 'append', 'function') THEN
+        RAISE EXCEPTION 'invalid mode "%"', mode
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'mode is one of ''merge'', ''append'' or ''function''.';
+    END IF;
+    IF create_targets IS NULL OR evolve IS NULL THEN
+        RAISE EXCEPTION 'create_targets and evolve cannot be null'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Pass create_targets => false and evolve => ''none'' (the defaults).';
+    END IF;
+    IF routed OR create_targets OR evolve <> 'none' THEN
+        PERFORM kafka_sink._check_routing(template, targets, create_targets, evolve, mode, value_format);
+    END IF;
+    IF template IS NOT NULL THEN
+        target := NULL;         -- expanded per message by the worker (route.c)
+    END IF;
+    IF target IS NULL AND bronze IS NULL AND NOT routed THEN
+        RAISE EXCEPTION 'target cannot be null'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass target => ''schema.table''; in mode function it gives the rows'' type. A bronze-only pipeline passes bronze => ''schema.raw_table'' instead.';
+    END IF;
+    IF bronze IS NOT NULL THEN
+        bronze_oid := kafka_sink._bronze_table(bronze);
+    END IF;
+    IF target IS NOT NULL THEN
+        target_oid := to_regclass(target);
+        IF target_oid IS NULL THEN
+            RAISE EXCEPTION 'target table "%" does not exist', target
+                USING ERRCODE = 'undefined_table',
+                      HINT = 'Create the table first, and schema-qualify its name.';
+        END IF;
+        -- envelope debezium: the order column takes the source position
+        order_column := kafka_sink._check_envelope(envelope, on_truncate, target_oid, order_column, mode,
+                                                   value_format);
+        key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
+        -- Avro keys decode to the same fields as JSON keys (format.h)
+        PERFORM kafka_sink._check_contract(target_oid, key_columns, columns,
+                                           CASE key_format WHEN 'avro' THEN 'json' ELSE key_format END,
+                                           delete_on_tombstone, schema_version_field,
+                                           schema_versions, event_id, mode);
+    ELSIF routed THEN
+        -- each routed target is checked where it is used, as the worker
+        -- opens it (kafka_sink._check_target, route.c); the options only
+        -- need to be well-formed here
+        order_column := kafka_sink._check_envelope(envelope, on_truncate, NULL, order_column, mode,
+                                                   value_format);
+        IF key_columns IS NOT NULL AND (cardinality(key_columns) = 0 OR array_position(key_columns, NULL) IS NOT NULL) THEN
+            RAISE EXCEPTION 'key_columns must be a non-empty list of column names'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass key_columns => ARRAY[''order_id''], or leave it out to key each target on its primary key.';
+        END IF;
+    ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
+          OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge'
+          OR envelope IS DISTINCT FROM 'plain' OR on_truncate IS DISTINCT FROM 'apply' THEN
+        RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
+    END IF;
+    IF mode = 'function' THEN
+        IF batch_function IS NULL THEN
+            RAISE EXCEPTION 'mode function needs a batch_function'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass batch_function => ''my_schema.my_fn(bigint, my_schema.my_table[])''.';
+        END IF;
+        PERFORM kafka_sink._check_batch_function(batch_function, target_oid);
+    ELSIF batch_function IS NOT NULL THEN
+        RAISE EXCEPTION 'batch_function needs mode function'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass mode => ''function'' as well.';
+    END IF;
+
+    PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+    IF ending_offsets IS NOT NULL THEN
+        IF ending_offsets = 'earliest' THEN
+            RAISE EXCEPTION 'ending_offsets cannot be earliest'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A backfill ends at ''latest'' (the high watermarks when it starts), a timestamp, or per-partition JSON.';
+        END IF;
+        PERFORM kafka_sink._check_starting_offsets(ending_offsets);
+    END IF;
+    PERFORM kafka_sink._check_limits(max_offsets_per_batch, max_batch_bytes, trigger_interval, workers,
+                                     min_offsets_per_batch, max_trigger_delay);
+    IF fail_on_data_loss IS NULL OR start IS NULL THEN
+        RAISE EXCEPTION 'fail_on_data_loss and start cannot be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
+    END IF;
+    IF kafka_options IS NULL THEN
+        kafka_options := '{}';
+    END IF;
+    PERFORM kafka_sink._check_kafka_options(kafka_options);
+    PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, subscribe, subscribe_pattern, assign, target_oid);
+    PERFORM kafka_sink._check_formats(value_format, key_format, value_schema, schema_registry);
+
+    INSERT INTO kafka_sink.pipeline_definitions AS p
+        (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, kafka_options, columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets,
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
+         value_format, value_schema, schema_registry, envelope, on_truncate,
+         target_template, targets, create_targets, evolve)
+    VALUES
+        (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
+         CASE WHEN start THEN 'running' ELSE 'stopped' END,
+         bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target_oid, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, '{}', columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid, ending_offsets,
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
+         -- the registry's options by _set_schema_registry below (its secret apart)
+         value_format, value_schema, CASE WHEN schema_registry IS NOT NULL THEN '{}'::jsonb END,
+         envelope, on_truncate, template, targets, create_targets, evolve)
+    RETURNING p.id INTO new_id;
+
+    plain_options := kafka_sink._split_secrets(new_id, kafka_options);
+    UPDATE kafka_sink.pipeline_definitions p SET kafka_options = plain_options WHERE p.id = new_id;
+    PERFORM kafka_sink._set_schema_registry(new_id, schema_registry);
+    PERFORM kafka_sink._wake_launcher();
+    RETURN new_id;
+END
+$$;
+
+CREATE FUNCTION kafka_sink.create_pipeline(
+    name                  text,
+    bootstrap_servers     text,
+    target                text DEFAULT NULL,
+    subscribe             text[] DEFAULT NULL,
+    subscribe_pattern     text DEFAULT NULL,
+    assign                jsonb DEFAULT NULL,
+    key_columns           text[] DEFAULT NULL,
+    order_column          text DEFAULT NULL,
+    mode                  text DEFAULT 'merge',
+    batch_function        regprocedure DEFAULT NULL,
+    starting_offsets      text DEFAULT 'latest',
+    fail_on_data_loss     boolean DEFAULT true,
+    max_offsets_per_batch bigint DEFAULT 100000,
+    max_batch_bytes       bigint DEFAULT 67108864,
+    trigger_interval      interval DEFAULT '100 ms',
+    workers               integer DEFAULT 1,
+    kafka_options         jsonb DEFAULT '{}',
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL,
+    ending_offsets        text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT 0,
+    max_trigger_delay     interval DEFAULT '15 min',
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT 'json',
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT 'plain',
+    on_truncate           text DEFAULT 'apply',
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT false,
+    evolve                text DEFAULT 'none')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text) IS
+'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id. envelope => ''debezium'' reads Debezium change events (the target keeps each row''s source position in _kafka_source_position numeric, or order_column); on_truncate says what their truncates do: apply, ignore or fail.';
+
+CREATE FUNCTION kafka_sink._api_alter_pipeline(
+    name                  text,
+    max_offsets_per_batch bigint DEFAULT NULL,
+    max_batch_bytes       bigint DEFAULT NULL,
+    trigger_interval      interval DEFAULT NULL,
+    workers               integer DEFAULT NULL,
+    kafka_options         jsonb DEFAULT NULL,
+    starting_offsets      text DEFAULT NULL,
+    fail_on_data_loss     boolean DEFAULT NULL,
+    bootstrap_servers     text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT NULL,
+    max_trigger_delay     interval DEFAULT NULL,
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT NULL,
+    key_format            text DEFAULT NULL,
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT NULL,
+    on_truncate           text DEFAULT NULL,
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT NULL,
+    evolve                text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    k text;
+    new_order_column text;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(name, true);
+    -- the limits as the pipeline will have them (a new value, or the current one)
+    PERFORM kafka_sink._check_limits(coalesce(_api_alter_pipeline.max_offsets_per_batch, p.max_offsets_per_batch),
+                                     coalesce(_api_alter_pipeline.max_batch_bytes, p.max_batch_bytes),
+                                     coalesce(_api_alter_pipeline.trigger_interval, p.trigger_interval),
+                                     coalesce(_api_alter_pipeline.workers, p.workers),
+                                     coalesce(_api_alter_pipeline.min_offsets_per_batch, p.min_offsets_per_batch),
+                                     coalesce(_api_alter_pipeline.max_trigger_delay, p.max_trigger_delay));
+    IF bootstrap_servers IS NOT NULL AND btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    IF starting_offsets IS NOT NULL THEN
+        PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+        IF EXISTS (SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = p.id) THEN
+            RAISE NOTICE 'starting_offsets only applies to partitions with no checkpoint'
+                USING DETAIL = 'Partitions that already have a checkpoint keep reading from it.',
+                      HINT = 'Stop the pipeline and use kafka_sink.reset_offsets to move a checkpoint.';
+        END IF;
+    END IF;
+    -- '' removes the dead-letter topic (NULL leaves it as it is)
+    IF dead_letter_topic <> '' THEN
+        PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, p.subscribe, p.subscribe_pattern,
+                                                    p.assign, p.target);
+    END IF;
+    IF kafka_options IS NOT NULL THEN
+        PERFORM kafka_sink._check_kafka_options(kafka_options);
+        -- a key with a JSON null value removes the option
+        FOR k IN SELECT key FROM jsonb_each(kafka_options) WHERE jsonb_typeof(value) = 'null' LOOP
+            DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id AND s.name = k;
+            p.kafka_options := p.kafka_options - k;
+        END LOOP;
+        p.kafka_options := p.kafka_options ||
+            kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
+    END IF;
+
+    -- routing: targets => '{}' removes the map (the pipeline keeps its target)
+    IF num_nonnulls(targets, create_targets, evolve) > 0 THEN
+        IF targets = '{}' THEN
+            p.targets := NULL;
+        ELSIF targets IS NOT NULL THEN
+            p.targets := targets;
+        END IF;
+        p.create_targets := coalesce(_api_alter_pipeline.create_targets, p.create_targets);
+        p.evolve := coalesce(_api_alter_pipeline.evolve, p.evolve);
+        IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL AND p.bronze IS NULL THEN
+            RAISE EXCEPTION 'pipeline "%" would have no target', name
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A pipeline without a target or a target template keeps a non-empty targets map.';
+        END IF;
+        IF p.target_template IS NOT NULL OR p.targets IS NOT NULL OR p.create_targets OR p.evolve <> 'none' THEN
+            PERFORM kafka_sink._check_routing(p.target_template, p.targets, p.create_targets, p.evolve,
+                                              p.mode, coalesce(_api_alter_pipeline.value_format, p.value_format));
+        END IF;
+    END IF;
+
+    IF num_nonnulls(value_format, key_format, value_schema, schema_registry) > 0 THEN
+        PERFORM kafka_sink._alter_formats(p, value_format, key_format, value_schema, schema_registry);
+    END IF;
+
+    -- envelope and on_truncate as the pipeline will have them, with its
+    -- (possibly just changed) value format
+    new_order_column := p.order_column;
+    IF num_nonnulls(envelope, on_truncate) > 0 THEN
+        IF p.target IS NULL THEN
+            RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
+        END IF;
+        new_order_column := kafka_sink._check_envelope(
+            coalesce(_api_alter_pipeline.envelope, p.envelope),
+            coalesce(_api_alter_pipeline.on_truncate,
+                     CASE WHEN _api_alter_pipeline.envelope = 'plain' THEN 'apply' ELSE p.on_truncate END),
+            p.target, p.order_column, p.mode,
+            (SELECT x.value_format FROM kafka_sink.pipeline_definitions x WHERE x.id = p.id));
+        PERFORM kafka_sink._check_target(p.target, p.key_columns, new_order_column, p.mode);
+    END IF;
+
+    UPDATE kafka_sink.pipeline_definitions x SET
+        envelope = coalesce(_api_alter_pipeline.envelope, x.envelope),
+        on_truncate = coalesce(_api_alter_pipeline.on_truncate,
+                               CASE WHEN _api_alter_pipeline.envelope = 'plain' THEN 'apply' ELSE x.on_truncate END),
+        order_column = new_order_column,
+        max_offsets_per_batch = coalesce(_api_alter_pipeline.max_offsets_per_batch, x.max_offsets_per_batch),
+        max_batch_bytes = coalesce(_api_alter_pipeline.max_batch_bytes, x.max_batch_bytes),
+        trigger_interval = coalesce(_api_alter_pipeline.trigger_interval, x.trigger_interval),
+        workers = coalesce(_api_alter_pipeline.workers, x.workers),
+        kafka_options = p.kafka_options,
+        starting_offsets = coalesce(_api_alter_pipeline.starting_offsets, x.starting_offsets),
+        fail_on_data_loss = coalesce(_api_alter_pipeline.fail_on_data_loss, x.fail_on_data_loss),
+        bootstrap_servers = coalesce(_api_alter_pipeline.bootstrap_servers, x.bootstrap_servers),
+        min_offsets_per_batch = coalesce(_api_alter_pipeline.min_offsets_per_batch, x.min_offsets_per_batch),
+        max_trigger_delay = coalesce(_api_alter_pipeline.max_trigger_delay, x.max_trigger_delay),
+        dead_letter_topic = CASE WHEN _api_alter_pipeline.dead_letter_topic IS NULL THEN x.dead_letter_topic
+                                 ELSE nullif(_api_alter_pipeline.dead_letter_topic, '') END,
+        targets = p.targets,
+        create_targets = p.create_targets,
+        evolve = p.evolve,
+        generation = x.generation + 1,
+        updated_at = now()
+    WHERE x.id = p.id;
+    PERFORM kafka_sink._wake_launcher();
+END
+$$;
+
+CREATE FUNCTION kafka_sink.alter_pipeline(
+    name                  text,
+    max_offsets_per_batch bigint DEFAULT NULL,
+    max_batch_bytes       bigint DEFAULT NULL,
+    trigger_interval      interval DEFAULT NULL,
+    workers               integer DEFAULT NULL,
+    kafka_options         jsonb DEFAULT NULL,
+    starting_offsets      text DEFAULT NULL,
+    fail_on_data_loss     boolean DEFAULT NULL,
+    bootstrap_servers     text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT NULL,
+    max_trigger_delay     interval DEFAULT NULL,
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT NULL,
+    key_format            text DEFAULT NULL,
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT NULL,
+    on_truncate           text DEFAULT NULL,
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT NULL,
+    evolve                text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) IS
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column; targets replaces the routing map (''{}'' removes it).';
+
+REVOKE ALL ON FUNCTION kafka_sink._check_target_template(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._check_target_template(text) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink._check_routing(text, jsonb, boolean, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._check_routing(text, jsonb, boolean, text, text, text) TO kafka_sink_admin;
+
+CREATE OR REPLACE VIEW kafka_sink.pipelines WITH (security_invoker = true) AS
+SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
+       p.subscribe, p.subscribe_pattern, p.assign, p.target, p.key_columns,
+       p.order_column, p.mode, p.batch_function, p.starting_offsets,
+       p.fail_on_data_loss, p.max_offsets_per_batch, p.max_batch_bytes,
+       p.trigger_interval, p.workers, p.columns, p.key_format, p.delete_on_tombstone,
+       p.schema_version_field, p.schema_versions, p.event_id, p.event_id_retention, p.bronze,
+       p.ending_offsets,
+       p.kafka_options || coalesce((SELECT jsonb_object_agg(s.name, '********')
+                                      FROM kafka_sink.secrets s
+                                     WHERE s.pipeline_id = p.id AND s.name NOT LIKE 'schema\_registry.%'), '{}')
+           AS kafka_options,
+       p.last_batch_id, p.created_at, p.updated_at,
+       p.min_offsets_per_batch, p.max_trigger_delay, p.dead_letter_topic,
+       p.value_format, p.value_schema,
+       p.schema_registry || coalesce((SELECT jsonb_object_agg(substr(s.name, 17), '********')
+                                        FROM kafka_sink.secrets s
+                                       WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}')
+           AS schema_registry,
+       p.envelope, p.on_truncate,
+       p.target_template, p.targets, p.create_targets, p.evolve
+  FROM kafka_sink.pipeline_definitions p;
+
+CREATE OR REPLACE VIEW kafka_sink.status WITH (security_invoker = true) AS
+SELECT p.name, p.state,
+       w.workers, w.worker_pids, w.worker_detail,
+       p.last_batch_id,
+       b.committed_at AS last_commit_at,
+       b.committed_at - b.started_at AS last_batch_duration,
+       r.input_rows_per_second, r.processed_rows_per_second,
+       l.avg_offsets_behind, l.max_offsets_behind, l.bytes_behind_estimate,
+       CASE WHEN l.partitions >= 2 AND l.total_lag >= 100 AND l.max_offsets_behind * 2 > l.total_lag
+            THEN l.hot END AS hot_partition,
+       bf.percent_done AS backfill_percent_done,
+       CASE WHEN bf.remaining > 0 AND r.processed_rows_per_second > 0 AND p.state = 'running'
+            THEN make_interval(secs => bf.remaining / least(r.input_rows_per_second, r.processed_rows_per_second))
+            WHEN bf.remaining = 0 THEN interval '0' END AS backfill_time_left,
+       CASE WHEN p.state = 'running' AND NOT kafka_sink._database_served()
+            THEN p.updated_at ELSE e.occurred_at END AS last_error_at,
+       CASE WHEN p.state = 'running' AND NOT kafka_sink._database_served()
+            THEN format('pipeline "%s" cannot run: kafka_sink runs pipelines only in the database named by kafka_sink.database, not in "%s"',
+                        p.name, current_database()) COLLATE "default"
+            ELSE e.message END AS last_error,
+       b.progress->'sink'->'targets' AS last_batch_targets
+  FROM kafka_sink.pipeline_definitions p
+  LEFT JOIN kafka_sink.batches b ON b.pipeline_id = p.id AND b.batch_id = p.last_batch_id
+  LEFT JOIN LATERAL (
+        SELECT count(*)::int AS workers,
+               array_agg(x.pid ORDER BY x.worker) FILTER (WHERE x.pid > 0) AS worker_pids,
+               string_agg(x.detail, '; ' ORDER BY x.worker) FILTER (WHERE x.detail <> '') AS worker_detail
+          FROM kafka_sink._worker_pids() x WHERE x.pipeline_id = p.id) w ON true
+  LEFT JOIN LATERAL (
+        SELECT round(sum(x.messages) / greatest(extract(epoch FROM clock_timestamp() - min(x.started_at)), 1), 1)
+                   AS input_rows_per_second,
+               round(sum(x.messages) / greatest(extract(epoch FROM sum(x.committed_at - x.started_at)), 0.001), 1)
+                   AS processed_rows_per_second
+          FROM kafka_sink.batches x
+         WHERE x.pipeline_id = p.id AND x.committed_at > clock_timestamp() - interval '60 s') r ON true
+  LEFT JOIN LATERAL (
+        SELECT count(*) AS partitions,
+               round(avg(g.lag_messages), 1) AS avg_offsets_behind,
+               max(g.lag_messages) AS max_offsets_behind,
+               sum(g.lag_messages) AS total_lag,
+               sum(g.lag_bytes_estimate) AS bytes_behind_estimate,
+               (array_agg(g.topic || '[' || g.partition || ']' ORDER BY g.lag_messages DESC NULLS LAST))[1] AS hot
+          FROM kafka_sink.progress g WHERE g.pipeline = p.name) l ON true
+  LEFT JOIN LATERAL (
+        SELECT round(100.0 * sum(least(o.next_offset, o.end_offset) - o.start_offset)
+                     / nullif(sum(o.end_offset - o.start_offset), 0), 1) AS percent_done,
+               sum(greatest(o.end_offset - o.next_offset, 0)) AS remaining
+          FROM kafka_sink.offsets o
+         WHERE o.pipeline_id = p.id AND p.ending_offsets IS NOT NULL) bf ON true
+  LEFT JOIN LATERAL (SELECT * FROM kafka_sink.errors x WHERE x.pipeline_id = p.id
+                      ORDER BY x.occurred_at DESC, x.id DESC LIMIT 1) e ON true;
+COMMENT ON COLUMN kafka_sink.status.last_batch_targets IS
+    'Per target table of the last batch: {"<table>": {"inserted", "updated", "deleted", "stale", "superseded", "quarantined", "duplicates"}}';
+
+-- envelope debezium with routing: the source position column is checked per
+-- routed table by the worker
+CREATE OR REPLACE FUNCTION kafka_sink._check_envelope(envelope text, on_truncate text, target regclass,
+                                           order_column text, mode text, value_format text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col text := order_column;
+    typ regtype;
+BEGIN
+    IF envelope IS NULL OR envelope NOT IN ('plain', 'debezium') THEN
+        RAISE EXCEPTION 'invalid envelope "%"', envelope
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'envelope is ''plain'' (the value is the row) or ''debezium'' (change events).';
+    END IF;
+    IF on_truncate IS NULL OR on_truncate NOT IN ('apply', 'ignore', 'fail') THEN
+        RAISE EXCEPTION 'invalid on_truncate "%"', on_truncate
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'on_truncate is ''apply'', ''ignore'' or ''fail''.';
+    END IF;
+    IF envelope = 'plain' THEN
+        IF on_truncate <> 'apply' THEN
+            RAISE EXCEPTION 'on_truncate needs envelope debezium'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Only change events carry truncates; pass envelope => ''debezium'' as well.';
+        END IF;
+        RETURN order_column;
+    END IF;
+    IF mode IS DISTINCT FROM 'merge' THEN
+        RAISE EXCEPTION 'envelope debezium needs a target in mode merge'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
+    END IF;
+    IF value_format IS DISTINCT FROM 'json' THEN
+        RAISE EXCEPTION 'envelope debezium supports value_format json only'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable).';
+    END IF;
+    col := coalesce(col, '_kafka_source_position');
+    IF target IS NULL THEN
+        -- routed (a template or a targets map): each table is checked as
+        -- the worker opens it (target.c), with the same rule
+        RETURN col;
+    END IF;
+    SELECT a.atttypid::regtype INTO typ FROM pg_attribute a
+     WHERE a.attrelid = target AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF typ IS NULL THEN
+        RAISE EXCEPTION 'target % has no column "%" for the source position', target, col
+            USING ERRCODE = 'undefined_column',
+                  DETAIL = 'With envelope debezium every row keeps the source position of its last change, which orders replayed and re-sent events.',
+                  HINT = format('ALTER TABLE %s ADD COLUMN %I numeric', target, col);
+    END IF;
+    IF (SELECT CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END FROM pg_type t WHERE t.oid = typ)
+       <> 'numeric'::regtype THEN
+        RAISE EXCEPTION 'source position column "%" of % must be numeric, not %', col, target, typ
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'The source position (a PostgreSQL LSN, a MySQL binlog position) does not fit a smaller type.';
+    END IF;
+    RETURN col;
+END
+$$;
+
+-- ---- end of routing ----

@@ -45,8 +45,28 @@ ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
 }
 
 /*
- * The targets of the batch, each opened as it is now and decoded.  One
- * today (the pipeline's target), none for a bronze-only pipeline.
+ * Appends a target to the batch, with room for nmsgs messages (the caller
+ * fills msgs and rows[].msg).  batch->targets has room for every message
+ * (a target takes at least one), plus one.
+ */
+KsBatchTarget *
+ks_batch_add_target(KsBatch *batch, KsTarget *t, int nmsgs)
+{
+	KsBatchTarget *bt = &batch->targets[batch->ntargets++];
+
+	bt->target = t;
+	bt->mode = batch->pipeline->mode;
+	bt->strategy = ks_apply_strategy_for(batch->pipeline, t);
+	bt->msgs = palloc(sizeof(KsMessage *) * Max(nmsgs, 1));
+	bt->nmsgs = 0;
+	bt->rows = palloc0(sizeof(KsRow) * Max(nmsgs, 1));
+	return bt;
+}
+
+/*
+ * The targets of the batch, each opened as it is now.  Without routing,
+ * the pipeline's target takes every message (none for a bronze-only
+ * pipeline); with routing, route.c sends each message to its table.
  */
 static void
 open_targets(KsBatch *batch)
@@ -54,26 +74,59 @@ open_targets(KsBatch *batch)
 	KsPipeline *p = batch->pipeline;
 
 	batch->ntargets = 0;
-	batch->targets = palloc0(sizeof(KsBatchTarget) * 1);
-	if (OidIsValid(p->target))
+	batch->targets = palloc0(sizeof(KsBatchTarget) * (batch->nmsgs + 1));
+	batch->row_of = palloc0(sizeof(KsRow *) * Max(batch->nmsgs, 1));
+	batch->all_msgs = batch->msgs;
+	batch->all_nmsgs = batch->nmsgs;
+	if (ks_routing_enabled(p))
+		ks_route_batch(batch);
+	else if (OidIsValid(p->target))
 	{
-		KsBatchTarget *bt = &batch->targets[batch->ntargets++];
+		KsBatchTarget *bt = ks_batch_add_target(batch, ks_target_open(p), batch->nmsgs);
 
-		bt->target = ks_target_open(p);
-		bt->mode = p->mode;
-		bt->strategy = ks_apply_strategy_for(p, bt->target);
-		bt->rows = palloc0(sizeof(KsRow) * Max(batch->nmsgs, 1));
 		for (int i = 0; i < batch->nmsgs; i++)
-			bt->rows[i].msg = batch->msgs[i];
+		{
+			bt->msgs[bt->nmsgs] = batch->msgs[i];
+			bt->rows[bt->nmsgs].msg = batch->msgs[i];
+			batch->row_of[i] = &bt->rows[bt->nmsgs++];
+		}
 	}
 }
 
-/* Makes target i the one the modules below apply.c work on. */
+/*
+ * Makes target i the one the modules below apply.c work on: its target,
+ * rows and messages.
+ */
 static void
 use_target(KsBatch *batch, int i)
 {
 	batch->target = batch->targets[i].target;
 	batch->rows = batch->targets[i].rows;
+	batch->msgs = batch->targets[i].msgs;
+	batch->nmsgs = batch->targets[i].nmsgs;
+}
+
+/* Back to the whole batch after use_target. */
+static void
+use_all(KsBatch *batch)
+{
+	batch->target = NULL;
+	batch->rows = NULL;
+	batch->msgs = batch->all_msgs;
+	batch->nmsgs = batch->all_nmsgs;
+}
+
+/* counts after minus counts before: a target's share */
+static void
+stats_add_diff(KsBatchStats *to, const KsBatchStats *after, const KsBatchStats *before)
+{
+	to->inserted += after->inserted - before->inserted;
+	to->updated += after->updated - before->updated;
+	to->deleted += after->deleted - before->deleted;
+	to->stale += after->stale - before->stale;
+	to->superseded += after->superseded - before->superseded;
+	to->quarantined += after->quarantined - before->quarantined;
+	to->duplicates += after->duplicates - before->duplicates;
 }
 
 /*
@@ -212,7 +265,7 @@ ks_stage_and_apply(KsBatch *batch, bool take_batch_id)
 	t0 = GetCurrentTimestamp();
 	open_targets(batch);
 	for (int i = 0; i < batch->ntargets; i++)
-		ks_decode_batch(batch->targets[i].target, p, batch->targets[i].rows, batch->nmsgs);
+		ks_decode_batch(batch->targets[i].target, p, batch->targets[i].rows, batch->targets[i].nmsgs);
 	batch->decode_ms = ks_ms_between(t0, GetCurrentTimestamp());
 	ks_fault(KS_FAULT_AFTER_DECODE);
 	if (take_batch_id)
@@ -220,11 +273,16 @@ ks_stage_and_apply(KsBatch *batch, bool take_batch_id)
 	t0 = GetCurrentTimestamp();
 	if (take_batch_id && OidIsValid(p->bronze) && batch->nmsgs > 0)
 		ks_write_bronze(batch);
+	/* in the order of their names, so that workers lock tables alike */
 	for (int i = 0; i < batch->ntargets; i++)
 	{
+		KsBatchStats before = batch->stats;
+
 		use_target(batch, i);
 		apply_target(batch, &batch->targets[i]);
+		stats_add_diff(&batch->targets[i].stats, &batch->stats, &before);
 	}
+	use_all(batch);
 	if (batch->ntargets > 0)
 		batch->apply_ms = ks_ms_between(t0, GetCurrentTimestamp());
 }
@@ -241,9 +299,21 @@ ks_apply_batch(KsBatch *batch)
 	batch->commit_started_at = GetCurrentTimestamp();
 	for (int i = 0; i < batch->ntargets; i++)
 	{
+		KsBatchStats before = batch->stats;
+
 		use_target(batch, i);
 		ks_quarantine_rows(batch);
+		stats_add_diff(&batch->targets[i].stats, &batch->stats, &before);
 	}
+	/* messages routed nowhere: their rows name the target they missed */
+	if (batch->nunrouted > 0)
+	{
+		batch->target = NULL;
+		batch->rows = batch->unrouted;
+		batch->nmsgs = batch->nunrouted;
+		ks_quarantine_rows(batch);
+	}
+	use_all(batch);
 	ks_write_checkpoint(batch);
 	if (batch->batch_id % 64 == 0)
 		ks_prune_batches(batch);

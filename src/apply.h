@@ -36,13 +36,21 @@ typedef struct KsBatchStats
 
 typedef struct KsApplyStrategy KsApplyStrategy;
 
-/* One target of a batch: what it is, how it is written, its decoded rows. */
+/*
+ * One target of a batch: what it is, how it is written, its messages and
+ * their decoded rows.  Without routing the one target takes every message
+ * of the batch; with routing (route.c) each message goes to one target, or
+ * to none (batch->unrouted).
+ */
 typedef struct KsBatchTarget
 {
 	KsTarget   *target;			/* columns, key, order column, mapping */
 	KsMode		mode;			/* merge, append or the batch function */
 	const KsApplyStrategy *strategy;
-	KsRow	   *rows;			/* one per message of the batch */
+	KsMessage **msgs;			/* the target's messages, in batch order */
+	int			nmsgs;
+	KsRow	   *rows;			/* one per message of msgs */
+	KsBatchStats stats;			/* this target's share of batch->stats */
 } KsBatchTarget;
 
 typedef struct KsBatch
@@ -53,14 +61,22 @@ typedef struct KsBatch
 	int			nparts;
 	KsMessage **msgs;
 	int			nmsgs;
-	KsBatchTarget *targets;		/* none for a bronze-only pipeline */
+	KsBatchTarget *targets;		/* none for a bronze-only pipeline; with
+								 * routing, in the order of their names */
 	int			ntargets;
+	KsRow	   *unrouted;		/* routing: messages no target takes, with
+								 * their reason (no_target, target_refused) */
+	int			nunrouted;
+	KsRow	  **row_of;			/* per message of msgs: its row, wherever it is */
 	/*
-	 * The target being applied: targets[i].target and .rows while apply.c
-	 * works on target i (the modules below it read these).
+	 * The target being applied: targets[i].target, .rows, and as msgs and
+	 * nmsgs the target's messages, while apply.c works on target i (the
+	 * modules below it read these); all_msgs and all_nmsgs keep the batch's.
 	 */
 	KsTarget   *target;
 	KsRow	   *rows;
+	KsMessage **all_msgs;
+	int			all_nmsgs;
 	TimestampTz started_at;
 	int64		batch_id;
 	KsBatchStats stats;
@@ -96,6 +112,11 @@ struct KsApplyStrategy
 
 /* apply.c */
 extern void ks_apply_batch(KsBatch *batch);
+extern KsBatchTarget *ks_batch_add_target(KsBatch *batch, KsTarget *t, int nmsgs);
+
+/* route.c */
+extern bool ks_routing_enabled(KsPipeline *p);
+extern void ks_route_batch(KsBatch *batch);
 extern void ks_stage_and_apply(KsBatch *batch, bool take_batch_id);
 extern const KsApplyStrategy *ks_apply_strategy_for(KsPipeline *p, KsTarget *t);
 

@@ -241,7 +241,10 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_registry_userinfo		32
 #define Anum_pipeline_envelope				33
 #define Anum_pipeline_on_truncate			34
-#define Natts_pipeline						34
+#define Anum_pipeline_target_template		35
+#define Anum_pipeline_create_targets		36
+#define Anum_pipeline_evolve				37
+#define Natts_pipeline						37
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -259,7 +262,8 @@ load_offset_spec(const char *column, const char *spec,
 	" schema_registry->>'ssl.ca.location'," \
 	" (SELECT s.value FROM kafka_sink.secrets s WHERE s.pipeline_id = $1" \
 	"   AND s.name = 'schema_registry.basic.auth.user.info')," \
-	" envelope, on_truncate" \
+	" envelope, on_truncate," \
+	" target_template, create_targets::int::int8, evolve" \
 	" FROM kafka_sink.pipeline_definitions WHERE id = $1"
 
 /*
@@ -375,6 +379,29 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("unknown on_truncate \"%s\" of pipeline \"%s\"", trunc, p->name)));
+	}
+
+	/* routing: the template, create_targets, evolve, and the targets map */
+	p->target_template = getstr(0, Anum_pipeline_target_template, mcxt);
+	p->create_targets = getint8(0, Anum_pipeline_create_targets) != 0;
+	{
+		char	   *evolve = getstr(0, Anum_pipeline_evolve, mcxt);
+
+		p->evolve_add_columns = evolve && strcmp(evolve, "add_columns") == 0;
+	}
+	exec_id("SELECT t.key, t.value #>> '{}' FROM kafka_sink.pipeline_definitions d,"
+			" jsonb_each(d.targets) t WHERE d.id = $1 AND jsonb_typeof(t.value) = 'string'"
+			" ORDER BY t.key COLLATE \"C\"",
+			pipeline_id, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		KsOption   *o = MemoryContextAlloc(mcxt, sizeof(KsOption));
+
+		o->name = getstr(i, 1, mcxt);
+		o->value = getstr(i, 2, mcxt);
+		old = MemoryContextSwitchTo(mcxt);
+		p->target_map = lappend(p->target_map, o);
+		MemoryContextSwitchTo(old);
 	}
 
 	/* column mappings: the default one, then one per schema version */
@@ -723,12 +750,13 @@ ks_catalog_finish_bounded(int64 pipeline_id)
 /* A quarantine row for message m (or the row it replaces); returns its id. */
 int64
 ks_catalog_insert_quarantine(int64 pipeline_id, int64 batch_id, KsMessage *m,
-							 const char *headers_json, const char *reason, const char *detail)
+							 const char *headers_json, const char *reason, const char *detail,
+							 const char *target)
 {
-	Oid			argtypes[11] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8OID, INT8OID,
-	BYTEAOID, BYTEAOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		v[11];
-	char		n[11];
+	Oid			argtypes[12] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8OID, INT8OID,
+	BYTEAOID, BYTEAOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		v[12];
+	char		n[12];
 
 	memset(n, ' ', sizeof(n));
 	v[0] = Int64GetDatum(pipeline_id);
@@ -753,16 +781,20 @@ ks_catalog_insert_quarantine(int64 pipeline_id, int64 batch_id, KsMessage *m,
 		n[8] = 'n';
 	v[9] = CStringGetTextDatum(reason);
 	v[10] = CStringGetTextDatum(detail);
+	if (target)
+		v[11] = CStringGetTextDatum(target);
+	else
+		n[11] = 'n';
 	ks_spi_exec("write a quarantine row",
 				"INSERT INTO kafka_sink.quarantine AS q"
 				" (pipeline_id, batch_id, topic, partition, message_offset, message_ts,"
-				"  key, value, headers, reason, detail)"
-				" VALUES ($1, $2, $3, $4, $5, pg_catalog.to_timestamp($6 / 1000.0), $7, $8, $9::jsonb, $10, $11)"
+				"  key, value, headers, reason, detail, target)"
+				" VALUES ($1, $2, $3, $4, $5, pg_catalog.to_timestamp($6 / 1000.0), $7, $8, $9::jsonb, $10, $11, $12)"
 				" ON CONFLICT (pipeline_id, topic, partition, message_offset) DO UPDATE"
 				" SET batch_id = excluded.batch_id, reason = excluded.reason,"
-				"     detail = excluded.detail, created_at = now(), replayed_at = NULL"
+				"     detail = excluded.detail, target = excluded.target, created_at = now(), replayed_at = NULL"
 				" RETURNING q.id",
-				11, argtypes, v, n, false, SPI_OK_INSERT_RETURNING);
+				12, argtypes, v, n, false, SPI_OK_INSERT_RETURNING);
 	if (SPI_processed != 1)
 		elog(ERROR, "kafka_sink: could not write a quarantine row");
 	return getint8(0, 1);

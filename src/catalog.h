@@ -64,7 +64,7 @@ extern void ks_catalog_prune_batches(int64 pipeline_id, int64 upto, int64 older_
 /* quarantine, dead letters, replay (quarantine.c, replay.c) */
 extern int64 ks_catalog_insert_quarantine(int64 pipeline_id, int64 batch_id, KsMessage *m,
 										  const char *headers_json, const char *reason,
-										  const char *detail);
+										  const char *detail, const char *target);
 extern Oid	ks_catalog_extension_owner(void);
 extern void ks_catalog_insert_dead_letter(const char *topic, KsMessage *m, Datum header_names,
 										  Datum header_values, const char *created_by,

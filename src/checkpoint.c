@@ -56,6 +56,63 @@ append_offsets(StringInfo b, KsBatch *batch, int which)
 	appendStringInfoChar(b, '}');
 }
 
+static void
+append_target_counts(StringInfo b, const KsBatchStats *s)
+{
+	appendStringInfo(b, "{\"inserted\":" INT64_FORMAT ",\"updated\":" INT64_FORMAT
+					 ",\"deleted\":" INT64_FORMAT ",\"stale\":" INT64_FORMAT
+					 ",\"superseded\":" INT64_FORMAT ",\"quarantined\":" INT64_FORMAT
+					 ",\"duplicates\":" INT64_FORMAT "}",
+					 s->inserted, s->updated, s->deleted, s->stale, s->superseded,
+					 s->quarantined, s->duplicates);
+}
+
+/*
+ * Per target table: its counts, as an object keyed by the table's name.
+ * Messages routed nowhere count as quarantined under the name they were
+ * routed to (or "" when none could be named).
+ */
+static void
+append_targets(StringInfo b, KsBatch *batch)
+{
+	List	   *names = NIL;
+	List	   *counts = NIL;
+	ListCell   *lc,
+			   *lc2;
+
+	for (int i = 0; i < batch->ntargets; i++)
+	{
+		names = lappend(names, batch->targets[i].target->qualified_name);
+		counts = lappend(counts, &batch->targets[i].stats);
+	}
+	for (int i = 0; i < batch->nunrouted; i++)
+	{
+		const char *name = batch->unrouted[i].target_name ? batch->unrouted[i].target_name : "";
+		KsBatchStats *s = NULL;
+
+		forboth(lc, names, lc2, counts)
+			if (strcmp(lfirst(lc), name) == 0)
+				s = lfirst(lc2);
+		if (s == NULL)
+		{
+			s = palloc0(sizeof(KsBatchStats));
+			names = lappend(names, (char *) name);
+			counts = lappend(counts, s);
+		}
+		s->quarantined++;
+	}
+	appendStringInfoChar(b, '{');
+	forboth(lc, names, lc2, counts)
+	{
+		if (lc != list_head(names))
+			appendStringInfoChar(b, ',');
+		escape_json(b, lfirst(lc));
+		appendStringInfoChar(b, ':');
+		append_target_counts(b, lfirst(lc2));
+	}
+	appendStringInfoChar(b, '}');
+}
+
 /*
  * The batch's progress record, shaped like Spark's StreamingQueryProgress:
  * batchId, numInputRows, rates, durationMs by phase, sources[] with start,
@@ -78,7 +135,9 @@ progress_json(KsBatch *batch)
 				behind_max = 0;
 	int			nknown = 0;
 	double		avg_bytes = s->messages > 0 ? (double) s->bytes / s->messages : 0;
-	char	   *target = OidIsValid(p->target) ? batch->target->qualified_name : NULL;
+	bool		routed = p->target_template != NULL || p->target_map != NIL;
+	char	   *target = routed ? (p->target_template ? p->target_template : "the targets map") :
+		OidIsValid(p->target) && batch->ntargets > 0 ? batch->targets[0].target->qualified_name : NULL;
 
 	for (int i = 0; i < batch->nparts; i++)
 	{
@@ -145,9 +204,15 @@ progress_json(KsBatch *batch)
 	appendStringInfo(&b, ",\"numOutputRows\":" INT64_FORMAT ",\"inserted\":" INT64_FORMAT
 					 ",\"updated\":" INT64_FORMAT ",\"deleted\":" INT64_FORMAT
 					 ",\"stale\":" INT64_FORMAT ",\"superseded\":" INT64_FORMAT
-					 ",\"quarantined\":" INT64_FORMAT ",\"duplicates\":" INT64_FORMAT "}}",
+					 ",\"quarantined\":" INT64_FORMAT ",\"duplicates\":" INT64_FORMAT,
 					 s->inserted + s->updated + s->deleted, s->inserted, s->updated, s->deleted,
 					 s->stale, s->superseded, s->quarantined, s->duplicates);
+	if (target)
+	{
+		appendStringInfoString(&b, ",\"targets\":");
+		append_targets(&b, batch);
+	}
+	appendStringInfoString(&b, "}}");
 	return b.data;
 }
 

@@ -81,6 +81,12 @@ ks_reason_name(KsReason r)
 			return "rejected_by_target";
 		case KS_UNKNOWN_SCHEMA_ID:
 			return "unknown_schema_id";
+		case KS_NO_TARGET:
+			return "no_target";
+		case KS_TARGET_REFUSED:
+			return "target_refused";
+		case KS_SCHEMA_CHANGE_REFUSED:
+			return "schema_change_refused";
 		case KS_NOT_WIRE_FORMAT:
 			return "not_wire_format";
 		case KS_INVALID_AVRO:

@@ -93,13 +93,17 @@ typedef enum KsReason
 	KS_UNKNOWN_SCHEMA_ID,		/* the registry does not know the frame's schema id */
 	KS_NOT_WIRE_FORMAT,			/* no magic byte 0 and schema id */
 	KS_INVALID_AVRO,			/* the payload does not decode with its schema */
-	KS_INVALID_ENVELOPE			/* a change event without a known op or its row */
+	KS_INVALID_ENVELOPE,		/* a change event without a known op or its row */
+	KS_NO_TARGET,				/* routing: no target named, or it does not exist */
+	KS_TARGET_REFUSED,			/* routing: the target may not be written */
+	KS_SCHEMA_CHANGE_REFUSED	/* evolve: a change kafka_sink will not make */
 } KsReason;
 
 /* A decoded message: one value per target column. */
 typedef struct KsRow
 {
 	KsMessage  *msg;
+	const char *target_name;	/* routing: the target it went (or would go) to */
 	bool		is_delete;		/* a tombstone with delete_on_tombstone, or a
 								 * change event's delete (the key, and the
 								 * position in the order column) */
@@ -124,6 +128,7 @@ typedef struct KsRow
 
 /* target.c */
 extern KsTarget *ks_target_open(KsPipeline *p);
+extern KsTarget *ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns);
 
 /* decode.c */
 extern const char *ks_reason_name(KsReason r);

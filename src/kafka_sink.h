@@ -174,6 +174,7 @@ typedef struct KsOption
 
 struct KsFormat;
 struct KsEnvelope;
+struct KsRouting;
 
 typedef struct KsPipeline
 {
@@ -221,6 +222,13 @@ typedef struct KsPipeline
 	KsOnTruncate on_truncate;	/* envelope debezium */
 	char	   *value_schema;	/* inline Avro writer schema, or NULL */
 	KsRegistryConf *registry;	/* NULL: none */
+	/* routing (route.c): one pipeline writing many tables */
+	char	   *target_template;	/* a target with {placeholders}, or NULL */
+	List	   *target_map;		/* of KsOption: topic or source schema.table
+								 * -> table name; NIL: none */
+	bool		create_targets;
+	bool		evolve_add_columns;
+	struct KsRouting *routing;	/* compiled on first use (route.c) */
 } KsPipeline;
 
 typedef struct KsTopicPartition

@@ -163,7 +163,9 @@ write_quarantine(KsBatch *batch, KsRow *r)
 {
 	int64		qid = ks_catalog_insert_quarantine(batch->pipeline->id, batch->batch_id, r->msg,
 												   ks_message_headers_json(r->msg),
-												   ks_reason_name(r->reason), r->detail ? r->detail : "");
+												   ks_reason_name(r->reason), r->detail ? r->detail : "",
+												   r->target_name ? r->target_name :
+												   batch->target ? batch->target->qualified_name : NULL);
 
 	if (batch->pipeline->dead_letter_topic)
 		write_dead_letter(batch, r, qid);

@@ -175,6 +175,16 @@ soft_input_only(KsTarget *t)
 KsTarget *
 ks_target_open(KsPipeline *p)
 {
+	return ks_target_open_rel(p, p->target, p->key_columns);
+}
+
+/*
+ * The same for a table of a routed pipeline (route.c): relid, keyed on
+ * key_columns (the pipeline's, or the table's primary key).
+ */
+KsTarget *
+ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
+{
 	KsTarget   *t = palloc0(sizeof(KsTarget));
 	Relation	rel;
 	TupleDesc	desc;
@@ -187,15 +197,15 @@ ks_target_open(KsPipeline *p)
 	 * not open relation with OID".  try_table_open also sees a drop that
 	 * commits while it waits for the lock.
 	 */
-	rel = OidIsValid(p->target) ? try_table_open(p->target, AccessShareLock) : NULL;
+	rel = OidIsValid(relid) ? try_table_open(relid, AccessShareLock) : NULL;
 	if (rel == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("target table of pipeline \"%s\" no longer exists", p->name),
-				 errdetail("The table with OID %u was dropped after the pipeline was created.", p->target),
+				 errdetail("The table with OID %u was dropped after the pipeline was created.", relid),
 				 errhint("Drop the pipeline and create it again for the new table.")));
 	desc = RelationGetDescr(rel);
-	t->relid = p->target;
+	t->relid = relid;
 	t->rowtype = rel->rd_rel->reltype;
 	t->qualified_name = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 												   RelationGetRelationName(rel));
@@ -236,7 +246,7 @@ ks_target_open(KsPipeline *p)
 		if (att->atthasdef)
 		{
 			Oid			argtypes[2] = {OIDOID, INT2OID};
-			Datum		values[2] = {ObjectIdGetDatum(p->target), Int16GetDatum(att->attnum)};
+			Datum		values[2] = {ObjectIdGetDatum(relid), Int16GetDatum(att->attnum)};
 
 			if (SPI_execute_with_args("SELECT pg_catalog.pg_get_expr(adbin, adrelid)"
 									  " FROM pg_catalog.pg_attrdef WHERE adrelid = $1 AND adnum = $2",
@@ -281,10 +291,10 @@ ks_target_open(KsPipeline *p)
 	}
 	table_close(rel, AccessShareLock);
 
-	t->nkeys = list_length(p->key_columns);
+	t->nkeys = list_length(key_columns);
 	t->key_index = palloc(sizeof(int) * Max(t->nkeys, 1));
 	k = 0;
-	foreach(lc, p->key_columns)
+	foreach(lc, key_columns)
 	{
 		int			idx = column_index(t, lfirst(lc));
 
@@ -342,7 +352,7 @@ ks_target_open(KsPipeline *p)
 
 		for (int i = 0; i < t->nkeys; i++)
 			names[i] = CStringGetTextDatum(t->columns[t->key_index[i]].name);
-		values[0] = ObjectIdGetDatum(p->target);
+		values[0] = ObjectIdGetDatum(relid);
 		values[1] = PointerGetDatum(construct_array(names, t->nkeys, TEXTOID, -1, false, TYPALIGN_INT));
 		if (SPI_execute_with_args("WITH x AS (SELECT i.indexrelid, i.indrelid, i.indkey, i.indcollation, i.indclass"
 								  " FROM pg_catalog.pg_index i"

@@ -72,6 +72,19 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     on_truncate           text NOT NULL DEFAULT 'apply'
                           CONSTRAINT pipeline_definitions_on_truncate_check
                           CHECK (on_truncate IN ('apply', 'ignore', 'fail')),
+    -- routing (issue 16): one pipeline writing many tables.  target_template
+    -- is a target with {placeholders}, expanded per message (route.c);
+    -- targets maps a topic or a source schema.table to a table.
+    target_template       text
+                          CONSTRAINT pipeline_definitions_target_template_check
+                          CHECK (strpos(target_template, '{') > 0),
+    targets               jsonb
+                          CONSTRAINT pipeline_definitions_targets_check
+                          CHECK (jsonb_typeof(targets) = 'object'),
+    create_targets        boolean NOT NULL DEFAULT false,
+    evolve                text NOT NULL DEFAULT 'none'
+                          CONSTRAINT pipeline_definitions_evolve_check
+                          CHECK (evolve IN ('none', 'add_columns')),
     CONSTRAINT pipeline_definitions_registry_needed_check
         CHECK (value_format = 'json' OR schema_registry IS NOT NULL OR (value_format = 'avro' AND value_schema IS NOT NULL)),
     CONSTRAINT pipeline_definitions_value_schema_check
@@ -84,6 +97,25 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     CHECK ((schema_version_field IS NULL) = (schema_versions IS NULL)),
     CHECK (NOT delete_on_tombstone OR key_format <> 'none')
 );
+
+-- A routed pipeline (target_template or targets) has neither target nor
+-- bronze: the check of 0.1.0 that wanted one of them (auto-named, hence
+-- found by its definition) becomes pipeline_definitions_target_needed_check.
+-- The same block is in the upgrade script.
+DO $$
+DECLARE
+    c name;
+BEGIN
+    SELECT conname INTO STRICT c FROM pg_catalog.pg_constraint
+     WHERE conrelid = 'kafka_sink.pipeline_definitions'::regclass AND contype = 'c'
+       AND pg_catalog.pg_get_constraintdef(oid) ~ 'target IS NOT NULL\) OR \(bronze IS NOT NULL'
+       AND pg_catalog.pg_get_constraintdef(oid) !~ 'target_template';
+    EXECUTE format('ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT %I', c);
+END
+$$;
+ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_target_needed_check
+    CHECK (mode = 'function' OR target IS NOT NULL OR bronze IS NOT NULL
+           OR target_template IS NOT NULL OR targets IS NOT NULL);
 
 -- secrets: librdkafka properties that must not be shown to other roles
 CREATE TABLE kafka_sink.secrets (
@@ -144,10 +176,12 @@ CREATE TABLE kafka_sink.quarantine (
                        'invalid_value', 'unknown_schema_version', 'null_key',
                        'constraint_violation', 'value_too_large', 'rejected_by_target',
                        'unknown_schema_id', 'not_wire_format', 'invalid_avro',
-                       'invalid_envelope')),
+                       'invalid_envelope',
+                       'no_target', 'target_refused', 'schema_change_refused')),
     detail         text NOT NULL,
     created_at     timestamptz NOT NULL DEFAULT now(),
     replayed_at    timestamptz,
+    target         text,            -- the table it was routed to (or would be), quoted
     UNIQUE (pipeline_id, topic, partition, message_offset)
 );
 
@@ -330,7 +364,20 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'value_too_large, rejected_by_target (a trigger, row level security policy or check option of the target '
     'rejected the row), unknown_schema_id (the registry does not know the frame''s schema id), not_wire_format '
     '(no magic byte 0 and schema id), invalid_avro (the payload does not decode with its schema), '
-    'invalid_envelope (a change event without a known op, or without the row its op needs)';
+    'invalid_envelope (a change event without a known op, or without the row its op needs), '
+    'no_target (routing: the message''s target could not be named or does not exist), target_refused '
+    '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
+    '(evolve: a change of the embedded schema that kafka_sink will not make)';
+COMMENT ON COLUMN kafka_sink.quarantine.target IS
+    'The table the message was routed to, or would have been (quoted, schema-qualified); NULL for rows written before 0.2.0';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.target_template IS
+    'A target with {placeholders} ({topic}, or a JSON path of the value such as {source.table}), expanded per message; NULL: none';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.targets IS
+    'Explicit routing map {"<topic or source schema.table>": "<schema.table>"}, tried before target; NULL: none';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.create_targets IS
+    'Whether a missing routed target is created from the event''s embedded schema (not implemented yet: always false)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.evolve IS
+    'none, or add_columns: nullable columns added to a routed target for new fields of the embedded schema (not implemented yet: always none)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.min_offsets_per_batch IS
     'A batch waits until it holds at least this many messages (0: no minimum), unless max_trigger_delay has passed since the previous batch';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.max_trigger_delay IS

@@ -163,3 +163,12 @@ AS 'MODULE_PATHNAME', 'kafka_sink_check_avro_schema'
 LANGUAGE C;
 COMMENT ON FUNCTION kafka_sink._check_avro_schema(text) IS
 'Internal: raises unless value_schema is a valid Avro record schema, parsed as decoding parses it.';
+
+-- Routing (route.c): the parser of target templates that the worker uses.
+CREATE FUNCTION kafka_sink._check_target_template(template text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_check_target_template'
+LANGUAGE C STRICT
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._check_target_template(text) IS
+'Internal: raises unless a target template ({topic}, {a.json.path}, literal text, at most one schema dot outside braces) parses as the worker parses it.';

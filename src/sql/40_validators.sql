@@ -909,7 +909,7 @@ BEGIN
         END IF;
         RETURN order_column;
     END IF;
-    IF target IS NULL OR mode IS DISTINCT FROM 'merge' THEN
+    IF mode IS DISTINCT FROM 'merge' THEN
         RAISE EXCEPTION 'envelope debezium needs a target in mode merge'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
@@ -920,6 +920,11 @@ BEGIN
                   HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable).';
     END IF;
     col := coalesce(col, '_kafka_source_position');
+    IF target IS NULL THEN
+        -- routed (a template or a targets map): each table is checked as
+        -- the worker opens it (target.c), with the same rule
+        RETURN col;
+    END IF;
     SELECT a.atttypid::regtype INTO typ FROM pg_attribute a
      WHERE a.attrelid = target AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
     IF typ IS NULL THEN
@@ -939,3 +944,76 @@ END
 $$;
 COMMENT ON FUNCTION kafka_sink._check_envelope(text, text, regclass, text, text, text) IS
 'Internal: checks envelope and on_truncate; for envelope debezium returns the order column taking the source position (_kafka_source_position by default), which must be a numeric column of the target.';
+
+-- Routing (issue 16): a target template, the targets map, create_targets
+-- and evolve, as create_pipeline gets them.  The worker parses and checks
+-- them again where it uses them (route.c); each routed table is checked
+-- with kafka_sink._check_target when the worker first writes it.
+CREATE FUNCTION kafka_sink._check_routing(template text, targets jsonb, create_targets boolean,
+                                          evolve text, mode text, value_format text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    e record;
+    parts text[];
+BEGIN
+    IF evolve NOT IN ('none', 'add_columns') THEN
+        RAISE EXCEPTION 'invalid evolve "%"', evolve
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'evolve is ''none'' or ''add_columns''.';
+    END IF;
+    IF (create_targets OR evolve <> 'none') AND template IS NULL AND targets IS NULL THEN
+        RAISE EXCEPTION 'create_targets and evolve need routing'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target template such as ''replica.{source.table}'', or a targets map.';
+    END IF;
+    IF create_targets OR evolve <> 'none' THEN
+        RAISE EXCEPTION 'create_targets and evolve are not supported yet'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'kafka_sink does not create or alter routed targets in this version.',
+                  HINT = 'Create the target tables first; a message whose table is missing is quarantined as no_target and can be replayed once it exists.';
+    END IF;
+    IF mode = 'function' THEN
+        RAISE EXCEPTION 'mode function cannot route to many targets'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'A batch function takes the rows of one table type.',
+                  HINT = 'Use mode merge or append with a target template or a targets map.';
+    END IF;
+    IF template IS NOT NULL THEN
+        PERFORM kafka_sink._check_target_template(template);
+        IF value_format <> 'json' AND template ~ '\{(?!topic\})' THEN
+            RAISE EXCEPTION 'target template "%" reads value fields, which needs value_format json', template
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'With another value_format, route by {topic} or with a targets map keyed by topic.';
+        END IF;
+    END IF;
+    IF targets IS NOT NULL THEN
+        IF jsonb_typeof(targets) <> 'object' OR targets = '{}' THEN
+            RAISE EXCEPTION 'targets must be a non-empty JSON object'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass targets => ''{"orders": "public.orders", "inventory.items": "replica.items"}''.';
+        END IF;
+        FOR e IN SELECT key, value FROM jsonb_each(targets) LOOP
+            IF e.key = '' OR jsonb_typeof(e.value) <> 'string' THEN
+                RAISE EXCEPTION 'targets entry "%" must map a non-empty name to a table name', e.key
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Each key is a topic or a source schema.table, each value a schema-qualified table name such as "public.orders".';
+            END IF;
+            BEGIN
+                parts := parse_ident(e.value #>> '{}');
+            EXCEPTION WHEN invalid_parameter_value OR invalid_name OR name_too_long THEN
+                parts := NULL;
+            END;
+            IF cardinality(parts) IS DISTINCT FROM 2 THEN
+                RAISE EXCEPTION 'targets entry "%": "%" is not a schema-qualified table name', e.key, e.value #>> '{}'
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Write schema.table, quoting names as in SQL (e.g. "public.orders" or "\"My Schema\".t").';
+            END IF;
+        END LOOP;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_routing(text, jsonb, boolean, text, text, text) IS
+'Internal: raises unless a pipeline''s routing options (target template, targets map, create_targets, evolve) are well-formed.';

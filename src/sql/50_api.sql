@@ -304,16 +304,17 @@ DECLARE
 BEGIN
     PERFORM kafka_sink._require_admin();
     p := kafka_sink._get_pipeline(pipeline);
-    IF p.target IS NULL THEN
+    IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL THEN
         RAISE EXCEPTION 'pipeline "%" has no target to replay into', pipeline
             USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline quarantines nothing.';
     END IF;
     IF reason IS NOT NULL AND reason NOT IN ('invalid_json', 'not_an_object', 'missing_required_field',
             'invalid_value', 'unknown_schema_version', 'null_key', 'constraint_violation', 'value_too_large',
-            'rejected_by_target', 'unknown_schema_id', 'not_wire_format', 'invalid_avro') THEN
+            'rejected_by_target', 'unknown_schema_id', 'not_wire_format', 'invalid_avro',
+            'no_target', 'target_refused', 'schema_change_refused') THEN
         RAISE EXCEPTION 'unknown quarantine reason "%"', reason
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format and invalid_avro.';
+                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format, invalid_avro, no_target, target_refused and schema_change_refused.';
     END IF;
     SELECT array_agg(q.id) INTO chosen
       FROM kafka_sink.quarantine q

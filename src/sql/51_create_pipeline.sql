@@ -42,7 +42,10 @@ CREATE FUNCTION kafka_sink._api_create_pipeline(
     value_schema          text DEFAULT NULL,
     schema_registry       jsonb DEFAULT NULL,
     envelope              text DEFAULT 'plain',
-    on_truncate           text DEFAULT 'apply')
+    on_truncate           text DEFAULT 'apply',
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT false,
+    evolve                text DEFAULT 'none')
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -52,6 +55,9 @@ DECLARE
     bronze_oid regclass;
     new_id bigint;
     plain_options jsonb;
+    -- routing: a target with {placeholders} is a template, kept apart
+    template text := CASE WHEN strpos(target, '{') > 0 THEN target END;
+    routed boolean := coalesce(strpos(target, '{') > 0, false) OR targets IS NOT NULL;
 BEGIN
     PERFORM kafka_sink._require_admin();
     IF name IS NULL OR name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,62}$' THEN
@@ -89,7 +95,18 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'mode is one of ''merge'', ''append'' or ''function''.';
     END IF;
-    IF target IS NULL AND bronze IS NULL THEN
+    IF create_targets IS NULL OR evolve IS NULL THEN
+        RAISE EXCEPTION 'create_targets and evolve cannot be null'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Pass create_targets => false and evolve => ''none'' (the defaults).';
+    END IF;
+    IF routed OR create_targets OR evolve <> 'none' THEN
+        PERFORM kafka_sink._check_routing(template, targets, create_targets, evolve, mode, value_format);
+    END IF;
+    IF template IS NOT NULL THEN
+        target := NULL;         -- expanded per message by the worker (route.c)
+    END IF;
+    IF target IS NULL AND bronze IS NULL AND NOT routed THEN
         RAISE EXCEPTION 'target cannot be null'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass target => ''schema.table''; in mode function it gives the rows'' type. A bronze-only pipeline passes bronze => ''schema.raw_table'' instead.';
@@ -113,6 +130,17 @@ BEGIN
                                            CASE key_format WHEN 'avro' THEN 'json' ELSE key_format END,
                                            delete_on_tombstone, schema_version_field,
                                            schema_versions, event_id, mode);
+    ELSIF routed THEN
+        -- each routed target is checked where it is used, as the worker
+        -- opens it (kafka_sink._check_target, route.c); the options only
+        -- need to be well-formed here
+        order_column := kafka_sink._check_envelope(envelope, on_truncate, NULL, order_column, mode,
+                                                   value_format);
+        IF key_columns IS NOT NULL AND (cardinality(key_columns) = 0 OR array_position(key_columns, NULL) IS NOT NULL) THEN
+            RAISE EXCEPTION 'key_columns must be a non-empty list of column names'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass key_columns => ARRAY[''order_id''], or leave it out to key each target on its primary key.';
+        END IF;
     ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
           OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge'
           OR envelope IS DISTINCT FROM 'plain' OR on_truncate IS DISTINCT FROM 'apply' THEN
@@ -162,7 +190,8 @@ BEGIN
          workers, kafka_options, columns, key_format, delete_on_tombstone,
          schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets,
          min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
-         value_format, value_schema, schema_registry, envelope, on_truncate)
+         value_format, value_schema, schema_registry, envelope, on_truncate,
+         target_template, targets, create_targets, evolve)
     VALUES
         (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
          CASE WHEN start THEN 'running' ELSE 'stopped' END,
@@ -174,7 +203,7 @@ BEGIN
          min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
          -- the registry's options by _set_schema_registry below (its secret apart)
          value_format, value_schema, CASE WHEN schema_registry IS NOT NULL THEN '{}'::jsonb END,
-         envelope, on_truncate)
+         envelope, on_truncate, template, targets, create_targets, evolve)
     RETURNING p.id INTO new_id;
 
     plain_options := kafka_sink._split_secrets(new_id, kafka_options);
@@ -220,12 +249,15 @@ CREATE FUNCTION kafka_sink.create_pipeline(
     value_schema          text DEFAULT NULL,
     schema_registry       jsonb DEFAULT NULL,
     envelope              text DEFAULT 'plain',
-    on_truncate           text DEFAULT 'apply')
+    on_truncate           text DEFAULT 'apply',
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT false,
+    evolve                text DEFAULT 'none')
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text) IS
+REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text) IS
 'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id. envelope => ''debezium'' reads Debezium change events (the target keeps each row''s source position in _kafka_source_position numeric, or order_column); on_truncate says what their truncates do: apply, ignore or fail.';
 

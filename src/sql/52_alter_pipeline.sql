@@ -21,7 +21,10 @@ CREATE FUNCTION kafka_sink._api_alter_pipeline(
     value_schema          text DEFAULT NULL,
     schema_registry       jsonb DEFAULT NULL,
     envelope              text DEFAULT NULL,
-    on_truncate           text DEFAULT NULL)
+    on_truncate           text DEFAULT NULL,
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT NULL,
+    evolve                text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -68,6 +71,26 @@ BEGIN
             kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
     END IF;
 
+    -- routing: targets => '{}' removes the map (the pipeline keeps its target)
+    IF num_nonnulls(targets, create_targets, evolve) > 0 THEN
+        IF targets = '{}' THEN
+            p.targets := NULL;
+        ELSIF targets IS NOT NULL THEN
+            p.targets := targets;
+        END IF;
+        p.create_targets := coalesce(_api_alter_pipeline.create_targets, p.create_targets);
+        p.evolve := coalesce(_api_alter_pipeline.evolve, p.evolve);
+        IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL AND p.bronze IS NULL THEN
+            RAISE EXCEPTION 'pipeline "%" would have no target', name
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A pipeline without a target or a target template keeps a non-empty targets map.';
+        END IF;
+        IF p.target_template IS NOT NULL OR p.targets IS NOT NULL OR p.create_targets OR p.evolve <> 'none' THEN
+            PERFORM kafka_sink._check_routing(p.target_template, p.targets, p.create_targets, p.evolve,
+                                              p.mode, coalesce(_api_alter_pipeline.value_format, p.value_format));
+        END IF;
+    END IF;
+
     IF num_nonnulls(value_format, key_format, value_schema, schema_registry) > 0 THEN
         PERFORM kafka_sink._alter_formats(p, value_format, key_format, value_schema, schema_registry);
     END IF;
@@ -107,6 +130,9 @@ BEGIN
         max_trigger_delay = coalesce(_api_alter_pipeline.max_trigger_delay, x.max_trigger_delay),
         dead_letter_topic = CASE WHEN _api_alter_pipeline.dead_letter_topic IS NULL THEN x.dead_letter_topic
                                  ELSE nullif(_api_alter_pipeline.dead_letter_topic, '') END,
+        targets = p.targets,
+        create_targets = p.create_targets,
+        evolve = p.evolve,
         generation = x.generation + 1,
         updated_at = now()
     WHERE x.id = p.id;
@@ -132,11 +158,14 @@ CREATE FUNCTION kafka_sink.alter_pipeline(
     value_schema          text DEFAULT NULL,
     schema_registry       jsonb DEFAULT NULL,
     envelope              text DEFAULT NULL,
-    on_truncate           text DEFAULT NULL)
+    on_truncate           text DEFAULT NULL,
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT NULL,
+    evolve                text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text) IS
-'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column.';
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) IS
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column; targets replaces the routing map (''{}'' removes it).';

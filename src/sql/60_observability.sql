@@ -387,7 +387,8 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
                                         FROM kafka_sink.secrets s
                                        WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}')
            AS schema_registry,
-       p.envelope, p.on_truncate
+       p.envelope, p.on_truncate,
+       p.target_template, p.targets, p.create_targets, p.evolve
   FROM kafka_sink.pipeline_definitions p;
 
 -- One row per topic-partition: the committed checkpoint beside the
@@ -428,7 +429,8 @@ SELECT p.name, p.state,
        CASE WHEN p.state = 'running' AND NOT kafka_sink._database_served()
             THEN format('pipeline "%s" cannot run: kafka_sink runs pipelines only in the database named by kafka_sink.database, not in "%s"',
                         p.name, current_database()) COLLATE "default"
-            ELSE e.message END AS last_error
+            ELSE e.message END AS last_error,
+       b.progress->'sink'->'targets' AS last_batch_targets
   FROM kafka_sink.pipeline_definitions p
   LEFT JOIN kafka_sink.batches b ON b.pipeline_id = p.id AND b.batch_id = p.last_batch_id
   LEFT JOIN LATERAL (
@@ -487,6 +489,8 @@ COMMENT ON VIEW kafka_sink.progress IS
 'One row per pipeline and partition: the committed checkpoint beside the watermarks the owning worker last saw, the lag and the rate.';
 COMMENT ON VIEW kafka_sink.status IS
 'One row per pipeline: state, workers, last batch and commit, rates, lag (with a hot partition), backfill progress and the last error.';
+COMMENT ON COLUMN kafka_sink.status.last_batch_targets IS
+    'Per target table of the last batch: {"<table>": {"inserted", "updated", "deleted", "stale", "superseded", "quarantined", "duplicates"}}';
 COMMENT ON VIEW kafka_sink.outbox_status IS
 'The outbox relay at a glance: rows pending (every role''s), the age of the oldest, the delivery rate, the relay''s pid and its last error (an error of a pending row only to members of the role that queued it); bootstrap_servers only for roles that may read kafka_sink.outbox_bootstrap_servers (superusers, pg_read_all_settings), NULL for others.';
 

@@ -1,0 +1,129 @@
+-- Routing (issue 16): a target template, a targets map, create_targets and
+-- evolve as create_pipeline and alter_pipeline take them; what cannot work
+-- is refused with an errcode, a message and a hint.  Needs no broker (the
+-- worker's side is test/e2e/routing.sh).
+CREATE EXTENSION IF NOT EXISTS kafka_sink;
+SET client_min_messages = warning;
+DROP SCHEMA IF EXISTS route CASCADE;
+DROP ROLE IF EXISTS regress_route;
+RESET client_min_messages;
+
+CREATE ROLE regress_route LOGIN;
+GRANT kafka_sink_admin TO regress_route;
+CREATE SCHEMA route AUTHORIZATION regress_route;
+
+-- err(sql): runs sql and shows the SQLSTATE, message, detail and hint of its error
+CREATE FUNCTION route.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    st text; m text; d text; h text;
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, m = MESSAGE_TEXT,
+                            d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
+    RETURN st || ': ' || m
+        || CASE WHEN d <> '' THEN E'\n  detail: ' || d ELSE '' END
+        || CASE WHEN h <> '' THEN E'\n  hint: ' || h ELSE '' END;
+END
+$$;
+GRANT EXECUTE ON FUNCTION route.err(text) TO PUBLIC;
+
+-- mk(extra): create_pipeline of a stopped pipeline 'r' with extra arguments
+CREATE FUNCTION route.mk(extra text) RETURNS text LANGUAGE sql AS $$
+    SELECT route.err(format('SELECT kafka_sink.create_pipeline(name => %L, bootstrap_servers => %L, subscribe => ARRAY[%L], start => false, %s)',
+                            'r', '127.0.0.1:9', 'a', extra))
+$$;
+GRANT EXECUTE ON FUNCTION route.mk(text) TO PUBLIC;
+
+SET ROLE regress_route;
+CREATE TABLE route.orders (id bigint PRIMARY KEY, v text);
+
+-- templates: accepted, kept apart from target, shown by the pipelines view
+SELECT route.mk($$target => '{topic}'$$);
+SELECT target, target_template, targets, create_targets, evolve FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$target => 'replica.{source.table}', key_columns => ARRAY['id'], order_column => 'v'$$);
+SELECT target, target_template, key_columns, order_column FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$target => '{source.schema}.{source.table}', mode => 'append'$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$target => 'cdc_{source.db}_{source.table}'$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+-- a template needs no table to exist; a plain target still does
+SELECT route.mk($$target => 'nowhere.{topic}'$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$target => 'nowhere.t'$$);
+
+-- bad templates
+SELECT route.mk($$target => 'a.b.{topic}'$$);
+SELECT route.mk($$target => '{topic'$$);
+SELECT route.mk($$target => '{topic}}'$$);
+SELECT route.mk($$target => '{}'$$);
+SELECT route.mk($$target => '{a..b}'$$);
+SELECT route.mk($$target => '.{topic}'$$);
+SELECT route.mk($$target => '{topic}.'$$);
+SELECT route.mk($$target => '{{topic}}'$$);
+-- value fields need JSON values; {topic} does not
+SELECT route.mk($$target => '{source.table}', value_format => 'avro', value_schema => '"string"'$$);
+SELECT route.mk($$target => 'route.{topic}', value_format => 'avro',
+                  value_schema => '{"type": "record", "name": "r", "fields": [{"name": "id", "type": "long"}]}'$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+-- a batch function takes one row type
+SELECT route.mk($$target => '{topic}', mode => 'function', batch_function => 'pg_catalog.now()'$$);
+
+-- targets map: alone, beside a plain target, beside a template
+SELECT route.mk($$targets => '{"a": "route.orders", "inventory.items": "\"Odd Schema\".\"T\""}'$$);
+SELECT target, target_template, targets FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$target => 'route.orders', targets => '{"b": "route.other"}'$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$target => 'route.{topic}', targets => '{"b": "route.other"}'$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+-- bad maps
+SELECT route.mk($$targets => '[]'$$);
+SELECT route.mk($$targets => '{}'$$);
+SELECT route.mk($$targets => '{"a": 1}'$$);
+SELECT route.mk($$targets => '{"": "route.orders"}'$$);
+SELECT route.mk($$targets => '{"a": "orders"}'$$);
+SELECT route.mk($$targets => '{"a": "x.y.z"}'$$);
+SELECT route.mk($$targets => '{"a": "route.\"unclosed"}'$$);
+-- keys still need to be a list of names
+SELECT route.mk($$targets => '{"a": "route.orders"}', key_columns => ARRAY[]::text[]$$);
+
+-- create_targets and evolve: not supported yet, and never NULL
+SELECT route.mk($$target => '{topic}', create_targets => true$$);
+SELECT route.mk($$target => '{topic}', evolve => 'add_columns'$$);
+SELECT route.mk($$target => '{topic}', evolve => 'drop_columns'$$);
+SELECT route.mk($$target => '{topic}', create_targets => NULL$$);
+SELECT route.mk($$target => 'route.orders', create_targets => true$$);
+SELECT count(*) FROM kafka_sink.pipelines WHERE name = 'r';
+
+-- alter_pipeline: the map replaced, removed ('{}'), checked
+SELECT route.mk($$target => 'route.orders'$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{"t": "route.orders"}')$$);
+SELECT targets FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{"t": "orders"}')$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{}')$$);
+SELECT targets FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', evolve => 'add_columns')$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$targets => '{"t": "route.orders"}'$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{}')$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+
+-- the template parser as the worker uses it
+SELECT route.err($$SELECT kafka_sink._check_target_template('x.{source.table}')$$);
+SELECT route.err($$SELECT kafka_sink._check_target_template('plain')$$);
+SELECT kafka_sink._check_target_template(NULL);
+
+-- replay_quarantine knows the new reasons
+SELECT route.mk($$target => '{topic}'$$);
+SELECT * FROM kafka_sink.replay_quarantine('r', reason => 'no_target');
+SELECT kafka_sink.drop_pipeline('r', true);
+
+RESET ROLE;
+SET client_min_messages = warning;
+DROP SCHEMA route CASCADE;
+DROP OWNED BY regress_route;
+DROP ROLE regress_route;
