@@ -90,6 +90,9 @@ append_targets(StringInfo b, KsBatch *batch)
 		const char *name = batch->unrouted[i].target_name ? batch->unrouted[i].target_name : "";
 		KsBatchStats *s = NULL;
 
+		if (batch->unrouted[i].skipped)
+			continue;			/* a debezium tombstone: nothing, nowhere */
+
 		forboth(lc, names, lc2, counts)
 			if (strcmp(lfirst(lc), name) == 0)
 				s = lfirst(lc2);
