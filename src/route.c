@@ -38,6 +38,7 @@
 #include "apply.h"
 #include "catalog.h"
 #include "decode.h"
+#include "envelope.h"
 #include "jsonwalk.h"
 
 #include "access/xact.h"
@@ -618,6 +619,7 @@ ks_route_batch(KsBatch *batch)
 	KsRouteEntry **dest = palloc0(sizeof(KsRouteEntry *) * Max(batch->nmsgs, 1));
 	char	  **why = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	char	  **wanted = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
+	bool	   *skip = palloc0(sizeof(bool) * Max(batch->nmsgs, 1));
 	KsSlotValue *slots = palloc0(sizeof(KsSlotValue) * Max(r->walk.nslots, 1));
 	KsBatchTarget **order;
 	int		   *newindex;
@@ -645,7 +647,17 @@ ks_route_batch(KsBatch *batch)
 			value_ok = ks_json_walk(&r->walk, m->value, m->value_len, slots, &detail) == KS_WALK_OK;
 		}
 		if (!name_target(p, r, m, slots, value_ok, &schema, &table, &why[i]))
+		{
+			/*
+			 * The tombstone Debezium sends after each delete has no value to
+			 * name a table from; the delete itself did the work, so it is
+			 * nothing to apply (as the envelope says of a tombstone it gets),
+			 * not a message without a target.
+			 */
+			if (m->value == NULL && p->envelope == &ks_envelope_debezium)
+				skip[i] = true;
 			continue;
+		}
 		if ((bad = bad_name_part("schema", schema)) != NULL ||
 			(bad = bad_name_part("table", table)) != NULL)
 		{
@@ -703,8 +715,9 @@ ks_route_batch(KsBatch *batch)
 
 			row->msg = m;
 			row->target_name = wanted[i];
-			row->reason = dest[i] ? dest[i]->reason : KS_NO_TARGET;
-			row->detail = dest[i] ? dest[i]->detail : why[i];
+			row->reason = skip[i] ? KS_OK : dest[i] ? dest[i]->reason : KS_NO_TARGET;
+			row->detail = skip[i] ? NULL : dest[i] ? dest[i]->detail : why[i];
+			row->skipped = skip[i];
 			batch->row_of[i] = row;
 		}
 	}
