@@ -942,10 +942,16 @@ ks_catalog_cdc_positions(int64 pipeline_id, Oid target, List *keys,
 
 	*found_keys = NIL;
 	*found_positions = NIL;
+	/*
+	 * not read_only: a read-only SPI call keeps the batch's snapshot, which
+	 * does not see what this batch recorded itself (a truncate run before
+	 * the batch's upserts, ks_cdc_truncates), and an older upsert of the
+	 * same batch would then survive it
+	 */
 	ks_spi_exec("read deleted keys",
 				"SELECT key::text, position::text FROM kafka_sink.cdc_deletions"
 				" WHERE pipeline_id = $1 AND target = $2 AND key = ANY ($3::jsonb[])",
-				3, argtypes, values, NULL, true, SPI_OK_SELECT);
+				3, argtypes, values, NULL, false, SPI_OK_SELECT);
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		*found_keys = lappend(*found_keys, getstr(r, 1, CurrentMemoryContext));
