@@ -45,6 +45,7 @@ t_start=$SECONDS
 
 cleanup() {
     local v
+    if [ "${CDC_KEEP:-0}" = 1 ]; then echo "# CDC_KEEP=1: pipelines, source and Connect left as they are ($DBZ_DIR)"; return 0; fi
     for v in $VARIANTS; do
         sql -c "SELECT kafka_sink.drop_pipeline(name => 'cdc_${v//-/_}_$SFX', if_exists => true)" >/dev/null 2>&1
     done
@@ -94,6 +95,16 @@ compare() {
         --target "$1.{table}" > "$W/compare.$2.out" 2>&1 || rc=$?
     sed 's/^/#   /' "$W/compare.$2.out"
     check "$3" 0 "$rc"
+    [ $rc = 0 ] || diagnose "$name"
+}
+# diagnose PIPELINE: what the pipeline says (quarantine by reason and
+# target, status), printed when a comparison fails
+diagnose() {
+    echo "# diagnosis of $1:"
+    sql -F ' | ' -c "SELECT q.reason, q.target, count(*), min(left(q.detail, 200))
+                       FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id
+                      WHERE p.name = '$1' GROUP BY 1, 2 ORDER BY 1, 2" 2>&1 | sed 's/^/#   quarantine: /'
+    sql -F ' | ' -c "SELECT state, last_error FROM kafka_sink.status WHERE name = '$1'" 2>&1 | sed 's/^/#   status: /'
 }
 applied() {  # applied PIPELINE: the offsets its checkpoint holds, all partitions
     sql -c "SELECT coalesce(sum(o.next_offset), 0) FROM kafka_sink.offsets o
@@ -220,6 +231,7 @@ EOF
     check "$v: phase 2 deleted keys (the check below is not vacuous)" t "$([ "$deleted" -gt 0 ] && echo t || echo f)"
     check "$v: no deleted key is in the replica (nothing resurrected)" 0 "$revived"
 
+    [ "${CDC_KEEP:-0}" = 1 ] && return 0
     as_role ks_e2e -c "SELECT kafka_sink.drop_pipeline('$name')" >/dev/null
     end_variant
 }
