@@ -900,6 +900,7 @@ static Datum text_array(List *texts);
 /*
  * The recorded positions of keys (jsonb texts; "null" is the truncate) of
  * a pipeline's target: fills *found_keys and *found_positions (texts).
+ * Not read-only: it must see the truncate this batch recorded just before.
  */
 void
 ks_catalog_cdc_positions(int64 pipeline_id, Oid target, List *keys,
@@ -913,7 +914,7 @@ ks_catalog_cdc_positions(int64 pipeline_id, Oid target, List *keys,
 	ks_spi_exec("read deleted keys",
 				"SELECT key::text, position::text FROM kafka_sink.cdc_deletions"
 				" WHERE pipeline_id = $1 AND target = $2 AND key = ANY ($3::jsonb[])",
-				3, argtypes, values, NULL, true, SPI_OK_SELECT);
+				3, argtypes, values, NULL, false, SPI_OK_SELECT);
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		*found_keys = lappend(*found_keys, getstr(r, 1, CurrentMemoryContext));

@@ -18,7 +18,8 @@ for t in "$T" "${T}_ign" "${T}_fail" "${T}_types"; do "$HARNESS" topic-create "$
 ev() {
     python3 - "$@" <<'PY'
 import json, sys
-op, id_, lsn = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+op, id_ = sys.argv[1], int(sys.argv[2])
+lsn = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 name = sys.argv[4] if len(sys.argv) > 4 else "n%d@%d" % (id_, lsn)
 row = {"id": id_, "name": name, "qty": 5}
 src = {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000, "table": "t"}
