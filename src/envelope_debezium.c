@@ -213,9 +213,11 @@ unscaled_to_text(const char *bytes, int len, int scale)
 								DirectFunctionCall1(int4_numeric, Int32GetDatum((unsigned char) bytes[i])));
 	if (len > 0 && (bytes[0] & 0x80))
 	{
-		Datum		mod = DirectFunctionCall2(numeric_power, b256,
-											  DirectFunctionCall1(int4_numeric, Int32GetDatum(len)));
+		/* 256^len by multiplication: numeric_power's result carries a scale */
+		Datum		mod = DirectFunctionCall1(int4_numeric, Int32GetDatum(1));
 
+		for (int i = 0; i < len; i++)
+			mod = DirectFunctionCall2(numeric_mul, mod, b256);
 		n = DirectFunctionCall2(numeric_sub, n, mod);
 	}
 	digits = DatumGetCString(DirectFunctionCall1(numeric_out, n));
