@@ -194,7 +194,7 @@ cat <<'MSGS' | round "${T}_types"
 MSGS
 waitp "types_$SFX"
 check "bytea base64, time(3) in ms, time(6) in µs, timestamp(3) in ms, double, boolean, a JSON string scalar, precise at the column's scale" \
-      '\xdeadbeef|12:34:56.789|12:34:56.789012|2000-05-14 06:06:09.123|1.5e+300|true|"a json string"|2.00' \
+      '\xdeadbeef|12:34:56.789|12:34:56.789012|2000-05-14 06:06:09.123|1.5e+300|t|"a json string"|2.00' \
       "$(sql -c "SELECT concat_ws('|', b, t3, t6, ts3, d, ok, j, n) FROM e2e.types_$SFX WHERE id = 1")"
 check "a string that is neither a number nor base64 into numeric: invalid_value" invalid_value \
       "$(sql -c "SELECT q.reason FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name = 'types_$SFX'")"
