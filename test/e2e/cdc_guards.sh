@@ -164,11 +164,13 @@ check "order_lines: Date before 1970, ZonedTimestamp, precise numeric(14,4)" \
 check "jsonb from io.debezium.data.Json" t \
       "$(sql -c "SELECT meta = '{\"k\": 8, \"tags\": [\"a\", \"ü\"], \"nested\": {\"x\": null, \"y\": 1.5}}'::jsonb FROM e2e.accounts_json_schema_$SFX WHERE id = 4")"
 # every variant equals json_schema, exactly or as far as the variant keeps
+# (the fixtures were recorded in separate runs: their positions differ)
 for v in json_noschema json_schema_decimal_string json_schema_time_micros; do
     for tb in accounts products order_lines; do
         check "$v/$tb equals json_schema" 0 \
-              "$(sql -c "SELECT count(*) FROM ((TABLE e2e.${tb}_json_schema_$SFX EXCEPT TABLE e2e.${tb}_${v}_$SFX)
-                          UNION ALL (TABLE e2e.${tb}_${v}_$SFX EXCEPT TABLE e2e.${tb}_json_schema_$SFX)) x")"
+              "$(sql -c "CREATE TEMP VIEW a AS SELECT to_jsonb(t) - '_kafka_source_position' AS r FROM e2e.${tb}_json_schema_$SFX t;
+                         CREATE TEMP VIEW b AS SELECT to_jsonb(t) - '_kafka_source_position' AS r FROM e2e.${tb}_${v}_$SFX t;
+                         SELECT count(*) FROM ((TABLE a EXCEPT TABLE b) UNION ALL (TABLE b EXCEPT TABLE a)) x")"
     done
 done
 check "decimal double: the same values as doubles" 0 \
