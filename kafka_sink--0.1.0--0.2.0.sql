@@ -3739,4 +3739,14 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
        p.envelope, p.on_truncate
   FROM kafka_sink.pipeline_definitions p;
 
+-- as 90_grants.sql leaves them: the bodies are nobody's to call, the
+-- validator is kafka_sink_admin's
+REVOKE ALL ON FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text) FROM PUBLIC, kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text) IS
+'The SQL body of kafka_sink.create_pipeline, called only through it (with the catalog writes allowed).';
+REVOKE ALL ON FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text) FROM PUBLIC, kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text) IS
+'The SQL body of kafka_sink.alter_pipeline, called only through it (with the catalog writes allowed).';
+REVOKE ALL ON FUNCTION kafka_sink._check_envelope(text, text, regclass, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._check_envelope(text, text, regclass, text, text, text) TO kafka_sink_admin;
 -- ---- end of CDC: debezium envelope ----
