@@ -932,6 +932,7 @@ static Datum text_array(List *texts);
 /*
  * The recorded positions of keys (jsonb texts; "null" is the truncate) of
  * a pipeline's target: fills *found_keys and *found_positions (texts).
+ * Not read-only: it must see the truncate this batch recorded just before.
  */
 void
 ks_catalog_cdc_positions(int64 pipeline_id, Oid target, List *keys,
@@ -942,12 +943,6 @@ ks_catalog_cdc_positions(int64 pipeline_id, Oid target, List *keys,
 
 	*found_keys = NIL;
 	*found_positions = NIL;
-	/*
-	 * not read_only: a read-only SPI call keeps the batch's snapshot, which
-	 * does not see what this batch recorded itself (a truncate run before
-	 * the batch's upserts, ks_cdc_truncates), and an older upsert of the
-	 * same batch would then survive it
-	 */
 	ks_spi_exec("read deleted keys",
 				"SELECT key::text, position::text FROM kafka_sink.cdc_deletions"
 				" WHERE pipeline_id = $1 AND target = $2 AND key = ANY ($3::jsonb[])",

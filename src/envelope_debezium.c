@@ -213,11 +213,7 @@ unscaled_to_text(const char *bytes, int len, int scale)
 								DirectFunctionCall1(int4_numeric, Int32GetDatum((unsigned char) bytes[i])));
 	if (len > 0 && (bytes[0] & 0x80))
 	{
-		/*
-		 * 256^len by multiplication: numeric_power's result carries a
-		 * fractional display scale ("4294967296.0000000000000000"), which
-		 * the digit splitting below would take for integer digits
-		 */
+		/* 256^len by multiplication: numeric_power's result carries a scale */
 		Datum		mod = DirectFunctionCall1(int4_numeric, Int32GetDatum(1));
 
 		for (int i = 0; i < len; i++)

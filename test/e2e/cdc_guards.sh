@@ -18,7 +18,8 @@ for t in "$T" "${T}_ign" "${T}_fail" "${T}_types"; do "$HARNESS" topic-create "$
 ev() {
     python3 - "$@" <<'PY'
 import json, sys
-op, id_, lsn = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+op, id_ = sys.argv[1], int(sys.argv[2])
+lsn = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 name = sys.argv[4] if len(sys.argv) > 4 else "n%d@%d" % (id_, lsn)
 row = {"id": id_, "name": name, "qty": 5}
 src = {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000, "table": "t"}
@@ -163,11 +164,13 @@ check "order_lines: Date before 1970, ZonedTimestamp, precise numeric(14,4)" \
 check "jsonb from io.debezium.data.Json" t \
       "$(sql -c "SELECT meta = '{\"k\": 8, \"tags\": [\"a\", \"ü\"], \"nested\": {\"x\": null, \"y\": 1.5}}'::jsonb FROM e2e.accounts_json_schema_$SFX WHERE id = 4")"
 # every variant equals json_schema, exactly or as far as the variant keeps
+# (the fixtures were recorded in separate runs: their positions differ)
 for v in json_noschema json_schema_decimal_string json_schema_time_micros; do
     for tb in accounts products order_lines; do
         check "$v/$tb equals json_schema" 0 \
-              "$(sql -c "SELECT count(*) FROM ((TABLE e2e.${tb}_json_schema_$SFX EXCEPT TABLE e2e.${tb}_${v}_$SFX)
-                          UNION ALL (TABLE e2e.${tb}_${v}_$SFX EXCEPT TABLE e2e.${tb}_json_schema_$SFX)) x")"
+              "$(sql -c "CREATE TEMP VIEW a AS SELECT to_jsonb(t) - '_kafka_source_position' AS r FROM e2e.${tb}_json_schema_$SFX t;
+                         CREATE TEMP VIEW b AS SELECT to_jsonb(t) - '_kafka_source_position' AS r FROM e2e.${tb}_${v}_$SFX t;
+                         SELECT count(*) FROM ((TABLE a EXCEPT TABLE b) UNION ALL (TABLE b EXCEPT TABLE a)) x")"
     done
 done
 check "decimal double: the same values as doubles" 0 \
@@ -193,8 +196,8 @@ cat <<'MSGS' | round "${T}_types"
 MSGS
 waitp "types_$SFX"
 check "bytea base64, time(3) in ms, time(6) in µs, timestamp(3) in ms, double, boolean, a JSON string scalar, precise at the column's scale" \
-      '\xdeadbeef|12:34:56.789|12:34:56.789012|2000-05-14 06:06:09.123|1.5e+300|true|"a json string"|2.00' \
-      "$(sql -c "SELECT b || '|' || t3 || '|' || t6 || '|' || ts3 || '|' || d || '|' || ok || '|' || j || '|' || n FROM e2e.types_$SFX WHERE id = 1")"
+      '\xdeadbeef|12:34:56.789|12:34:56.789012|2000-05-14 06:06:09.123|1.5e+300|t|"a json string"|2.00' \
+      "$(sql -c "SELECT concat_ws('|', b, t3, t6, ts3, d, ok, j, n) FROM e2e.types_$SFX WHERE id = 1")"
 check "a string that is neither a number nor base64 into numeric: invalid_value" invalid_value \
       "$(sql -c "SELECT q.reason FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name = 'types_$SFX'")"
 
