@@ -3625,6 +3625,287 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION kafka_sink.create_lineage_view(pipeline text, target regclass DEFAULT NULL,
+                                               view_name text DEFAULT NULL, raw boolean DEFAULT true)
+RETURNS regclass
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    tgt regclass;
+    parsed text[];
+    vschema text;
+    vname text;
+    existing regclass;
+    missing text;
+    has_ts boolean;
+    use_raw boolean;
+    marker text;
+    v regclass;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF raw IS NULL THEN
+        RAISE EXCEPTION 'raw cannot be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
+    END IF;
+    -- a routed pipeline (target template, targets map) writes many tables:
+    -- the caller names one
+    tgt := coalesce(create_lineage_view.target, p.target);
+    IF tgt IS NULL AND (p.target_template IS NOT NULL OR p.targets IS NOT NULL) THEN
+        RAISE EXCEPTION 'pipeline "%" routes to many tables', pipeline
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the table: target => ''schema.table''.';
+    END IF;
+    IF tgt IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" has no target', pipeline
+            USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline writes no rows to trace; query its bronze table.';
+    END IF;
+    IF tgt IS DISTINCT FROM p.target AND p.target_template IS NULL AND p.targets IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" does not write %', pipeline, tgt
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = format('Its target is %s.', p.target);
+    END IF;
+    IF p.mode = 'function' THEN
+        RAISE EXCEPTION 'pipeline "%" passes its rows to a batch function', pipeline
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'The batch function decides what it writes; the pipeline cannot trace it.';
+    END IF;
+    SELECT string_agg(c, ', ') INTO missing
+      FROM unnest(ARRAY['_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id']) c
+     WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tgt AND a.attname = c
+                          AND a.attnum > 0 AND NOT a.attisdropped);
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'target % has no lineage columns %', tgt, missing
+            USING ERRCODE = 'undefined_column',
+                  HINT = 'Add _kafka_topic text, _kafka_partition int, _kafka_offset bigint and _kafka_batch_id bigint (and optionally _kafka_timestamp timestamptz) to the target; the pipeline fills them.';
+    END IF;
+    has_ts := EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tgt AND a.attname = '_kafka_timestamp'
+                        AND a.attnum > 0 AND NOT a.attisdropped);
+    use_raw := raw AND p.bronze IS NOT NULL;
+
+    SELECT n.nspname, c.relname || '_lineage' INTO vschema, vname
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tgt;
+    IF view_name IS NOT NULL THEN
+        BEGIN
+            parsed := parse_ident(view_name);
+        EXCEPTION WHEN invalid_parameter_value THEN
+            parsed := NULL;
+        END;
+        IF parsed IS NULL OR cardinality(parsed) NOT IN (1, 2) THEN
+            RAISE EXCEPTION 'invalid view name "%"', view_name
+                USING ERRCODE = 'invalid_name', HINT = 'Pass a name such as ''orders_lineage'' or ''reporting.orders_lineage''.';
+        END IF;
+        vname := parsed[cardinality(parsed)];
+        IF cardinality(parsed) = 2 THEN
+            vschema := parsed[1];
+        END IF;
+    END IF;
+
+    -- a lineage view made before is made again; anything else is kept
+    marker := format('kafka_sink lineage view of pipeline %s (id %s), target %s', p.name, p.id, tgt);
+    existing := to_regclass(format('%I.%I', vschema, vname));
+    IF existing IS NOT NULL THEN
+        IF (SELECT relkind FROM pg_class WHERE oid = existing) <> 'v'
+           OR coalesce(obj_description(existing, 'pg_class'), '') NOT LIKE 'kafka_sink lineage view of %' THEN
+            RAISE EXCEPTION 'relation % already exists', existing
+                USING ERRCODE = 'duplicate_table',
+                      HINT = 'Pass view_name => another name; only a lineage view made by create_lineage_view is replaced.';
+        END IF;
+        EXECUTE format('DROP VIEW %s', existing);
+    END IF;
+
+    EXECUTE format(
+        'CREATE VIEW %I.%I WITH (security_invoker = true) AS'
+        ' SELECT t.*, lr.pipeline AS _kafka_pipeline, lr.committed_at AS _kafka_committed_at%s,'
+        ' %s AS _kafka_key, %s AS _kafka_value, %s AS _kafka_headers'
+        ' FROM %s t'
+        ' LEFT JOIN LATERAL (SELECT x.pipeline, x.committed_at FROM kafka_sink._lineage_ranges x'
+        '   WHERE x.pipeline_id = %s AND x.batch_id = t._kafka_batch_id'
+        '     AND x.topic = t._kafka_topic AND x.partition = t._kafka_partition'
+        '     AND t._kafka_offset >= x.start_offset AND t._kafka_offset < x.end_offset) lr ON true%s',
+        vschema, vname,
+        CASE WHEN has_ts THEN '' WHEN use_raw THEN ', br.ts AS _kafka_timestamp' ELSE ', NULL::timestamptz AS _kafka_timestamp' END,
+        CASE WHEN use_raw THEN 'br.key' ELSE 'NULL::bytea' END,
+        CASE WHEN use_raw THEN 'br.value' ELSE 'NULL::bytea' END,
+        CASE WHEN use_raw THEN 'br.headers' ELSE 'NULL::jsonb' END,
+        tgt, p.id,
+        CASE WHEN use_raw THEN
+            format(' LEFT JOIN %s br ON br.topic = t._kafka_topic COLLATE "C" AND br.partition = t._kafka_partition'
+                   ' AND br."offset" = t._kafka_offset', p.bronze)
+        ELSE '' END);
+    v := format('%I.%I', vschema, vname)::regclass;
+    EXECUTE format('COMMENT ON VIEW %s IS %L', v,
+                   marker || ': each row of the target with the pipeline, the commit time of the batch that wrote it'
+                   || CASE WHEN use_raw THEN ' and the raw message from ' || p.bronze::text ELSE '' END
+                   || '. _kafka_pipeline and _kafka_committed_at are NULL for a role that is not a member of the pipeline''s owner,'
+                   || ' for a batch no longer retained, and for rows written by replay_quarantine (_kafka_batch_id 0).'
+                   || ' Made by kafka_sink.create_lineage_view; call it again after the target''s columns change.');
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', v);
+    RETURN v;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION kafka_sink.message_fates(pipeline text, topic text DEFAULT NULL, partition integer DEFAULT NULL,
+                                         from_offset bigint DEFAULT NULL, to_offset bigint DEFAULT NULL)
+RETURNS SETOF kafka_sink.message_fate_row
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    has_lineage boolean;
+    keyexpr text;
+    keycond text;
+    body text;
+    classify text;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF from_offset < 0 OR to_offset < 0 THEN
+        RAISE EXCEPTION 'offsets cannot be negative'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass from_offset and to_offset as Kafka offsets (0 or more).';
+    END IF;
+    IF from_offset > to_offset THEN
+        RAISE EXCEPTION 'from_offset % is past to_offset %', from_offset, to_offset
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Both ends of the range are included.';
+    END IF;
+    IF partition < 0 THEN
+        RAISE EXCEPTION 'partition cannot be negative'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Kafka partitions are numbered from 0.';
+    END IF;
+    has_lineage := p.target IS NOT NULL AND (SELECT count(*) FROM pg_attribute a
+                       WHERE a.attrelid = p.target AND NOT a.attisdropped AND a.attnum > 0
+                         AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
+
+    -- the messages of the range: per partition with a checkpoint, from
+    -- from_offset (else the first checkpoint or the first retained batch)
+    -- to to_offset (else the last committed offset); offsets at or past
+    -- the checkpoint are pending, so only listed when to_offset asks
+    body := $q$
+    WITH parts AS MATERIALIZED (
+        SELECT o.topic, o.partition, o.next_offset,
+               coalesce($4, least(o.start_offset, (
+                   SELECT min(r.start) FROM kafka_sink.batches b,
+                          jsonb_to_recordset(b.ranges) AS r(topic text, partition integer, start bigint)
+                    WHERE b.pipeline_id = $1 AND r.topic = o.topic AND r.partition = o.partition)), o.next_offset) AS lo,
+               coalesce($5, o.next_offset - 1) AS hi
+          FROM kafka_sink.offsets o
+         WHERE o.pipeline_id = $1 AND ($2::text IS NULL OR o.topic = $2) AND ($3::int IS NULL OR o.partition = $3)),
+    in_batch AS MATERIALIZED (
+        SELECT pa.topic, pa.partition, g.o AS "offset", max(b.batch_id) AS batch_id
+          FROM kafka_sink.batches b,
+               jsonb_to_recordset(b.ranges) AS r(topic text, partition integer, start bigint, "end" bigint),
+               parts pa,
+               generate_series(greatest(r.start, pa.lo), least(r."end" - 1, pa.hi, pa.next_offset - 1)) AS g(o)
+         WHERE b.pipeline_id = $1 AND r.topic = pa.topic AND r.partition = pa.partition
+         GROUP BY 1, 2, 3),
+    lost AS MATERIALIZED (
+        SELECT DISTINCT pa.topic, pa.partition, g.o AS "offset"
+          FROM kafka_sink.data_loss d
+          JOIN parts pa ON pa.topic = d.topic AND pa.partition = d.partition,
+               generate_series(greatest(d.expected_offset, pa.lo), least(d.available_offset - 1, pa.hi)) AS g(o)
+         WHERE d.pipeline_id = $1 AND d.kind = 'deleted'),
+    m AS MATERIALIZED (
+        SELECT pa.topic, pa.partition, g.o AS "offset", g.o >= pa.next_offset AS pending,
+               ib.batch_id, l."offset" IS NOT NULL AS lost,
+               q.batch_id AS q_batch, q.reason || ': ' || q.detail AS q_detail
+          FROM parts pa
+         CROSS JOIN LATERAL generate_series(pa.lo, pa.hi) AS g(o)
+          LEFT JOIN in_batch ib ON ib.topic = pa.topic AND ib.partition = pa.partition AND ib."offset" = g.o
+          LEFT JOIN lost l ON l.topic = pa.topic AND l.partition = pa.partition AND l."offset" = g.o
+          LEFT JOIN kafka_sink.quarantine q
+                 ON q.pipeline_id = $1 AND q.topic = pa.topic AND q.partition = pa.partition
+                AND q.message_offset = g.o AND q.replayed_at IS NULL)
+    $q$;
+
+    classify := $q$
+        CASE WHEN m.pending THEN 'pending'
+             WHEN m.lost THEN 'lost'
+             WHEN m.q_batch IS NOT NULL THEN 'quarantined' $q$;
+
+    -- (a key in Avro or in a registry's wire format is decoded by the worker
+    -- only: as message_fate, no more than 'applied or superseded')
+    -- a routed pipeline: which table a message went to is not traced here
+    -- (its quarantine rows name it)
+    IF p.target IS NULL OR p.mode <> 'merge' OR NOT has_lineage OR p.bronze IS NULL
+       OR p.target_template IS NOT NULL OR p.targets IS NOT NULL
+       OR p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+        RETURN QUERY EXECUTE body || format($q$
+        SELECT m.topic, m.partition, m."offset",
+               %s ELSE %L END,
+               CASE WHEN m.q_batch IS NOT NULL AND NOT m.pending AND NOT m.lost THEN m.q_batch
+                    WHEN NOT m.pending THEN m.batch_id END,
+               CASE WHEN m.pending THEN 'not read yet'
+                    WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                    WHEN m.q_batch IS NOT NULL THEN m.q_detail
+                    ELSE %L END
+          FROM m ORDER BY 1, 2, 3 $q$,
+            classify,
+            CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                      THEN CASE WHEN p.mode = 'append' THEN 'appended' ELSE 'applied or superseded' END
+                 WHEN p.target IS NULL THEN 'landed' WHEN p.mode = 'append' THEN 'appended'
+                 WHEN p.mode = 'function' THEN 'passed to the batch function' ELSE 'applied or superseded' END,
+            CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                      THEN 'routed to one of several tables: kafka_sink.quarantine.target names the table of a quarantined message, a lineage view (create_lineage_view with target) the rows of one table'
+                 WHEN p.target IS NULL THEN 'bronze only' WHEN p.mode <> 'merge' THEN NULL
+                 WHEN has_lineage AND p.bronze IS NOT NULL
+                 THEN format('the key of a message in value_format %s or key_format %s is not decoded here',
+                             p.value_format, p.key_format)
+                 ELSE 'lineage columns on the target and a bronze table are needed to tell more' END)
+            USING p.id, topic, partition, from_offset, to_offset;
+        RETURN;
+    END IF;
+
+    -- the message's key, decoded as message_fate() decodes it
+    IF p.key_format = 'string' THEN
+        keyexpr := format('jsonb_build_object(%L, convert_from(br.key, ''UTF8''))', p.key_columns[1]);
+    ELSIF p.key_format = 'json' THEN
+        keyexpr := 'convert_from(br.key, ''UTF8'')::jsonb';
+    ELSE
+        SELECT 'CASE WHEN br.value IS NOT NULL THEN jsonb_build_object(' ||
+               string_agg(format('%L, (convert_from(br.value, ''UTF8'')::jsonb) #> %L::text[]', c,
+                                 string_to_array(coalesce(p.columns->c->>'path', p.columns->>c, c), '.')), ', ')
+               || ') END'
+          INTO keyexpr FROM unnest(p.key_columns) c;
+    END IF;
+    SELECT string_agg(format('t.%1$I = (mk.k).%1$I', c), ' AND ') INTO keycond FROM unnest(p.key_columns) c;
+
+    RETURN QUERY EXECUTE body || format($q$,
+    mk AS (
+        SELECT m.*, br."offset" IS NOT NULL AS has_msg, v.v, jsonb_populate_record(NULL::%1$s, v.v) AS k
+          FROM m
+          LEFT JOIN %2$s br ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
+                           AND br.topic = m.topic COLLATE "C" AND br.partition = m.partition AND br."offset" = m."offset"
+          CROSS JOIN LATERAL (SELECT CASE WHEN br."offset" IS NOT NULL THEN %3$s END AS v) v)
+    SELECT mk.topic, mk.partition, mk."offset",
+           %4$s
+                WHEN NOT mk.has_msg THEN 'applied or superseded'
+                WHEN t._kafka_offset IS NULL THEN 'deleted'
+                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset" THEN 'applied'
+                WHEN t._kafka_batch_id = mk.batch_id THEN 'superseded'
+                WHEN t._kafka_batch_id < mk.batch_id THEN 'stale'
+                ELSE 'overwritten' END,
+           CASE WHEN mk.q_batch IS NOT NULL AND NOT mk.pending AND NOT mk.lost THEN mk.q_batch
+                WHEN NOT mk.pending THEN mk.batch_id END,
+           CASE WHEN mk.pending THEN 'not read yet'
+                WHEN mk.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                WHEN mk.q_batch IS NOT NULL THEN mk.q_detail
+                WHEN NOT mk.has_msg THEN 'lineage columns on the target and a bronze table are needed to tell more'
+                WHEN t._kafka_offset IS NULL THEN format('no row for key %%s', mk.v)
+                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset"
+                     THEN format('the current source of the row with key %%s', mk.v)
+                WHEN t._kafka_batch_id = mk.batch_id THEN format('offset %%s of the same batch won for key %%s', t._kafka_offset, mk.v)
+                WHEN t._kafka_batch_id < mk.batch_id THEN format('the row for key %%s (from batch %%s) was newer', mk.v, t._kafka_batch_id)
+                ELSE format('replaced by offset %%s in batch %%s', t._kafka_offset, t._kafka_batch_id) END
+      FROM mk
+      LEFT JOIN %1$s t ON mk.has_msg AND %5$s
+     ORDER BY 1, 2, 3 $q$,
+        p.target, p.bronze, keyexpr, replace(classify, 'm.', 'mk.'), keycond)
+        USING p.id, topic, partition, from_offset, to_offset;
+END
+$$;
+
 DROP FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb);
 DROP FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb);
 DROP FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb);

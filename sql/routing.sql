@@ -204,6 +204,17 @@ SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [{
 SELECT kafka_sink._evolve_target('route.made2', 'no schema', true);
 SELECT count(*) FROM pg_attribute a WHERE a.attrelid = 'route.made2'::regclass AND a.attname = 'new_too';
 
+-- lineage: a routed pipeline names the table whose lineage view to make
+CREATE TABLE route.lin (id bigint PRIMARY KEY, v text, _kafka_topic text, _kafka_partition int,
+                        _kafka_offset bigint, _kafka_batch_id bigint);
+SELECT route.mk($$target => 'route.{topic}'$$);
+SELECT route.err($$SELECT kafka_sink.create_lineage_view('r')$$);
+SELECT kafka_sink.create_lineage_view('r', target => 'route.lin');
+SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$target => 'route.orders'$$);
+SELECT route.err($$SELECT kafka_sink.create_lineage_view('r', target => 'route.lin')$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+
 -- replay_quarantine knows the new reasons
 SELECT route.mk($$target => '{topic}'$$);
 SELECT * FROM kafka_sink.replay_quarantine('r', reason => 'no_target');

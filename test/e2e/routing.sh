@@ -15,17 +15,23 @@
 #  - append mode over three tables picked by a value field, with kill -9 of
 #    the worker mid-stream, repeatedly: every message lands exactly once in
 #    the table its field names (compared with a model computed from what
-#    was produced).
+#    was produced);
+#  - create_targets and evolve => 'add_columns' with values carrying an
+#    embedded schema ({"schema":..., "payload":...}): a missing table is
+#    created (as the owner, keyed on the message key's fields), a new field
+#    becomes a column, a changed type is quarantined as
+#    schema_change_refused, a message without schema or key as no_target.
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
 S="rt_$SFX"
 TA="rt_a_$SFX"; TB="rt_b_$SFX"; TC="rt_c_$SFX"; TR="rt_r_$SFX"
-TD="rt_d_$SFX"; TE="rt_e_$SFX"; TX="rt_x_$SFX"
-P1="rt1_$SFX"; P2="rt2_$SFX"; P3="rt3_$SFX"
+TD="rt_d_$SFX"; TE="rt_e_$SFX"; TX="rt_x_$SFX"; TF="rt_f_$SFX"
+P1="rt1_$SFX"; P2="rt2_$SFX"; P3="rt3_$SFX"; P4="rt4_$SFX"
 W="$KS_RUN/routing_$SFX"
 mkdir -p "$W"
 for t in "$TA" "$TB" "$TC" "$TR" "$TD" "$TE"; do "$HARNESS" topic-create "$t" 2 >/dev/null 2>&1; done
 "$HARNESS" topic-create "$TX" 3 >/dev/null 2>&1
+"$HARNESS" topic-create "$TF" 1 >/dev/null 2>&1
 
 # lineage columns: which batch wrote a row
 LIN="_kafka_topic text, _kafka_partition int, _kafka_offset bigint, _kafka_batch_id bigint"
@@ -210,5 +216,63 @@ check "exactly once: every row's batch has one marker (the rows of a batch span 
                    LEFT JOIN (kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id AND p.name = '$P3')
                           ON b.batch_id = x._kafka_batch_id")"
 
-for p in "$P1" "$P2" "$P3"; do sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null 2>&1 || true; done
+# ---- create_targets and evolve => 'add_columns' ---------------------------------------
+python3 - "$W/f.in" <<'PY'
+import json, sys
+def field(name, typ, sem=None):
+    f = {"field": name, "type": typ, "optional": name != "id"}
+    if sem:
+        f["name"] = sem
+    return f
+S1 = [field("id", "int64"), field("name", "string"), field("price", "float64"),
+      field("meta", "string", "io.debezium.data.Json"), field("day", "int32", "io.debezium.time.Date")]
+S2 = S1 + [field("extra", "string")]
+S3 = [field("id", "int64"), field("name", "string"), field("price", "string")]
+KEY = {"type": "struct", "fields": [field("id", "int64")]}
+def msg(schema, payload, key=True, table="created_t"):
+    payload = dict(payload, source={"schema": "inv", "table": table})
+    k = json.dumps({"schema": KEY, "payload": {"id": payload["id"]}}) if key else "plainkey"
+    v = json.dumps({"schema": {"type": "struct", "fields": schema}, "payload": payload}) if schema else json.dumps(payload)
+    return f"{k}|{v}"
+with open(sys.argv[1], "w") as f:
+    for line in [
+        msg(S1, {"id": 1, "name": "one", "price": 1.5}),
+        msg(S1, {"id": 2, "name": "two", "price": 2.5}),
+        msg(S2, {"id": 1, "name": "one again", "price": 1.75, "extra": "new field"}),
+        msg(S3, {"id": 3, "name": "three", "price": "3.5"}),
+        msg(S1, {"id": 4, "name": "no key"}, key=False, table="nokey_t"),
+        msg(None, {"id": 5, "name": "no schema"}, table="noschema_t"),
+    ]:
+        f.write(line + "\n")
+PY
+produce "$TF" -p 0 < "$W/f.in"
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => '$P4', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$TF'], target => '$S.{source.table}',
+       create_targets => true, evolve => 'add_columns', starting_offsets => 'earliest');
+SQL
+poll "SELECT kafka_sink.wait('$P4', '60 s')" 90 || true
+check "create_targets: the table is created as the owner, keyed on the message key" "ks_e2e|PRIMARY KEY (id)" \
+      "$(sql -c "SELECT c.relowner::regrole || '|' || pg_get_constraintdef(k.oid) FROM pg_class c JOIN pg_constraint k ON k.conrelid = c.oid
+                  WHERE c.oid = to_regclass('$S.created_t')")"
+check "create_targets: columns from the embedded schema (semantic types), the source position, then evolve's column" \
+      "id bigint,name text,price double precision,meta jsonb,day date,_kafka_source_position numeric,extra text" \
+      "$(sql -c "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ',' ORDER BY attnum) FROM pg_attribute
+                  WHERE attrelid = to_regclass('$S.created_t') AND attnum > 0 AND NOT attisdropped")"
+check "create_targets and evolve: the rows, the new field filled (read under payload)" "1|one again|1.75|new field;2|two|2.5|" \
+      "$(sql -c "SELECT string_agg(id || '|' || name || '|' || price || '|' || coalesce(extra, ''), ';' ORDER BY id) FROM $S.created_t")"
+check "a changed type is refused (schema_change_refused), no key or no schema is no_target" \
+      "3|schema_change_refused|$S.created_t|true;4|no_target|$S.nokey_t|true;5|no_target|$S.noschema_t|true" \
+      "$(sql -c "SELECT string_agg(q.message_offset || '|' || q.reason || '|' || q.target || '|' ||
+                                   (q.detail LIKE CASE q.message_offset WHEN 3 THEN 'Field price is now text%'
+                                                                        WHEN 4 THEN '%primary key is unknown%'
+                                                                        ELSE '%no embedded schema%' END), ';' ORDER BY q.message_offset)
+                   FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name = '$P4'")"
+check "the tables it could not create do not exist" "|" \
+      "$(sql -c "SELECT coalesce(to_regclass('$S.nokey_t')::text, '') || '|' || coalesce(to_regclass('$S.noschema_t')::text, '')")"
+check "create_targets: the pipeline goes on" "running|" \
+      "$(sql -c "SELECT state, coalesce(last_error, '') FROM kafka_sink.status WHERE name = '$P4'")"
+
+for p in "$P1" "$P2" "$P3" "$P4"; do sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null 2>&1 || true; done
 finish
