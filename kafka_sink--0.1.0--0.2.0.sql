@@ -3361,7 +3361,7 @@ BEGIN
             EXCEPTION WHEN invalid_parameter_value OR invalid_name OR name_too_long THEN
                 parts := NULL;
             END;
-            IF cardinality(parts) IS DISTINCT FROM 2 THEN
+            IF cardinality(parts) IS DISTINCT FROM 2 OR octet_length(parts[1]) >= 64 OR octet_length(parts[2]) >= 64 THEN
                 RAISE EXCEPTION 'targets entry "%": "%" is not a schema-qualified table name', e.key, e.value #>> '{}'
                     USING ERRCODE = 'invalid_parameter_value',
                           HINT = 'Write schema.table, quoting names as in SQL (e.g. "public.orders" or "\"My Schema\".t").';
@@ -3578,14 +3578,17 @@ GRANT EXECUTE ON FUNCTION kafka_sink._create_target(text, text, text, text, text
 REVOKE ALL ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean) TO kafka_sink_admin;
 
-CREATE OR REPLACE FUNCTION kafka_sink._api_replay_quarantine(
+DROP FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[]);
+DROP FUNCTION kafka_sink._api_replay_quarantine(text, text, text, integer, bigint, bigint, bigint[]);
+CREATE FUNCTION kafka_sink._api_replay_quarantine(
     pipeline    text,
     reason      text DEFAULT NULL,
     topic       text DEFAULT NULL,
     partition   integer DEFAULT NULL,
     from_offset bigint DEFAULT NULL,
     to_offset   bigint DEFAULT NULL,
-    ids         bigint[] DEFAULT NULL)
+    ids         bigint[] DEFAULT NULL,
+    target      text DEFAULT NULL)
 RETURNS TABLE (replayed bigint, still_failing bigint)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -3593,9 +3596,25 @@ AS $$
 DECLARE
     p kafka_sink.pipeline_definitions;
     chosen bigint[];
+    target_name text;
+    parts text[];
 BEGIN
     PERFORM kafka_sink._require_admin();
     p := kafka_sink._get_pipeline(pipeline);
+    IF _api_replay_quarantine.target IS NOT NULL THEN
+        BEGIN
+            parts := parse_ident(_api_replay_quarantine.target);
+        EXCEPTION WHEN invalid_parameter_value OR invalid_name OR name_too_long THEN
+            parts := NULL;
+        END;
+        IF cardinality(parts) IS DISTINCT FROM 2 THEN
+            RAISE EXCEPTION 'target "%" is not a schema-qualified table name', _api_replay_quarantine.target
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Write schema.table, as kafka_sink.quarantine.target shows it.';
+        END IF;
+        -- as the worker writes quarantine.target (quote_qualified_identifier)
+        target_name := format('%I.%I', parts[1], parts[2]);
+    END IF;
     IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL THEN
         RAISE EXCEPTION 'pipeline "%" has no target to replay into', pipeline
             USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline quarantines nothing.';
@@ -3616,7 +3635,8 @@ BEGIN
        AND (_api_replay_quarantine.partition IS NULL OR q.partition = _api_replay_quarantine.partition)
        AND (from_offset IS NULL OR q.message_offset >= from_offset)
        AND (to_offset IS NULL OR q.message_offset <= to_offset)
-       AND (_api_replay_quarantine.ids IS NULL OR q.id = ANY (_api_replay_quarantine.ids));
+       AND (_api_replay_quarantine.ids IS NULL OR q.id = ANY (_api_replay_quarantine.ids))
+       AND (target_name IS NULL OR q.target = target_name);
     IF chosen IS NULL THEN
         RETURN QUERY SELECT 0::bigint, 0::bigint;
         RETURN;
@@ -3624,6 +3644,26 @@ BEGIN
     RETURN QUERY SELECT * FROM kafka_sink._replay(p.id, chosen);
 END
 $$;
+
+CREATE FUNCTION kafka_sink.replay_quarantine(
+    pipeline    text,
+    reason      text DEFAULT NULL,
+    topic       text DEFAULT NULL,
+    partition   integer DEFAULT NULL,
+    from_offset bigint DEFAULT NULL,
+    to_offset   bigint DEFAULT NULL,
+    ids         bigint[] DEFAULT NULL,
+    target      text DEFAULT NULL)
+RETURNS TABLE (replayed bigint, still_failing bigint)
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) IS
+'Applies quarantined messages of a pipeline again (those matching the filters, target among them: the table a message was routed to), in offset order and in the caller''s transaction; those that apply now are marked replayed.';
+REVOKE ALL ON FUNCTION kafka_sink._api_replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) FROM PUBLIC, kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._api_replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) IS
+'The SQL body of kafka_sink.replay_quarantine, called only through it (with the catalog writes allowed).';
 
 CREATE OR REPLACE FUNCTION kafka_sink.create_lineage_view(pipeline text, target regclass DEFAULT NULL,
                                                view_name text DEFAULT NULL, raw boolean DEFAULT true)

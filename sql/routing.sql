@@ -88,6 +88,7 @@ SELECT route.mk($$targets => '{"": "route.orders"}'$$);
 SELECT route.mk($$targets => '{"a": "orders"}'$$);
 SELECT route.mk($$targets => '{"a": "x.y.z"}'$$);
 SELECT route.mk($$targets => '{"a": "route.\"unclosed"}'$$);
+SELECT route.mk(format($$targets => '{"a": "route.%s"}'$$, repeat('t', 64)));
 -- keys still need to be a list of names
 SELECT route.mk($$targets => '{"a": "route.orders"}', key_columns => ARRAY[]::text[]$$);
 
@@ -218,6 +219,9 @@ SELECT kafka_sink.drop_pipeline('r', true);
 -- replay_quarantine knows the new reasons
 SELECT route.mk($$target => '{topic}'$$);
 SELECT * FROM kafka_sink.replay_quarantine('r', reason => 'no_target');
+SELECT * FROM kafka_sink.replay_quarantine('r', target => 'Route."Some Table"');
+SELECT route.err($$SELECT * FROM kafka_sink.replay_quarantine('r', target => 'orders')$$);
+SELECT route.err($$SELECT * FROM kafka_sink.replay_quarantine('r', target => 'a.b.c')$$);
 SELECT kafka_sink.drop_pipeline('r', true);
 
 RESET ROLE;

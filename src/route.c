@@ -330,6 +330,8 @@ expand_part(KsTplPart *part, KsMessage *m, KsSlotValue *slots, bool value_ok, ch
 				{
 					*why = value_ok ?
 						psprintf("The field \"%s\" of the target template is missing, null or not a string or number.", pc->text) :
+						m->value == NULL ?
+						psprintf("The message has no value (a tombstone), so the field \"%s\" of the target template cannot be read.", pc->text) :
 						psprintf("The value is not a JSON object, so the field \"%s\" of the target template cannot be read.", pc->text);
 					return NULL;
 				}

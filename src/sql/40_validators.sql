@@ -936,7 +936,7 @@ BEGIN
             EXCEPTION WHEN invalid_parameter_value OR invalid_name OR name_too_long THEN
                 parts := NULL;
             END;
-            IF cardinality(parts) IS DISTINCT FROM 2 THEN
+            IF cardinality(parts) IS DISTINCT FROM 2 OR octet_length(parts[1]) >= 64 OR octet_length(parts[2]) >= 64 THEN
                 RAISE EXCEPTION 'targets entry "%": "%" is not a schema-qualified table name', e.key, e.value #>> '{}'
                     USING ERRCODE = 'invalid_parameter_value',
                           HINT = 'Write schema.table, quoting names as in SQL (e.g. "public.orders" or "\"My Schema\".t").';
