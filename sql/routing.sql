@@ -192,6 +192,11 @@ RESET ROLE;
 CREATE SCHEMA route_locked;
 SET ROLE regress_route;
 SELECT route.err($$SELECT kafka_sink._create_target('route_locked', 't', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}]}}', NULL, NULL, 'append')$$);
+RESET ROLE;
+-- not even a superuser's pipeline creates in the extension's or the system's schemas
+SELECT route.err($$SELECT kafka_sink._create_target('kafka_sink', 't', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}]}}', NULL, NULL, 'append')$$);
+SELECT route.err($$SELECT kafka_sink._create_target('pg_toast', 't', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}]}}', NULL, NULL, 'append')$$);
+SET ROLE regress_route;
 
 -- evolve: new fields become nullable columns; a compatible type is kept;
 -- a type the column does not take is refused; nothing is dropped

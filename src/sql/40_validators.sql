@@ -1074,6 +1074,14 @@ BEGIN
     IF NOT '_kafka_source_position' = ANY (names) THEN
         cols := cols || '_kafka_source_position numeric'::text;
     END IF;
+    -- never in kafka_sink's or the system's schemas, nor a temporary one
+    -- (a superuser-owned pipeline could create there)
+    IF schema_name IN ('kafka_sink', 'pg_catalog', 'information_schema')
+       OR schema_name LIKE 'pg\_toast%' OR schema_name LIKE 'pg\_temp%' THEN
+        RAISE EXCEPTION 'create_targets does not create tables in schema %', schema_name
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'A pipeline writes a table of your own, in a schema of your own.';
+    END IF;
     IF NOT has_schema_privilege(schema_name, 'CREATE') THEN
         RAISE EXCEPTION 'permission denied for schema %', schema_name
             USING ERRCODE = 'insufficient_privilege',
