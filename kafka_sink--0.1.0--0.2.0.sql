@@ -3754,10 +3754,11 @@ GRANT EXECUTE ON FUNCTION kafka_sink._check_envelope(text, text, regclass, text,
 -- ---- routing: one pipeline writing many tables (issue 16) ----
 --
 -- target may be a template with {placeholders} (kept in target_template),
--- targets is an explicit routing map; create_targets and evolve are taken
--- but refused until they are implemented.  Quarantine rows record their
--- target; new reasons no_target, target_refused, schema_change_refused.
--- status shows the last batch's per-target counts.  See "Routing" in
+-- targets is an explicit routing map; create_targets creates a missing
+-- target from the message's embedded schema, evolve => 'add_columns' adds
+-- columns for new fields.  Quarantine rows record their target; new
+-- reasons no_target, target_refused, schema_change_refused.  status shows
+-- the last batch's per-target counts.  See "Routing" in
 -- docs/design-notes.md.  The install script has the same in its parts
 -- (10_tables, 30_, 40_, 50_, 51_, 52_, 60_).
 
@@ -3798,7 +3799,6 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'value_too_large, rejected_by_target (a trigger, row level security policy or check option of the target '
     'rejected the row), unknown_schema_id (the registry does not know the frame''s schema id), not_wire_format '
     '(no magic byte 0 and schema id), invalid_avro (the payload does not decode with its schema), '
-    'invalid_envelope (a change event without a known op, or without the row its op needs), '
     'no_target (routing: the message''s target could not be named or does not exist), target_refused '
     '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
     '(evolve: a change of the embedded schema that kafka_sink will not make)';
@@ -3809,9 +3809,9 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.target_template IS
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.targets IS
     'Explicit routing map {"<topic or source schema.table>": "<schema.table>"}, tried before target; NULL: none';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.create_targets IS
-    'Whether a missing routed target is created from the event''s embedded schema (not implemented yet: always false)';
+    'Whether a missing routed target is created (as the owner, in the batch''s transaction) from the event''s embedded schema';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.evolve IS
-    'none, or add_columns: nullable columns added to a routed target for new fields of the embedded schema (not implemented yet: always none)';
+    'none, or add_columns: nullable columns added to a routed target for new fields of the embedded schema (never dropped or narrowed)';
 
 -- Routing (route.c): the parser of target templates that the worker uses.
 CREATE FUNCTION kafka_sink._check_target_template(template text)
@@ -3846,11 +3846,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass a target template such as ''replica.{source.table}'', or a targets map.';
     END IF;
-    IF create_targets OR evolve <> 'none' THEN
-        RAISE EXCEPTION 'create_targets and evolve are not supported yet'
+    IF (create_targets OR evolve <> 'none') AND value_format <> 'json' THEN
+        RAISE EXCEPTION 'create_targets and evolve read the embedded schema of JSON values'
             USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'kafka_sink does not create or alter routed targets in this version.',
-                  HINT = 'Create the target tables first; a message whose table is missing is quarantined as no_target and can be replayed once it exists.';
+                  HINT = 'Use value_format json with values as Kafka Connect''s JsonConverter writes them (schemas.enable), or create the targets first.';
     END IF;
     IF mode = 'function' THEN
         RAISE EXCEPTION 'mode function cannot route to many targets'
@@ -3883,7 +3882,7 @@ BEGIN
             EXCEPTION WHEN invalid_parameter_value OR invalid_name OR name_too_long THEN
                 parts := NULL;
             END;
-            IF cardinality(parts) IS DISTINCT FROM 2 THEN
+            IF cardinality(parts) IS DISTINCT FROM 2 OR octet_length(parts[1]) >= 64 OR octet_length(parts[2]) >= 64 THEN
                 RAISE EXCEPTION 'targets entry "%": "%" is not a schema-qualified table name', e.key, e.value #>> '{}'
                     USING ERRCODE = 'invalid_parameter_value',
                           HINT = 'Write schema.table, quoting names as in SQL (e.g. "public.orders" or "\"My Schema\".t").';
@@ -3895,14 +3894,230 @@ $$;
 COMMENT ON FUNCTION kafka_sink._check_routing(text, jsonb, boolean, text, text, text) IS
 'Internal: raises unless a pipeline''s routing options (target template, targets map, create_targets, evolve) are well-formed.';
 
-CREATE OR REPLACE FUNCTION kafka_sink._api_replay_quarantine(
+-- create_targets and evolve (issue 16): the column type of a field of a
+-- Kafka Connect schema (JsonConverter's embedded {"schema", "payload"}),
+-- Debezium's and Connect's semantic types first.  Only these type names
+-- reach DDL: nothing of the message is spliced but quoted identifiers and
+-- checked integers.
+CREATE FUNCTION kafka_sink._connect_type(field jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p text := field->'parameters'->>'connect.decimal.precision';
+    s text := field->'parameters'->>'scale';
+BEGIN
+    CASE field->>'name'
+        WHEN 'io.debezium.time.Date', 'org.apache.kafka.connect.data.Date' THEN RETURN 'date';
+        WHEN 'io.debezium.time.Time', 'org.apache.kafka.connect.data.Time' THEN RETURN 'time(3) without time zone';
+        WHEN 'io.debezium.time.MicroTime', 'io.debezium.time.NanoTime' THEN RETURN 'time(6) without time zone';
+        WHEN 'io.debezium.time.Timestamp', 'org.apache.kafka.connect.data.Timestamp' THEN RETURN 'timestamp(3) without time zone';
+        WHEN 'io.debezium.time.MicroTimestamp', 'io.debezium.time.NanoTimestamp' THEN RETURN 'timestamp(6) without time zone';
+        WHEN 'io.debezium.time.ZonedTimestamp' THEN RETURN 'timestamp with time zone';
+        WHEN 'io.debezium.time.ZonedTime' THEN RETURN 'time with time zone';
+        WHEN 'io.debezium.time.Year' THEN RETURN 'integer';
+        WHEN 'io.debezium.data.VariableScaleDecimal' THEN RETURN 'numeric';
+        WHEN 'io.debezium.data.Json' THEN RETURN 'jsonb';
+        WHEN 'io.debezium.data.Uuid' THEN RETURN 'uuid';
+        WHEN 'org.apache.kafka.connect.data.Decimal' THEN
+            IF p ~ '^[0-9]{1,4}$' AND s ~ '^[0-9]{1,4}$' AND p::int BETWEEN 1 AND 1000 AND s::int <= p::int THEN
+                RETURN format('numeric(%s,%s)', p::int, s::int);
+            END IF;
+            RETURN 'numeric';
+        ELSE
+            NULL;
+    END CASE;
+    RETURN CASE field->>'type'
+        WHEN 'int8' THEN 'smallint' WHEN 'int16' THEN 'smallint' WHEN 'int32' THEN 'integer'
+        WHEN 'int64' THEN 'bigint' WHEN 'float32' THEN 'real' WHEN 'float64' THEN 'double precision'
+        WHEN 'boolean' THEN 'boolean' WHEN 'string' THEN 'text' WHEN 'bytes' THEN 'bytea'
+        ELSE 'text' END;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._connect_type(jsonb) IS
+'Internal: the column type create_targets and evolve give a field of a Kafka Connect schema (Debezium and Connect semantic types, then the Connect type; others text).';
+
+-- The row's struct in an embedded value schema: a Debezium envelope's
+-- "after" (or "before") field, else the schema itself; NULL when neither
+-- is a struct with fields.
+CREATE FUNCTION kafka_sink._row_schema(value_schema jsonb)
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s FROM (
+        SELECT f AS s, 1 AS o FROM jsonb_array_elements(
+                   CASE WHEN jsonb_typeof(value_schema->'fields') = 'array' THEN value_schema->'fields' END) f
+         WHERE f->>'field' IN ('after', 'before') AND f->>'type' = 'struct'
+        UNION ALL
+        SELECT value_schema, 2
+         WHERE value_schema->>'type' = 'struct') x
+     WHERE jsonb_typeof(s->'fields') = 'array'
+     ORDER BY o, s->>'field' LIMIT 1
+$$;
+COMMENT ON FUNCTION kafka_sink._row_schema(jsonb) IS
+'Internal: the row struct of an embedded value schema (a Debezium envelope''s after/before, else the schema itself), or NULL.';
+
+-- create_targets: creates schema_name.table_name as the caller (the
+-- pipeline's owner, in the batch's transaction) from a message's embedded
+-- schema; the key is the message key's fields (its embedded schema, or the
+-- fields of a JSON object key), else key_columns.  Returns NULL when it
+-- created the table, else why it cannot (the message is quarantined as
+-- no_target).  Raises when the owner may not create there.
+CREATE FUNCTION kafka_sink._create_target(schema_name text, table_name text, value text, msg_key text,
+                                          key_columns text[], mode text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v jsonb;
+    k jsonb;
+    s jsonb;
+    cols text[] := '{}';
+    names text[] := '{}';
+    keys text[] := key_columns;
+    f jsonb;
+    n text;
+BEGIN
+    BEGIN
+        v := value::jsonb;
+        k := msg_key::jsonb;
+    EXCEPTION WHEN invalid_text_representation THEN
+        IF v IS NULL THEN
+            RETURN 'The value is not JSON: there is no embedded schema to create the target from.';
+        END IF;
+        k := NULL;
+    END;
+    s := kafka_sink._row_schema(CASE WHEN jsonb_typeof(v) = 'object' THEN v->'schema' END);
+    IF s IS NULL THEN
+        RETURN 'The value has no embedded schema (Kafka Connect''s JsonConverter with schemas.enable) to create the target from.';
+    END IF;
+    IF keys IS NULL AND jsonb_typeof(k) = 'object' AND jsonb_typeof(k->'schema'->'fields') = 'array' THEN
+        SELECT array_agg(x->>'field' ORDER BY i) INTO keys
+          FROM jsonb_array_elements(k->'schema'->'fields') WITH ORDINALITY AS e(x, i);
+    ELSIF keys IS NULL AND jsonb_typeof(k) = 'object' AND NOT k ? 'schema' THEN
+        SELECT array_agg(x ORDER BY x) INTO keys FROM jsonb_object_keys(k) x;
+    END IF;
+    IF keys IS NULL AND mode = 'merge' THEN
+        RETURN 'The message key is not a JSON object naming the key fields, and the pipeline has no key_columns: the target''s primary key is unknown.';
+    END IF;
+    FOR f IN SELECT x FROM jsonb_array_elements(s->'fields') x LOOP
+        n := f->>'field';
+        IF n IS NULL OR n = '' OR octet_length(n) >= 64 OR n = ANY (names) THEN
+            RETURN format('The embedded schema has a field name that cannot be a column: %s.', coalesce(quote_literal(n), 'none'));
+        END IF;
+        names := names || n;
+        cols := cols || format('%I %s', n, kafka_sink._connect_type(f));
+    END LOOP;
+    IF cardinality(cols) = 0 THEN
+        RETURN 'The embedded schema has no fields.';
+    END IF;
+    IF keys IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(keys) x WHERE x IS NULL OR NOT x = ANY (names)) THEN
+        RETURN format('The key fields %s are not all fields of the value''s schema.', keys);
+    END IF;
+    IF NOT '_kafka_source_position' = ANY (names) THEN
+        cols := cols || '_kafka_source_position numeric'::text;
+    END IF;
+    -- never in kafka_sink's or the system's schemas, nor a temporary one
+    -- (a superuser-owned pipeline could create there)
+    IF schema_name IN ('kafka_sink', 'pg_catalog', 'information_schema')
+       OR schema_name LIKE 'pg\_toast%' OR schema_name LIKE 'pg\_temp%' THEN
+        RAISE EXCEPTION 'create_targets does not create tables in schema %', schema_name
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'A pipeline writes a table of your own, in a schema of your own.';
+    END IF;
+    IF NOT has_schema_privilege(schema_name, 'CREATE') THEN
+        RAISE EXCEPTION 'permission denied for schema %', schema_name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'create_targets creates a missing target as the pipeline''s owner, in a schema where the owner has CREATE.';
+    END IF;
+    EXECUTE format('CREATE TABLE %I.%I (%s%s)', schema_name, table_name, array_to_string(cols, ', '),
+                   CASE WHEN keys IS NOT NULL
+                        THEN format(', PRIMARY KEY (%s)', (SELECT string_agg(format('%I', x), ', ') FROM unnest(keys) x)) ELSE '' END);
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._create_target(text, text, text, text, text[], text) IS
+'Internal (create_targets): creates a missing routed target as the caller from a message''s embedded schema, keyed on the message key''s fields; returns NULL, or why it cannot.';
+
+-- evolve => 'add_columns': adds a nullable column for each field of the
+-- embedded schema the target lacks.  Never drops or narrows: a field whose
+-- type is neither the column's nor implicitly cast to it is refused.
+-- Returns NULL when the target takes the schema (after adding columns),
+-- else why not (the messages with that schema are quarantined as
+-- schema_change_refused).  add false: only checks.
+CREATE FUNCTION kafka_sink._evolve_target(target regclass, value_schema text, add boolean)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s jsonb;
+    f jsonb;
+    n text;
+    want text;
+    want_oid oid;
+    have pg_attribute;
+BEGIN
+    BEGIN
+        s := kafka_sink._row_schema(value_schema::jsonb);
+    EXCEPTION WHEN invalid_text_representation THEN
+        s := NULL;
+    END;
+    IF s IS NULL THEN
+        RETURN NULL;            -- no embedded schema: nothing to evolve
+    END IF;
+    FOR f IN SELECT x FROM jsonb_array_elements(s->'fields') x LOOP
+        n := f->>'field';
+        IF n IS NULL OR n = '' OR octet_length(n) >= 64 THEN
+            RETURN format('The embedded schema has a field name that cannot be a column: %s.', coalesce(quote_literal(n), 'none'));
+        END IF;
+        want := kafka_sink._connect_type(f);
+        want_oid := want::regtype;
+        SELECT * INTO have FROM pg_attribute WHERE attrelid = target AND attname = n AND attnum > 0 AND NOT attisdropped;
+        IF NOT FOUND THEN
+            IF add THEN
+                EXECUTE format('ALTER TABLE %s ADD COLUMN %I %s', target, n, want);
+            END IF;
+        ELSIF have.atttypid <> want_oid
+              AND NOT EXISTS (SELECT 1 FROM pg_cast c WHERE c.castsource = want_oid AND c.casttarget = have.atttypid
+                                 AND c.castcontext = 'i') THEN
+            RETURN format('Field %I is now %s, which column %I of %s (%s) does not take: evolve never narrows or changes a column.',
+                          n, want, n, target, format_type(have.atttypid, have.atttypmod));
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean) IS
+'Internal (evolve => add_columns): adds a nullable column for each new field of an embedded schema; returns NULL, or why a change is refused.';
+
+REVOKE ALL ON FUNCTION kafka_sink._check_target_template(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._check_target_template(text) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink._check_routing(text, jsonb, boolean, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._check_routing(text, jsonb, boolean, text, text, text) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink._connect_type(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._connect_type(jsonb) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink._row_schema(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._row_schema(jsonb) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink._create_target(text, text, text, text, text[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._create_target(text, text, text, text, text[], text) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean) TO kafka_sink_admin;
+
+DROP FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[]);
+DROP FUNCTION kafka_sink._api_replay_quarantine(text, text, text, integer, bigint, bigint, bigint[]);
+CREATE FUNCTION kafka_sink._api_replay_quarantine(
     pipeline    text,
     reason      text DEFAULT NULL,
     topic       text DEFAULT NULL,
     partition   integer DEFAULT NULL,
     from_offset bigint DEFAULT NULL,
     to_offset   bigint DEFAULT NULL,
-    ids         bigint[] DEFAULT NULL)
+    ids         bigint[] DEFAULT NULL,
+    target      text DEFAULT NULL)
 RETURNS TABLE (replayed bigint, still_failing bigint)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -3910,9 +4125,25 @@ AS $$
 DECLARE
     p kafka_sink.pipeline_definitions;
     chosen bigint[];
+    target_name text;
+    parts text[];
 BEGIN
     PERFORM kafka_sink._require_admin();
     p := kafka_sink._get_pipeline(pipeline);
+    IF _api_replay_quarantine.target IS NOT NULL THEN
+        BEGIN
+            parts := parse_ident(_api_replay_quarantine.target);
+        EXCEPTION WHEN invalid_parameter_value OR invalid_name OR name_too_long THEN
+            parts := NULL;
+        END;
+        IF cardinality(parts) IS DISTINCT FROM 2 THEN
+            RAISE EXCEPTION 'target "%" is not a schema-qualified table name', _api_replay_quarantine.target
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Write schema.table, as kafka_sink.quarantine.target shows it.';
+        END IF;
+        -- as the worker writes quarantine.target (quote_qualified_identifier)
+        target_name := format('%I.%I', parts[1], parts[2]);
+    END IF;
     IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL THEN
         RAISE EXCEPTION 'pipeline "%" has no target to replay into', pipeline
             USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline quarantines nothing.';
@@ -3933,12 +4164,314 @@ BEGIN
        AND (_api_replay_quarantine.partition IS NULL OR q.partition = _api_replay_quarantine.partition)
        AND (from_offset IS NULL OR q.message_offset >= from_offset)
        AND (to_offset IS NULL OR q.message_offset <= to_offset)
-       AND (_api_replay_quarantine.ids IS NULL OR q.id = ANY (_api_replay_quarantine.ids));
+       AND (_api_replay_quarantine.ids IS NULL OR q.id = ANY (_api_replay_quarantine.ids))
+       AND (target_name IS NULL OR q.target = target_name);
     IF chosen IS NULL THEN
         RETURN QUERY SELECT 0::bigint, 0::bigint;
         RETURN;
     END IF;
     RETURN QUERY SELECT * FROM kafka_sink._replay(p.id, chosen);
+END
+$$;
+
+CREATE FUNCTION kafka_sink.replay_quarantine(
+    pipeline    text,
+    reason      text DEFAULT NULL,
+    topic       text DEFAULT NULL,
+    partition   integer DEFAULT NULL,
+    from_offset bigint DEFAULT NULL,
+    to_offset   bigint DEFAULT NULL,
+    ids         bigint[] DEFAULT NULL,
+    target      text DEFAULT NULL)
+RETURNS TABLE (replayed bigint, still_failing bigint)
+AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) IS
+'Applies quarantined messages of a pipeline again (those matching the filters, target among them: the table a message was routed to), in offset order and in the caller''s transaction; those that apply now are marked replayed.';
+REVOKE ALL ON FUNCTION kafka_sink._api_replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) FROM PUBLIC, kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._api_replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) IS
+'The SQL body of kafka_sink.replay_quarantine, called only through it (with the catalog writes allowed).';
+
+CREATE OR REPLACE FUNCTION kafka_sink.create_lineage_view(pipeline text, target regclass DEFAULT NULL,
+                                               view_name text DEFAULT NULL, raw boolean DEFAULT true)
+RETURNS regclass
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    tgt regclass;
+    parsed text[];
+    vschema text;
+    vname text;
+    existing regclass;
+    missing text;
+    has_ts boolean;
+    use_raw boolean;
+    marker text;
+    v regclass;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF raw IS NULL THEN
+        RAISE EXCEPTION 'raw cannot be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
+    END IF;
+    -- a routed pipeline (target template, targets map) writes many tables:
+    -- the caller names one
+    tgt := coalesce(create_lineage_view.target, p.target);
+    IF tgt IS NULL AND (p.target_template IS NOT NULL OR p.targets IS NOT NULL) THEN
+        RAISE EXCEPTION 'pipeline "%" routes to many tables', pipeline
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the table: target => ''schema.table''.';
+    END IF;
+    IF tgt IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" has no target', pipeline
+            USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline writes no rows to trace; query its bronze table.';
+    END IF;
+    IF tgt IS DISTINCT FROM p.target AND p.target_template IS NULL AND p.targets IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" does not write %', pipeline, tgt
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = format('Its target is %s.', p.target);
+    END IF;
+    IF p.mode = 'function' THEN
+        RAISE EXCEPTION 'pipeline "%" passes its rows to a batch function', pipeline
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'The batch function decides what it writes; the pipeline cannot trace it.';
+    END IF;
+    SELECT string_agg(c, ', ') INTO missing
+      FROM unnest(ARRAY['_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id']) c
+     WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tgt AND a.attname = c
+                          AND a.attnum > 0 AND NOT a.attisdropped);
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'target % has no lineage columns %', tgt, missing
+            USING ERRCODE = 'undefined_column',
+                  HINT = 'Add _kafka_topic text, _kafka_partition int, _kafka_offset bigint and _kafka_batch_id bigint (and optionally _kafka_timestamp timestamptz) to the target; the pipeline fills them.';
+    END IF;
+    has_ts := EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tgt AND a.attname = '_kafka_timestamp'
+                        AND a.attnum > 0 AND NOT a.attisdropped);
+    use_raw := raw AND p.bronze IS NOT NULL;
+
+    SELECT n.nspname, c.relname || '_lineage' INTO vschema, vname
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tgt;
+    IF view_name IS NOT NULL THEN
+        BEGIN
+            parsed := parse_ident(view_name);
+        EXCEPTION WHEN invalid_parameter_value THEN
+            parsed := NULL;
+        END;
+        IF parsed IS NULL OR cardinality(parsed) NOT IN (1, 2) THEN
+            RAISE EXCEPTION 'invalid view name "%"', view_name
+                USING ERRCODE = 'invalid_name', HINT = 'Pass a name such as ''orders_lineage'' or ''reporting.orders_lineage''.';
+        END IF;
+        vname := parsed[cardinality(parsed)];
+        IF cardinality(parsed) = 2 THEN
+            vschema := parsed[1];
+        END IF;
+    END IF;
+
+    -- a lineage view made before is made again; anything else is kept
+    marker := format('kafka_sink lineage view of pipeline %s (id %s), target %s', p.name, p.id, tgt);
+    existing := to_regclass(format('%I.%I', vschema, vname));
+    IF existing IS NOT NULL THEN
+        IF (SELECT relkind FROM pg_class WHERE oid = existing) <> 'v'
+           OR coalesce(obj_description(existing, 'pg_class'), '') NOT LIKE 'kafka_sink lineage view of %' THEN
+            RAISE EXCEPTION 'relation % already exists', existing
+                USING ERRCODE = 'duplicate_table',
+                      HINT = 'Pass view_name => another name; only a lineage view made by create_lineage_view is replaced.';
+        END IF;
+        EXECUTE format('DROP VIEW %s', existing);
+    END IF;
+
+    EXECUTE format(
+        'CREATE VIEW %I.%I WITH (security_invoker = true) AS'
+        ' SELECT t.*, lr.pipeline AS _kafka_pipeline, lr.committed_at AS _kafka_committed_at%s,'
+        ' %s AS _kafka_key, %s AS _kafka_value, %s AS _kafka_headers'
+        ' FROM %s t'
+        ' LEFT JOIN LATERAL (SELECT x.pipeline, x.committed_at FROM kafka_sink._lineage_ranges x'
+        '   WHERE x.pipeline_id = %s AND x.batch_id = t._kafka_batch_id'
+        '     AND x.topic = t._kafka_topic AND x.partition = t._kafka_partition'
+        '     AND t._kafka_offset >= x.start_offset AND t._kafka_offset < x.end_offset) lr ON true%s',
+        vschema, vname,
+        CASE WHEN has_ts THEN '' WHEN use_raw THEN ', br.ts AS _kafka_timestamp' ELSE ', NULL::timestamptz AS _kafka_timestamp' END,
+        CASE WHEN use_raw THEN 'br.key' ELSE 'NULL::bytea' END,
+        CASE WHEN use_raw THEN 'br.value' ELSE 'NULL::bytea' END,
+        CASE WHEN use_raw THEN 'br.headers' ELSE 'NULL::jsonb' END,
+        tgt, p.id,
+        CASE WHEN use_raw THEN
+            format(' LEFT JOIN %s br ON br.topic = t._kafka_topic COLLATE "C" AND br.partition = t._kafka_partition'
+                   ' AND br."offset" = t._kafka_offset', p.bronze)
+        ELSE '' END);
+    v := format('%I.%I', vschema, vname)::regclass;
+    EXECUTE format('COMMENT ON VIEW %s IS %L', v,
+                   marker || ': each row of the target with the pipeline, the commit time of the batch that wrote it'
+                   || CASE WHEN use_raw THEN ' and the raw message from ' || p.bronze::text ELSE '' END
+                   || '. _kafka_pipeline and _kafka_committed_at are NULL for a role that is not a member of the pipeline''s owner,'
+                   || ' for a batch no longer retained, and for rows written by replay_quarantine (_kafka_batch_id 0).'
+                   || ' Made by kafka_sink.create_lineage_view; call it again after the target''s columns change.');
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', v);
+    RETURN v;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION kafka_sink.message_fates(pipeline text, topic text DEFAULT NULL, partition integer DEFAULT NULL,
+                                         from_offset bigint DEFAULT NULL, to_offset bigint DEFAULT NULL)
+RETURNS SETOF kafka_sink.message_fate_row
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    has_lineage boolean;
+    keyexpr text;
+    keycond text;
+    body text;
+    classify text;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF from_offset < 0 OR to_offset < 0 THEN
+        RAISE EXCEPTION 'offsets cannot be negative'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass from_offset and to_offset as Kafka offsets (0 or more).';
+    END IF;
+    IF from_offset > to_offset THEN
+        RAISE EXCEPTION 'from_offset % is past to_offset %', from_offset, to_offset
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Both ends of the range are included.';
+    END IF;
+    IF partition < 0 THEN
+        RAISE EXCEPTION 'partition cannot be negative'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Kafka partitions are numbered from 0.';
+    END IF;
+    has_lineage := p.target IS NOT NULL AND (SELECT count(*) FROM pg_attribute a
+                       WHERE a.attrelid = p.target AND NOT a.attisdropped AND a.attnum > 0
+                         AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
+
+    -- the messages of the range: per partition with a checkpoint, from
+    -- from_offset (else the first checkpoint or the first retained batch)
+    -- to to_offset (else the last committed offset); offsets at or past
+    -- the checkpoint are pending, so only listed when to_offset asks
+    body := $q$
+    WITH parts AS MATERIALIZED (
+        SELECT o.topic, o.partition, o.next_offset,
+               coalesce($4, least(o.start_offset, (
+                   SELECT min(r.start) FROM kafka_sink.batches b,
+                          jsonb_to_recordset(b.ranges) AS r(topic text, partition integer, start bigint)
+                    WHERE b.pipeline_id = $1 AND r.topic = o.topic AND r.partition = o.partition)), o.next_offset) AS lo,
+               coalesce($5, o.next_offset - 1) AS hi
+          FROM kafka_sink.offsets o
+         WHERE o.pipeline_id = $1 AND ($2::text IS NULL OR o.topic = $2) AND ($3::int IS NULL OR o.partition = $3)),
+    in_batch AS MATERIALIZED (
+        SELECT pa.topic, pa.partition, g.o AS "offset", max(b.batch_id) AS batch_id
+          FROM kafka_sink.batches b,
+               jsonb_to_recordset(b.ranges) AS r(topic text, partition integer, start bigint, "end" bigint),
+               parts pa,
+               generate_series(greatest(r.start, pa.lo), least(r."end" - 1, pa.hi, pa.next_offset - 1)) AS g(o)
+         WHERE b.pipeline_id = $1 AND r.topic = pa.topic AND r.partition = pa.partition
+         GROUP BY 1, 2, 3),
+    lost AS MATERIALIZED (
+        SELECT DISTINCT pa.topic, pa.partition, g.o AS "offset"
+          FROM kafka_sink.data_loss d
+          JOIN parts pa ON pa.topic = d.topic AND pa.partition = d.partition,
+               generate_series(greatest(d.expected_offset, pa.lo), least(d.available_offset - 1, pa.hi)) AS g(o)
+         WHERE d.pipeline_id = $1 AND d.kind = 'deleted'),
+    m AS MATERIALIZED (
+        SELECT pa.topic, pa.partition, g.o AS "offset", g.o >= pa.next_offset AS pending,
+               ib.batch_id, l."offset" IS NOT NULL AS lost,
+               q.batch_id AS q_batch, q.reason || ': ' || q.detail AS q_detail
+          FROM parts pa
+         CROSS JOIN LATERAL generate_series(pa.lo, pa.hi) AS g(o)
+          LEFT JOIN in_batch ib ON ib.topic = pa.topic AND ib.partition = pa.partition AND ib."offset" = g.o
+          LEFT JOIN lost l ON l.topic = pa.topic AND l.partition = pa.partition AND l."offset" = g.o
+          LEFT JOIN kafka_sink.quarantine q
+                 ON q.pipeline_id = $1 AND q.topic = pa.topic AND q.partition = pa.partition
+                AND q.message_offset = g.o AND q.replayed_at IS NULL)
+    $q$;
+
+    classify := $q$
+        CASE WHEN m.pending THEN 'pending'
+             WHEN m.lost THEN 'lost'
+             WHEN m.q_batch IS NOT NULL THEN 'quarantined' $q$;
+
+    -- (a key in Avro or in a registry's wire format is decoded by the worker
+    -- only: as message_fate, no more than 'applied or superseded')
+    -- a routed pipeline: which table a message went to is not traced here
+    -- (its quarantine rows name it)
+    IF p.target IS NULL OR p.mode <> 'merge' OR NOT has_lineage OR p.bronze IS NULL
+       OR p.target_template IS NOT NULL OR p.targets IS NOT NULL
+       OR p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+        RETURN QUERY EXECUTE body || format($q$
+        SELECT m.topic, m.partition, m."offset",
+               %s ELSE %L END,
+               CASE WHEN m.q_batch IS NOT NULL AND NOT m.pending AND NOT m.lost THEN m.q_batch
+                    WHEN NOT m.pending THEN m.batch_id END,
+               CASE WHEN m.pending THEN 'not read yet'
+                    WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                    WHEN m.q_batch IS NOT NULL THEN m.q_detail
+                    ELSE %L END
+          FROM m ORDER BY 1, 2, 3 $q$,
+            classify,
+            CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                      THEN CASE WHEN p.mode = 'append' THEN 'appended' ELSE 'applied or superseded' END
+                 WHEN p.target IS NULL THEN 'landed' WHEN p.mode = 'append' THEN 'appended'
+                 WHEN p.mode = 'function' THEN 'passed to the batch function' ELSE 'applied or superseded' END,
+            CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                      THEN 'routed to one of several tables: kafka_sink.quarantine.target names the table of a quarantined message, a lineage view (create_lineage_view with target) the rows of one table'
+                 WHEN p.target IS NULL THEN 'bronze only' WHEN p.mode <> 'merge' THEN NULL
+                 WHEN has_lineage AND p.bronze IS NOT NULL
+                 THEN format('the key of a message in value_format %s or key_format %s is not decoded here',
+                             p.value_format, p.key_format)
+                 ELSE 'lineage columns on the target and a bronze table are needed to tell more' END)
+            USING p.id, topic, partition, from_offset, to_offset;
+        RETURN;
+    END IF;
+
+    -- the message's key, decoded as message_fate() decodes it
+    IF p.key_format = 'string' THEN
+        keyexpr := format('jsonb_build_object(%L, convert_from(br.key, ''UTF8''))', p.key_columns[1]);
+    ELSIF p.key_format = 'json' THEN
+        keyexpr := 'convert_from(br.key, ''UTF8'')::jsonb';
+    ELSE
+        SELECT 'CASE WHEN br.value IS NOT NULL THEN jsonb_build_object(' ||
+               string_agg(format('%L, (convert_from(br.value, ''UTF8'')::jsonb) #> %L::text[]', c,
+                                 string_to_array(coalesce(p.columns->c->>'path', p.columns->>c, c), '.')), ', ')
+               || ') END'
+          INTO keyexpr FROM unnest(p.key_columns) c;
+    END IF;
+    SELECT string_agg(format('t.%1$I = (mk.k).%1$I', c), ' AND ') INTO keycond FROM unnest(p.key_columns) c;
+
+    RETURN QUERY EXECUTE body || format($q$,
+    mk AS (
+        SELECT m.*, br."offset" IS NOT NULL AS has_msg, v.v, jsonb_populate_record(NULL::%1$s, v.v) AS k
+          FROM m
+          LEFT JOIN %2$s br ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
+                           AND br.topic = m.topic COLLATE "C" AND br.partition = m.partition AND br."offset" = m."offset"
+          CROSS JOIN LATERAL (SELECT CASE WHEN br."offset" IS NOT NULL THEN %3$s END AS v) v)
+    SELECT mk.topic, mk.partition, mk."offset",
+           %4$s
+                WHEN NOT mk.has_msg THEN 'applied or superseded'
+                WHEN t._kafka_offset IS NULL THEN 'deleted'
+                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset" THEN 'applied'
+                WHEN t._kafka_batch_id = mk.batch_id THEN 'superseded'
+                WHEN t._kafka_batch_id < mk.batch_id THEN 'stale'
+                ELSE 'overwritten' END,
+           CASE WHEN mk.q_batch IS NOT NULL AND NOT mk.pending AND NOT mk.lost THEN mk.q_batch
+                WHEN NOT mk.pending THEN mk.batch_id END,
+           CASE WHEN mk.pending THEN 'not read yet'
+                WHEN mk.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                WHEN mk.q_batch IS NOT NULL THEN mk.q_detail
+                WHEN NOT mk.has_msg THEN 'lineage columns on the target and a bronze table are needed to tell more'
+                WHEN t._kafka_offset IS NULL THEN format('no row for key %%s', mk.v)
+                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset"
+                     THEN format('the current source of the row with key %%s', mk.v)
+                WHEN t._kafka_batch_id = mk.batch_id THEN format('offset %%s of the same batch won for key %%s', t._kafka_offset, mk.v)
+                WHEN t._kafka_batch_id < mk.batch_id THEN format('the row for key %%s (from batch %%s) was newer', mk.v, t._kafka_batch_id)
+                ELSE format('replaced by offset %%s in batch %%s', t._kafka_offset, t._kafka_batch_id) END
+      FROM mk
+      LEFT JOIN %1$s t ON mk.has_msg AND %5$s
+     ORDER BY 1, 2, 3 $q$,
+        p.target, p.bronze, keyexpr, replace(classify, 'm.', 'mk.'), keycond)
+        USING p.id, topic, partition, from_offset, to_offset;
 END
 $$;
 
@@ -4201,6 +4734,10 @@ GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], t
 COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text) IS
 'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id. envelope => ''debezium'' reads Debezium change events (the target keeps each row''s source position in _kafka_source_position numeric, or order_column); on_truncate says what their truncates do: apply, ignore or fail.';
 
+REVOKE ALL ON FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text) FROM PUBLIC, kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text) IS
+'The SQL body of kafka_sink.create_pipeline, called only through it (with the catalog writes allowed).';
+
 CREATE FUNCTION kafka_sink._api_alter_pipeline(
     name                  text,
     max_offsets_per_batch bigint DEFAULT NULL,
@@ -4367,11 +4904,9 @@ REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval,
 GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) IS
 'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column; targets replaces the routing map (''{}'' removes it).';
-
-REVOKE ALL ON FUNCTION kafka_sink._check_target_template(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink._check_target_template(text) TO kafka_sink_admin;
-REVOKE ALL ON FUNCTION kafka_sink._check_routing(text, jsonb, boolean, text, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink._check_routing(text, jsonb, boolean, text, text, text) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) FROM PUBLIC, kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) IS
+'The SQL body of kafka_sink.alter_pipeline, called only through it (with the catalog writes allowed).';
 
 CREATE OR REPLACE VIEW kafka_sink.pipelines WITH (security_invoker = true) AS
 SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
@@ -4392,7 +4927,6 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
                                         FROM kafka_sink.secrets s
                                        WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}')
            AS schema_registry,
-       p.envelope, p.on_truncate,
        p.target_template, p.targets, p.create_targets, p.evolve
   FROM kafka_sink.pipeline_definitions p;
 

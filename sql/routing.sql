@@ -88,15 +88,19 @@ SELECT route.mk($$targets => '{"": "route.orders"}'$$);
 SELECT route.mk($$targets => '{"a": "orders"}'$$);
 SELECT route.mk($$targets => '{"a": "x.y.z"}'$$);
 SELECT route.mk($$targets => '{"a": "route.\"unclosed"}'$$);
+SELECT route.mk(format($$targets => '{"a": "route.%s"}'$$, repeat('t', 64)));
 -- keys still need to be a list of names
 SELECT route.mk($$targets => '{"a": "route.orders"}', key_columns => ARRAY[]::text[]$$);
 
--- create_targets and evolve: not supported yet, and never NULL
-SELECT route.mk($$target => '{topic}', create_targets => true$$);
-SELECT route.mk($$target => '{topic}', evolve => 'add_columns'$$);
+-- create_targets and evolve: with routing and JSON values, never NULL
+SELECT route.mk($$target => '{topic}', create_targets => true, evolve => 'add_columns'$$);
+SELECT create_targets, evolve FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT kafka_sink.drop_pipeline('r', true);
 SELECT route.mk($$target => '{topic}', evolve => 'drop_columns'$$);
 SELECT route.mk($$target => '{topic}', create_targets => NULL$$);
 SELECT route.mk($$target => 'route.orders', create_targets => true$$);
+SELECT route.mk($$target => 'route.{topic}', create_targets => true, value_format => 'avro',
+                  value_schema => '{"type": "record", "name": "r", "fields": [{"name": "id", "type": "long"}]}'$$);
 SELECT count(*) FROM kafka_sink.pipelines WHERE name = 'r';
 
 -- alter_pipeline: the map replaced, removed ('{}'), checked
@@ -107,6 +111,8 @@ SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{"t": "orde
 SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{}')$$);
 SELECT targets FROM kafka_sink.pipelines WHERE name = 'r';
 SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', evolve => 'add_columns')$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{"t": "route.orders"}', evolve => 'add_columns')$$);
+SELECT targets, evolve FROM kafka_sink.pipelines WHERE name = 'r';
 SELECT kafka_sink.drop_pipeline('r', true);
 SELECT route.mk($$targets => '{"t": "route.orders"}'$$);
 SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{}')$$);
@@ -117,13 +123,115 @@ SELECT route.err($$SELECT kafka_sink._check_target_template('x.{source.table}')$
 SELECT route.err($$SELECT kafka_sink._check_target_template('plain')$$);
 SELECT kafka_sink._check_target_template(NULL);
 
+-- the column types of Kafka Connect schema fields (create_targets, evolve)
+SELECT f->>'type' AS type, f->>'name' AS name, kafka_sink._connect_type(f)
+  FROM jsonb_array_elements('[
+    {"type": "int8"}, {"type": "int16"}, {"type": "int32"}, {"type": "int64"},
+    {"type": "float32"}, {"type": "float64"}, {"type": "boolean"}, {"type": "string"}, {"type": "bytes"},
+    {"type": "struct"}, {"type": "array"}, {"type": "map"}, {"type": "weird"}, {},
+    {"type": "int32", "name": "io.debezium.time.Date"},
+    {"type": "int32", "name": "org.apache.kafka.connect.data.Date"},
+    {"type": "int32", "name": "io.debezium.time.Time"},
+    {"type": "int64", "name": "io.debezium.time.MicroTime"},
+    {"type": "int64", "name": "io.debezium.time.NanoTime"},
+    {"type": "int64", "name": "io.debezium.time.Timestamp"},
+    {"type": "int64", "name": "org.apache.kafka.connect.data.Timestamp"},
+    {"type": "int64", "name": "io.debezium.time.MicroTimestamp"},
+    {"type": "string", "name": "io.debezium.time.ZonedTimestamp"},
+    {"type": "string", "name": "io.debezium.time.ZonedTime"},
+    {"type": "int32", "name": "io.debezium.time.Year"},
+    {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "2", "connect.decimal.precision": "12"}},
+    {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "2"}},
+    {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "9", "connect.decimal.precision": "3"}},
+    {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "1); DROP TABLE x; --", "connect.decimal.precision": "3"}},
+    {"type": "struct", "name": "io.debezium.data.VariableScaleDecimal"},
+    {"type": "string", "name": "io.debezium.data.Json"},
+    {"type": "string", "name": "io.debezium.data.Uuid"},
+    {"type": "string", "name": "io.debezium.data.Enum"}
+  ]'::jsonb) f;
+
+-- create_targets as the worker calls it (as the owner): from the embedded
+-- schema of a value (a Debezium envelope's after, or the value's struct),
+-- keyed on the message key's fields; names quoted, never spliced
+SELECT kafka_sink._create_target('route', 'made', '{"schema": {"type": "struct", "fields": [
+           {"field": "before", "type": "struct", "fields": [{"field": "id", "type": "int64"}]},
+           {"field": "after", "type": "struct", "fields": [
+               {"field": "id", "type": "int64", "optional": false},
+               {"field": "Name \"x\"", "type": "string"},
+               {"field": "amount", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+                "parameters": {"scale": "2", "connect.decimal.precision": "10"}},
+               {"field": "at", "type": "string", "name": "io.debezium.time.ZonedTimestamp"}]},
+           {"field": "op", "type": "string"}]}, "payload": {}}',
+       '{"schema": {"type": "struct", "fields": [{"field": "id", "type": "int64"}]}, "payload": {"id": 1}}',
+       NULL, 'merge');
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
+  FROM pg_attribute a WHERE a.attrelid = 'route.made'::regclass AND a.attnum > 0 ORDER BY a.attnum;
+SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c WHERE c.conrelid = 'route.made'::regclass;
+SELECT relowner::regrole FROM pg_class WHERE oid = 'route.made'::regclass;
+-- a plain struct keyed by a bare JSON key; append needs no key
+SELECT kafka_sink._create_target('route', 'made2', '{"schema": {"type": "struct", "fields": [
+           {"field": "k", "type": "string"}, {"field": "v", "type": "int32"}]}, "payload": {}}',
+       '{"k": "a"}', NULL, 'merge');
+SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c WHERE c.conrelid = 'route.made2'::regclass;
+SELECT kafka_sink._create_target('route', 'made3', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}]}}',
+       NULL, NULL, 'append');
+SELECT count(*) FROM pg_constraint c WHERE c.conrelid = 'route.made3'::regclass;
+-- why not
+SELECT kafka_sink._create_target('route', 'no1', 'not json', NULL, NULL, 'merge');
+SELECT kafka_sink._create_target('route', 'no2', '{"id": 1}', '{"id": 1}', NULL, 'merge');
+SELECT kafka_sink._create_target('route', 'no3', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}]}}',
+       'plain key', NULL, 'merge');
+SELECT kafka_sink._create_target('route', 'no4', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}]}}',
+       '{"id": 1}', NULL, 'merge');
+SELECT kafka_sink._create_target('route', 'no5', format('{"schema": {"type": "struct", "fields": [{"field": "%s", "type": "int32"}]}}', repeat('x', 64)),
+       NULL, NULL, 'append');
+SELECT kafka_sink._create_target('route', 'no6', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}, {"field": "v", "type": "string"}]}}',
+       NULL, NULL, 'append');
+SELECT to_regclass('route.no1'), to_regclass('route.no5');
+RESET ROLE;
+CREATE SCHEMA route_locked;
+SET ROLE regress_route;
+SELECT route.err($$SELECT kafka_sink._create_target('route_locked', 't', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}]}}', NULL, NULL, 'append')$$);
+RESET ROLE;
+-- not even a superuser's pipeline creates in the extension's or the system's schemas
+SELECT route.err($$SELECT kafka_sink._create_target('kafka_sink', 't', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}]}}', NULL, NULL, 'append')$$);
+SELECT route.err($$SELECT kafka_sink._create_target('pg_toast', 't', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}]}}', NULL, NULL, 'append')$$);
+SET ROLE regress_route;
+
+-- evolve: new fields become nullable columns; a compatible type is kept;
+-- a type the column does not take is refused; nothing is dropped
+SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [
+           {"field": "k", "type": "string"}, {"field": "v", "type": "int16"},
+           {"field": "added", "type": "string", "name": "io.debezium.data.Json"}]}', true);
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
+  FROM pg_attribute a WHERE a.attrelid = 'route.made2'::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum;
+SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [{"field": "v", "type": "string"}]}', true);
+SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [{"field": "new_too", "type": "string"}]}', false);
+SELECT kafka_sink._evolve_target('route.made2', 'no schema', true);
+SELECT count(*) FROM pg_attribute a WHERE a.attrelid = 'route.made2'::regclass AND a.attname = 'new_too';
+
+-- lineage: a routed pipeline names the table whose lineage view to make
+CREATE TABLE route.lin (id bigint PRIMARY KEY, v text, _kafka_topic text, _kafka_partition int,
+                        _kafka_offset bigint, _kafka_batch_id bigint);
+SELECT route.mk($$target => 'route.{topic}'$$);
+SELECT route.err($$SELECT kafka_sink.create_lineage_view('r')$$);
+SELECT kafka_sink.create_lineage_view('r', target => 'route.lin');
+SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$target => 'route.orders'$$);
+SELECT route.err($$SELECT kafka_sink.create_lineage_view('r', target => 'route.lin')$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+
 -- replay_quarantine knows the new reasons
 SELECT route.mk($$target => '{topic}'$$);
 SELECT * FROM kafka_sink.replay_quarantine('r', reason => 'no_target');
+SELECT * FROM kafka_sink.replay_quarantine('r', target => 'Route."Some Table"');
+SELECT route.err($$SELECT * FROM kafka_sink.replay_quarantine('r', target => 'orders')$$);
+SELECT route.err($$SELECT * FROM kafka_sink.replay_quarantine('r', target => 'a.b.c')$$);
 SELECT kafka_sink.drop_pipeline('r', true);
 
 RESET ROLE;
 SET client_min_messages = warning;
 DROP SCHEMA route CASCADE;
+DROP SCHEMA route_locked;
 DROP OWNED BY regress_route;
 DROP ROLE regress_route;

@@ -86,16 +86,22 @@ typedef struct KsRouting
 	bool		reads_value;
 	int			src_schema[2];	/* source.schema, payload.source.schema */
 	int			src_table[2];
+	int			schema_slot;	/* create_targets, evolve: the embedded schema */
 } KsRouting;
 
 /* per batch: a target name and what became of it */
 typedef struct KsRouteEntry
 {
-	char		name[2 * NAMEDATALEN + 8];	/* hash key: the quoted, qualified name */
+	char		name[4 * NAMEDATALEN + 8];	/* hash key: the quoted, qualified name */
+	char	   *schema;
+	char	   *table;
+	int			first;			/* its first message */
 	int			target;			/* index into batch->targets, or -1 */
 	KsReason	reason;
 	char	   *detail;
 	int			count;
+	List	   *refused;		/* evolve: embedded schemas refused (char *) */
+	List	   *refused_why;	/* ... and why (char *) */
 } KsRouteEntry;
 
 bool
@@ -265,6 +271,9 @@ routing_of(KsPipeline *p)
 		r->src_table[0] = slot_of(&paths, "source.table");
 		r->src_table[1] = slot_of(&paths, "payload.source.table");
 	}
+	r->schema_slot = -1;
+	if (p->create_targets || p->evolve_add_columns)
+		r->schema_slot = slot_of(&paths, "schema");
 	r->reads_value = paths != NIL;
 	r->walk.nslots = list_length(paths);
 	r->walk.paths = palloc0(sizeof(KsPath) * Max(r->walk.nslots, 1));
@@ -322,6 +331,8 @@ expand_part(KsTplPart *part, KsMessage *m, KsSlotValue *slots, bool value_ok, ch
 				{
 					*why = value_ok ?
 						psprintf("The field \"%s\" of the target template is missing, null or not a string or number.", pc->text) :
+						m->value == NULL ?
+						psprintf("The message has no value (a tombstone), so the field \"%s\" of the target template cannot be read.", pc->text) :
 						psprintf("The value is not a JSON object, so the field \"%s\" of the target template cannot be read.", pc->text);
 					return NULL;
 				}
@@ -508,6 +519,104 @@ open_checked(void *arg)
 	a->t = ks_target_open_rel(a->p, a->relid, keys);
 }
 
+/* create_targets: kafka_sink._create_target from one message */
+typedef struct CreateArgs
+{
+	KsPipeline *p;
+	const char *schema;
+	const char *table;
+	KsMessage  *m;
+	char	   *why;			/* out: why it cannot, or NULL */
+} CreateArgs;
+
+static void
+create_target(void *arg)
+{
+	CreateArgs *a = arg;
+	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTARRAYOID, TEXTOID};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	bool		isnull;
+	Datum		d;
+
+	values[0] = CStringGetTextDatum(a->schema);
+	values[1] = CStringGetTextDatum(a->table);
+	values[2] = CStringGetTextDatum(pnstrdup(a->m->value, a->m->value_len));
+	if (a->m->key && pg_verify_mbstr(GetDatabaseEncoding(), a->m->key, a->m->key_len, true))
+		values[3] = CStringGetTextDatum(pnstrdup(a->m->key, a->m->key_len));
+	else
+		nulls[3] = 'n';
+	if (a->p->key_columns != NIL)
+	{
+		int			n = list_length(a->p->key_columns);
+		Datum	   *e = palloc(sizeof(Datum) * n);
+		int			i = 0;
+		ListCell   *lc;
+
+		foreach(lc, a->p->key_columns)
+			e[i++] = CStringGetTextDatum(lfirst(lc));
+		values[4] = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
+	}
+	else
+		nulls[4] = 'n';
+	values[5] = CStringGetTextDatum(a->p->mode == KS_MODE_MERGE ? "merge" : "append");
+	ks_spi_exec("create a routed target",
+				"SELECT kafka_sink._create_target($1, $2, $3, $4, $5, $6)",
+				6, argtypes, values, nulls, false, SPI_OK_SELECT);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	a->why = isnull ? NULL : TextDatumGetCString(d);
+}
+
+/* evolve: kafka_sink._evolve_target for one embedded schema */
+typedef struct EvolveArgs
+{
+	Oid			relid;
+	const char *schema_json;
+	char	   *why;			/* out: why the change is refused, or NULL */
+} EvolveArgs;
+
+static void
+evolve_target(void *arg)
+{
+	EvolveArgs *a = arg;
+	Oid			argtypes[3] = {OIDOID, TEXTOID, BOOLOID};
+	Datum		values[3];
+	bool		isnull;
+	Datum		d;
+
+	values[0] = ObjectIdGetDatum(a->relid);
+	values[1] = CStringGetTextDatum(a->schema_json);
+	values[2] = BoolGetDatum(true);
+	ks_spi_exec("evolve a routed target",
+				"SELECT kafka_sink._evolve_target($1::pg_catalog.regclass, $2, $3)",
+				3, argtypes, values, NULL, false, SPI_OK_SELECT);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	a->why = isnull ? NULL : TextDatumGetCString(d);
+}
+
+/*
+ * Runs fn in a subtransaction with the catalog writes suspended: creating,
+ * altering and checking a target can run the user's code (event triggers,
+ * a type's functions), which must not write kafka_sink's catalog.
+ */
+static ErrorData *
+run_users(void (*fn) (void *arg), void *arg)
+{
+	int			saved = ks_catalog_writes_suspend();
+	ErrorData  *edata = NULL;
+
+	PG_TRY();
+	{
+		edata = ks_try_subxact(fn, arg);
+	}
+	PG_FINALLY();
+	{
+		ks_catalog_writes_restore(saved);
+	}
+	PG_END_TRY();
+	return edata;
+}
+
 /*
  * Errors of a target's checks that are the target's fault (its kind, a
  * privilege, a key, a column): the messages are quarantined.  Anything
@@ -523,8 +632,23 @@ is_target_error(int sqlerrcode)
 		cls == ERRCODE_FEATURE_NOT_SUPPORTED ||
 		cls == ERRCODE_DATA_EXCEPTION ||
 		cls == ERRCODE_INVALID_SCHEMA_NAME ||
+		cls == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION ||
 		sqlerrcode == ERRCODE_UNDEFINED_TABLE ||
 		sqlerrcode == ERRCODE_RAISE_EXCEPTION;
+}
+
+/* the error of a check as a quarantine detail, or rethrown when not the target's fault */
+static char *
+target_error_detail(ErrorData *edata)
+{
+	char	   *detail;
+
+	if (!is_target_error(edata->sqlerrcode))
+		ReThrowError(edata);
+	detail = edata->detail ?
+		psprintf("%s (%s)", edata->message, edata->detail) : pstrdup(edata->message);
+	FreeErrorData(edata);
+	return detail;
 }
 
 /* whether the current role (the owner, or replay's caller) may use a schema */
@@ -538,76 +662,156 @@ namespace_usage(Oid nsp)
 #endif
 }
 
-/* Finds or opens the target called schema.table for this batch. */
-static KsRouteEntry *
-resolve(KsBatch *batch, HTAB *seen, const char *schema, const char *table)
+static Oid
+lookup(const char *schema, const char *table, Oid *nsp)
 {
-	char	   *name = quote_qualified_identifier(schema, table);
-	KsRouteEntry *e;
-	bool		found;
+	*nsp = get_namespace_oid(schema, true);
+	return OidIsValid(*nsp) ? get_relname_relid(table, *nsp) : InvalidOid;
+}
+
+/*
+ * Resolves one target of the batch: the table, created (create_targets)
+ * or evolved (evolve) when the pipeline says so, checked as
+ * create_pipeline checks a target, and opened; or the reason its messages
+ * are quarantined.  schemas[i]: the embedded schema of message i (NULL:
+ * none), dest[i]: its entry.
+ */
+static void
+resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas)
+{
+	KsPipeline *p = batch->pipeline;
 	Oid			nsp;
-	Oid			relid;
-	OpenArgs	a;
+	Oid			relid = lookup(e->schema, e->table, &nsp);
 	ErrorData  *edata;
+	OpenArgs	a;
 
-	e = hash_search(seen, name, HASH_ENTER, &found);
-	if (found)
-		return e;
-	e->target = -1;
-	e->reason = KS_OK;
-	e->detail = NULL;
-	e->count = 0;
+	if (!OidIsValid(relid) && OidIsValid(nsp) && p->create_targets &&
+		batch->msgs[e->first]->value != NULL)
+	{
+		CreateArgs c = {p, e->schema, e->table, batch->msgs[e->first], NULL};
 
-	nsp = get_namespace_oid(schema, true);
-	relid = OidIsValid(nsp) ? get_relname_relid(table, nsp) : InvalidOid;
+		if (!pg_verify_mbstr(GetDatabaseEncoding(), c.m->value, c.m->value_len, true))
+			c.why = pstrdup("The value is not text in the database encoding: there is no embedded schema to create the target from.");
+		else if ((edata = run_users(create_target, &c)) != NULL)
+		{
+			/* another worker of the pipeline created it meanwhile */
+			if (edata->sqlerrcode == ERRCODE_DUPLICATE_TABLE ||
+				edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION)
+			{
+				relid = lookup(e->schema, e->table, &nsp);
+				if (!OidIsValid(relid))
+					ReThrowError(edata);
+				FreeErrorData(edata);
+			}
+			else
+			{
+				e->reason = KS_TARGET_REFUSED;
+				e->detail = target_error_detail(edata);
+				return;
+			}
+		}
+		if (c.why != NULL)
+		{
+			e->reason = KS_NO_TARGET;
+			e->detail = psprintf("The target table %s does not exist and cannot be created: %s", e->name, c.why);
+			return;
+		}
+		if (!OidIsValid(relid))
+			relid = lookup(e->schema, e->table, &nsp);
+	}
 	if (!OidIsValid(relid))
 	{
 		e->reason = KS_NO_TARGET;
 		e->detail = OidIsValid(nsp) ?
-			psprintf("The target table %s does not exist.", name) :
-			psprintf("The schema of the target table %s does not exist.", name);
-		return e;
+			psprintf("The target table %s does not exist.", e->name) :
+			psprintf("The schema of the target table %s does not exist.", e->name);
+		return;
 	}
 	if (namespace_usage(nsp) != ACLCHECK_OK)
 	{
 		e->reason = KS_TARGET_REFUSED;
-		e->detail = psprintf("permission denied for schema %s (target %s)", quote_identifier(schema), name);
-		return e;
+		e->detail = psprintf("permission denied for schema %s (target %s)", quote_identifier(e->schema), e->name);
+		return;
 	}
-	a.p = batch->pipeline;
+
+	/* evolve: each distinct embedded schema of its messages, once */
+	if (p->evolve_add_columns)
+	{
+		List	   *done = NIL;
+
+		for (int i = e->first; i < batch->nmsgs; i++)
+		{
+			ListCell   *lc;
+			bool		seen = false;
+			EvolveArgs ev;
+
+			if (dest[i] != e || schemas[i] == NULL)
+				continue;
+			foreach(lc, done)
+				if (strcmp(lfirst(lc), schemas[i]) == 0)
+					seen = true;
+			if (seen)
+				continue;
+			done = lappend(done, schemas[i]);
+			ev.relid = relid;
+			ev.schema_json = schemas[i];
+			ev.why = NULL;
+			if ((edata = run_users(evolve_target, &ev)) != NULL)
+			{
+				e->reason = KS_TARGET_REFUSED;
+				e->detail = target_error_detail(edata);
+				return;
+			}
+			if (ev.why)
+			{
+				e->refused = lappend(e->refused, schemas[i]);
+				e->refused_why = lappend(e->refused_why, ev.why);
+			}
+		}
+	}
+
+	a.p = p;
 	a.relid = relid;
 	a.t = NULL;
-	edata = ks_try_subxact(open_checked, &a);
-	if (edata != NULL)
+	if ((edata = run_users(open_checked, &a)) != NULL)
 	{
-		if (!is_target_error(edata->sqlerrcode))
-			ReThrowError(edata);
 		e->reason = KS_TARGET_REFUSED;
-		e->detail = edata->detail ?
-			psprintf("%s (%s)", edata->message, edata->detail) : pstrdup(edata->message);
-		FreeErrorData(edata);
-		return e;
+		e->detail = target_error_detail(edata);
+		return;
 	}
 	e->target = batch->ntargets;
-	/* room for the messages comes later (route_batch counts them first) */
-	batch->ntargets++;
-	batch->targets[e->target].target = a.t;
-	return e;
+	batch->targets[batch->ntargets++].target = a.t;
 }
 
 static int
-cmp_target_names(const void *a, const void *b)
+cmp_entry_names(const void *a, const void *b)
 {
-	const KsBatchTarget *x = *(KsBatchTarget * const *) a;
-	const KsBatchTarget *y = *(KsBatchTarget * const *) b;
+	const KsRouteEntry *x = *(KsRouteEntry * const *) a;
+	const KsRouteEntry *y = *(KsRouteEntry * const *) b;
 
-	return strcmp(x->target->qualified_name, y->target->qualified_name);
+	return strcmp(x->name, y->name);
+}
+
+/* why message i's schema was refused by evolve, or NULL */
+static char *
+refused_schema(KsRouteEntry *e, const char *schema)
+{
+	ListCell   *lc,
+			   *lc2;
+
+	if (schema == NULL)
+		return NULL;
+	forboth(lc, e->refused, lc2, e->refused_why)
+		if (strcmp(lfirst(lc), schema) == 0)
+			return lfirst(lc2);
+	return NULL;
 }
 
 /*
  * Sends each message of the batch to its target: batch->targets (opened,
- * checked, in the order of their names) with their messages in batch
- * order, batch->unrouted with the others, batch->row_of for all.
+ * checked, in the order of their names: targets are created, altered and
+ * locked in that order, the same in every worker) with their messages in
+ * batch order, batch->unrouted with the others, batch->row_of for all.
  */
 void
 ks_route_batch(KsBatch *batch)
@@ -616,26 +820,30 @@ ks_route_batch(KsBatch *batch)
 	KsRouting  *r = routing_of(p);
 	HASHCTL		ctl;
 	HTAB	   *seen;
+	HASH_SEQ_STATUS hs;
+	KsRouteEntry *e;
 	KsRouteEntry **dest = palloc0(sizeof(KsRouteEntry *) * Max(batch->nmsgs, 1));
 	char	  **why = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	char	  **wanted = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	bool	   *skip = palloc0(sizeof(bool) * Max(batch->nmsgs, 1));
+	char	  **schemas = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	KsSlotValue *slots = palloc0(sizeof(KsSlotValue) * Max(r->walk.nslots, 1));
-	KsBatchTarget **order;
-	int		   *newindex;
-	KsBatchTarget *opened;
-	int			nopened;
+	KsRouteEntry **entries;
+	int			nentries = 0;
+	int		   *count;
 
 	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = 2 * NAMEDATALEN + 8;
+	ctl.keysize = 4 * NAMEDATALEN + 8;
 	ctl.entrysize = sizeof(KsRouteEntry);
 	ctl.hcxt = CurrentMemoryContext;
 	seen = hash_create("kafka_sink routed targets", 16, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
+	/* each message's target name (and embedded schema, for create and evolve) */
 	for (int i = 0; i < batch->nmsgs; i++)
 	{
 		KsMessage  *m = batch->msgs[i];
 		bool		value_ok = false;
+		bool		found;
 		char	   *schema,
 				   *table,
 				   *detail = NULL;
@@ -664,34 +872,51 @@ ks_route_batch(KsBatch *batch)
 			why[i] = bad;
 			continue;
 		}
+		if (value_ok && r->schema_slot >= 0 && slots[r->schema_slot].kind == KS_SLOT_COMPOSITE)
+			schemas[i] = slots[r->schema_slot].text;
 		wanted[i] = quote_qualified_identifier(schema, table);
-		dest[i] = resolve(batch, seen, schema, table);
-		dest[i]->count++;
+		e = hash_search(seen, wanted[i], HASH_ENTER, &found);
+		if (!found)
+		{
+			e->schema = pstrdup(schema);
+			e->table = pstrdup(table);
+			e->first = i;
+			e->target = -1;
+			e->reason = KS_OK;
+			e->detail = NULL;
+			e->count = 0;
+			e->refused = NIL;
+			e->refused_why = NIL;
+			nentries++;
+		}
+		e->count++;
+		dest[i] = e;
 	}
 
-	/* the targets in the order of their names */
-	nopened = batch->ntargets;
-	opened = batch->targets;
-	order = palloc(sizeof(KsBatchTarget *) * Max(nopened, 1));
-	for (int k = 0; k < nopened; k++)
-		order[k] = &opened[k];
-	qsort(order, nopened, sizeof(KsBatchTarget *), cmp_target_names);
-	newindex = palloc(sizeof(int) * Max(nopened, 1));
-	batch->targets = palloc0(sizeof(KsBatchTarget) * (nopened + 1));
-	batch->ntargets = 0;
-	for (int k = 0; k < nopened; k++)
-	{
-		int			old = order[k] - opened;
-		int			n = 0;
-		HASH_SEQ_STATUS hs;
-		KsRouteEntry *e;
+	/* resolved in the order of their names */
+	entries = palloc(sizeof(KsRouteEntry *) * Max(nentries, 1));
+	nentries = 0;
+	hash_seq_init(&hs, seen);
+	while ((e = hash_seq_search(&hs)) != NULL)
+		entries[nentries++] = e;
+	qsort(entries, nentries, sizeof(KsRouteEntry *), cmp_entry_names);
+	for (int k = 0; k < nentries; k++)
+		resolve(batch, entries[k], dest, schemas);
 
-		hash_seq_init(&hs, seen);
-		while ((e = hash_seq_search(&hs)) != NULL)
-			if (e->target == old)
-				n = e->count;
-		newindex[old] = k;
-		(void) ks_batch_add_target(batch, opened[old].target, n);
+	/* the targets opened are in name order already: room for their messages */
+	count = palloc0(sizeof(int) * Max(batch->ntargets, 1));
+	for (int k = 0; k < nentries; k++)
+		if (entries[k]->target >= 0)
+			count[entries[k]->target] = entries[k]->count;
+	{
+		int			n = batch->ntargets;
+		KsTarget  **opened = palloc(sizeof(KsTarget *) * Max(n, 1));
+
+		for (int k = 0; k < n; k++)
+			opened[k] = batch->targets[k].target;
+		batch->ntargets = 0;
+		for (int k = 0; k < n; k++)
+			(void) ks_batch_add_target(batch, opened[k], count[k]);
 	}
 
 	batch->unrouted = palloc0(sizeof(KsRow) * Max(batch->nmsgs, 1));
@@ -699,10 +924,11 @@ ks_route_batch(KsBatch *batch)
 	for (int i = 0; i < batch->nmsgs; i++)
 	{
 		KsMessage  *m = batch->msgs[i];
+		char	   *refused = dest[i] ? refused_schema(dest[i], schemas[i]) : NULL;
 
-		if (dest[i] != NULL && dest[i]->target >= 0)
+		if (dest[i] != NULL && dest[i]->target >= 0 && refused == NULL)
 		{
-			KsBatchTarget *bt = &batch->targets[newindex[dest[i]->target]];
+			KsBatchTarget *bt = &batch->targets[dest[i]->target];
 			KsRow	   *row = &bt->rows[bt->nmsgs];
 
 			bt->msgs[bt->nmsgs++] = m;
@@ -715,8 +941,8 @@ ks_route_batch(KsBatch *batch)
 
 			row->msg = m;
 			row->target_name = wanted[i];
-			row->reason = skip[i] ? KS_OK : dest[i] ? dest[i]->reason : KS_NO_TARGET;
-			row->detail = skip[i] ? NULL : dest[i] ? dest[i]->detail : why[i];
+			row->reason = skip[i] ? KS_OK : refused ? KS_SCHEMA_CHANGE_REFUSED : dest[i] ? dest[i]->reason : KS_NO_TARGET;
+			row->detail = skip[i] ? NULL : refused ? refused : dest[i] ? dest[i]->detail : why[i];
 			row->skipped = skip[i];
 			batch->row_of[i] = row;
 		}

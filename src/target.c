@@ -511,6 +511,16 @@ build_mappings(KsTarget *t, KsPipeline *p)
 			if (ks_path_parse(t->columns[i].name, &nested))
 				t->alt[i] = slot_for(&paths, t->columns[i].name);
 		}
+		else if (p->target_template != NULL || p->target_map != NIL)
+		{
+			/*
+			 * Routing reads a value wrapped as {"schema":..., "payload":...}
+			 * (Kafka Connect's JsonConverter) under payload; so does a
+			 * routed target's default mapping, when the field is absent
+			 * at the top (route.c).
+			 */
+			t->alt[i] = slot_for(&paths, psprintf("payload.%s", escaped_field(t->columns[i].name)));
+		}
 	}
 
 	t->nversions = list_length(p->versions);

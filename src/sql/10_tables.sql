@@ -375,9 +375,9 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.target_template IS
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.targets IS
     'Explicit routing map {"<topic or source schema.table>": "<schema.table>"}, tried before target; NULL: none';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.create_targets IS
-    'Whether a missing routed target is created from the event''s embedded schema (not implemented yet: always false)';
+    'Whether a missing routed target is created (as the owner, in the batch''s transaction) from the event''s embedded schema';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.evolve IS
-    'none, or add_columns: nullable columns added to a routed target for new fields of the embedded schema (not implemented yet: always none)';
+    'none, or add_columns: nullable columns added to a routed target for new fields of the embedded schema (never dropped or narrowed)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.min_offsets_per_batch IS
     'A batch waits until it holds at least this many messages (0: no minimum), unless max_trigger_delay has passed since the previous batch';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.max_trigger_delay IS

@@ -969,11 +969,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass a target template such as ''replica.{source.table}'', or a targets map.';
     END IF;
-    IF create_targets OR evolve <> 'none' THEN
-        RAISE EXCEPTION 'create_targets and evolve are not supported yet'
+    IF (create_targets OR evolve <> 'none') AND value_format <> 'json' THEN
+        RAISE EXCEPTION 'create_targets and evolve read the embedded schema of JSON values'
             USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'kafka_sink does not create or alter routed targets in this version.',
-                  HINT = 'Create the target tables first; a message whose table is missing is quarantined as no_target and can be replayed once it exists.';
+                  HINT = 'Use value_format json with values as Kafka Connect''s JsonConverter writes them (schemas.enable), or create the targets first.';
     END IF;
     IF mode = 'function' THEN
         RAISE EXCEPTION 'mode function cannot route to many targets'
@@ -1006,7 +1005,7 @@ BEGIN
             EXCEPTION WHEN invalid_parameter_value OR invalid_name OR name_too_long THEN
                 parts := NULL;
             END;
-            IF cardinality(parts) IS DISTINCT FROM 2 THEN
+            IF cardinality(parts) IS DISTINCT FROM 2 OR octet_length(parts[1]) >= 64 OR octet_length(parts[2]) >= 64 THEN
                 RAISE EXCEPTION 'targets entry "%": "%" is not a schema-qualified table name', e.key, e.value #>> '{}'
                     USING ERRCODE = 'invalid_parameter_value',
                           HINT = 'Write schema.table, quoting names as in SQL (e.g. "public.orders" or "\"My Schema\".t").';
@@ -1017,3 +1016,203 @@ END
 $$;
 COMMENT ON FUNCTION kafka_sink._check_routing(text, jsonb, boolean, text, text, text) IS
 'Internal: raises unless a pipeline''s routing options (target template, targets map, create_targets, evolve) are well-formed.';
+
+-- create_targets and evolve (issue 16): the column type of a field of a
+-- Kafka Connect schema (JsonConverter's embedded {"schema", "payload"}),
+-- Debezium's and Connect's semantic types first.  Only these type names
+-- reach DDL: nothing of the message is spliced but quoted identifiers and
+-- checked integers.
+CREATE FUNCTION kafka_sink._connect_type(field jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p text := field->'parameters'->>'connect.decimal.precision';
+    s text := field->'parameters'->>'scale';
+BEGIN
+    CASE field->>'name'
+        WHEN 'io.debezium.time.Date', 'org.apache.kafka.connect.data.Date' THEN RETURN 'date';
+        WHEN 'io.debezium.time.Time', 'org.apache.kafka.connect.data.Time' THEN RETURN 'time(3) without time zone';
+        WHEN 'io.debezium.time.MicroTime', 'io.debezium.time.NanoTime' THEN RETURN 'time(6) without time zone';
+        WHEN 'io.debezium.time.Timestamp', 'org.apache.kafka.connect.data.Timestamp' THEN RETURN 'timestamp(3) without time zone';
+        WHEN 'io.debezium.time.MicroTimestamp', 'io.debezium.time.NanoTimestamp' THEN RETURN 'timestamp(6) without time zone';
+        WHEN 'io.debezium.time.ZonedTimestamp' THEN RETURN 'timestamp with time zone';
+        WHEN 'io.debezium.time.ZonedTime' THEN RETURN 'time with time zone';
+        WHEN 'io.debezium.time.Year' THEN RETURN 'integer';
+        WHEN 'io.debezium.data.VariableScaleDecimal' THEN RETURN 'numeric';
+        WHEN 'io.debezium.data.Json' THEN RETURN 'jsonb';
+        WHEN 'io.debezium.data.Uuid' THEN RETURN 'uuid';
+        WHEN 'org.apache.kafka.connect.data.Decimal' THEN
+            IF p ~ '^[0-9]{1,4}$' AND s ~ '^[0-9]{1,4}$' AND p::int BETWEEN 1 AND 1000 AND s::int <= p::int THEN
+                RETURN format('numeric(%s,%s)', p::int, s::int);
+            END IF;
+            RETURN 'numeric';
+        ELSE
+            NULL;
+    END CASE;
+    RETURN CASE field->>'type'
+        WHEN 'int8' THEN 'smallint' WHEN 'int16' THEN 'smallint' WHEN 'int32' THEN 'integer'
+        WHEN 'int64' THEN 'bigint' WHEN 'float32' THEN 'real' WHEN 'float64' THEN 'double precision'
+        WHEN 'boolean' THEN 'boolean' WHEN 'string' THEN 'text' WHEN 'bytes' THEN 'bytea'
+        ELSE 'text' END;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._connect_type(jsonb) IS
+'Internal: the column type create_targets and evolve give a field of a Kafka Connect schema (Debezium and Connect semantic types, then the Connect type; others text).';
+
+-- The row's struct in an embedded value schema: a Debezium envelope's
+-- "after" (or "before") field, else the schema itself; NULL when neither
+-- is a struct with fields.
+CREATE FUNCTION kafka_sink._row_schema(value_schema jsonb)
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s FROM (
+        SELECT f AS s, 1 AS o FROM jsonb_array_elements(
+                   CASE WHEN jsonb_typeof(value_schema->'fields') = 'array' THEN value_schema->'fields' END) f
+         WHERE f->>'field' IN ('after', 'before') AND f->>'type' = 'struct'
+        UNION ALL
+        SELECT value_schema, 2
+         WHERE value_schema->>'type' = 'struct') x
+     WHERE jsonb_typeof(s->'fields') = 'array'
+     ORDER BY o, s->>'field' LIMIT 1
+$$;
+COMMENT ON FUNCTION kafka_sink._row_schema(jsonb) IS
+'Internal: the row struct of an embedded value schema (a Debezium envelope''s after/before, else the schema itself), or NULL.';
+
+-- create_targets: creates schema_name.table_name as the caller (the
+-- pipeline's owner, in the batch's transaction) from a message's embedded
+-- schema; the key is the message key's fields (its embedded schema, or the
+-- fields of a JSON object key), else key_columns.  Returns NULL when it
+-- created the table, else why it cannot (the message is quarantined as
+-- no_target).  Raises when the owner may not create there.
+CREATE FUNCTION kafka_sink._create_target(schema_name text, table_name text, value text, msg_key text,
+                                          key_columns text[], mode text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v jsonb;
+    k jsonb;
+    s jsonb;
+    cols text[] := '{}';
+    names text[] := '{}';
+    keys text[] := key_columns;
+    f jsonb;
+    n text;
+BEGIN
+    BEGIN
+        v := value::jsonb;
+        k := msg_key::jsonb;
+    EXCEPTION WHEN invalid_text_representation THEN
+        IF v IS NULL THEN
+            RETURN 'The value is not JSON: there is no embedded schema to create the target from.';
+        END IF;
+        k := NULL;
+    END;
+    s := kafka_sink._row_schema(CASE WHEN jsonb_typeof(v) = 'object' THEN v->'schema' END);
+    IF s IS NULL THEN
+        RETURN 'The value has no embedded schema (Kafka Connect''s JsonConverter with schemas.enable) to create the target from.';
+    END IF;
+    IF keys IS NULL AND jsonb_typeof(k) = 'object' AND jsonb_typeof(k->'schema'->'fields') = 'array' THEN
+        SELECT array_agg(x->>'field' ORDER BY i) INTO keys
+          FROM jsonb_array_elements(k->'schema'->'fields') WITH ORDINALITY AS e(x, i);
+    ELSIF keys IS NULL AND jsonb_typeof(k) = 'object' AND NOT k ? 'schema' THEN
+        SELECT array_agg(x ORDER BY x) INTO keys FROM jsonb_object_keys(k) x;
+    END IF;
+    IF keys IS NULL AND mode = 'merge' THEN
+        RETURN 'The message key is not a JSON object naming the key fields, and the pipeline has no key_columns: the target''s primary key is unknown.';
+    END IF;
+    FOR f IN SELECT x FROM jsonb_array_elements(s->'fields') x LOOP
+        n := f->>'field';
+        IF n IS NULL OR n = '' OR octet_length(n) >= 64 OR n = ANY (names) THEN
+            RETURN format('The embedded schema has a field name that cannot be a column: %s.', coalesce(quote_literal(n), 'none'));
+        END IF;
+        names := names || n;
+        cols := cols || format('%I %s', n, kafka_sink._connect_type(f));
+    END LOOP;
+    IF cardinality(cols) = 0 THEN
+        RETURN 'The embedded schema has no fields.';
+    END IF;
+    IF keys IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(keys) x WHERE x IS NULL OR NOT x = ANY (names)) THEN
+        RETURN format('The key fields %s are not all fields of the value''s schema.', keys);
+    END IF;
+    IF NOT '_kafka_source_position' = ANY (names) THEN
+        cols := cols || '_kafka_source_position numeric'::text;
+    END IF;
+    -- never in kafka_sink's or the system's schemas, nor a temporary one
+    -- (a superuser-owned pipeline could create there)
+    IF schema_name IN ('kafka_sink', 'pg_catalog', 'information_schema')
+       OR schema_name LIKE 'pg\_toast%' OR schema_name LIKE 'pg\_temp%' THEN
+        RAISE EXCEPTION 'create_targets does not create tables in schema %', schema_name
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'A pipeline writes a table of your own, in a schema of your own.';
+    END IF;
+    IF NOT has_schema_privilege(schema_name, 'CREATE') THEN
+        RAISE EXCEPTION 'permission denied for schema %', schema_name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'create_targets creates a missing target as the pipeline''s owner, in a schema where the owner has CREATE.';
+    END IF;
+    EXECUTE format('CREATE TABLE %I.%I (%s%s)', schema_name, table_name, array_to_string(cols, ', '),
+                   CASE WHEN keys IS NOT NULL
+                        THEN format(', PRIMARY KEY (%s)', (SELECT string_agg(format('%I', x), ', ') FROM unnest(keys) x)) ELSE '' END);
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._create_target(text, text, text, text, text[], text) IS
+'Internal (create_targets): creates a missing routed target as the caller from a message''s embedded schema, keyed on the message key''s fields; returns NULL, or why it cannot.';
+
+-- evolve => 'add_columns': adds a nullable column for each field of the
+-- embedded schema the target lacks.  Never drops or narrows: a field whose
+-- type is neither the column's nor implicitly cast to it is refused.
+-- Returns NULL when the target takes the schema (after adding columns),
+-- else why not (the messages with that schema are quarantined as
+-- schema_change_refused).  add false: only checks.
+CREATE FUNCTION kafka_sink._evolve_target(target regclass, value_schema text, add boolean)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s jsonb;
+    f jsonb;
+    n text;
+    want text;
+    want_oid oid;
+    have pg_attribute;
+BEGIN
+    BEGIN
+        s := kafka_sink._row_schema(value_schema::jsonb);
+    EXCEPTION WHEN invalid_text_representation THEN
+        s := NULL;
+    END;
+    IF s IS NULL THEN
+        RETURN NULL;            -- no embedded schema: nothing to evolve
+    END IF;
+    FOR f IN SELECT x FROM jsonb_array_elements(s->'fields') x LOOP
+        n := f->>'field';
+        IF n IS NULL OR n = '' OR octet_length(n) >= 64 THEN
+            RETURN format('The embedded schema has a field name that cannot be a column: %s.', coalesce(quote_literal(n), 'none'));
+        END IF;
+        want := kafka_sink._connect_type(f);
+        want_oid := want::regtype;
+        SELECT * INTO have FROM pg_attribute WHERE attrelid = target AND attname = n AND attnum > 0 AND NOT attisdropped;
+        IF NOT FOUND THEN
+            IF add THEN
+                EXECUTE format('ALTER TABLE %s ADD COLUMN %I %s', target, n, want);
+            END IF;
+        ELSIF have.atttypid <> want_oid
+              AND NOT EXISTS (SELECT 1 FROM pg_cast c WHERE c.castsource = want_oid AND c.casttarget = have.atttypid
+                                 AND c.castcontext = 'i') THEN
+            RETURN format('Field %I is now %s, which column %I of %s (%s) does not take: evolve never narrows or changes a column.',
+                          n, want, n, target, format_type(have.atttypid, have.atttypmod));
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean) IS
+'Internal (evolve => add_columns): adds a nullable column for each new field of an embedded schema; returns NULL, or why a change is refused.';

@@ -285,7 +285,8 @@ COMMENT ON FUNCTION kafka_sink.outbox_send(text, text, text, jsonb) IS
 -- the filters) once their cause is fixed: in offset order, with the
 -- pipeline's rules and ordering guard, in the caller's transaction.
 -- Messages that apply now are marked replayed (replayed_at); the others
--- stay, with their new reason.
+-- stay, with their new reason.  target: only the messages routed (or
+-- meant) for that table, a schema-qualified SQL name (quarantine.target).
 CREATE FUNCTION kafka_sink._api_replay_quarantine(
     pipeline    text,
     reason      text DEFAULT NULL,
@@ -293,7 +294,8 @@ CREATE FUNCTION kafka_sink._api_replay_quarantine(
     partition   integer DEFAULT NULL,
     from_offset bigint DEFAULT NULL,
     to_offset   bigint DEFAULT NULL,
-    ids         bigint[] DEFAULT NULL)
+    ids         bigint[] DEFAULT NULL,
+    target      text DEFAULT NULL)
 RETURNS TABLE (replayed bigint, still_failing bigint)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -301,9 +303,25 @@ AS $$
 DECLARE
     p kafka_sink.pipeline_definitions;
     chosen bigint[];
+    target_name text;
+    parts text[];
 BEGIN
     PERFORM kafka_sink._require_admin();
     p := kafka_sink._get_pipeline(pipeline);
+    IF _api_replay_quarantine.target IS NOT NULL THEN
+        BEGIN
+            parts := parse_ident(_api_replay_quarantine.target);
+        EXCEPTION WHEN invalid_parameter_value OR invalid_name OR name_too_long THEN
+            parts := NULL;
+        END;
+        IF cardinality(parts) IS DISTINCT FROM 2 THEN
+            RAISE EXCEPTION 'target "%" is not a schema-qualified table name', _api_replay_quarantine.target
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Write schema.table, as kafka_sink.quarantine.target shows it.';
+        END IF;
+        -- as the worker writes quarantine.target (quote_qualified_identifier)
+        target_name := format('%I.%I', parts[1], parts[2]);
+    END IF;
     IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL THEN
         RAISE EXCEPTION 'pipeline "%" has no target to replay into', pipeline
             USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline quarantines nothing.';
@@ -324,7 +342,8 @@ BEGIN
        AND (_api_replay_quarantine.partition IS NULL OR q.partition = _api_replay_quarantine.partition)
        AND (from_offset IS NULL OR q.message_offset >= from_offset)
        AND (to_offset IS NULL OR q.message_offset <= to_offset)
-       AND (_api_replay_quarantine.ids IS NULL OR q.id = ANY (_api_replay_quarantine.ids));
+       AND (_api_replay_quarantine.ids IS NULL OR q.id = ANY (_api_replay_quarantine.ids))
+       AND (target_name IS NULL OR q.target = target_name);
     IF chosen IS NULL THEN
         RETURN QUERY SELECT 0::bigint, 0::bigint;
         RETURN;
@@ -340,11 +359,12 @@ CREATE FUNCTION kafka_sink.replay_quarantine(
     partition   integer DEFAULT NULL,
     from_offset bigint DEFAULT NULL,
     to_offset   bigint DEFAULT NULL,
-    ids         bigint[] DEFAULT NULL)
+    ids         bigint[] DEFAULT NULL,
+    target      text DEFAULT NULL)
 RETURNS TABLE (replayed bigint, still_failing bigint)
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[]) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[]) IS
-'Applies quarantined messages of a pipeline again (those matching the filters), in offset order and in the caller''s transaction; those that apply now are marked replayed.';
+REVOKE ALL ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.replay_quarantine(text, text, text, integer, bigint, bigint, bigint[], text) IS
+'Applies quarantined messages of a pipeline again (those matching the filters, target among them: the table a message was routed to), in offset order and in the caller''s transaction; those that apply now are marked replayed.';

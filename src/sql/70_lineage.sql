@@ -76,13 +76,18 @@ BEGIN
         RAISE EXCEPTION 'raw cannot be null'
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
     END IF;
-    -- a list of targets (several per pipeline) will name one here
+    -- a routed pipeline (target template, targets map) writes many tables:
+    -- the caller names one
     tgt := coalesce(create_lineage_view.target, p.target);
+    IF tgt IS NULL AND (p.target_template IS NOT NULL OR p.targets IS NOT NULL) THEN
+        RAISE EXCEPTION 'pipeline "%" routes to many tables', pipeline
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the table: target => ''schema.table''.';
+    END IF;
     IF tgt IS NULL THEN
         RAISE EXCEPTION 'pipeline "%" has no target', pipeline
             USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline writes no rows to trace; query its bronze table.';
     END IF;
-    IF tgt IS DISTINCT FROM p.target THEN
+    IF tgt IS DISTINCT FROM p.target AND p.target_template IS NULL AND p.targets IS NULL THEN
         RAISE EXCEPTION 'pipeline "%" does not write %', pipeline, tgt
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = format('Its target is %s.', p.target);
@@ -264,7 +269,10 @@ BEGIN
 
     -- (a key in Avro or in a registry's wire format is decoded by the worker
     -- only: as message_fate, no more than 'applied or superseded')
+    -- a routed pipeline: which table a message went to is not traced here
+    -- (its quarantine rows name it)
     IF p.target IS NULL OR p.mode <> 'merge' OR NOT has_lineage OR p.bronze IS NULL
+       OR p.target_template IS NOT NULL OR p.targets IS NOT NULL
        OR p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
         RETURN QUERY EXECUTE body || format($q$
         SELECT m.topic, m.partition, m."offset",
@@ -277,9 +285,13 @@ BEGIN
                     ELSE %L END
           FROM m ORDER BY 1, 2, 3 $q$,
             classify,
-            CASE WHEN p.target IS NULL THEN 'landed' WHEN p.mode = 'append' THEN 'appended'
+            CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                      THEN CASE WHEN p.mode = 'append' THEN 'appended' ELSE 'applied or superseded' END
+                 WHEN p.target IS NULL THEN 'landed' WHEN p.mode = 'append' THEN 'appended'
                  WHEN p.mode = 'function' THEN 'passed to the batch function' ELSE 'applied or superseded' END,
-            CASE WHEN p.target IS NULL THEN 'bronze only' WHEN p.mode <> 'merge' THEN NULL
+            CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                      THEN 'routed to one of several tables: kafka_sink.quarantine.target names the table of a quarantined message, a lineage view (create_lineage_view with target) the rows of one table'
+                 WHEN p.target IS NULL THEN 'bronze only' WHEN p.mode <> 'merge' THEN NULL
                  WHEN has_lineage AND p.bronze IS NOT NULL
                  THEN format('the key of a message in value_format %s or key_format %s is not decoded here',
                              p.value_format, p.key_format)
