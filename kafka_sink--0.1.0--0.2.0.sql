@@ -3799,6 +3799,7 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'value_too_large, rejected_by_target (a trigger, row level security policy or check option of the target '
     'rejected the row), unknown_schema_id (the registry does not know the frame''s schema id), not_wire_format '
     '(no magic byte 0 and schema id), invalid_avro (the payload does not decode with its schema), '
+    'invalid_envelope (a change event without a known op, or without the row its op needs), '
     'no_target (routing: the message''s target could not be named or does not exist), target_refused '
     '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
     '(evolve: a change of the embedded schema that kafka_sink will not make)';
@@ -4927,6 +4928,7 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
                                         FROM kafka_sink.secrets s
                                        WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}')
            AS schema_registry,
+       p.envelope, p.on_truncate,
        p.target_template, p.targets, p.create_targets, p.evolve
   FROM kafka_sink.pipeline_definitions p;
 
