@@ -53,6 +53,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/varlena.h"
@@ -694,13 +695,23 @@ resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas)
 			c.why = pstrdup("The value is not text in the database encoding: there is no embedded schema to create the target from.");
 		else if ((edata = run_users(create_target, &c)) != NULL)
 		{
-			/* another worker of the pipeline created it meanwhile */
+			/*
+			 * Another worker of the pipeline created it meanwhile: our
+			 * CREATE waited for its commit, then failed on the catalog's
+			 * unique index.  Its table is visible once the invalidations
+			 * of that commit are read; if it still is not (dropped again
+			 * already), the batch is retried.
+			 */
 			if (edata->sqlerrcode == ERRCODE_DUPLICATE_TABLE ||
 				edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION)
 			{
+				AcceptInvalidationMessages();
 				relid = lookup(e->schema, e->table, &nsp);
 				if (!OidIsValid(relid))
-					ReThrowError(edata);
+					ereport(ERROR,
+							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							 errmsg("target %s was created and dropped while this batch created it", e->name),
+							 errdetail("%s", edata->message)));
 				FreeErrorData(edata);
 			}
 			else

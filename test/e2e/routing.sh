@@ -20,18 +20,20 @@
 #    embedded schema ({"schema":..., "payload":...}): a missing table is
 #    created (as the owner, keyed on the message key's fields), a new field
 #    becomes a column, a changed type is quarantined as
-#    schema_change_refused, a message without schema or key as no_target.
+#    schema_change_refused, a message without schema or key as no_target;
+#    two workers creating the same tables at once both land their rows.
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
 S="rt_$SFX"
 TA="rt_a_$SFX"; TB="rt_b_$SFX"; TC="rt_c_$SFX"; TR="rt_r_$SFX"
-TD="rt_d_$SFX"; TE="rt_e_$SFX"; TX="rt_x_$SFX"; TF="rt_f_$SFX"
-P1="rt1_$SFX"; P2="rt2_$SFX"; P3="rt3_$SFX"; P4="rt4_$SFX"
+TD="rt_d_$SFX"; TE="rt_e_$SFX"; TX="rt_x_$SFX"; TF="rt_f_$SFX"; TG="rt_g_$SFX"
+P1="rt1_$SFX"; P2="rt2_$SFX"; P3="rt3_$SFX"; P4="rt4_$SFX"; P5="rt5_$SFX"
 W="$KS_RUN/routing_$SFX"
 mkdir -p "$W"
 for t in "$TA" "$TB" "$TC" "$TR" "$TD" "$TE"; do "$HARNESS" topic-create "$t" 2 >/dev/null 2>&1; done
 "$HARNESS" topic-create "$TX" 3 >/dev/null 2>&1
 "$HARNESS" topic-create "$TF" 1 >/dev/null 2>&1
+"$HARNESS" topic-create "$TG" 4 >/dev/null 2>&1
 
 # lineage columns: which batch wrote a row
 LIN="_kafka_topic text, _kafka_partition int, _kafka_offset bigint, _kafka_batch_id bigint"
@@ -276,5 +278,64 @@ check "the tables it could not create do not exist" "|" \
 check "create_targets: the pipeline goes on" "running|" \
       "$(sql -c "SELECT state, coalesce(last_error, '') FROM kafka_sink.status WHERE name = '$P4'")"
 
-for p in "$P1" "$P2" "$P3" "$P4"; do sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null 2>&1 || true; done
+# two workers, four partitions, three new tables: the workers' first batches
+# create the same tables at once (the loser finds the winner's table)
+python3 - "$W/g.in" <<'PY'
+import json, sys
+fields = [{"field": "id", "type": "int64", "optional": False}, {"field": "v", "type": "string"}]
+key_schema = {"type": "struct", "fields": fields[:1]}
+with open(sys.argv[1], "w") as f:
+    for i in range(3000):
+        t = ["race_a", "race_b", "race_c"][i % 3]
+        k = json.dumps({"schema": key_schema, "payload": {"id": i}})
+        v = json.dumps({"schema": {"type": "struct", "fields": fields},
+                        "payload": {"id": i, "v": f"v{i}", "source": {"table": t}}})
+        f.write(f"{k}|{v}\n")
+PY
+produce "$TG" < "$W/g.in"
+# event triggers of the test (a superuser's): every CREATE TABLE attempt of
+# the pipeline's workers is counted (a sequence: not undone by the loser's
+# rollback), and a created table keeps its transaction open a while, so
+# that the other worker's CREATE of the same table waits for it and fails
+sql >/dev/null <<SQL
+CREATE SEQUENCE $S.create_attempts;
+GRANT USAGE ON SEQUENCE $S.create_attempts TO ks_e2e;
+CREATE FUNCTION $S.count_create() RETURNS event_trigger LANGUAGE plpgsql AS \$\$
+BEGIN
+    IF current_setting('application_name') LIKE 'kafka_sink: $P5/%' THEN
+        PERFORM nextval('$S.create_attempts');
+    END IF;
+END \$\$;
+CREATE FUNCTION $S.slow_create() RETURNS event_trigger LANGUAGE plpgsql AS \$\$
+BEGIN
+    IF current_setting('application_name') LIKE 'kafka_sink: $P5/%' THEN
+        PERFORM pg_sleep(1.5);
+    END IF;
+END \$\$;
+CREATE EVENT TRIGGER count_create_$SFX ON ddl_command_start WHEN TAG IN ('CREATE TABLE') EXECUTE FUNCTION $S.count_create();
+CREATE EVENT TRIGGER slow_create_$SFX ON ddl_command_end WHEN TAG IN ('CREATE TABLE') EXECUTE FUNCTION $S.slow_create();
+SQL
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => '$P5', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$TG'], target => '$S.{source.table}', create_targets => true,
+       workers => 2, starting_offsets => 'earliest');
+SQL
+poll "SELECT kafka_sink.wait('$P5', '60 s')" 120 || true
+check "two workers creating the same tables: every row lands once, nothing quarantined, no error" "1000|1000|1000|0|running|" \
+      "$(sql -c "SELECT (SELECT count(*) FROM $S.race_a) || '|' || (SELECT count(*) FROM $S.race_b) || '|' ||
+                        (SELECT count(*) FROM $S.race_c) || '|' ||
+                        (SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name = '$P5')
+                        || '|' || state || '|' || coalesce(last_error, '') FROM kafka_sink.status WHERE name = '$P5'")"
+
+check "the race happened: a table's CREATE was attempted by both workers" t \
+      "$(sql -c "SELECT CASE WHEN last_value > 3 THEN 't' ELSE 'f (' || last_value || ' attempts)' END FROM $S.create_attempts")"
+sql -c "DROP EVENT TRIGGER count_create_$SFX" -c "DROP EVENT TRIGGER slow_create_$SFX" >/dev/null
+
+# a lineage view of one routed table
+check "create_lineage_view of one table of a routed pipeline: its 50 rows, each with its batch" "50|50" \
+      "$(sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.create_lineage_view('$P1', target => '$S.$TA') IS NOT NULL" >/dev/null;
+         sql -c "SELECT count(*) || '|' || count(*) FILTER (WHERE _kafka_batch_id IS NOT NULL) FROM $S.${TA}_lineage")"
+
+for p in "$P1" "$P2" "$P3" "$P4" "$P5"; do sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null 2>&1 || true; done
 finish
