@@ -24,11 +24,14 @@
 #    a replayed truncate, creates of keys deleted since), another workload;
 #    still equal, the re-sending really happened (the topics hold more than
 #    the workloads caused), and no key deleted in the source during phase 2
-#    is in the replica.
+#    is in the replica.  After each phase nothing may be quarantined either.
 # Knobs: CDC_VARIANTS (default "json-noschema json"), CDC_OPS (60),
 # CDC_PIPELINE_ARGS (extra create_pipeline arguments, e.g.
 # ", key_format => 'json'"), CDC_BREAK=1 (deletes a replica row before the
-# last comparison: the script must then fail; a check of the checks).
+# last comparison: the script must then fail; a check of the checks),
+# CDC_KEEP=1 (leaves the pipelines, Connect and the source running, for a
+# look; stop them with DBZ_DIR=... test/tools/debezium_source.sh clean).
+# Takes about a minute here (both variants).
 . "$(dirname "$0")/../lib/common.sh"
 TOOLS="$REPO/test/tools"
 SRC="$TOOLS/debezium_source.sh"
