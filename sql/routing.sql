@@ -117,6 +117,10 @@ SELECT kafka_sink.drop_pipeline('r', true);
 SELECT route.mk($$targets => '{"t": "route.orders"}'$$);
 SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{}')$$);
 SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$target => 'route.{source.table}'$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', value_format => 'avro',
+                    value_schema => '{"type": "record", "name": "r", "fields": [{"name": "id", "type": "long"}]}')$$);
+SELECT kafka_sink.drop_pipeline('r', true);
 
 -- the template parser as the worker uses it
 SELECT route.err($$SELECT kafka_sink._check_target_template('x.{source.table}')$$);

@@ -131,6 +131,8 @@ SET ROLE ks_e2e;
 CREATE TABLE $S.d_tab (id bigint PRIMARY KEY, v text);
 CREATE TABLE $S.items (id bigint PRIMARY KEY, v text);
 CREATE TABLE $S.e_tab (id bigint PRIMARY KEY, v text);
+-- a composite key, which key_format string cannot feed (the data contract)
+CREATE TABLE $S.composite (id bigint, v text, PRIMARY KEY (id, v));
 SQL
 # values wrapped as {"schema":...,"payload":...}: routing reads payload.source.*,
 # the columns are mapped from payload
@@ -142,12 +144,13 @@ SQL
     echo '2|{"schema": {"type": "struct"}, "payload": {"id": 2, "v": "e2", "source": {"schema": "other", "table": "e_tab"}}}'
     echo '3|{"schema": {"type": "struct"}, "payload": {"id": 3, "v": "none", "source": {"schema": "other"}}}'
     echo '4|{"id": 4, "v": "top", "source": {"schema": "x", "table": "nope"}}'
+    echo '5|{"schema": {"type": "struct"}, "payload": {"id": 5, "v": "c", "source": {"schema": "inv", "table": "composite"}}}'
 } | produce "$TE"
 sql >/dev/null <<SQL
 SET ROLE ks_e2e;
 SELECT kafka_sink.create_pipeline(name => '$P2', bootstrap_servers => '$KS_BOOTSTRAP',
        subscribe => ARRAY['$TD', '$TE'], target => '$S.{source.table}',
-       targets => '{"$TD": "$S.d_tab", "inv.items": "$S.items"}',
+       targets => '{"$TD": "$S.d_tab", "inv.items": "$S.items", "inv.composite": "$S.composite"}',
        columns => '{"id": "payload.id", "v": "payload.v"}',
        key_format => 'string', starting_offsets => 'earliest');
 SQL
@@ -155,9 +158,10 @@ poll "SELECT kafka_sink.wait('$P2', '60 s')" 90 || true
 check "map by topic wins over the value's source" "1|d1" "$(sql -c "SELECT id || '|' || v FROM $S.d_tab")"
 check "map by source schema.table (under payload)" "1|items1" "$(sql -c "SELECT id || '|' || v FROM $S.items")"
 check "the template for a source the map does not name (under payload)" "2|e2" "$(sql -c "SELECT id || '|' || v FROM $S.e_tab")"
-check "no table named, or a table that does not exist: no_target (naming the table when there is one)" \
-      "3|no_target|;4|no_target|$S.nope" \
-      "$(sql -c "SELECT string_agg(convert_from(q.key, 'UTF8') || '|' || q.reason || '|' || coalesce(q.target, ''), ';'
+check "no table named, or a table that does not exist: no_target (naming the table when there is one); a target against the data contract: target_refused" \
+      "3|no_target|;4|no_target|$S.nope;5|target_refused|$S.composite|key_format string needs exactly one key column" \
+      "$(sql -c "SELECT string_agg(convert_from(q.key, 'UTF8') || '|' || q.reason || '|' || coalesce(q.target, '')
+                                   || CASE WHEN q.reason = 'target_refused' THEN '|' || q.detail ELSE '' END, ';'
                                    ORDER BY convert_from(q.key, 'UTF8'))
                    FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id
                   WHERE p.name = '$P2'")"
