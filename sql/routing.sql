@@ -131,7 +131,7 @@ SELECT kafka_sink._check_target_template(NULL);
 SELECT f->>'type' AS type, f->>'name' AS name, kafka_sink._connect_type(f)
   FROM jsonb_array_elements('[
     {"type": "int8"}, {"type": "int16"}, {"type": "int32"}, {"type": "int64"},
-    {"type": "float32"}, {"type": "float64"}, {"type": "boolean"}, {"type": "string"}, {"type": "bytes"},
+    {"type": "float32"}, {"type": "float64"}, {"type": "float"}, {"type": "double"}, {"type": "boolean"}, {"type": "string"}, {"type": "bytes"},
     {"type": "struct"}, {"type": "array"}, {"type": "map"}, {"type": "weird"}, {},
     {"type": "int32", "name": "io.debezium.time.Date"},
     {"type": "int32", "name": "org.apache.kafka.connect.data.Date"},
