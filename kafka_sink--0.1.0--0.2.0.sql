@@ -3931,7 +3931,10 @@ BEGIN
     END CASE;
     RETURN CASE field->>'type'
         WHEN 'int8' THEN 'smallint' WHEN 'int16' THEN 'smallint' WHEN 'int32' THEN 'integer'
-        WHEN 'int64' THEN 'bigint' WHEN 'float32' THEN 'real' WHEN 'float64' THEN 'double precision'
+        WHEN 'int64' THEN 'bigint'
+        -- JsonConverter writes Connect's FLOAT32/FLOAT64 as "float"/"double"
+        WHEN 'float' THEN 'real' WHEN 'double' THEN 'double precision'
+        WHEN 'float32' THEN 'real' WHEN 'float64' THEN 'double precision'
         WHEN 'boolean' THEN 'boolean' WHEN 'string' THEN 'text' WHEN 'bytes' THEN 'bytea'
         ELSE 'text' END;
 END
@@ -4807,8 +4810,9 @@ BEGIN
             kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
     END IF;
 
-    -- routing: targets => '{}' removes the map (the pipeline keeps its target)
-    IF num_nonnulls(targets, create_targets, evolve) > 0 THEN
+    -- routing: targets => '{}' removes the map (the pipeline keeps its target);
+    -- checked again when the value format changes (value fields need json)
+    IF num_nonnulls(targets, create_targets, evolve, value_format) > 0 THEN
         IF targets = '{}' THEN
             p.targets := NULL;
         ELSIF targets IS NOT NULL THEN

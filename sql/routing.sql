@@ -117,6 +117,10 @@ SELECT kafka_sink.drop_pipeline('r', true);
 SELECT route.mk($$targets => '{"t": "route.orders"}'$$);
 SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{}')$$);
 SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$target => 'route.{source.table}'$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', value_format => 'avro',
+                    value_schema => '{"type": "record", "name": "r", "fields": [{"name": "id", "type": "long"}]}')$$);
+SELECT kafka_sink.drop_pipeline('r', true);
 
 -- the template parser as the worker uses it
 SELECT route.err($$SELECT kafka_sink._check_target_template('x.{source.table}')$$);
@@ -127,7 +131,7 @@ SELECT kafka_sink._check_target_template(NULL);
 SELECT f->>'type' AS type, f->>'name' AS name, kafka_sink._connect_type(f)
   FROM jsonb_array_elements('[
     {"type": "int8"}, {"type": "int16"}, {"type": "int32"}, {"type": "int64"},
-    {"type": "float32"}, {"type": "float64"}, {"type": "boolean"}, {"type": "string"}, {"type": "bytes"},
+    {"type": "float32"}, {"type": "float64"}, {"type": "float"}, {"type": "double"}, {"type": "boolean"}, {"type": "string"}, {"type": "bytes"},
     {"type": "struct"}, {"type": "array"}, {"type": "map"}, {"type": "weird"}, {},
     {"type": "int32", "name": "io.debezium.time.Date"},
     {"type": "int32", "name": "org.apache.kafka.connect.data.Date"},

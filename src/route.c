@@ -512,10 +512,25 @@ open_checked(void *arg)
 		bool	   *en;
 		int			n;
 
+		d = PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
 		deconstruct_array(DatumGetArrayTypeP(d), TEXTOID, -1, false, TYPALIGN_INT, &e, &en, &n);
 		for (int i = 0; i < n; i++)
 			if (!en[i])
 				keys = lappend(keys, TextDatumGetCString(e[i]));
+	}
+
+	/* ... and its data contract (mappings, key format, tombstones, versions) */
+	{
+		Oid			ctypes[3] = {OIDOID, TEXTARRAYOID, INT8OID};
+		Datum		cvalues[3] = {ObjectIdGetDatum(a->relid), d, Int64GetDatum(a->p->id)};
+		char		cnulls[3] = {' ', isnull ? 'n' : ' ', ' '};
+
+		ks_spi_exec("check a routed target's contract",
+					"SELECT kafka_sink._check_contract($1::pg_catalog.regclass, $2, d.columns,"
+					" CASE d.key_format WHEN 'avro' THEN 'json' ELSE d.key_format END,"
+					" d.delete_on_tombstone, d.schema_version_field, d.schema_versions, d.event_id, d.mode)"
+					" FROM kafka_sink.pipeline_definitions d WHERE d.id = $3",
+					3, ctypes, cvalues, cnulls, true, SPI_OK_SELECT);
 	}
 	a->t = ks_target_open_rel(a->p, a->relid, keys);
 }

@@ -1053,7 +1053,10 @@ BEGIN
     END CASE;
     RETURN CASE field->>'type'
         WHEN 'int8' THEN 'smallint' WHEN 'int16' THEN 'smallint' WHEN 'int32' THEN 'integer'
-        WHEN 'int64' THEN 'bigint' WHEN 'float32' THEN 'real' WHEN 'float64' THEN 'double precision'
+        WHEN 'int64' THEN 'bigint'
+        -- JsonConverter writes Connect's FLOAT32/FLOAT64 as "float"/"double"
+        WHEN 'float' THEN 'real' WHEN 'double' THEN 'double precision'
+        WHEN 'float32' THEN 'real' WHEN 'float64' THEN 'double precision'
         WHEN 'boolean' THEN 'boolean' WHEN 'string' THEN 'text' WHEN 'bytes' THEN 'bytea'
         ELSE 'text' END;
 END

@@ -71,8 +71,9 @@ BEGIN
             kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
     END IF;
 
-    -- routing: targets => '{}' removes the map (the pipeline keeps its target)
-    IF num_nonnulls(targets, create_targets, evolve) > 0 THEN
+    -- routing: targets => '{}' removes the map (the pipeline keeps its target);
+    -- checked again when the value format changes (value fields need json)
+    IF num_nonnulls(targets, create_targets, evolve, value_format) > 0 THEN
         IF targets = '{}' THEN
             p.targets := NULL;
         ELSIF targets IS NOT NULL THEN

@@ -21,19 +21,22 @@
 #    created (as the owner, keyed on the message key's fields), a new field
 #    becomes a column, a changed type is quarantined as
 #    schema_change_refused, a message without schema or key as no_target;
-#    two workers creating the same tables at once both land their rows.
+#    two workers creating the same tables at once both land their rows;
+#    the recorded Debezium events (test/fixtures/debezium/json_schema)
+#    create tables whose column types are the source's (cdc_workload.py).
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
 S="rt_$SFX"
 TA="rt_a_$SFX"; TB="rt_b_$SFX"; TC="rt_c_$SFX"; TR="rt_r_$SFX"
-TD="rt_d_$SFX"; TE="rt_e_$SFX"; TX="rt_x_$SFX"; TF="rt_f_$SFX"; TG="rt_g_$SFX"
-P1="rt1_$SFX"; P2="rt2_$SFX"; P3="rt3_$SFX"; P4="rt4_$SFX"; P5="rt5_$SFX"
+TD="rt_d_$SFX"; TE="rt_e_$SFX"; TX="rt_x_$SFX"; TF="rt_f_$SFX"; TG="rt_g_$SFX"; TH="rt_h_$SFX"
+P1="rt1_$SFX"; P2="rt2_$SFX"; P3="rt3_$SFX"; P4="rt4_$SFX"; P5="rt5_$SFX"; P6="rt6_$SFX"
 W="$KS_RUN/routing_$SFX"
 mkdir -p "$W"
 for t in "$TA" "$TB" "$TC" "$TR" "$TD" "$TE"; do "$HARNESS" topic-create "$t" 2 >/dev/null 2>&1; done
 "$HARNESS" topic-create "$TX" 3 >/dev/null 2>&1
 "$HARNESS" topic-create "$TF" 1 >/dev/null 2>&1
 "$HARNESS" topic-create "$TG" 4 >/dev/null 2>&1
+"$HARNESS" topic-create "$TH" 1 >/dev/null 2>&1
 
 # lineage columns: which batch wrote a row
 LIN="_kafka_topic text, _kafka_partition int, _kafka_offset bigint, _kafka_batch_id bigint"
@@ -131,6 +134,8 @@ SET ROLE ks_e2e;
 CREATE TABLE $S.d_tab (id bigint PRIMARY KEY, v text);
 CREATE TABLE $S.items (id bigint PRIMARY KEY, v text);
 CREATE TABLE $S.e_tab (id bigint PRIMARY KEY, v text);
+-- a composite key, which key_format string cannot feed (the data contract)
+CREATE TABLE $S.composite (id bigint, v text, PRIMARY KEY (id, v));
 SQL
 # values wrapped as {"schema":...,"payload":...}: routing reads payload.source.*,
 # the columns are mapped from payload
@@ -142,12 +147,13 @@ SQL
     echo '2|{"schema": {"type": "struct"}, "payload": {"id": 2, "v": "e2", "source": {"schema": "other", "table": "e_tab"}}}'
     echo '3|{"schema": {"type": "struct"}, "payload": {"id": 3, "v": "none", "source": {"schema": "other"}}}'
     echo '4|{"id": 4, "v": "top", "source": {"schema": "x", "table": "nope"}}'
+    echo '5|{"schema": {"type": "struct"}, "payload": {"id": 5, "v": "c", "source": {"schema": "inv", "table": "composite"}}}'
 } | produce "$TE"
 sql >/dev/null <<SQL
 SET ROLE ks_e2e;
 SELECT kafka_sink.create_pipeline(name => '$P2', bootstrap_servers => '$KS_BOOTSTRAP',
        subscribe => ARRAY['$TD', '$TE'], target => '$S.{source.table}',
-       targets => '{"$TD": "$S.d_tab", "inv.items": "$S.items"}',
+       targets => '{"$TD": "$S.d_tab", "inv.items": "$S.items", "inv.composite": "$S.composite"}',
        columns => '{"id": "payload.id", "v": "payload.v"}',
        key_format => 'string', starting_offsets => 'earliest');
 SQL
@@ -155,9 +161,10 @@ poll "SELECT kafka_sink.wait('$P2', '60 s')" 90 || true
 check "map by topic wins over the value's source" "1|d1" "$(sql -c "SELECT id || '|' || v FROM $S.d_tab")"
 check "map by source schema.table (under payload)" "1|items1" "$(sql -c "SELECT id || '|' || v FROM $S.items")"
 check "the template for a source the map does not name (under payload)" "2|e2" "$(sql -c "SELECT id || '|' || v FROM $S.e_tab")"
-check "no table named, or a table that does not exist: no_target (naming the table when there is one)" \
-      "3|no_target|;4|no_target|$S.nope" \
-      "$(sql -c "SELECT string_agg(convert_from(q.key, 'UTF8') || '|' || q.reason || '|' || coalesce(q.target, ''), ';'
+check "no table named, or a table that does not exist: no_target (naming the table when there is one); a target against the data contract: target_refused" \
+      "3|no_target|;4|no_target|$S.nope;5|target_refused|$S.composite|key_format string needs exactly one key column" \
+      "$(sql -c "SELECT string_agg(convert_from(q.key, 'UTF8') || '|' || q.reason || '|' || coalesce(q.target, '')
+                                   || CASE WHEN q.reason = 'target_refused' THEN '|' || q.detail ELSE '' END, ';'
                                    ORDER BY convert_from(q.key, 'UTF8'))
                    FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id
                   WHERE p.name = '$P2'")"
@@ -332,10 +339,42 @@ check "the race happened: a table's CREATE was attempted by both workers" t \
       "$(sql -c "SELECT CASE WHEN last_value > 3 THEN 't' ELSE 'f (' || last_value || ' attempts)' END FROM $S.create_attempts")"
 sql -c "DROP EVENT TRIGGER count_create_$SFX" -c "DROP EVENT TRIGGER slow_create_$SFX" >/dev/null
 
+# the recorded Debezium events (JsonConverter with schemas): the tables
+# created from them have the source tables' types and keys (the rows
+# themselves are the debezium envelope's job: here they are quarantined)
+python3 - "$REPO/test/fixtures/debezium/json_schema" > "$W/h.in" <<'PY'
+import json, sys
+for t in ("accounts", "products", "order_lines"):
+    d = json.load(open(f"{sys.argv[1]}/{t}.c.json"))
+    print(json.dumps(d["key"]) + "\t" + json.dumps(d["value"]))
+PY
+kcat -P -b "$KS_BOOTSTRAP" -t "$TH" -K $'\t' < "$W/h.in"
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => '$P6', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$TH'], target => '$S.{source.table}', create_targets => true,
+       starting_offsets => 'earliest');
+SQL
+poll "SELECT kafka_sink.wait('$P6', '60 s')" 90 || true
+shape() {  # the columns and the primary key of a table
+    sql -c "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum)
+                   || ' | ' || (SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = to_regclass('$S.$1') AND contype = 'p')
+              FROM pg_attribute WHERE attrelid = to_regclass('$S.$1') AND attnum > 0 AND NOT attisdropped"
+}
+check "Debezium accounts: the source's types (Decimal, VariableScaleDecimal, Date, ZonedTimestamp, Json) and key" \
+      "id integer, name text, balance numeric(12,2), rate numeric, opened date, updated_at timestamp with time zone, active boolean, meta jsonb, _kafka_source_position numeric | PRIMARY KEY (id)" \
+      "$(shape accounts)"
+check "Debezium products: text key, Uuid, MicroTimestamp, MicroTime, double" \
+      "sku text, title text, price numeric(10,3), uid uuid, created timestamp(6) without time zone, open_at time(6) without time zone, weight double precision, tags jsonb, _kafka_source_position numeric | PRIMARY KEY (sku)" \
+      "$(shape products)"
+check "Debezium order_lines: composite key, int64, Time (time(3))" \
+      "order_id bigint, line_no integer, sku text, qty integer, amount numeric(14,4), shipped_at timestamp with time zone, ship_date date, ship_time time(3) without time zone, note text, _kafka_source_position numeric | PRIMARY KEY (order_id, line_no)" \
+      "$(shape order_lines)"
+
 # a lineage view of one routed table
 check "create_lineage_view of one table of a routed pipeline: its 50 rows, each with its batch" "50|50" \
       "$(sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.create_lineage_view('$P1', target => '$S.$TA') IS NOT NULL" >/dev/null;
          sql -c "SELECT count(*) || '|' || count(*) FILTER (WHERE _kafka_batch_id IS NOT NULL) FROM $S.${TA}_lineage")"
 
-for p in "$P1" "$P2" "$P3" "$P4" "$P5"; do sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null 2>&1 || true; done
+for p in "$P1" "$P2" "$P3" "$P4" "$P5" "$P6"; do sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null 2>&1 || true; done
 finish
