@@ -258,6 +258,7 @@ extern int	ks_catalog_writes_raise(void);
 extern int	ks_catalog_writes_suspend(void);
 extern void ks_catalog_writes_restore(int saved);
 extern void ks_catalog_writes_for_worker(void);
+extern bool ks_catalog_writes_allowed(void);
 extern void ks_catalog_guard_init(void);
 
 /* ---- small conversions everyone needs ---- */
