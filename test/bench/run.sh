@@ -54,6 +54,13 @@ export KS_RUN="${KS_RUN:-$REPO/.run-bench}"
 H="$REPO/test/harness.sh"
 PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
 
+# BENCH_QUICK=1: a run of a few minutes (fewer events, one round, shorter
+# latency and profile runs); every knob set explicitly still wins
+QUICK="${BENCH_QUICK:-0}"
+if [ "$QUICK" = 1 ]; then
+    : "${BENCH_EVENTS:=300000}" "${BENCH_REPEAT:=1}" "${BENCH_LAT_SECONDS:=10}" "${BENCH_LAT_WARMUP:=3}"
+    : "${BENCH_PROFILE_SECONDS:=8}"
+fi
 N="${BENCH_EVENTS:-2000000}"
 KEYS="${BENCH_KEYS:-$((N / 4))}"
 [ "$KEYS" -ge 1 ] || KEYS=1
@@ -251,6 +258,21 @@ got="$(topic_total "$TOPIC")"
 [ "$got" = "$N" ] || die "topic $TOPIC holds $got messages, expected $N"
 bash "$H" topic-offsets "$TOPIC" | tr '\t' ' ' | sed 's/^/partition /' >> "$LOG"
 
+# the same events on 16 partitions, for workers 2 and 4 (BENCH_P16, default 1)
+P16="${BENCH_P16:-1}"
+TOPIC16="$TOPIC.p16"
+if [ "$P16" = 1 ] && [ "$(topic_total "$TOPIC16" 2>/dev/null || echo 0)" != "$N" ]; then
+    bash "$H" topic-delete "$TOPIC16" >> "$LOG" 2>&1 || true
+    sleep 1
+    bash "$H" topic-create "$TOPIC16" 16 >> "$LOG" 2>&1 || die "could not create topic $TOPIC16"
+    say "producing the $N events again to $TOPIC16 (16 partitions)"
+    kcat -P -b "$KS_BOOTSTRAP" -t "$TOPIC16" -K $'\t' -l \
+         -X linger.ms=20 -X batch.num.messages=10000 -X queue.buffering.max.messages=1000000 \
+         "$DATA/events.tsv" 2>> "$LOG"
+    got="$(topic_total "$TOPIC16")"
+    [ "$got" = "$N" ] || die "topic $TOPIC16 holds $got messages, expected $N"
+fi
+
 # the same events as Avro, on a topic of their own, filled once
 AVRO="${BENCH_AVRO:-1}"
 AVRO_TOPIC="$TOPIC.avro"
@@ -320,6 +342,8 @@ loadavg() { cut -d' ' -f1 /proc/loadavg; }
 # ------------------------------------------------------------------ baseline
 SCRIPT="$W/baseline.sql"
 {
+    # the backend's pid, so that its CPU (utime + stime) is read at the end
+    echo "SELECT pg_backend_pid() \\g '$W/baseline.pid'"
     echo "CREATE TEMP TABLE stage (order_id bigint, event_ts timestamptz, amount numeric(18,2),"
     echo "                         schema_version int, seq bigint) ON COMMIT DELETE ROWS;"
     i=0
@@ -341,6 +365,8 @@ COMMIT;
 SQL
         i=$((i + 1))
     done
+    # still connected: the backend's CPU seconds (utime + stime, all of the run)
+    echo "\\! sed 's/^.*) //' /proc/\$(cat '$W/baseline.pid')/stat | awk -v t=\$(getconf CLK_TCK) '{printf \"%.2f\", (\$12 + \$13) / t}' > '$W/baseline.cpu'"
 } > "$SCRIPT"
 # baseline KEY: one timed run of the script into an empty target
 baseline() {
@@ -365,6 +391,8 @@ SQL
     put "$key.machine_busy_s" "$(sub $b1 $b0)"
     put "$key.samples" "$W/$key.samples"
     put "$key.rows" "$(psu -c 'SELECT count(*) FROM bench.orders_base')"
+    [ -s "$W/baseline.cpu" ] && put "$key.backend_cpu_s" "$(cat "$W/baseline.cpu")"
+    rm -f "$W/baseline.cpu" "$W/baseline.pid"
 }
 
 # ------------------------------------------------------------------ ours
@@ -497,6 +525,11 @@ for r in $(seq 1 "$REPEAT"); do
     ours "m100k.r$r" 100000 0
     ours "bronze.r$r" 50000 1
     ours "w2.r$r" 100000 0 2
+    if [ "$P16" = 1 ]; then
+        ours "w1p16.r$r" 100000 0 1 "$TOPIC16"
+        ours "w2p16.r$r" 100000 0 2 "$TOPIC16"
+        ours "w4p16.r$r" 100000 0 4 "$TOPIC16"
+    fi
     if [ "$AVRO" = 1 ]; then ours "avro.r$r" 50000 0 1 "$AVRO_TOPIC" "$AVRO_ARGS"; fi
     if [ "$PEERS" = 1 ]; then python_peer "py.r$r"; fi
     # one round: it is several times slower than the rest, its noise does not matter
