@@ -229,6 +229,26 @@ convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
 			break;
 		case KS_SLOT_SCALAR:
 			break;
+		case KS_SLOT_DATUM:
+			if (f->typid == col->typid)
+			{
+				/* built by the decoder as the input function would (avro_binary.c) */
+				row->values[c] = (Datum) f->datum;
+				row->nulls[c] = false;
+				row->present[c] = true;
+				return;
+			}
+			else
+			{
+				/* a column of another type reads the slot: its text, then as usual */
+				Oid			out;
+				bool		varlena;
+
+				getTypeOutputInfo(f->typid, &out, &varlena);
+				text = OidOutputFunctionCall(out, (Datum) f->datum);
+				in_server_encoding = true;
+			}
+			break;
 		case KS_SLOT_COMPOSITE:
 			if (col->is_array && text[0] == '[')
 			{
