@@ -17,6 +17,7 @@
 #include "catalog.h"
 #include "apply.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -241,7 +242,10 @@ fence_tag(LOCKTAG *tag, int64 pipeline_id)
  * of its pipeline holds a slot, so the next worker's floor, read after
  * they all exited, covers every id they committed.  An id taken by a batch
  * that rolled back may be taken again, or not: ids are unique among
- * committed batches and increase per worker, not necessarily contiguous.
+ * committed batches and increase per worker; a rolled-back id is given
+ * back when it is still the last (give_back_batch_id), so a one-worker
+ * pipeline's ids stay contiguous, while with several workers an id given
+ * up under another worker's later one stays a gap.
  */
 typedef struct KsBatchIdEntry
 {
@@ -277,9 +281,41 @@ pipeline_has_slot(int64 pipeline_id)
 	return false;
 }
 
+/*
+ * The id this process handed out in the open transaction: given back when
+ * the transaction aborts and no other worker took a later one meanwhile,
+ * so that the ids of a one-worker pipeline stay contiguous through
+ * rollbacks (a crash resets shared memory, and the floor does the same).
+ */
+static int64 open_pipeline_id = 0;
+static int64 open_batch_id = 0;
+
+static void
+give_back_batch_id(XactEvent event, void *arg)
+{
+	(void) arg;
+	if (open_batch_id == 0)
+		return;
+	if ((event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) && ks_shared != NULL)
+	{
+		int			n = Max(ks_max_workers, 1);
+
+		LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+		for (int i = 0; i < n; i++)
+			if (batch_ids[i].pipeline_id == open_pipeline_id && batch_ids[i].last == open_batch_id)
+				batch_ids[i].last--;
+		LWLockRelease(ks_shared->lock);
+	}
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+		open_batch_id = 0;
+}
+
 static int64
 hand_out_batch_id(int64 pipeline_id, int64 floor)
 {
+	static bool registered = false;
 	KsBatchIdEntry *e = NULL;
 	int			n = Max(ks_max_workers, 1);
 	int64		id;
@@ -306,6 +342,13 @@ hand_out_batch_id(int64 pipeline_id, int64 floor)
 	id = Max(e->last, floor) + 1;
 	e->last = id;
 	LWLockRelease(ks_shared->lock);
+	if (!registered)
+	{
+		RegisterXactCallback(give_back_batch_id, NULL);
+		registered = true;
+	}
+	open_pipeline_id = pipeline_id;
+	open_batch_id = id;
 	return id;
 }
 
