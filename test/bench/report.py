@@ -142,7 +142,7 @@ def main():
                                    "message_bytes": num(r, p + ".message_bytes"),
                                    "load_at_start": num(r, p + ".load"),
                                    "same_as_baseline": r.get(p + ".same_as_baseline")}
-    for key in ("m50k", "m100k", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro"):
+    for key in ("m50k", "m100k", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text"):
         p, alls = best(key)
         prefixes[key] = p
         if not p:
@@ -222,7 +222,8 @@ def main():
                        ("w1p16", "ours, 100000, 16 partitions, workers 1"),
                        ("w2p16", "ours, 100000, 16 partitions, workers 2 (CPU: both)"),
                        ("w4p16", "ours, 100000, 16 partitions, workers 4 (CPU: all four)"),
-                       ("avro", "ours, 50000, the same events as Avro (schema registry)")):
+                       ("avro", "ours, 50000, the same events as Avro (schema registry)"),
+                       ("avro_text", "ours, 50000, Avro with kafka_sink.avro_direct off (every value through its text)")):
         d = res["runs"].get(key)
         if not d:
             continue
@@ -326,6 +327,10 @@ def main():
     rss = [(k, R[k]["worker_peak_rss_mib"]) for k in R if isinstance(R[k], dict) and R[k].get("worker_peak_rss_mib")]
     if rss:
         t.append("- peak RSS (MiB, largest worker): " + ", ".join("%s %.0f" % (k, v) for k, v in rss))
+    if vb("avro") is not None and vb("avro_text") is not None:
+        t.append("  (Avro values built directly vs through their text: %s vs %s the baseline, worker CPU s per 1M %s vs %s)"
+                 % (fmt(vb("avro")), fmt(vb("avro_text")), fmt(R["avro"]["worker_cpu_s_per_million"], "{:.1f}"),
+                    fmt(R["avro_text"]["worker_cpu_s_per_million"], "{:.1f}")))
     if vb("avro") is not None and vb("m50k") is not None:
         ratio = R["avro"]["msgs_per_s"] / R["m50k"]["msgs_per_s"]
         t.append("- the Avro row at the level of JSON (50k): %s of JSON's msgs/s (%sx vs %sx the baseline): %s"

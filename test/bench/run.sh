@@ -54,14 +54,19 @@ export KS_RUN="${KS_RUN:-$REPO/.run-bench}"
 H="$REPO/test/harness.sh"
 PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
 
-# BENCH_QUICK=1: a run of a few minutes (fewer events, one round, shorter
+# BENCH_QUICK=1: a run of a few minutes (1M events, one round, shorter
 # latency and profile runs); every knob set explicitly still wins
 QUICK="${BENCH_QUICK:-0}"
 if [ "$QUICK" = 1 ]; then
-    : "${BENCH_EVENTS:=300000}" "${BENCH_REPEAT:=1}" "${BENCH_LAT_SECONDS:=10}" "${BENCH_LAT_WARMUP:=3}"
+    : "${BENCH_EVENTS:=1000000}" "${BENCH_REPEAT:=1}" "${BENCH_LAT_SECONDS:=10}" "${BENCH_LAT_WARMUP:=3}"
     : "${BENCH_PROFILE_SECONDS:=8}"
 fi
 N="${BENCH_EVENTS:-2000000}"
+# BENCH_ONLY="m100k w2 avro ...": only these configurations (the baseline
+# always runs: every ratio is to it); names as in results.json, plus lat,
+# lat_bronze, profile, py, dbz
+ONLY="${BENCH_ONLY:-}"
+only() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
 KEYS="${BENCH_KEYS:-$((N / 4))}"
 [ "$KEYS" -ge 1 ] || KEYS=1
 SEED="${BENCH_SEED:-42}"
@@ -519,21 +524,33 @@ for f in ("seconds", "t0", "startup_seconds", "rows_differing_from_rule", "rows_
 # the throughput runs, BENCH_REPEAT rounds, interleaved (a noisy minute on
 # a shared machine then hurts one round of everything, not every round of
 # one thing); the report takes each configuration's fastest round
+# avro_direct GUC around one run: off = every Avro value through its text
+avro_direct() {
+    if [ "$1" = off ]; then psu -c "ALTER SYSTEM SET kafka_sink.avro_direct = off" >/dev/null
+    else psu -c "ALTER SYSTEM RESET kafka_sink.avro_direct" >/dev/null; fi
+    psu -c "SELECT pg_reload_conf()" >/dev/null
+    sleep 0.5
+}
 for r in $(seq 1 "$REPEAT"); do
     baseline "baseline.r$r"
-    ours "m50k.r$r" 50000 0
-    ours "m100k.r$r" 100000 0
-    ours "bronze.r$r" 50000 1
-    ours "w2.r$r" 100000 0 2
+    if only m50k; then ours "m50k.r$r" 50000 0; fi
+    if only m100k; then ours "m100k.r$r" 100000 0; fi
+    if only bronze; then ours "bronze.r$r" 50000 1; fi
+    if only w2; then ours "w2.r$r" 100000 0 2; fi
     if [ "$P16" = 1 ]; then
-        ours "w1p16.r$r" 100000 0 1 "$TOPIC16"
-        ours "w2p16.r$r" 100000 0 2 "$TOPIC16"
-        ours "w4p16.r$r" 100000 0 4 "$TOPIC16"
+        if only w1p16; then ours "w1p16.r$r" 100000 0 1 "$TOPIC16"; fi
+        if only w2p16; then ours "w2p16.r$r" 100000 0 2 "$TOPIC16"; fi
+        if only w4p16; then ours "w4p16.r$r" 100000 0 4 "$TOPIC16"; fi
     fi
-    if [ "$AVRO" = 1 ]; then ours "avro.r$r" 50000 0 1 "$AVRO_TOPIC" "$AVRO_ARGS"; fi
-    if [ "$PEERS" = 1 ]; then python_peer "py.r$r"; fi
+    if [ "$AVRO" = 1 ] && only avro; then ours "avro.r$r" 50000 0 1 "$AVRO_TOPIC" "$AVRO_ARGS"; fi
+    if [ "$AVRO" = 1 ] && only avro_text; then
+        avro_direct off
+        ours "avro_text.r$r" 50000 0 1 "$AVRO_TOPIC" "$AVRO_ARGS"
+        avro_direct on
+    fi
+    if [ "$PEERS" = 1 ] && only py; then python_peer "py.r$r"; fi
     # one round: it is several times slower than the rest, its noise does not matter
-    if [ "$DBZ" = 1 ] && [ "$r" = 1 ]; then debezium_peer "dbz.r$r"; fi
+    if [ "$DBZ" = 1 ] && [ "$r" = 1 ] && only dbz; then debezium_peer "dbz.r$r"; fi
 done
 
 # ------------------------------------------------------------------ latency
@@ -616,11 +633,11 @@ SQL
     bash "$H" topic-delete "$topic" >> "$LOG" 2>&1 || true
 }
 
-latency lat 0
-latency lat_bronze 1
+if only lat; then latency lat 0; fi
+if only lat_bronze; then latency lat_bronze 1; fi
 
 # ------------------------------------------------------------------ profile
-if [ "$PROFILE" = 1 ]; then
+if [ "$PROFILE" = 1 ] && only profile; then
     say "profile: perf record -g on the worker for ${PROFILE_SECONDS}s (max_offsets_per_batch 50000)"
     pso <<SQL > /dev/null
 SET client_min_messages = warning;
