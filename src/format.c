@@ -178,7 +178,7 @@ ks_format_decode(KsTarget *t, KsPipeline *p, bool is_key, const char *data, size
 		if (t->pg_array == NULL)
 			mark_array_slots(t);
 		call.pg_array = is_key ? t->key_pg_array : t->pg_array;
-		call.direct = ks_avro_direct ? (is_key ? t->key_direct : t->direct) : NULL;
+		call.direct = ks_direct_values ? (is_key ? t->key_direct : t->direct) : NULL;
 		call.whole_slot = (is_key && t->nkeys == 1) ? 0 : -1;
 	}
 	return f->decode(&call, data, len, out, detail);

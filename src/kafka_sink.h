@@ -38,7 +38,7 @@ extern bool ks_allow_superuser_pipelines;
 extern int	ks_max_message_bytes;
 extern int	ks_max_partitions;
 extern int	ks_keep_batches;
-extern bool ks_avro_direct;
+extern bool ks_direct_values;
 extern char *ks_outbox_servers;
 extern int	ks_outbox_retention_s;
 extern int	ks_keep_batches_for_s;
