@@ -223,7 +223,7 @@ def main():
                        ("w2p16", "ours, 100000, 16 partitions, workers 2 (CPU: both)"),
                        ("w4p16", "ours, 100000, 16 partitions, workers 4 (CPU: all four)"),
                        ("avro", "ours, 50000, the same events as Avro (schema registry)"),
-                       ("avro_text", "ours, 50000, Avro with kafka_sink.avro_direct off (every value through its text)")):
+                       ("avro_text", "ours, 50000, Avro with kafka_sink.direct_values off (every value through its text)")):
         d = res["runs"].get(key)
         if not d:
             continue

@@ -524,10 +524,10 @@ for f in ("seconds", "t0", "startup_seconds", "rows_differing_from_rule", "rows_
 # the throughput runs, BENCH_REPEAT rounds, interleaved (a noisy minute on
 # a shared machine then hurts one round of everything, not every round of
 # one thing); the report takes each configuration's fastest round
-# avro_direct GUC around one run: off = every Avro value through its text
+# kafka_sink.direct_values around one run: off = every value through its text
 avro_direct() {
-    if [ "$1" = off ]; then psu -c "ALTER SYSTEM SET kafka_sink.avro_direct = off" >/dev/null
-    else psu -c "ALTER SYSTEM RESET kafka_sink.avro_direct" >/dev/null; fi
+    if [ "$1" = off ]; then psu -c "ALTER SYSTEM SET kafka_sink.direct_values = off" >/dev/null
+    else psu -c "ALTER SYSTEM RESET kafka_sink.direct_values" >/dev/null; fi
     psu -c "SELECT pg_reload_conf()" >/dev/null
     sleep 0.5
 }
