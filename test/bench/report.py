@@ -142,7 +142,7 @@ def main():
                                    "message_bytes": num(r, p + ".message_bytes"),
                                    "load_at_start": num(r, p + ".load"),
                                    "same_as_baseline": r.get(p + ".same_as_baseline")}
-    for key in ("m50k", "m100k", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text"):
+    for key in ("m50k", "m100k", "m100k_text", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text"):
         p, alls = best(key)
         prefixes[key] = p
         if not p:
@@ -217,6 +217,7 @@ def main():
                     fmt(b["load_at_start"]), rounds(b)))
     for key, label in (("m50k", "ours, max_offsets_per_batch 50000"),
                        ("m100k", "ours, max_offsets_per_batch 100000 (default)"),
+                       ("m100k_text", "ours, 100000, kafka_sink.direct_values off (timestamps through timestamptz_in)"),
                        ("bronze", "ours, 50000, bronze on"),
                        ("w2", "ours, 100000, workers 2 (worker CPU: both)"),
                        ("w1p16", "ours, 100000, 16 partitions, workers 1"),
@@ -327,6 +328,10 @@ def main():
     rss = [(k, R[k]["worker_peak_rss_mib"]) for k in R if isinstance(R[k], dict) and R[k].get("worker_peak_rss_mib")]
     if rss:
         t.append("- peak RSS (MiB, largest worker): " + ", ".join("%s %.0f" % (k, v) for k, v in rss))
+    if vb("m100k") is not None and vb("m100k_text") is not None:
+        t.append("  (JSON timestamps built directly vs through timestamptz_in: %s vs %s the baseline, worker CPU s per 1M %s vs %s)"
+                 % (fmt(vb("m100k")), fmt(vb("m100k_text")), fmt(R["m100k"]["worker_cpu_s_per_million"], "{:.1f}"),
+                    fmt(R["m100k_text"]["worker_cpu_s_per_million"], "{:.1f}")))
     if vb("avro") is not None and vb("avro_text") is not None:
         t.append("  (Avro values built directly vs through their text: %s vs %s the baseline, worker CPU s per 1M %s vs %s)"
                  % (fmt(vb("avro")), fmt(vb("avro_text")), fmt(R["avro"]["worker_cpu_s_per_million"], "{:.1f}"),

@@ -525,7 +525,7 @@ for f in ("seconds", "t0", "startup_seconds", "rows_differing_from_rule", "rows_
 # a shared machine then hurts one round of everything, not every round of
 # one thing); the report takes each configuration's fastest round
 # kafka_sink.direct_values around one run: off = every value through its text
-avro_direct() {
+direct_values() {
     if [ "$1" = off ]; then psu -c "ALTER SYSTEM SET kafka_sink.direct_values = off" >/dev/null
     else psu -c "ALTER SYSTEM RESET kafka_sink.direct_values" >/dev/null; fi
     psu -c "SELECT pg_reload_conf()" >/dev/null
@@ -535,6 +535,11 @@ for r in $(seq 1 "$REPEAT"); do
     baseline "baseline.r$r"
     if only m50k; then ours "m50k.r$r" 50000 0; fi
     if only m100k; then ours "m100k.r$r" 100000 0; fi
+    if only m100k_text; then
+        direct_values off
+        ours "m100k_text.r$r" 100000 0
+        direct_values on
+    fi
     if only bronze; then ours "bronze.r$r" 50000 1; fi
     if only w2; then ours "w2.r$r" 100000 0 2; fi
     if [ "$P16" = 1 ]; then
@@ -544,9 +549,9 @@ for r in $(seq 1 "$REPEAT"); do
     fi
     if [ "$AVRO" = 1 ] && only avro; then ours "avro.r$r" 50000 0 1 "$AVRO_TOPIC" "$AVRO_ARGS"; fi
     if [ "$AVRO" = 1 ] && only avro_text; then
-        avro_direct off
+        direct_values off
         ours "avro_text.r$r" 50000 0 1 "$AVRO_TOPIC" "$AVRO_ARGS"
-        avro_direct on
+        direct_values on
     fi
     if [ "$PEERS" = 1 ] && only py; then python_peer "py.r$r"; fi
     # one round: it is several times slower than the rest, its noise does not matter
