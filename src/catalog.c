@@ -922,6 +922,11 @@ ks_catalog_seen_event_ids(Oid target, List *ids)
 	return seen;
 }
 
+/*
+ * Records applied event ids, in one order for every process (workers of
+ * one pipeline apply in parallel: two inserting the same ids in different
+ * orders would wait for each other).
+ */
 void
 ks_catalog_record_event_ids(Oid target, List *ids, int64 batch_id)
 {
@@ -930,7 +935,8 @@ ks_catalog_record_event_ids(Oid target, List *ids, int64 batch_id)
 
 	ks_spi_exec("record event ids",
 				"INSERT INTO kafka_sink.event_ids (target, event_id, batch_id)"
-				" SELECT $1, unnest($2), $3 ON CONFLICT DO NOTHING",
+				" SELECT $1, e, $3 FROM unnest($2) e ORDER BY e COLLATE \"C\""
+				" ON CONFLICT DO NOTHING",
 				3, argtypes, values, NULL, false, SPI_OK_INSERT);
 }
 
