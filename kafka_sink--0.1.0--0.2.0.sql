@@ -5055,3 +5055,50 @@ END
 $$;
 
 -- ---- end of routing ----
+
+-- ---- perf: batches of several workers in parallel (issue 17) ----
+-- Batch ids come from shared memory and a batch holds a per-pipeline fence
+-- lock in SHARE mode instead of the pipeline's row; the writer API takes the
+-- fence in EXCLUSIVE mode in _get_pipeline(name, true).
+CREATE FUNCTION kafka_sink._fence_batches(pipeline_id bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_fence_batches'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION kafka_sink._fence_batches(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._fence_batches(bigint) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink._fence_batches(bigint) IS
+'Internal: waits until no batch of the pipeline is in flight and holds new ones back until commit (stop, drop, alter, reset_offsets, ...); only inside the API.';
+
+CREATE OR REPLACE FUNCTION kafka_sink._get_pipeline(name text, for_update boolean DEFAULT false)
+RETURNS kafka_sink.pipeline_definitions
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'pipeline name cannot be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass the pipeline''s name.';
+    END IF;
+    IF for_update THEN
+        -- the fence first, then the row: a batch in flight holds the fence
+        -- (shared) and writes the row last, so this order cannot deadlock
+        SELECT * INTO p FROM kafka_sink.pipeline_definitions x WHERE x.name = _get_pipeline.name;
+        IF FOUND THEN
+            PERFORM kafka_sink._fence_batches(p.id);
+        END IF;
+        SELECT * INTO p FROM kafka_sink.pipeline_definitions x WHERE x.name = _get_pipeline.name FOR UPDATE;
+    ELSE
+        SELECT * INTO p FROM kafka_sink.pipeline_definitions x WHERE x.name = _get_pipeline.name;
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pipeline "%" does not exist', name
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'SELECT name FROM kafka_sink.pipelines lists the pipelines you can see.';
+    END IF;
+    RETURN p;
+END
+$$;
+
+-- ---- end of perf ----

@@ -178,6 +178,11 @@ SELECT kafka_sink._is_secret_option(NULL) IS NULL AS strict,
 SELECT ifn.err('SELECT * FROM kafka_sink._worker_pids()');
 SELECT ifn.err('SELECT * FROM kafka_sink._partition_stats()');
 SELECT ifn.err('SELECT kafka_sink._wake_launcher()');
+
+-- ---- the writer's side of the batches' fence: the API's only ----
+SELECT ifn.err('SELECT kafka_sink._fence_batches(NULL)');
+SELECT ifn.err('SELECT kafka_sink._fence_batches(0)');
+SELECT ifn.err(format('SELECT kafka_sink._fence_batches(%s)', :fn_id));
 RESET ROLE;
 
 -- ---- another owner: A's pipelines do not exist for B ----
@@ -203,6 +208,7 @@ SELECT ifn.err(format('SELECT * FROM kafka_sink._replay(%s, %L)', :fn_id, :'fn_i
 SELECT ifn.err('SELECT * FROM kafka_sink._partition_stats()');
 SELECT ifn.err('SELECT kafka_sink._wake_launcher()');
 SELECT ifn.err('SELECT * FROM kafka_sink._worker_pids()');
+SELECT ifn.err('SELECT kafka_sink._fence_batches(1)');
 RESET ROLE;
 REVOKE USAGE ON SCHEMA kafka_sink FROM regress_if_plain;
 

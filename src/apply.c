@@ -259,8 +259,8 @@ ks_stage_and_apply(KsBatch *batch, bool take_batch_id)
 
 	/*
 	 * Decoding needs no batch id, so it runs before the batch id is taken:
-	 * taking it locks the pipeline's row until commit, and with several
-	 * workers that is where their transactions line up.
+	 * taking it waits while a stop, drop or alter holds the pipeline's
+	 * fence (checkpoint.c); several workers' batches hold it together.
 	 */
 	t0 = GetCurrentTimestamp();
 	open_targets(batch);

@@ -46,6 +46,14 @@
 
 #include "avro_binary.h"
 
+#ifndef FRONTEND
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "datatype/timestamp.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#endif
+
 #if PG_VERSION_NUM >= 160000
 #define KS_JSON_RETURN JsonParseErrorType
 #define KS_JSON_OK return JSON_SUCCESS
@@ -697,6 +705,7 @@ typedef struct Dec
 	const unsigned char *end;
 	const KsWalkPaths *paths;
 	const bool *pg_array;
+	const Oid  *direct;
 	KsSlotValue *out;
 	char	   *err;
 	int64		budget;			/* array and map items left */
@@ -1563,6 +1572,164 @@ pg_array_text(Dec *d, const AvNode *n, StringInfo b, int depth)
 	return true;
 }
 
+#ifndef FRONTEND
+/*
+ * The column types whose values direct_value builds: exactly these, with
+ * no typmod (a timestamptz(3) rounds in its input function) and no domain
+ * (its checks run in the input function).
+ */
+Oid
+ks_avro_direct_type(Oid typid, int32 typmod)
+{
+	switch (typid)
+	{
+		case BOOLOID:
+		case INT4OID:
+		case INT8OID:
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case TEXTOID:
+		case TIMESTAMPTZOID:
+		case TIMESTAMPOID:
+			return typmod < 0 ? typid : InvalidOid;
+		default:
+			return InvalidOid;
+	}
+}
+
+/*
+ * The value at the current position as a Datum of typid, the column's own
+ * type, without text and input function: 1 done (slot v is a
+ * KS_SLOT_DATUM), 0 not this way (nothing read: the text path decodes it
+ * and the input function decides, e.g. a timestamp out of PostgreSQL's
+ * range), -1 a decoding error (d->err).  Each case gives exactly the value
+ * the input function makes of scalar_text()'s text: int and long are
+ * integers either way; a double's text is its shortest round-trip form
+ * (float8in gives the same double back), a float's likewise for float4 (a
+ * float into float8 is NOT the same: "0.1" is not (double) 0.1f, so that
+ * goes the text way); a string is UTF-8 without NUL (checked as there) in
+ * a UTF-8 database; a timestamp's text names the same microsecond.
+ */
+static int
+direct_value(Dec *d, const AvNode *n, Oid typid, KsSlotValue *v)
+{
+	const unsigned char *start = d->p;
+	int64		x;
+	Datum		datum;
+
+	switch (n->type)
+	{
+		case AV_BOOLEAN:
+			if (typid != BOOLOID)
+				return 0;
+			if (!need(d, 1))
+				return -1;
+			if (*d->p > 1)
+			{
+				(void) fail(d, "a boolean byte is neither 0 nor 1");
+				return -1;
+			}
+			datum = BoolGetDatum(*d->p++ != 0);
+			break;
+		case AV_INT:
+		case AV_LONG:
+			if (n->logical == LT_NONE)
+			{
+				if (!(typid == INT8OID || (typid == INT4OID && n->type == AV_INT)))
+					return 0;
+				if (!(n->type == AV_INT ? read_int(d, &x) : read_long(d, &x)))
+					return -1;
+				datum = typid == INT8OID ? Int64GetDatum(x) : Int32GetDatum((int32) x);
+				break;
+			}
+			if (n->type != AV_LONG ||
+				!(((n->logical == LT_TS_MILLIS || n->logical == LT_TS_MICROS) && typid == TIMESTAMPTZOID) ||
+				  ((n->logical == LT_LTS_MILLIS || n->logical == LT_LTS_MICROS) && typid == TIMESTAMPOID)))
+				return 0;
+			if (!read_long(d, &x))
+				return -1;
+			{
+				int64		us = x;
+				Timestamp	ts;
+
+				if ((n->logical == LT_TS_MILLIS || n->logical == LT_LTS_MILLIS) &&
+					pg_mul_s64_overflow(x, 1000, &us))
+				{
+					d->p = start;
+					return 0;
+				}
+				if (pg_sub_s64_overflow(us, (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY, &ts) ||
+					!IS_VALID_TIMESTAMP(ts))
+				{
+					d->p = start;
+					return 0;
+				}
+				datum = TimestampGetDatum(ts);
+			}
+			break;
+		case AV_FLOAT:
+			{
+				float		f;
+				uint32		u;
+
+				if (typid != FLOAT4OID)
+					return 0;
+				if (!need(d, 4))
+					return -1;
+				u = (uint32) d->p[0] | ((uint32) d->p[1] << 8) | ((uint32) d->p[2] << 16) |
+					((uint32) d->p[3] << 24);
+				memcpy(&f, &u, 4);
+				d->p += 4;
+				datum = Float4GetDatum(f);
+				break;
+			}
+		case AV_DOUBLE:
+			{
+				double		f;
+				uint64		u = 0;
+
+				if (typid != FLOAT8OID)
+					return 0;
+				if (!need(d, 8))
+					return -1;
+				for (int i = 7; i >= 0; i--)
+					u = (u << 8) | d->p[i];
+				memcpy(&f, &u, 8);
+				d->p += 8;
+				datum = Float8GetDatum(f);
+				break;
+			}
+		case AV_STRING:
+			if (typid != TEXTOID || GetDatabaseEncoding() != PG_UTF8)
+				return 0;
+			if (!read_len(d, &x))
+				return -1;
+			if (pg_encoding_verifymbstr(PG_UTF8, (const char *) d->p, (int) x) != (int) x)
+			{
+				(void) fail(d, "a string is not valid UTF-8");
+				return -1;
+			}
+			if (memchr(d->p, '\0', x) != NULL)
+			{
+				(void) fail(d, "a string contains a NUL character");
+				return -1;
+			}
+			datum = PointerGetDatum(cstring_to_text_with_len((const char *) d->p, (int) x));
+			d->p += x;
+			break;
+		default:
+			return 0;
+	}
+	if (v->text)
+		pfree(v->text);			/* a duplicate map key: the last one wins */
+	v->kind = KS_SLOT_DATUM;
+	v->text = NULL;
+	v->typid = typid;
+	v->datum = (uintptr_t) datum;
+	return 1;
+}
+#endif
+
 /* The value at the current position, into slot s. */
 static bool
 capture(Dec *d, const AvNode *n, int s, int depth)
@@ -1591,6 +1758,20 @@ capture(Dec *d, const AvNode *n, int s, int depth)
 		bool		is_string,
 					is_null;
 
+#ifndef FRONTEND
+		if (d->direct && OidIsValid(d->direct[s]))
+		{
+			int			r = direct_value(d, n, d->direct[s], v);
+
+			if (r < 0)
+				return false;
+			if (r > 0)
+			{
+				pfree(b.data);
+				return true;
+			}
+		}
+#endif
 		if (!scalar_text(d, n, &b, &is_string, &is_null))
 			return false;
 		if (is_null)
@@ -1724,7 +1905,7 @@ walk(Dec *d, const AvNode *n, int level, const int *active, int nactive, int dep
 
 KsAvroResult
 ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths, const bool *pg_array,
-			   int whole_slot, const char *data, size_t len, KsSlotValue *out, char **detail)
+			   const Oid *direct, int whole_slot, const char *data, size_t len, KsSlotValue *out, char **detail)
 {
 	Dec			d;
 	bool		ok;
@@ -1743,6 +1924,11 @@ ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths, const bool *pg_a
 	d.end = d.p + len;
 	d.paths = paths;
 	d.pg_array = pg_array;
+#ifndef FRONTEND
+	d.direct = direct;
+#else
+	(void) direct;
+#endif
 	d.out = out;
 	d.budget = (int64) len * 8 + 1024;
 

@@ -36,15 +36,25 @@ extern bool ks_avro_schema_is_record(const KsAvroSchema *s);
  * path of paths in out[] as jsonwalk does for JSON (ABSENT, NULL, STRING,
  * SCALAR or COMPOSITE: its JSON text).  pg_array, when not NULL, says per
  * slot that an Avro array there is wanted as a PostgreSQL array literal
- * (kind SCALAR) rather than JSON.  whole_slot >= 0: a schema that is not
+ * (kind SCALAR) rather than JSON.  direct, when not NULL, gives per slot
+ * the type of the column that takes it when that is one the decoder can
+ * build directly (ks_avro_direct_type: bool, int4, int8, float4, float8,
+ * text, timestamptz, timestamp; InvalidOid else): a value of the matching
+ * Avro type is then a KS_SLOT_DATUM of that type, exactly what the type's
+ * input function makes of the text (backend builds only; a value the
+ * type cannot hold still comes as text, for the input function to
+ * refuse).  whole_slot >= 0: a schema that is not
  * a record decodes into that slot (a primitive key); otherwise it is
  * KS_AVRO_NOT_A_RECORD.  Every byte must be used.  On an error *detail
  * says why, and the slots are all ABSENT.
  */
 extern KsAvroResult ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths,
-								   const bool *pg_array, int whole_slot,
+								   const bool *pg_array, const Oid *direct, int whole_slot,
 								   const char *data, size_t len,
 								   KsSlotValue *out, char **detail);
+
+/* typid itself when ks_avro_decode can build its values directly, else InvalidOid */
+extern Oid	ks_avro_direct_type(Oid typid, int32 typmod);
 
 /* ---- a small JSON tree, for schemas and registry answers ---- */
 typedef enum KsJsonKind

@@ -616,23 +616,44 @@ ks_set_state(int64 pipeline_id, const char *state)
 /* ---- the batch's writes: batch ids, markers, offsets, data loss ---- */
 
 /*
- * Takes the next batch id of a running pipeline: false when it is no longer
- * running.  The UPDATE locks the pipeline's row until commit.
+ * The pipeline's committed batch id counter (last_batch_id), read without a
+ * lock: false when the pipeline is no longer running.  Batch ids are
+ * handed out in shared memory (checkpoint.c); this is their floor.
  */
 bool
-ks_catalog_take_batch_id(int64 pipeline_id, int64 *batch_id)
+ks_catalog_batch_id_floor(int64 pipeline_id, int64 *floor)
 {
 	Oid			argtypes[1] = {INT8OID};
 	Datum		v[1] = {Int64GetDatum(pipeline_id)};
 
-	ks_spi_exec("take a batch id",
-				"UPDATE kafka_sink.pipeline_definitions SET last_batch_id = last_batch_id + 1"
-				" WHERE id = $1 AND state = 'running' RETURNING last_batch_id",
-				1, argtypes, v, NULL, false, SPI_OK_UPDATE_RETURNING);
+	ks_spi_exec("read the batch id counter",
+				"SELECT last_batch_id FROM kafka_sink.pipeline_definitions"
+				" WHERE id = $1 AND state = 'running'",
+				1, argtypes, v, NULL, false, SPI_OK_SELECT);
 	if (SPI_processed != 1)
 		return false;
-	*batch_id = getint8(0, 1);
+	*floor = getint8(0, 1);
 	return true;
+}
+
+/*
+ * Records a committed batch id in the pipeline's row, as the batch's last
+ * catalog write: false when the pipeline is no longer running.  The row
+ * stays locked until commit, so batches of several workers take turns here
+ * only for their commit, not for the whole batch.
+ */
+bool
+ks_catalog_record_batch_id(int64 pipeline_id, int64 batch_id)
+{
+	Oid			argtypes[2] = {INT8OID, INT8OID};
+	Datum		v[2] = {Int64GetDatum(pipeline_id), Int64GetDatum(batch_id)};
+
+	ks_spi_exec("record the batch id",
+				"UPDATE kafka_sink.pipeline_definitions"
+				" SET last_batch_id = greatest(last_batch_id, $2)"
+				" WHERE id = $1 AND state = 'running'",
+				2, argtypes, v, NULL, false, SPI_OK_UPDATE);
+	return SPI_processed == 1;
 }
 
 void
@@ -1014,6 +1035,11 @@ ks_catalog_seen_event_ids(Oid target, List *ids)
 	return seen;
 }
 
+/*
+ * Records applied event ids, in one order for every process (workers of
+ * one pipeline apply in parallel: two inserting the same ids in different
+ * orders would wait for each other).
+ */
 void
 ks_catalog_record_event_ids(Oid target, List *ids, int64 batch_id)
 {
@@ -1022,7 +1048,8 @@ ks_catalog_record_event_ids(Oid target, List *ids, int64 batch_id)
 
 	ks_spi_exec("record event ids",
 				"INSERT INTO kafka_sink.event_ids (target, event_id, batch_id)"
-				" SELECT $1, unnest($2), $3 ON CONFLICT DO NOTHING",
+				" SELECT $1, e, $3 FROM unnest($2) e ORDER BY e COLLATE \"C\""
+				" ON CONFLICT DO NOTHING",
 				3, argtypes, values, NULL, false, SPI_OK_INSERT);
 }
 

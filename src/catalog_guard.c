@@ -81,6 +81,13 @@ ks_catalog_writes_restore(int saved)
 	catalog_writes = saved;
 }
 
+/* Whether this backend runs kafka_sink code that may write the catalog. */
+bool
+ks_catalog_writes_allowed(void)
+{
+	return catalog_writes > 0;
+}
+
 /*
  * A pipeline worker writes the catalog as the pipeline's owner: the level
  * stays raised for the process's life, suspended around the user's code.

@@ -8,7 +8,7 @@
  *
  * Owns: the checkpoint's content and its checks (the offsets moved under
  * us: a serialization failure; the pipeline no longer running: no batch
- * id).  Must not: decide what the batch applies.
+ * id), batch ids and the stop/drop fence.  Must not: decide what the batch applies.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,12 +17,20 @@
 #include "catalog.h"
 #include "apply.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "storage/shmem.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/timestamp.h"
+
+static void record_batch_id(KsBatch *batch);
 
 static void
 append_offsets(StringInfo b, KsBatch *batch, int which)
@@ -267,25 +275,218 @@ ks_write_checkpoint(KsBatch *batch)
 							p->topic, p->partition),
 					 errdetail("Expected next offset %lld.", (long long) p->committed)));
 	}
+	record_batch_id(batch);
+}
+
+/* ---- batch ids and the stop/drop fence ---- */
+
+/*
+ * The fence: a heavyweight lock per pipeline (an advisory lock tag whose
+ * fourth field SQL's pg_advisory_* functions never use, so that no session
+ * can take it but through kafka_sink).  A batch holds it in SHARE mode from
+ * its batch id to its commit, so the batches of several workers overlap;
+ * the writer API (kafka_sink._get_pipeline(name, true), under stop, drop,
+ * pause, alter, reset_offsets, ...) takes it in EXCLUSIVE mode before it
+ * locks the pipeline's row, so that it waits for the batches in flight,
+ * and a batch that asks after it waits in the lock's queue (a new SHARE
+ * request queues behind a waiting EXCLUSIVE one: no starvation), then sees
+ * the committed state.
+ */
+#define KS_FENCE_FIELD4 0x4B53	/* "KS"; pg_advisory_* use 1 and 2 */
+
+static void
+fence_tag(LOCKTAG *tag, int64 pipeline_id)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) ((uint64) pipeline_id >> 32),
+						 (uint32) pipeline_id, KS_FENCE_FIELD4);
 }
 
 /*
- * Takes the next batch id.  This locks the pipeline's row until commit, and
- * fails when the pipeline is no longer running, so that no batch commits
- * after stop() or drop_pipeline() returned.
+ * Batch ids are handed out in shared memory, one counter per pipeline with
+ * a running worker: unique without a row lock held for the batch.  The
+ * floor is the pipeline's last_batch_id, which every batch raises to its
+ * own id as its last catalog write (greatest(): batches of several
+ * workers commit in any order).  An entry is only reused once no worker
+ * of its pipeline holds a slot, so the next worker's floor, read after
+ * they all exited, covers every id they committed.  An id taken by a batch
+ * that rolled back may be taken again, or not: ids are unique among
+ * committed batches and increase per worker; a rolled-back id is given
+ * back when it is still the last (give_back_batch_id), so a one-worker
+ * pipeline's ids stay contiguous, while with several workers an id given
+ * up under another worker's later one stays a gap.
+ */
+typedef struct KsBatchIdEntry
+{
+	int64		pipeline_id;	/* 0: free */
+	int64		last;			/* the last id handed out */
+} KsBatchIdEntry;
+
+static KsBatchIdEntry *batch_ids = NULL;
+
+Size
+ks_batch_ids_shmem_size(void)
+{
+	return mul_size(Max(ks_max_workers, 1), sizeof(KsBatchIdEntry));
+}
+
+void
+ks_batch_ids_shmem_init(void)
+{
+	bool		found;
+
+	batch_ids = ShmemInitStruct("kafka_sink batch ids", ks_batch_ids_shmem_size(), &found);
+	if (!found)
+		memset(batch_ids, 0, ks_batch_ids_shmem_size());
+}
+
+/* true when a worker slot of the pipeline is claimed; under ks_shared->lock */
+static bool
+pipeline_has_slot(int64 pipeline_id)
+{
+	for (int i = 0; i < ks_shared->nslots; i++)
+		if (ks_shared->slots[i].in_use && ks_shared->slots[i].pipeline_id == pipeline_id)
+			return true;
+	return false;
+}
+
+/*
+ * The id this process handed out in the open transaction: given back when
+ * the transaction aborts and no other worker took a later one meanwhile,
+ * so that the ids of a one-worker pipeline stay contiguous through
+ * rollbacks (a crash resets shared memory, and the floor does the same).
+ */
+static int64 open_pipeline_id = 0;
+static int64 open_batch_id = 0;
+
+static void
+give_back_batch_id(XactEvent event, void *arg)
+{
+	(void) arg;
+	if (open_batch_id == 0)
+		return;
+	if ((event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) && ks_shared != NULL)
+	{
+		int			n = Max(ks_max_workers, 1);
+
+		LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+		for (int i = 0; i < n; i++)
+			if (batch_ids[i].pipeline_id == open_pipeline_id && batch_ids[i].last == open_batch_id)
+				batch_ids[i].last--;
+		LWLockRelease(ks_shared->lock);
+	}
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+		open_batch_id = 0;
+}
+
+static int64
+hand_out_batch_id(int64 pipeline_id, int64 floor)
+{
+	static bool registered = false;
+	KsBatchIdEntry *e = NULL;
+	int			n = Max(ks_max_workers, 1);
+	int64		id;
+
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < n && e == NULL; i++)
+		if (batch_ids[i].pipeline_id == pipeline_id)
+			e = &batch_ids[i];
+	for (int i = 0; i < n && e == NULL; i++)
+		if (batch_ids[i].pipeline_id == 0 || !pipeline_has_slot(batch_ids[i].pipeline_id))
+		{
+			e = &batch_ids[i];
+			e->pipeline_id = pipeline_id;
+			e->last = 0;
+		}
+	if (e == NULL)
+	{
+		LWLockRelease(ks_shared->lock);
+		/* cannot happen: a pipeline with a worker has a slot */
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("no free batch id counter for pipeline %lld", (long long) pipeline_id)));
+	}
+	id = Max(e->last, floor) + 1;
+	e->last = id;
+	LWLockRelease(ks_shared->lock);
+	if (!registered)
+	{
+		RegisterXactCallback(give_back_batch_id, NULL);
+		registered = true;
+	}
+	open_pipeline_id = pipeline_id;
+	open_batch_id = id;
+	return id;
+}
+
+/*
+ * Takes the fence in SHARE mode and the next batch id; fails when the
+ * pipeline is no longer running, so that no batch commits after stop() or
+ * drop_pipeline() returned.  The pipeline's row is not locked here.
  */
 int64
 ks_next_batch_id(KsBatch *batch)
 {
-	int64		batch_id;
+	LOCKTAG		tag;
+	int64		floor;
 
-	if (!ks_catalog_take_batch_id(batch->pipeline->id, &batch_id))
+	fence_tag(&tag, batch->pipeline->id);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	/* read committed: a fresh snapshot, after the lock */
+	if (!ks_catalog_batch_id_floor(batch->pipeline->id, &floor))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("pipeline \"%s\" is no longer running", batch->pipeline->name)));
-	return batch_id;
+	return hand_out_batch_id(batch->pipeline->id, floor);
 }
 
+/*
+ * The batch's last catalog write: raises last_batch_id to the batch's id,
+ * checking once more that the pipeline runs.
+ */
+static void
+record_batch_id(KsBatch *batch)
+{
+	if (!ks_catalog_record_batch_id(batch->pipeline->id, batch->batch_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pipeline \"%s\" is no longer running", batch->pipeline->name)));
+}
+
+/*
+ * kafka_sink._fence_batches(pipeline_id bigint): the writer's side of the
+ * fence, EXCLUSIVE until the end of the transaction.  Only the API's
+ * bodies call it (the catalog-write level is raised there) or a superuser,
+ * so that an admin cannot hold up every pipeline from an idle transaction
+ * but through the API (as a FOR UPDATE of the pipeline's row could before).
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_fence_batches);
+
+Datum
+kafka_sink_fence_batches(PG_FUNCTION_ARGS)
+{
+	LOCKTAG		tag;
+	int64		id;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pipeline id cannot be null")));
+	id = PG_GETARG_INT64(0);
+	if (id <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("pipeline id must be positive")));
+	if (!ks_catalog_writes_allowed() && !superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("kafka_sink._fence_batches can only be called by the kafka_sink API"),
+				 errhint("Call kafka_sink.stop, kafka_sink.alter_pipeline or another API function.")));
+	fence_tag(&tag, id);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	PG_RETURN_VOID();
+}
 
 /*
  * Retention of batch markers (and their progress records): a marker goes

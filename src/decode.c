@@ -45,6 +45,8 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/timestamp.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
@@ -209,6 +211,95 @@ json_array_literal(StringInfo out, JsonbContainer *c, bool elem_json, const char
 	return true;
 }
 
+/*
+ * A JSON string in the strict ISO 8601 form "YYYY-MM-DD HH:MM:SS[.f{1,6}]"
+ * ("T" for the space allowed) with a zone "Z", "+HH", "+HH:MM" or "+HHMM"
+ * (or "-"), as a timestamptz without timestamptz_in: true with *ts set, or
+ * false for anything else (a date that does not exist, hour 24, a leap
+ * second, more than six fractional digits, no zone, a zone beyond 14 hours,
+ * spaces, ...), which then goes through timestamptz_in as before.  For what
+ * it takes, the result is timestamptz_in's: the fields are exact and the
+ * zone explicit, so neither DateStyle nor TimeZone matter.
+ */
+static bool
+iso_timestamptz(const char *s, TimestampTz *ts)
+{
+	int			f[6];
+	static const int widths[6] = {4, 2, 2, 2, 2, 2};
+	static const char seps[6] = {'-', '-', ' ', ':', ':', '\0'};
+	static const int mdays[2][13] = {
+		{0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31},
+		{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}};
+	const char *p = s;
+	int64		usec = 0;
+	int			zone = 0;
+	bool		leap;
+
+	for (int i = 0; i < 6; i++)
+	{
+		f[i] = 0;
+		for (int k = 0; k < widths[i]; k++, p++)
+		{
+			if (*p < '0' || *p > '9')
+				return false;
+			f[i] = f[i] * 10 + (*p - '0');
+		}
+		if (i < 5)
+		{
+			if (!(*p == seps[i] || (i == 2 && *p == 'T')))
+				return false;
+			p++;
+		}
+	}
+	if (*p == '.')
+	{
+		int			n = 0;
+		int64		scale = 100000;
+
+		for (p++; *p >= '0' && *p <= '9'; p++, n++)
+		{
+			if (n == 6)
+				return false;
+			usec += (*p - '0') * scale;
+			scale /= 10;
+		}
+		if (n == 0)
+			return false;
+	}
+	if (*p == 'Z' && p[1] == '\0')
+		zone = 0;
+	else if ((*p == '+' || *p == '-') && p[1] >= '0' && p[1] <= '9' && p[2] >= '0' && p[2] <= '9')
+	{
+		int			hh = (p[1] - '0') * 10 + (p[2] - '0');
+		int			mm = 0;
+		const char *q = p + 3;
+
+		if (*q == ':')
+			q++;
+		if (*q != '\0')
+		{
+			if (!(q[0] >= '0' && q[0] <= '9' && q[1] >= '0' && q[1] <= '9' && q[2] == '\0'))
+				return false;
+			mm = (q[0] - '0') * 10 + (q[1] - '0');
+		}
+		else if (q != p + 3)
+			return false;		/* "+05:" */
+		if (hh > 14 || mm > 59)
+			return false;
+		zone = (hh * 60 + mm) * 60 * (*p == '-' ? -1 : 1);
+	}
+	else
+		return false;
+	if (f[0] < 1 || f[1] < 1 || f[1] > 12 || f[2] < 1 || f[3] > 23 || f[4] > 59 || f[5] > 59)
+		return false;
+	leap = (f[0] % 4 == 0 && f[0] % 100 != 0) || f[0] % 400 == 0;
+	if (f[2] > mdays[leap][f[1]])
+		return false;
+	*ts = ((int64) (date2j(f[0], f[1], f[2]) - POSTGRES_EPOCH_JDATE) * USECS_PER_DAY) +
+		((int64) ((f[3] * 60 + f[4]) * 60 + f[5] - zone)) * USECS_PER_SEC + usec;
+	return true;
+}
+
 /* Converts one captured value into column c of the row. */
 static void
 convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
@@ -226,6 +317,18 @@ convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
 			row->nulls[c] = true;
 			return;
 		case KS_SLOT_STRING:
+			if (col->typid == TIMESTAMPTZOID && col->typmod < 0 && scale == 0 && ks_direct_values)
+			{
+				TimestampTz ts;
+
+				if (iso_timestamptz(text, &ts))
+				{
+					row->values[c] = TimestampTzGetDatum(ts);
+					row->nulls[c] = false;
+					row->present[c] = true;
+					return;
+				}
+			}
 			if (col->is_json)
 			{
 				StringInfoData buf;
@@ -236,6 +339,26 @@ convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
 			}
 			break;
 		case KS_SLOT_SCALAR:
+			break;
+		case KS_SLOT_DATUM:
+			if (f->typid == col->typid)
+			{
+				/* built by the decoder as the input function would (avro_binary.c) */
+				row->values[c] = (Datum) f->datum;
+				row->nulls[c] = false;
+				row->present[c] = true;
+				return;
+			}
+			else
+			{
+				/* a column of another type reads the slot: its text, then as usual */
+				Oid			out;
+				bool		varlena;
+
+				getTypeOutputInfo(f->typid, &out, &varlena);
+				text = OidOutputFunctionCall(out, (Datum) f->datum);
+				in_server_encoding = true;
+			}
 			break;
 		case KS_SLOT_COMPOSITE:
 			if (col->is_array && text[0] == '[')

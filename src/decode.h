@@ -76,6 +76,9 @@ typedef struct KsTarget
 	KsWalkPaths key_walk;		/* key_format json or avro: one slot per key column */
 	bool	   *pg_array;		/* per slot of walk: an array column takes it */
 	bool	   *key_pg_array;	/* per slot of key_walk */
+	Oid		   *direct;			/* per slot of walk: the column type Avro
+								 * values are built as directly, or 0 */
+	Oid		   *key_direct;		/* per slot of key_walk */
 } KsTarget;
 
 typedef enum KsReason

@@ -316,7 +316,7 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 {
 	KsColumn   *col = &t->columns[c];
 	Oid			base = getBaseType(col->typid);
-	KsSlotValue sv = {f->kind, f->text};
+	KsSlotValue sv = {.kind = f->kind, .text = f->text};
 	int64		iv;
 	bool		is_int = f->kind == KS_SLOT_SCALAR && parse_int8(f->text, &iv);
 
@@ -569,7 +569,7 @@ delete_key(KsTarget *t, KsRow *row, CdcStruct *before)
 static void
 set_position(KsTarget *t, KsRow *row, const char *pos)
 {
-	KsSlotValue sv = {KS_SLOT_SCALAR, (char *) pos};
+	KsSlotValue sv = {.kind = KS_SLOT_SCALAR, .text = (char *) pos};
 
 	ks_convert_field(t, row, t->order_index, &sv);
 }

@@ -64,6 +64,64 @@ is_array_column(KsColumn *c)
 }
 
 /*
+ * Slot s is read by column c: the slot keeps c's type when the decoder can
+ * build it directly and every column reading the slot has that type; a
+ * slot read by columns of two types gets none (KS_DIRECT_MIXED, then
+ * InvalidOid).
+ */
+#define KS_DIRECT_MIXED ((Oid) 1)	/* no type has oid 1 */
+
+static void
+direct_read(Oid *direct, int s, KsColumn *c, int scale)
+{
+	Oid			want = scale == 0 ? ks_avro_direct_type(c->typid, c->typmod) : InvalidOid;
+
+	if (s < 0)
+		return;
+	if (!OidIsValid(want))
+		direct[s] = KS_DIRECT_MIXED;
+	else if (direct[s] == InvalidOid)
+		direct[s] = want;
+	else if (direct[s] != want)
+		direct[s] = KS_DIRECT_MIXED;
+}
+
+/*
+ * Which slots the Avro decoder may hand over as Datums of the column's own
+ * type (ks_avro_decode's direct): those read only by columns of one such
+ * type, and not the schema version or the event id, which are read as
+ * text.
+ */
+static void
+mark_direct_slots(KsTarget *t)
+{
+	t->direct = palloc0(sizeof(Oid) * Max(t->walk.nslots, 1));
+	t->key_direct = palloc0(sizeof(Oid) * Max(t->key_walk.nslots, 1));
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		direct_read(t->direct, t->map[i], c, t->scale[i]);
+		direct_read(t->direct, t->alt[i], c, t->scale[i]);
+		for (int v = 0; v < t->nversions; v++)
+			direct_read(t->direct, t->vmap[v][i], c, t->vscale[v][i]);
+	}
+	if (t->version_slot >= 0)
+		t->direct[t->version_slot] = KS_DIRECT_MIXED;
+	if (t->event_id_slot >= 0)
+		t->direct[t->event_id_slot] = KS_DIRECT_MIXED;
+	for (int s = 0; s < t->walk.nslots; s++)
+		if (t->direct[s] == KS_DIRECT_MIXED)
+			t->direct[s] = InvalidOid;
+	for (int k = 0; k < t->nkeys && k < t->key_walk.nslots; k++)
+	{
+		KsColumn   *c = &t->columns[t->key_index[k]];
+
+		t->key_direct[k] = ks_avro_direct_type(c->typid, c->typmod);
+	}
+}
+
+/*
  * Which slots an array column takes (an Avro array is then rendered as a
  * PostgreSQL array literal rather than JSON): once per target.
  */
@@ -86,6 +144,7 @@ mark_array_slots(KsTarget *t)
 	}
 	for (int k = 0; k < t->nkeys && k < t->key_walk.nslots; k++)
 		t->key_pg_array[k] = is_array_column(&t->columns[t->key_index[k]]);
+	mark_direct_slots(t);
 }
 
 /*
@@ -111,6 +170,7 @@ ks_format_decode(KsTarget *t, KsPipeline *p, bool is_key, const char *data, size
 	{
 		/* JSON arrays are JSON text whatever the column */
 		call.pg_array = NULL;
+		call.direct = NULL;
 		call.whole_slot = -1;
 	}
 	else
@@ -118,6 +178,7 @@ ks_format_decode(KsTarget *t, KsPipeline *p, bool is_key, const char *data, size
 		if (t->pg_array == NULL)
 			mark_array_slots(t);
 		call.pg_array = is_key ? t->key_pg_array : t->pg_array;
+		call.direct = ks_direct_values ? (is_key ? t->key_direct : t->direct) : NULL;
 		call.whole_slot = (is_key && t->nkeys == 1) ? 0 : -1;
 	}
 	return f->decode(&call, data, len, out, detail);

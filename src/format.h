@@ -30,6 +30,8 @@ typedef struct KsFormatCall
 	bool		is_key;			/* the message key, else the value */
 	const KsWalkPaths *walk;	/* the paths to capture, one slot each */
 	const bool *pg_array;		/* per slot: an array column takes it, or NULL */
+	const Oid  *direct;			/* per slot: a Datum of this type is wanted
+								 * (ks_avro_decode), or NULL */
 	int			whole_slot;		/* keys: a non-record key goes here, else -1 */
 } KsFormatCall;
 

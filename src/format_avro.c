@@ -75,7 +75,7 @@ ks_format_avro_decode(const KsFormatCall *call, const char *data, size_t len,
 			psprintf("schema id %d is a %s schema, not Avro", e->id, e->type);
 		return KS_INVALID_AVRO;
 	}
-	r = ks_avro_decode(e->avro, call->walk, call->pg_array, call->whole_slot, data, len, out, &why);
+	r = ks_avro_decode(e->avro, call->walk, call->pg_array, call->direct, call->whole_slot, data, len, out, &why);
 	if (r == KS_AVRO_OK)
 		return KS_OK;
 	if (e->id >= 0)

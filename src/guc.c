@@ -26,6 +26,7 @@ bool		ks_allow_superuser_pipelines = false;
 int			ks_max_message_bytes = 16 * 1024 * 1024;
 int			ks_max_partitions = 4096;
 int			ks_keep_batches = 10000;
+bool		ks_direct_values = true;
 char	   *ks_outbox_servers = NULL;
 int			ks_outbox_retention_s = 24 * 3600;
 int			ks_keep_batches_for_s = 7 * 24 * 3600;
@@ -103,6 +104,15 @@ ks_guc_init(void)
 							PGC_SIGHUP,
 							GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("kafka_sink.direct_values",
+							 "Builds values of the common types directly as the column's datums.",
+							 "Avro's int, long, float, double, boolean, string and timestamps, and JSON's ISO 8601 timestamps into timestamptz. Off: every value goes through its text and the column type's input function, as before (the same values, slower; for measurements and tests).",
+							 &ks_direct_values,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kafka_sink.keep_batches",
 							"Number of most recent batch markers each pipeline keeps.",

@@ -26,13 +26,20 @@ typedef enum KsSlotKind
 	KS_SLOT_NULL,
 	KS_SLOT_STRING,				/* text is the unescaped string */
 	KS_SLOT_SCALAR,				/* number, true, false: the token as is */
-	KS_SLOT_COMPOSITE			/* object or array: its JSON text */
+	KS_SLOT_COMPOSITE,			/* object or array: its JSON text */
+	KS_SLOT_DATUM				/* a value already of type typid (datum),
+								 * text NULL: Avro's common types for a
+								 * column of exactly that type */
 } KsSlotKind;
 
 typedef struct KsSlotValue
 {
 	KsSlotKind	kind;
 	char	   *text;
+	Oid			typid;			/* KS_SLOT_DATUM: the datum's type */
+	uintptr_t	datum;			/* KS_SLOT_DATUM: a Datum (uintptr_t: the
+								 * fuzzers build this header as frontend
+								 * code, without Datum) */
 } KsSlotValue;
 
 typedef enum KsWalkResult

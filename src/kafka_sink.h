@@ -38,6 +38,7 @@ extern bool ks_allow_superuser_pipelines;
 extern int	ks_max_message_bytes;
 extern int	ks_max_partitions;
 extern int	ks_keep_batches;
+extern bool ks_direct_values;
 extern char *ks_outbox_servers;
 extern int	ks_outbox_retention_s;
 extern int	ks_keep_batches_for_s;
@@ -275,6 +276,7 @@ extern int	ks_catalog_writes_raise(void);
 extern int	ks_catalog_writes_suspend(void);
 extern void ks_catalog_writes_restore(int saved);
 extern void ks_catalog_writes_for_worker(void);
+extern bool ks_catalog_writes_allowed(void);
 extern void ks_catalog_guard_init(void);
 
 /* ---- small conversions everyone needs ---- */

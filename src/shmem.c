@@ -14,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "checkpoint.h"
 
 #include <signal.h>
 
@@ -43,6 +44,7 @@ ks_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(ks_shmem_size());
+	RequestAddinShmemSpace(ks_batch_ids_shmem_size());
 	RequestNamedLWLockTranche("kafka_sink", 1);
 }
 
@@ -64,6 +66,7 @@ ks_shmem_startup(void)
 		ks_shared->launcher_procno = -1;
 		ks_shared->npartstats = ks_max_partitions;
 	}
+	ks_batch_ids_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -81,6 +81,15 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_wake_launcher'
 LANGUAGE C VOLATILE;
 
+-- The writer's side of the batches' fence (src/checkpoint.c): waits for the
+-- pipeline's batches in flight and holds new ones back until commit.
+CREATE FUNCTION kafka_sink._fence_batches(pipeline_id bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_fence_batches'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION kafka_sink._fence_batches(bigint) IS
+'Internal: waits until no batch of the pipeline is in flight and holds new ones back until commit (stop, drop, alter, reset_offsets, ...); only inside the API.';
+
 CREATE FUNCTION kafka_sink._worker_pids()
 RETURNS TABLE (pipeline_id bigint, worker integer, pid integer, state text, detail text)
 AS 'MODULE_PATHNAME', 'kafka_sink_worker_pids'

@@ -30,6 +30,12 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass the pipeline''s name.';
     END IF;
     IF for_update THEN
+        -- the fence first, then the row: a batch in flight holds the fence
+        -- (shared) and writes the row last, so this order cannot deadlock
+        SELECT * INTO p FROM kafka_sink.pipeline_definitions x WHERE x.name = _get_pipeline.name;
+        IF FOUND THEN
+            PERFORM kafka_sink._fence_batches(p.id);
+        END IF;
         SELECT * INTO p FROM kafka_sink.pipeline_definitions x WHERE x.name = _get_pipeline.name FOR UPDATE;
     ELSE
         SELECT * INTO p FROM kafka_sink.pipeline_definitions x WHERE x.name = _get_pipeline.name;

@@ -59,7 +59,19 @@ export KS_RUN="${KS_RUN:-$REPO/.run-bench}"
 H="$REPO/test/harness.sh"
 PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
 
+# BENCH_QUICK=1: a run of a few minutes (1M events, one round, shorter
+# latency and profile runs); every knob set explicitly still wins
+QUICK="${BENCH_QUICK:-0}"
+if [ "$QUICK" = 1 ]; then
+    : "${BENCH_EVENTS:=1000000}" "${BENCH_REPEAT:=1}" "${BENCH_LAT_SECONDS:=10}" "${BENCH_LAT_WARMUP:=3}"
+    : "${BENCH_PROFILE_SECONDS:=8}"
+fi
 N="${BENCH_EVENTS:-2000000}"
+# BENCH_ONLY="m100k w2 avro ...": only these configurations (the baseline
+# always runs: every ratio is to it); names as in results.json, plus lat,
+# lat_bronze, profile, py, dbz
+ONLY="${BENCH_ONLY:-}"
+only() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
 KEYS="${BENCH_KEYS:-$((N / 4))}"
 [ "$KEYS" -ge 1 ] || KEYS=1
 SEED="${BENCH_SEED:-42}"
@@ -267,6 +279,21 @@ got="$(topic_total "$TOPIC")"
 [ "$got" = "$N" ] || die "topic $TOPIC holds $got messages, expected $N"
 bash "$H" topic-offsets "$TOPIC" | tr '\t' ' ' | sed 's/^/partition /' >> "$LOG"
 
+# the same events on 16 partitions, for workers 2 and 4 (BENCH_P16, default 1)
+P16="${BENCH_P16:-1}"
+TOPIC16="$TOPIC.p16"
+if [ "$P16" = 1 ] && [ "$(topic_total "$TOPIC16" 2>/dev/null || echo 0)" != "$N" ]; then
+    bash "$H" topic-delete "$TOPIC16" >> "$LOG" 2>&1 || true
+    sleep 1
+    bash "$H" topic-create "$TOPIC16" 16 >> "$LOG" 2>&1 || die "could not create topic $TOPIC16"
+    say "producing the $N events again to $TOPIC16 (16 partitions)"
+    kcat -P -b "$KS_BOOTSTRAP" -t "$TOPIC16" -K $'\t' -l \
+         -X linger.ms=20 -X batch.num.messages=10000 -X queue.buffering.max.messages=1000000 \
+         "$DATA/events.tsv" 2>> "$LOG"
+    got="$(topic_total "$TOPIC16")"
+    [ "$got" = "$N" ] || die "topic $TOPIC16 holds $got messages, expected $N"
+fi
+
 # the same events as Avro, on a topic of their own, filled once
 AVRO_TOPIC="$TOPIC.avro"
 AVRO_ARGS=
@@ -334,6 +361,8 @@ loadavg() { cut -d' ' -f1 /proc/loadavg; }
 # ------------------------------------------------------------------ baseline
 SCRIPT="$W/baseline.sql"
 has_part orders && {
+    # the backend's pid, so that its CPU (utime + stime) is read at the end
+    echo "SELECT pg_backend_pid() \\g '$W/baseline.pid'"
     echo "CREATE TEMP TABLE stage (order_id bigint, event_ts timestamptz, amount numeric(18,2),"
     echo "                         schema_version int, seq bigint) ON COMMIT DELETE ROWS;"
     i=0
@@ -355,6 +384,8 @@ COMMIT;
 SQL
         i=$((i + 1))
     done
+    # still connected: the backend's CPU seconds (utime + stime, all of the run)
+    echo "\\! sed 's/^.*) //' /proc/\$(cat '$W/baseline.pid')/stat | awk -v t=\$(getconf CLK_TCK) '{printf \"%.2f\", (\$12 + \$13) / t}' > '$W/baseline.cpu'"
 } > "$SCRIPT"
 # baseline KEY: one timed run of the script into an empty target
 baseline() {
@@ -379,6 +410,8 @@ SQL
     put "$key.machine_busy_s" "$(sub $b1 $b0)"
     put "$key.samples" "$W/$key.samples"
     put "$key.rows" "$(psu -c 'SELECT count(*) FROM bench.orders_base')"
+    [ -s "$W/baseline.cpu" ] && put "$key.backend_cpu_s" "$(cat "$W/baseline.cpu")"
+    rm -f "$W/baseline.cpu" "$W/baseline.pid"
 }
 
 # ------------------------------------------------------------------ ours
@@ -505,16 +538,38 @@ for f in ("seconds", "t0", "startup_seconds", "rows_differing_from_rule", "rows_
 # the throughput runs, BENCH_REPEAT rounds, interleaved (a noisy minute on
 # a shared machine then hurts one round of everything, not every round of
 # one thing); the report takes each configuration's fastest round
+# kafka_sink.direct_values around one run: off = every value through its text
+direct_values() {
+    if [ "$1" = off ]; then psu -c "ALTER SYSTEM SET kafka_sink.direct_values = off" >/dev/null
+    else psu -c "ALTER SYSTEM RESET kafka_sink.direct_values" >/dev/null; fi
+    psu -c "SELECT pg_reload_conf()" >/dev/null
+    sleep 0.5
+}
 has_part orders && for r in $(seq 1 "$REPEAT"); do
     baseline "baseline.r$r"
-    ours "m50k.r$r" 50000 0
-    ours "m100k.r$r" 100000 0
-    ours "bronze.r$r" 50000 1
-    ours "w2.r$r" 100000 0 2
-    if [ "$AVRO" = 1 ]; then ours "avro.r$r" 50000 0 1 "$AVRO_TOPIC" "$AVRO_ARGS"; fi
-    if [ "$PEERS" = 1 ]; then python_peer "py.r$r"; fi
+    if only m50k; then ours "m50k.r$r" 50000 0; fi
+    if only m100k; then ours "m100k.r$r" 100000 0; fi
+    if only m100k_text; then
+        direct_values off
+        ours "m100k_text.r$r" 100000 0
+        direct_values on
+    fi
+    if only bronze; then ours "bronze.r$r" 50000 1; fi
+    if only w2; then ours "w2.r$r" 100000 0 2; fi
+    if [ "$P16" = 1 ]; then
+        if only w1p16; then ours "w1p16.r$r" 100000 0 1 "$TOPIC16"; fi
+        if only w2p16; then ours "w2p16.r$r" 100000 0 2 "$TOPIC16"; fi
+        if only w4p16; then ours "w4p16.r$r" 100000 0 4 "$TOPIC16"; fi
+    fi
+    if [ "$AVRO" = 1 ] && only avro; then ours "avro.r$r" 50000 0 1 "$AVRO_TOPIC" "$AVRO_ARGS"; fi
+    if [ "$AVRO" = 1 ] && only avro_text; then
+        direct_values off
+        ours "avro_text.r$r" 50000 0 1 "$AVRO_TOPIC" "$AVRO_ARGS"
+        direct_values on
+    fi
+    if [ "$PEERS" = 1 ] && only py; then python_peer "py.r$r"; fi
     # one round: it is several times slower than the rest, its noise does not matter
-    if [ "$DBZ" = 1 ] && [ "$r" = 1 ]; then debezium_peer "dbz.r$r"; fi
+    if [ "$DBZ" = 1 ] && [ "$r" = 1 ] && only dbz; then debezium_peer "dbz.r$r"; fi
 done
 
 # ------------------------------------------------------------------ latency
@@ -597,13 +652,11 @@ SQL
     bash "$H" topic-delete "$topic" >> "$LOG" 2>&1 || true
 }
 
-if has_part orders; then
-    latency lat 0
-    latency lat_bronze 1
-fi
+if has_part orders && only lat; then latency lat 0; fi
+if has_part orders && only lat_bronze; then latency lat_bronze 1; fi
 
 # ------------------------------------------------------------------ profile
-if has_part orders && [ "$PROFILE" = 1 ]; then
+if has_part orders && [ "$PROFILE" = 1 ] && only profile; then
     say "profile: perf record -g on the worker for ${PROFILE_SECONDS}s (max_offsets_per_batch 50000)"
     pso <<SQL > /dev/null
 SET client_min_messages = warning;

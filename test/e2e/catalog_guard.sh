@@ -141,7 +141,9 @@ sql -c "REVOKE INSERT, UPDATE, DELETE ON kafka_sink.outbox FROM $O" >/dev/null
 check "the API's SQL bodies cannot be called directly" \
       "42501: permission denied for function _api_create_pipeline|42501: permission denied for function _api_reset_offsets|42501: permission denied for function _api_stop" \
       "$(outcome "SELECT kafka_sink._api_create_pipeline('cg_body_$SFX', '$KS_BOOTSTRAP', 'e2e.cg_$SFX', ARRAY['$T1'], NULL, NULL, NULL, NULL, 'merge', NULL, 'earliest', true, 100000, 67108864, '100 ms', 1, '{}', false, NULL, 'none', false, NULL, NULL, NULL, '7 days', NULL, NULL)")|$(outcome "SELECT * FROM kafka_sink._api_reset_offsets('$P', 'earliest')")|$(outcome "SELECT kafka_sink._api_stop('$P')")"
-check "the internal helpers write nothing when called directly" "refused|refused" \
+# (_transition stops at the batches' fence, which only the API may take)
+check "the internal helpers write nothing when called directly" \
+      "42501: kafka_sink._fence_batches can only be called by the kafka_sink API|refused" \
       "$(outcome "SELECT kafka_sink._transition('$P', ARRAY['running'], 'stopped', '')")|$(outcome "SELECT kafka_sink._split_secrets($PID, '{\"sasl.password\": \"x\"}')")"
 check "an API call that fails inside the owner's exception handler leaves catalog writes refused" "refused" \
       "$(outcome "DO \$\$ BEGIN BEGIN PERFORM kafka_sink.create_pipeline(name => '$P', bootstrap_servers => '$KS_BOOTSTRAP', subscribe => ARRAY['$T1'], target => 'e2e.cg_$SFX'); EXCEPTION WHEN duplicate_object THEN NULL; END; UPDATE kafka_sink.offsets SET next_offset = 0 WHERE pipeline_id = $PID; END \$\$")"

@@ -129,7 +129,7 @@ decode_avro(int i, const KsWalkPaths *wp, KsSlotValue *out)
 {
 	char	   *detail;
 
-	return ks_avro_decode(schema, wp, NULL, -1, avro_msgs[i], avro_lens[i], out, &detail) == KS_AVRO_OK;
+	return ks_avro_decode(schema, wp, NULL, NULL, -1, avro_msgs[i], avro_lens[i], out, &detail) == KS_AVRO_OK;
 }
 
 static double

@@ -480,7 +480,7 @@ static KsAvroResult
 decode_checked(int si, const KsWalkPaths *w, const uint8_t *data, size_t len, KsSlotValue *out)
 {
 	char	   *detail = NULL;
-	KsAvroResult r = ks_avro_decode(ours[si], w, NULL, schemas[si].ntop == 0 ? 0 : -1,
+	KsAvroResult r = ks_avro_decode(ours[si], w, NULL, NULL, schemas[si].ntop == 0 ? 0 : -1,
 									(const char *) data, len, out, &detail);
 
 	if (r != KS_AVRO_OK && r != KS_AVRO_INVALID && r != KS_AVRO_NOT_A_RECORD)
@@ -763,7 +763,7 @@ LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
 			KsSlotValue *out = palloc0(sizeof(KsSlotValue) * 8);
 			char	   *detail;
 
-			(void) ks_avro_decode(s, &w, NULL, 0, (const char *) nul + 1, size - slen - 2, out, &detail);
+			(void) ks_avro_decode(s, &w, NULL, NULL, 0, (const char *) nul + 1, size - slen - 2, out, &detail);
 		}
 		arena_reset();
 		return 0;
