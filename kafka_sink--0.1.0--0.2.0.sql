@@ -5102,3 +5102,128 @@ END
 $$;
 
 -- ---- end of perf ----
+
+-- ---- CDC gaps: evolve compares typmods (issue 16) ----
+-- evolve => 'add_columns': whether a field whose type the column takes
+-- (same type, or an implicit cast) still does not fit the column's
+-- typmod: a Decimal's precision/scale beyond numeric(p,s), a time or
+-- timestamp precision beyond the column's, a string longer than
+-- varchar(n)/char(n) (Debezium's __debezium.source.column.length, sent
+-- with column.propagate.source.type).  Only what the schema states is
+-- compared: a field without a stated precision or length is taken, as
+-- before (a value that does not fit is then the row's own error).
+-- Evolve never alters a column, so a wider field is refused, not widened.
+CREATE FUNCTION kafka_sink._typmod_loses(field jsonb, want text, have_type oid, have_mod integer)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p int;
+    s int;
+    hp int;
+    hs int;
+    len text;
+BEGIN
+    IF have_mod IS NULL OR have_mod < 0 THEN
+        RETURN false;           -- an unconstrained column takes any typmod
+    END IF;
+    IF have_type = 'numeric'::regtype THEN
+        IF want !~ '^numeric\([0-9]+,[0-9]+\)$' THEN
+            RETURN false;
+        END IF;
+        p := substring(want FROM '^numeric\(([0-9]+),')::int;
+        s := substring(want FROM ',([0-9]+)\)$')::int;
+        hp := ((have_mod - 4) >> 16) & 65535;
+        hs := (have_mod - 4) & 2047;
+        IF hs > 1023 THEN
+            hs := hs - 2048;    -- PostgreSQL 15's negative scales
+        END IF;
+        RETURN s > hs OR p - s > hp - hs;
+    ELSIF have_type IN ('time'::regtype, 'timetz'::regtype, 'timestamp'::regtype, 'timestamptz'::regtype) THEN
+        p := coalesce(substring(want FROM '\(([0-9])\)')::int,
+                      CASE WHEN want ~ '^(time|timestamp)( with| without|$)' THEN 6 END);
+        RETURN p IS NOT NULL AND p > have_mod;
+    ELSIF have_type IN ('varchar'::regtype, 'bpchar'::regtype) THEN
+        len := field->'parameters'->>'__debezium.source.column.length';
+        RETURN CASE WHEN field->>'type' = 'string' AND len ~ '^[0-9]{1,9}$' THEN len::int > have_mod - 4 ELSE false END;
+    END IF;
+    RETURN false;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._typmod_loses(jsonb, text, oid, integer) IS
+'Internal (evolve => add_columns): whether a field the column''s type takes is wider than its typmod (numeric precision/scale, time precision, string length).';
+
+-- The field's type as evolve's refusal shows it: with the source column's
+-- length when Debezium sends it.
+CREATE FUNCTION kafka_sink._connect_type_shown(field jsonb, want text)
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN field->>'type' = 'string' AND field->'parameters'->>'__debezium.source.column.length' ~ '^[0-9]{1,9}$'
+                THEN format('%s (length %s)', want, field->'parameters'->>'__debezium.source.column.length')
+                ELSE want END
+$$;
+COMMENT ON FUNCTION kafka_sink._connect_type_shown(jsonb, text) IS
+'Internal (evolve => add_columns): a field''s column type as a refusal names it, with the source column''s length when stated.';
+
+-- evolve => 'add_columns': adds a nullable column for each field of the
+-- embedded schema the target lacks.  Never drops or narrows: a field whose
+-- type is neither the column's nor implicitly cast to it is refused.
+-- Returns NULL when the target takes the schema (after adding columns),
+-- else why not (the messages with that schema are quarantined as
+-- schema_change_refused).  add false: only checks.
+CREATE OR REPLACE FUNCTION kafka_sink._evolve_target(target regclass, value_schema text, add boolean)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s jsonb;
+    f jsonb;
+    n text;
+    want text;
+    want_oid oid;
+    have pg_attribute;
+BEGIN
+    BEGIN
+        s := kafka_sink._row_schema(value_schema::jsonb);
+    EXCEPTION WHEN invalid_text_representation THEN
+        s := NULL;
+    END;
+    IF s IS NULL THEN
+        RETURN NULL;            -- no embedded schema: nothing to evolve
+    END IF;
+    FOR f IN SELECT x FROM jsonb_array_elements(s->'fields') x LOOP
+        n := f->>'field';
+        IF n IS NULL OR n = '' OR octet_length(n) >= 64 THEN
+            RETURN format('The embedded schema has a field name that cannot be a column: %s.', coalesce(quote_literal(n), 'none'));
+        END IF;
+        want := kafka_sink._connect_type(f);
+        want_oid := want::regtype;
+        SELECT * INTO have FROM pg_attribute WHERE attrelid = target AND attname = n AND attnum > 0 AND NOT attisdropped;
+        IF NOT FOUND THEN
+            IF add THEN
+                EXECUTE format('ALTER TABLE %s ADD COLUMN %I %s', target, n, want);
+            END IF;
+        ELSIF have.atttypid <> want_oid
+              AND NOT EXISTS (SELECT 1 FROM pg_cast c WHERE c.castsource = want_oid AND c.casttarget = have.atttypid
+                                 AND c.castcontext = 'i') THEN
+            RETURN format('Field %I is now %s, which column %I of %s (%s) does not take: evolve never narrows or changes a column.',
+                          n, want, n, target, format_type(have.atttypid, have.atttypmod));
+        ELSIF kafka_sink._typmod_loses(f, want, have.atttypid, have.atttypmod) THEN
+            RETURN format('Field %I is now %s, wider than column %I of %s (%s): evolve never widens or changes a column.',
+                          n, kafka_sink._connect_type_shown(f, want), n, target, format_type(have.atttypid, have.atttypmod));
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean) IS
+'Internal (evolve => add_columns): adds a nullable column for each new field of an embedded schema; returns NULL, or why a change is refused.';
+REVOKE ALL ON FUNCTION kafka_sink._typmod_loses(jsonb, text, oid, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._typmod_loses(jsonb, text, oid, integer) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink._connect_type_shown(jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._connect_type_shown(jsonb, text) TO kafka_sink_admin;
+-- ---- end of CDC gaps: evolve typmods ----
