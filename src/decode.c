@@ -485,6 +485,7 @@ ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row)
 		KsSlotValue *kv = palloc0(sizeof(KsSlotValue) * Max(t->key_walk.nslots, 1));
 		char	   *detail;
 		KsReason	r = ks_format_decode(t, p, true, m->key, m->key_len, kv, &detail);
+		bool		wrapped;
 
 		if (r != KS_OK)
 		{
@@ -492,8 +493,23 @@ ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row)
 			row->detail = psprintf("message key: %s", detail);
 			return;
 		}
+		/*
+		 * A key JsonConverter wrapped with its schema ({"schema": {...},
+		 * "payload": {...}}, schemas.enable=true) is read under payload,
+		 * field by field when absent at the top, as the Debezium envelope
+		 * reads its keys.
+		 */
+		wrapped = t->key_payload_slot >= 0 &&
+			kv[t->key_schema_slot].kind == KS_SLOT_COMPOSITE &&
+			kv[t->key_payload_slot].kind == KS_SLOT_COMPOSITE;
 		for (int k = 0; k < t->nkeys && row->reason == KS_OK; k++)
-			convert_value(t, row, t->key_index[k], &kv[k], 0);
+		{
+			KsSlotValue *f = &kv[k];
+
+			if (wrapped && f->kind == KS_SLOT_ABSENT && t->key_alt[k] >= 0)
+				f = &kv[t->key_alt[k]];
+			convert_value(t, row, t->key_index[k], f, 0);
+		}
 	}
 	for (int k = 0; k < t->nkeys && row->reason == KS_OK; k++)
 		if (!row->present[t->key_index[k]] || row->nulls[t->key_index[k]])

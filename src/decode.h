@@ -79,6 +79,15 @@ typedef struct KsTarget
 	Oid		   *direct;			/* per slot of walk: the column type Avro
 								 * values are built as directly, or 0 */
 	Oid		   *key_direct;		/* per slot of key_walk */
+	/*
+	 * key_format json: a key wrapped by JsonConverter (schemas.enable) as
+	 * {"schema":..., "payload":...}: key column k's slot under payload,
+	 * and the slots of the top-level "schema" and "payload" (all -1 when
+	 * not key_format json)
+	 */
+	int		   *key_alt;
+	int			key_schema_slot;
+	int			key_payload_slot;
 } KsTarget;
 
 typedef enum KsReason

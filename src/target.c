@@ -566,6 +566,24 @@ build_mappings(KsTarget *t, KsPipeline *p)
 
 		for (int k = 0; k < t->nkeys; k++)
 			(void) slot_for(&kpaths, escaped_field(t->columns[t->key_index[k]].name));
+		t->key_alt = palloc(sizeof(int) * Max(t->nkeys, 1));
+		t->key_schema_slot = -1;
+		t->key_payload_slot = -1;
+		if (p->key_format == KS_KEY_JSON)
+		{
+			/*
+			 * After the key columns' own slots (slot k is key column k):
+			 * the same fields under payload, for a key JsonConverter wrapped
+			 * with its schema, as the Debezium envelope unwraps its keys.
+			 */
+			for (int k = 0; k < t->nkeys; k++)
+				t->key_alt[k] = slot_for(&kpaths, psprintf("payload.%s", escaped_field(t->columns[t->key_index[k]].name)));
+			t->key_schema_slot = slot_for(&kpaths, "schema");
+			t->key_payload_slot = slot_for(&kpaths, "payload");
+		}
+		else
+			for (int k = 0; k < t->nkeys; k++)
+				t->key_alt[k] = -1;
 		build_walk(&t->key_walk, kpaths);
 	}
 }
