@@ -283,6 +283,89 @@ ks_bronze_sql(Oid bronze)
  * The pipeline is read with the caller's rights: one they cannot see does
  * not exist.
  */
+/*
+ * The targets a routed pipeline writes, as far as they can be known
+ * without a message: the tables of its targets map and those its retained
+ * batches wrote (their progress), that exist now, in name order (the
+ * order batches lock them in).  Each is opened with the pipeline's
+ * key_columns, else its primary key; a table with neither is left out
+ * (a merge cannot run on it: its messages are quarantined).
+ */
+static List *
+routed_targets(KsPipeline *p)
+{
+	List	   *out = NIL;
+	ListCell   *lc;
+	StringInfoData names;
+	uint64		n;
+	Oid		   *relids;
+
+	initStringInfo(&names);
+	appendStringInfoString(&names, "{");
+	foreach(lc, p->target_map)
+	{
+		KsOption   *o = lfirst(lc);
+		const char *c;
+
+		appendStringInfoString(&names, lc == list_head(p->target_map) ? "\"" : ",\"");
+		for (c = o->value; *c; c++)
+		{
+			if (*c == '"' || *c == '\\')
+				appendStringInfoChar(&names, '\\');
+			appendStringInfoChar(&names, *c);
+		}
+		appendStringInfoChar(&names, '"');
+	}
+	appendStringInfoString(&names, "}");
+	{
+		Oid			types2[2] = {INT8OID, TEXTOID};
+		Datum		values2[2] = {Int64GetDatum(p->id), CStringGetTextDatum(names.data)};
+
+		ks_spi_exec("list a routed pipeline's targets",
+					"SELECT DISTINCT r.oid::pg_catalog.regclass::text COLLATE \"C\" AS name, r.oid"
+					"  FROM (SELECT k.name FROM kafka_sink.batches b,"
+					"               jsonb_object_keys(CASE WHEN jsonb_typeof(b.progress->'sink'->'targets') = 'object'"
+					"                                 THEN b.progress->'sink'->'targets' END) AS k(name)"
+					"         WHERE b.pipeline_id = $1"
+					"        UNION SELECT x FROM unnest($2::text[]) x) n"
+					"  JOIN pg_catalog.pg_class r ON r.oid = pg_catalog.to_regclass(n.name)"
+					" WHERE r.relkind IN ('r', 'p')"
+					" ORDER BY 1",
+					2, types2, values2, NULL, true, SPI_OK_SELECT);
+	}
+	n = SPI_processed;
+	relids = palloc(sizeof(Oid) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		relids[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	for (uint64 i = 0; i < n; i++)
+	{
+		List	   *keys = p->key_columns;
+
+		if (keys == NIL)
+		{
+			Oid			kt[1] = {OIDOID};
+			Datum		kv[1] = {ObjectIdGetDatum(relids[i])};
+
+			ks_spi_exec("read a routed target's primary key",
+						"SELECT a.attname::text FROM pg_catalog.pg_index x"
+						"  CROSS JOIN LATERAL unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, i)"
+						"  JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum"
+						" WHERE x.indrelid = $1 AND x.indisprimary ORDER BY k.i",
+						1, kt, kv, NULL, true, SPI_OK_SELECT);
+			for (uint64 j = 0; j < SPI_processed; j++)
+				keys = lappend(keys, SPI_getvalue(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1));
+		}
+		if (keys == NIL && p->mode == KS_MODE_MERGE)
+			continue;
+		out = lappend(out, ks_target_open_rel(p, relids[i], keys));
+	}
+	return out;
+}
+
 PG_FUNCTION_INFO_V1(kafka_sink_pipeline_statements);
 Datum
 kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
@@ -292,6 +375,8 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 	KsPipeline *p;
 	KsTarget   *t = NULL;
 	int			step = 0;
+	List	   *targets;
+	ListCell   *tc;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -342,9 +427,12 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 				"columns), it inserts the same rows through table_multi_insert instead of this statement. "
 				"A message already landed (offsets moved back) is kept: the statement is then run again with "
 				"ON CONFLICT (topic, partition, \"offset\") DO NOTHING.");
-	if (t != NULL)
+	targets = OidIsValid(p->target) ? list_make1(t) :
+		(p->target_template != NULL || p->target_map != NIL) ? routed_targets(p) : NIL;
+	foreach(tc, targets)
 	{
-		KS_EMIT(p->target, "staging", NULL,
+		t = lfirst(tc);
+		KS_EMIT(t->relid, "staging", NULL,
 				psprintf("CREATE TEMP TABLE kafka_sink_batch %s", ks_batch_columns_sql(t)),
 				"Not run by the worker: the table the by_hand statements read in place of "
 				"kafka_sink._batch_rows(). Per column: its value, and _ks_pN (N: the column's position "
@@ -353,12 +441,17 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 				"_ks_topic, _ks_partition, _ks_offset, _ks_ts: the message's coordinates and timestamp; "
 				"_ks_seq: its position in the batch; _ks_oN (with an order column and optional "
 				"columns): the order value of the message that supplied column N, for the ordering guard.");
+		if (t->cdc && p->mode == KS_MODE_MERGE && p->on_truncate == KS_TRUNCATE_APPLY)
+			KS_EMIT(t->relid, "truncate", ks_truncate_sql(t), NULL,
+					"Runs first, once per truncate event of the batch (on_truncate => 'apply'), "
+					"with $1 the truncate's source position: removes only the rows older than it (a replayed "
+					"truncate leaves newer rows), and records the position in kafka_sink.cdc_deletions.");
 		if (p->mode == KS_MODE_MERGE && (p->delete_on_tombstone || t->cdc))
-			KS_EMIT(p->target, "delete", ks_delete_sql(t, false), ks_delete_sql(t, true),
+			KS_EMIT(t->relid, "delete", ks_delete_sql(t, false), ks_delete_sql(t, true),
 					"Runs first, over the batch's tombstones that win their key (delete_on_tombstone). "
 					"To run by hand: PREPARE d(bigint) AS <by_hand>; EXECUTE d(<batch id>).");
 		if (p->mode == KS_MODE_MERGE)
-			KS_EMIT(p->target, "merge", ks_merge_sql(t, false), ks_merge_sql(t, true),
+			KS_EMIT(t->relid, "merge", ks_merge_sql(t, false), ks_merge_sql(t, true),
 					psprintf("Runs over one row per key, the winner of the reduce: %s, then the latest "
 							 "offset. The WHEN MATCHED condition is the ordering guard: a target row "
 							 "that is newer stays (the message is stale). Rows go in key order; a row "
@@ -370,12 +463,12 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 														quote_identifier(p->order_column))
 							 : "no order column, so"));
 		else if (p->mode == KS_MODE_APPEND)
-			KS_EMIT(p->target, "append", ks_append_sql(t, false), ks_append_sql(t, true),
+			KS_EMIT(t->relid, "append", ks_append_sql(t, false), ks_append_sql(t, true),
 					"Runs over every message that decoded (not quarantined, not a duplicate event id), in "
 					"offset order. $1 is the batch id. To run by hand: PREPARE a(bigint) AS <by_hand>; "
 					"EXECUTE a(<batch id>).");
 		else
-			KS_EMIT(p->target, "function", ks_function_sql(p, t, false), ks_function_sql(p, t, true),
+			KS_EMIT(t->relid, "function", ks_function_sql(p, t, false), ks_function_sql(p, t, true),
 					"Calls the batch function once per batch with the batch id ($1) and the decoded rows in "
 					"offset order. To run by hand: PREPARE f(bigint) AS <by_hand>; EXECUTE f(<batch id>).");
 	}
