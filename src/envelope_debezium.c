@@ -193,7 +193,8 @@ b64(const char *s, char **out, int *len)
 	int			cap = pg_b64_dec_len(n);
 
 	*out = palloc(cap + 1);
-	*len = pg_b64_decode(s, n, *out, cap);
+	/* void *: the destination is char * before 18, uint8 * from 18 */
+	*len = pg_b64_decode(s, n, (void *) *out, cap);
 	return *len >= 0 && n % 4 == 0;
 }
 
@@ -513,7 +514,11 @@ parse_json(const char *data, size_t len, char **detail)
 	}
 	if (GetDatabaseEncoding() != PG_UTF8)
 		text = pg_any_to_server(text, len, PG_UTF8);
+#if PG_VERSION_NUM >= 170000
+	lex = makeJsonLexContextCstringLen(NULL, text, strlen(text), GetDatabaseEncoding(), true);
+#else
 	lex = makeJsonLexContextCstringLen(text, strlen(text), GetDatabaseEncoding(), true);
+#endif
 	err = pg_parse_json(lex, &nullSemAction);
 	if (err != JSON_SUCCESS)
 	{

@@ -233,7 +233,11 @@ delivered() { sql -c "SELECT count(*) FROM kafka_sink.outbox WHERE topic = '$DLQ
 sql -c "ALTER SYSTEM SET kafka_sink.outbox_bootstrap_servers = '$KS_BOOTSTRAP'" -c "SELECT pg_reload_conf()" >/dev/null
 kills=0
 midway=0
-for k in 1 2 3 4; do
+# four kills, and more (up to eight) until two of them came while rows were
+# left to deliver: under load a round can finish before the next kill lands
+for k in 1 2 3 4 5 6 7 8; do
+    if [ "$kills" -ge 4 ] && [ "$midway" -ge 2 ]; then break; fi
+    if [ "$k" -gt 4 ] && [ "$(sql -c "SELECT pending FROM kafka_sink.outbox_status" 2>/dev/null || echo 0)" = 0 ]; then break; fi
     poll "SELECT relay_pid IS NOT NULL FROM kafka_sink.outbox_status" 30 || true
     pid="$(sql -c "SELECT relay_pid FROM kafka_sink.outbox_status" 2>/dev/null || true)"
     if [ "$k" = 1 ]; then
@@ -254,7 +258,7 @@ for k in 1 2 3 4; do
     sleep 1
     until sql -c "SELECT 1" >/dev/null 2>&1; do sleep 0.5; done
 done
-check "the relay was killed four times" 4 "$kills"
+check "the relay was killed at least four times" yes "$([ "$kills" -ge 4 ] && echo yes || echo "no ($kills)")"
 check "at least two of the kills came while rows were left to deliver" yes \
       "$([ "$midway" -ge 2 ] && echo yes || echo "no ($midway)")"
 poll "SELECT pending = 0 FROM kafka_sink.outbox_status" 180 || true
