@@ -45,6 +45,7 @@
 #include "utils/datetime.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
@@ -308,6 +309,20 @@ time_precision(KsColumn *col)
 }
 
 /*
+ * The decoded value of column c into the row, in the row's memory context:
+ * the envelope itself runs in a scratch context reset after each message
+ * (debezium_decode), so only the row's values outlive the message.
+ */
+static void
+convert_out(KsTarget *t, KsRow *row, int c, KsSlotValue *sv)
+{
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(row->values));
+
+	ks_convert_field(t, row, c, sv);
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * Field f into column c: f's text rewritten by its encoding, then the
  * column type's input function (decode.c).
  */
@@ -322,7 +337,7 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 
 	if (f->kind == KS_SLOT_ABSENT || f->kind == KS_SLOT_NULL)
 	{
-		ks_convert_field(t, row, c, &sv);
+		convert_out(t, row, c, &sv);
 		return;
 	}
 	if (f->semantic)
@@ -358,7 +373,7 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 			sv.kind = KS_SLOT_SCALAR;	/* the JSON text itself, not a JSON string */
 		else if (f->bytes && f->kind == KS_SLOT_STRING && base == BYTEAOID)
 			goto bytes;
-		ks_convert_field(t, row, c, &sv);
+		convert_out(t, row, c, &sv);
 		return;
 	}
 
@@ -386,7 +401,7 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 		sv.kind = KS_SLOT_SCALAR;	/* io.debezium.data.Json: the JSON text in a string */
 	else if (base == BYTEAOID && f->kind == KS_SLOT_STRING)
 		goto bytes;
-	ks_convert_field(t, row, c, &sv);
+	convert_out(t, row, c, &sv);
 	return;
 
 variable_scale:
@@ -404,7 +419,7 @@ variable_scale:
 		scale = DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(s->val.numeric)));
 		sv.kind = KS_SLOT_SCALAR;
 		sv.text = unscaled_to_text(b, n, scale);
-		ks_convert_field(t, row, c, &sv);
+		convert_out(t, row, c, &sv);
 		return;
 	}
 
@@ -422,7 +437,7 @@ bytes:
 			appendStringInfo(&hex, "%02x", (unsigned char) b[i]);
 		sv.kind = KS_SLOT_SCALAR;
 		sv.text = hex.data;
-		ks_convert_field(t, row, c, &sv);
+		convert_out(t, row, c, &sv);
 		return;
 	}
 
@@ -571,11 +586,11 @@ set_position(KsTarget *t, KsRow *row, const char *pos)
 {
 	KsSlotValue sv = {.kind = KS_SLOT_SCALAR, .text = (char *) pos};
 
-	ks_convert_field(t, row, t->order_index, &sv);
+	convert_out(t, row, t->order_index, &sv);
 }
 
 static void
-debezium_decode(KsTarget *t, KsPipeline *p, KsRow *row)
+decode_event(KsTarget *t, KsRow *row)
 {
 	KsMessage  *m = row->msg;
 	Jsonb	   *root;
@@ -588,11 +603,6 @@ debezium_decode(KsTarget *t, KsPipeline *p, KsRow *row)
 	CdcStruct	after;
 	CdcStruct	before;
 
-	ks_row_init(t, row);
-	if (t->order_index < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-				 errmsg("pipeline \"%s\" with envelope debezium has no source position column", p->name)));
 	if (m->value == NULL)
 	{
 		/* the tombstone after a delete: the delete did the work */
@@ -697,6 +707,42 @@ debezium_decode(KsTarget *t, KsPipeline *p, KsRow *row)
 		row->reason = KS_INVALID_ENVELOPE;
 		row->detail = psprintf("unknown op \"%s\" (known: c, r, u, d, t)", op);
 	}
+}
+
+/* reset after each message; lives as long as the process */
+static MemoryContext scratch_cxt = NULL;
+
+/*
+ * One change event.  Everything the event's parse and its fields allocate
+ * (the value's text and jsonb, the schema lookups, the rewritten texts) is
+ * in scratch_cxt, reset when the message is done: a batch of big
+ * schema-embedded events (4 kB of JSON each, ~100 kB of such allocations)
+ * used to keep all of it until the batch ended.  The row (ks_row_init's
+ * arrays, the converted values, its detail) is in the caller's context.
+ * An input function's ERROR leaves the scratch as it is: the next message
+ * resets it before it starts.
+ */
+static void
+debezium_decode(KsTarget *t, KsPipeline *p, KsRow *row)
+{
+	MemoryContext old;
+
+	ks_row_init(t, row);
+	if (t->order_index < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("pipeline \"%s\" with envelope debezium has no source position column", p->name)));
+	if (scratch_cxt == NULL)
+		scratch_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink debezium event",
+											ALLOCSET_DEFAULT_SIZES);
+	else
+		MemoryContextReset(scratch_cxt);
+	old = MemoryContextSwitchTo(scratch_cxt);
+	decode_event(t, row);
+	MemoryContextSwitchTo(old);
+	if (row->detail != NULL)
+		row->detail = pstrdup(row->detail);
+	MemoryContextReset(scratch_cxt);
 }
 
 const KsEnvelope ks_envelope_debezium = {"debezium", debezium_decode};
