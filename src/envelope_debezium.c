@@ -65,6 +65,12 @@ typedef struct CdcStruct
 {
 	JsonbContainer *value;		/* NULL: absent or null */
 	JsonbContainer *schema;		/* its struct schema, or NULL */
+	/* the schema's fields, listed once (index_fields) */
+	bool		indexed;
+	int			nfields;
+	int			last;			/* where the previous lookup matched */
+	char	  **names;
+	JsonbContainer **schemas;
 } CdcStruct;
 
 static JsonbValue *
@@ -100,6 +106,66 @@ get_string(JsonbContainer *c, const char *key)
 	return pnstrdup(v->val.string.val, v->val.string.len);
 }
 
+/*
+ * The schemas of struct st's fields, listed once per event: looking each
+ * column up by walking the schema's "fields" array (field_schema) was
+ * quadratic in the columns, with a string copy per comparison.
+ */
+static void
+index_fields(CdcStruct *st)
+{
+	JsonbValue *fields = get_key(st->schema, "fields");
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			cap;
+
+	st->indexed = true;
+	st->nfields = 0;
+	st->last = 0;
+	if (fields == NULL || fields->type != jbvBinary || !JsonContainerIsArray(fields->val.binary.data))
+		return;
+	cap = Max(JsonContainerSize(fields->val.binary.data), 1);
+	st->names = palloc(sizeof(char *) * cap);
+	st->schemas = palloc(sizeof(JsonbContainer *) * cap);
+	it = JsonbIteratorInit(fields->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *f;
+
+		if (tok != WJB_ELEM || v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
+			continue;
+		f = get_string(v.val.binary.data, "field");
+		if (f == NULL || st->nfields >= cap)
+			continue;
+		st->names[st->nfields] = f;
+		st->schemas[st->nfields++] = v.val.binary.data;
+	}
+}
+
+/* The schema of field name of struct st, or NULL */
+static JsonbContainer *
+struct_field_schema(CdcStruct *st, const char *name)
+{
+	if (st->schema == NULL)
+		return NULL;
+	if (!st->indexed)
+		index_fields(st);
+	/* columns mostly come in the order of the fields: start after the last match */
+	for (int k = 0; k < st->nfields; k++)
+	{
+		int			i = (st->last + k) % st->nfields;
+
+		/* Connect's schemas have unique field names (SchemaBuilder refuses duplicates) */
+		if (strcmp(st->names[i], name) == 0)
+		{
+			st->last = i + 1;
+			return st->schemas[i];
+		}
+	}
+	return NULL;
+}
+
 /* The schema of field name inside struct schema s ({"fields": [...]}), or NULL. */
 static JsonbContainer *
 field_schema(JsonbContainer *s, const char *name)
@@ -130,7 +196,7 @@ static void
 read_field(CdcStruct *st, const char *name, KsCdcField *f)
 {
 	JsonbValue *v = get_key(st->value, name);
-	JsonbContainer *fs = st->schema ? field_schema(st->schema, name) : NULL;
+	JsonbContainer *fs = struct_field_schema(st, name);
 
 	memset(f, 0, sizeof(*f));
 	f->scale = -1;
@@ -543,7 +609,7 @@ static void
 delete_key(KsTarget *t, KsRow *row, CdcStruct *before)
 {
 	KsMessage  *m = row->msg;
-	CdcStruct	key = {NULL, NULL};
+	CdcStruct	key = {0};
 	const char *from = "before";
 
 	if (m->key != NULL)
@@ -645,6 +711,8 @@ decode_event(KsTarget *t, KsRow *row)
 		row->detail = pstrdup("the change event's \"source\" has no position (lsn; file and pos; or ts_ms)");
 		return;
 	}
+	memset(&after, 0, sizeof(after));
+	memset(&before, 0, sizeof(before));
 	after.value = get_object(payload, "after");
 	after.schema = schema ? field_schema(schema, "after") : NULL;
 	before.value = get_object(payload, "before");
