@@ -45,6 +45,7 @@
 #include "utils/datetime.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
@@ -64,6 +65,12 @@ typedef struct CdcStruct
 {
 	JsonbContainer *value;		/* NULL: absent or null */
 	JsonbContainer *schema;		/* its struct schema, or NULL */
+	/* the schema's fields, listed once (index_fields) */
+	bool		indexed;
+	int			nfields;
+	int			last;			/* where the previous lookup matched */
+	char	  **names;
+	JsonbContainer **schemas;
 } CdcStruct;
 
 static JsonbValue *
@@ -99,6 +106,66 @@ get_string(JsonbContainer *c, const char *key)
 	return pnstrdup(v->val.string.val, v->val.string.len);
 }
 
+/*
+ * The schemas of struct st's fields, listed once per event: looking each
+ * column up by walking the schema's "fields" array (field_schema) was
+ * quadratic in the columns, with a string copy per comparison.
+ */
+static void
+index_fields(CdcStruct *st)
+{
+	JsonbValue *fields = get_key(st->schema, "fields");
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			cap;
+
+	st->indexed = true;
+	st->nfields = 0;
+	st->last = 0;
+	if (fields == NULL || fields->type != jbvBinary || !JsonContainerIsArray(fields->val.binary.data))
+		return;
+	cap = Max(JsonContainerSize(fields->val.binary.data), 1);
+	st->names = palloc(sizeof(char *) * cap);
+	st->schemas = palloc(sizeof(JsonbContainer *) * cap);
+	it = JsonbIteratorInit(fields->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *f;
+
+		if (tok != WJB_ELEM || v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
+			continue;
+		f = get_string(v.val.binary.data, "field");
+		if (f == NULL || st->nfields >= cap)
+			continue;
+		st->names[st->nfields] = f;
+		st->schemas[st->nfields++] = v.val.binary.data;
+	}
+}
+
+/* The schema of field name of struct st, or NULL */
+static JsonbContainer *
+struct_field_schema(CdcStruct *st, const char *name)
+{
+	if (st->schema == NULL)
+		return NULL;
+	if (!st->indexed)
+		index_fields(st);
+	/* columns mostly come in the order of the fields: start after the last match */
+	for (int k = 0; k < st->nfields; k++)
+	{
+		int			i = (st->last + k) % st->nfields;
+
+		/* Connect's schemas have unique field names (SchemaBuilder refuses duplicates) */
+		if (strcmp(st->names[i], name) == 0)
+		{
+			st->last = i + 1;
+			return st->schemas[i];
+		}
+	}
+	return NULL;
+}
+
 /* The schema of field name inside struct schema s ({"fields": [...]}), or NULL. */
 static JsonbContainer *
 field_schema(JsonbContainer *s, const char *name)
@@ -129,7 +196,7 @@ static void
 read_field(CdcStruct *st, const char *name, KsCdcField *f)
 {
 	JsonbValue *v = get_key(st->value, name);
-	JsonbContainer *fs = st->schema ? field_schema(st->schema, name) : NULL;
+	JsonbContainer *fs = struct_field_schema(st, name);
 
 	memset(f, 0, sizeof(*f));
 	f->scale = -1;
@@ -309,6 +376,20 @@ time_precision(KsColumn *col)
 }
 
 /*
+ * The decoded value of column c into the row, in the row's memory context:
+ * the envelope itself runs in a scratch context reset after each message
+ * (debezium_decode), so only the row's values outlive the message.
+ */
+static void
+convert_out(KsTarget *t, KsRow *row, int c, KsSlotValue *sv)
+{
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(row->values));
+
+	ks_convert_field(t, row, c, sv);
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * Field f into column c: f's text rewritten by its encoding, then the
  * column type's input function (decode.c).
  */
@@ -323,7 +404,7 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 
 	if (f->kind == KS_SLOT_ABSENT || f->kind == KS_SLOT_NULL)
 	{
-		ks_convert_field(t, row, c, &sv);
+		convert_out(t, row, c, &sv);
 		return;
 	}
 	if (f->semantic)
@@ -359,7 +440,7 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 			sv.kind = KS_SLOT_SCALAR;	/* the JSON text itself, not a JSON string */
 		else if (f->bytes && f->kind == KS_SLOT_STRING && base == BYTEAOID)
 			goto bytes;
-		ks_convert_field(t, row, c, &sv);
+		convert_out(t, row, c, &sv);
 		return;
 	}
 
@@ -387,7 +468,7 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 		sv.kind = KS_SLOT_SCALAR;	/* io.debezium.data.Json: the JSON text in a string */
 	else if (base == BYTEAOID && f->kind == KS_SLOT_STRING)
 		goto bytes;
-	ks_convert_field(t, row, c, &sv);
+	convert_out(t, row, c, &sv);
 	return;
 
 variable_scale:
@@ -405,7 +486,7 @@ variable_scale:
 		scale = DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(s->val.numeric)));
 		sv.kind = KS_SLOT_SCALAR;
 		sv.text = unscaled_to_text(b, n, scale);
-		ks_convert_field(t, row, c, &sv);
+		convert_out(t, row, c, &sv);
 		return;
 	}
 
@@ -423,7 +504,7 @@ bytes:
 			appendStringInfo(&hex, "%02x", (unsigned char) b[i]);
 		sv.kind = KS_SLOT_SCALAR;
 		sv.text = hex.data;
-		ks_convert_field(t, row, c, &sv);
+		convert_out(t, row, c, &sv);
 		return;
 	}
 
@@ -533,7 +614,7 @@ static void
 delete_key(KsTarget *t, KsRow *row, CdcStruct *before)
 {
 	KsMessage  *m = row->msg;
-	CdcStruct	key = {NULL, NULL};
+	CdcStruct	key = {0};
 	const char *from = "before";
 
 	if (m->key != NULL)
@@ -576,11 +657,11 @@ set_position(KsTarget *t, KsRow *row, const char *pos)
 {
 	KsSlotValue sv = {.kind = KS_SLOT_SCALAR, .text = (char *) pos};
 
-	ks_convert_field(t, row, t->order_index, &sv);
+	convert_out(t, row, t->order_index, &sv);
 }
 
 static void
-debezium_decode(KsTarget *t, KsPipeline *p, KsRow *row)
+decode_event(KsTarget *t, KsRow *row)
 {
 	KsMessage  *m = row->msg;
 	Jsonb	   *root;
@@ -593,11 +674,6 @@ debezium_decode(KsTarget *t, KsPipeline *p, KsRow *row)
 	CdcStruct	after;
 	CdcStruct	before;
 
-	ks_row_init(t, row);
-	if (t->order_index < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-				 errmsg("pipeline \"%s\" with envelope debezium has no source position column", p->name)));
 	if (m->value == NULL)
 	{
 		/* the tombstone after a delete: the delete did the work */
@@ -640,6 +716,8 @@ debezium_decode(KsTarget *t, KsPipeline *p, KsRow *row)
 		row->detail = pstrdup("the change event's \"source\" has no position (lsn; file and pos; or ts_ms)");
 		return;
 	}
+	memset(&after, 0, sizeof(after));
+	memset(&before, 0, sizeof(before));
 	after.value = get_object(payload, "after");
 	after.schema = schema ? field_schema(schema, "after") : NULL;
 	before.value = get_object(payload, "before");
@@ -702,6 +780,42 @@ debezium_decode(KsTarget *t, KsPipeline *p, KsRow *row)
 		row->reason = KS_INVALID_ENVELOPE;
 		row->detail = psprintf("unknown op \"%s\" (known: c, r, u, d, t)", op);
 	}
+}
+
+/* reset after each message; lives as long as the process */
+static MemoryContext scratch_cxt = NULL;
+
+/*
+ * One change event.  Everything the event's parse and its fields allocate
+ * (the value's text and jsonb, the schema lookups, the rewritten texts) is
+ * in scratch_cxt, reset when the message is done: a batch of big
+ * schema-embedded events (4 kB of JSON each, ~100 kB of such allocations)
+ * used to keep all of it until the batch ended.  The row (ks_row_init's
+ * arrays, the converted values, its detail) is in the caller's context.
+ * An input function's ERROR leaves the scratch as it is: the next message
+ * resets it before it starts.
+ */
+static void
+debezium_decode(KsTarget *t, KsPipeline *p, KsRow *row)
+{
+	MemoryContext old;
+
+	ks_row_init(t, row);
+	if (t->order_index < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("pipeline \"%s\" with envelope debezium has no source position column", p->name)));
+	if (scratch_cxt == NULL)
+		scratch_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink debezium event",
+											ALLOCSET_DEFAULT_SIZES);
+	else
+		MemoryContextReset(scratch_cxt);
+	old = MemoryContextSwitchTo(scratch_cxt);
+	decode_event(t, row);
+	MemoryContextSwitchTo(old);
+	if (row->detail != NULL)
+		row->detail = pstrdup(row->detail);
+	MemoryContextReset(scratch_cxt);
 }
 
 const KsEnvelope ks_envelope_debezium = {"debezium", debezium_decode};
