@@ -622,7 +622,8 @@ BEGIN
         SELECT max(d.position) FILTER (WHERE d.key = keyarr), max(d.position) FILTER (WHERE d.key = 'null'::jsonb)
           INTO del_pos, trunc_pos
           FROM kafka_sink.cdc_deletions d WHERE d.pipeline_id = p.id AND d.target = tgt;
-        IF trunc_pos >= pos AND (del_pos IS NULL OR trunc_pos >= del_pos) THEN
+        -- the first of them at or past this event is what removed the row
+        IF trunc_pos >= pos AND (del_pos IS NULL OR del_pos < pos OR trunc_pos < del_pos) THEN
             fate := 'truncated';
             detail := format('no row for key %s: %s was truncated at source position %s, not older than this event''s %s',
                              k, target, trunc_pos, pos);
