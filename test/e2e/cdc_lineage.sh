@@ -15,7 +15,8 @@ for t in "$T" "$TR"; do "$HARNESS" topic-create "$t" 1 >/dev/null 2>&1; done
 ev() {
     python3 - "$@" <<'PY'
 import json, sys
-op, id_, lsn = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+op, id_ = sys.argv[1], int(sys.argv[2])
+lsn = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 table = sys.argv[4] if len(sys.argv) > 4 else "t"
 src = {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000, "table": table, "schema": "public"}
 if op == "tomb":
