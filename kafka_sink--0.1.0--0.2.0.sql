@@ -5227,3 +5227,572 @@ GRANT EXECUTE ON FUNCTION kafka_sink._typmod_loses(jsonb, text, oid, integer) TO
 REVOKE ALL ON FUNCTION kafka_sink._connect_type_shown(jsonb, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink._connect_type_shown(jsonb, text) TO kafka_sink_admin;
 -- ---- end of CDC gaps: evolve typmods ----
+
+-- ---- CDC lineage: message_fate/message_fates for change events, routed tables and Avro keys ----
+ALTER TYPE kafka_sink.message_fate_row ADD ATTRIBUTE target text;
+COMMENT ON TYPE kafka_sink.message_fate_row IS
+'A row of kafka_sink.message_fates: a message''s coordinates, its fate, the batch that read it (or quarantined it), a detail and the table it went to.';
+--
+-- What message_fate and message_fates need past the plain single-target
+-- JSON case: the table a message went to (route.c's rules, through
+-- _message_target), its key (Avro through the stored schemas only,
+-- _avro_key), and for envelope debezium the event's op and source
+-- position, judged against the row's position and kafka_sink.cdc_deletions
+-- (docs/design-notes.md, "CDC: message fates of change events").
+
+CREATE FUNCTION kafka_sink._message_target(pipeline_id bigint, topic text, value bytea)
+RETURNS text
+AS 'MODULE_PATHNAME', 'kafka_sink_message_target'
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._message_target(bigint, text, bytea) IS
+'Internal: the quoted, qualified name of the table a message of topic with this value goes to by the pipeline''s routing (its target template, targets map or target), by the worker''s own rules; NULL when none can be named. The table need not exist.';
+
+CREATE FUNCTION kafka_sink._avro_key(registry text, key bytea, fields text[], OUT key jsonb, OUT problem text)
+AS 'MODULE_PATHNAME', 'kafka_sink_avro_key'
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._avro_key(text, bytea, text[]) IS
+'Internal: a message key in Confluent''s wire format decoded with the Avro schema stored in kafka_sink.schemas for its id (the registry is never called), as a JSON object of the fields named; problem says why not (no key, not the wire format, an id not stored, not Avro, bytes that do not decode).';
+
+-- A change event's source position, as envelope_debezium.c computes it:
+-- PostgreSQL source.lsn; MySQL file's number * 10^26 + pos * 10^6 + row;
+-- else source.ts_ms * 10^19 + the Kafka offset.  NULL when it has none.
+CREATE FUNCTION kafka_sink._cdc_position(source jsonb, "offset" bigint)
+RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN jsonb_typeof(source->'lsn') = 'number' THEN (source->>'lsn')::numeric
+        WHEN jsonb_typeof(source->'file') = 'string' AND jsonb_typeof(source->'pos') = 'number'
+             AND substring(source->>'file' from '\.([0-9]+)$') IS NOT NULL
+             AND (source->>'pos') ~ '^[0-9]+$' AND coalesce(source->>'row', '0') ~ '^[0-9]{1,6}$'
+             THEN substring(source->>'file' from '\.([0-9]+)$')::numeric * 10::numeric ^ 26
+                  + (source->>'pos')::numeric * 1000000 + coalesce(source->>'row', '0')::numeric
+        WHEN jsonb_typeof(source->'ts_ms') = 'number' AND (source->>'ts_ms') ~ '^[0-9]+$'
+             THEN (source->>'ts_ms')::numeric * 10::numeric ^ 19 + "offset"
+    END
+$$;
+COMMENT ON FUNCTION kafka_sink._cdc_position(jsonb, bigint) IS
+'Internal: the source position of a Debezium change event''s source block, as the worker orders events (PostgreSQL lsn; MySQL binlog file, pos and row; else ts_ms and the Kafka offset).';
+
+-- The fate of one read, not quarantined message of a merge pipeline that
+-- routes, reads change events or has Avro keys: the table it went to (or
+-- would have), its fate and a detail.  b_id: the batch that read it; key
+-- and value: the raw message from bronze (NULL value: a tombstone), has_msg
+-- false when bronze does not hold it.
+CREATE FUNCTION kafka_sink._traced_fate(p kafka_sink.pipeline_definitions, topic text, partition integer,
+                                        "offset" bigint, b_id bigint, has_msg boolean, msg_key bytea, msg_value bytea,
+                                        OUT target text, OUT fate text, OUT detail text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    routed boolean := p.target_template IS NOT NULL OR p.targets IS NOT NULL;
+    cdc boolean := p.envelope = 'debezium';
+    tgt regclass;
+    keycols text[];
+    poscol text := coalesce(p.order_column, '_kafka_source_position');
+    ev jsonb;
+    op text;
+    pos numeric;
+    k jsonb;
+    kproblem text;
+    kwhy text;
+    cond text;
+    r record;
+    keyarr jsonb;
+    del_pos numeric;
+    trunc_pos numeric;
+BEGIN
+    IF NOT has_msg THEN
+        target := CASE WHEN NOT routed THEN p.target::text END;
+        fate := 'applied or superseded';
+        detail := 'lineage columns on the target and a bronze table are needed to tell more';
+        RETURN;
+    END IF;
+    IF cdc AND msg_value IS NULL THEN
+        -- the tombstone after a delete: the worker skips it (counted superseded)
+        target := CASE WHEN routed THEN kafka_sink._message_target(p.id, topic, NULL) ELSE p.target::text END;
+        fate := 'superseded';
+        detail := 'the tombstone Debezium sends after a delete: the delete did the work, nothing to apply';
+        RETURN;
+    END IF;
+    target := CASE WHEN routed THEN kafka_sink._message_target(p.id, topic, msg_value) ELSE p.target::text END;
+    IF target IS NULL THEN
+        fate := 'applied or superseded';
+        detail := 'the pipeline''s routing names no table for it';
+        RETURN;
+    END IF;
+    tgt := to_regclass(target);
+    IF tgt IS NULL THEN
+        fate := 'applied or superseded';
+        detail := format('table %s does not exist (any more)', target);
+        RETURN;
+    END IF;
+    IF (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = tgt AND NOT a.attisdropped AND a.attnum > 0
+          AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) < 4 THEN
+        fate := 'applied or superseded';
+        detail := 'lineage columns on the target and a bronze table are needed to tell more';
+        RETURN;
+    END IF;
+    -- key_columns, else the target's primary key (as the worker takes them)
+    keycols := coalesce(p.key_columns,
+        (SELECT array_agg(a.attname::text ORDER BY x.n)
+           FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS x(att, n)
+           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = x.att
+          WHERE i.indrelid = tgt AND i.indisprimary));
+    IF keycols IS NULL THEN
+        fate := 'applied or superseded';
+        detail := format('table %s has no key to find the message''s row by', target);
+        RETURN;
+    END IF;
+
+    IF cdc THEN
+        BEGIN
+            ev := convert_from(msg_value, 'UTF8')::jsonb;
+        EXCEPTION WHEN OTHERS THEN
+            ev := NULL;
+        END;
+        IF jsonb_typeof(ev) = 'object' AND ev ? 'payload' AND jsonb_typeof(ev->'schema') = 'object' THEN
+            ev := ev->'payload';
+        END IF;
+        op := ev->>'op';
+        pos := kafka_sink._cdc_position(ev->'source', "offset");
+        IF op = 't' THEN
+            IF p.on_truncate = 'apply' THEN
+                fate := 'truncated';
+                detail := format('truncated %s at source position %s: its rows from older source positions were deleted', target, pos);
+            ELSE
+                fate := 'superseded';
+                detail := format('a truncate, not applied (on_truncate %s)', p.on_truncate);
+            END IF;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- the message's key
+    IF p.key_format = 'avro' THEN
+        SELECT a.key, a.problem INTO k, kproblem
+          FROM kafka_sink._avro_key(p.schema_registry->>'url', msg_key, keycols) a;
+        IF kproblem IS NOT NULL THEN
+            fate := 'applied or superseded';
+            detail := 'the key cannot be decoded here: ' || kproblem;
+            RETURN;
+        END IF;
+    ELSIF p.key_format = 'string' AND msg_key IS NOT NULL THEN
+        k := jsonb_build_object(keycols[1], convert_from(msg_key, 'UTF8'));
+    ELSIF p.key_format = 'json' AND msg_key IS NOT NULL THEN
+        k := convert_from(msg_key, 'UTF8')::jsonb;
+        IF cdc AND jsonb_typeof(k) = 'object' AND k ? 'payload' AND jsonb_typeof(k->'schema') = 'object' THEN
+            k := k->'payload';
+        END IF;
+    ELSIF cdc THEN
+        -- a delete's key from before (never its other values), else after
+        k := CASE WHEN op = 'd' THEN ev->'before' ELSE ev->'after' END;
+    ELSIF p.value_format = 'json' AND msg_value IS NOT NULL THEN
+        SELECT jsonb_object_agg(c, (convert_from(msg_value, 'UTF8')::jsonb)
+                   #> string_to_array(coalesce(p.columns->c->>'path', p.columns->>c, c), '.'))
+          INTO k FROM unnest(keycols) c;
+    END IF;
+    IF jsonb_typeof(k) IS DISTINCT FROM 'object' THEN
+        fate := 'applied or superseded';
+        kwhy := CASE WHEN p.value_format <> 'json' AND p.key_format = 'none'
+                     THEN format('the key of a message in value_format %s is not decoded here', p.value_format)
+                     ELSE 'the message''s key cannot be read' END;
+        detail := kwhy;
+        RETURN;
+    END IF;
+    SELECT jsonb_object_agg(c, k->c) INTO k FROM unnest(keycols) c;
+
+    SELECT string_agg(format('t.%1$I = kk.%1$I', c), ' AND ') INTO cond FROM unnest(keycols) c;
+    EXECUTE format('SELECT t._kafka_topic AS topic, t._kafka_partition AS partition, t._kafka_offset AS "offset",'
+                   ' t._kafka_batch_id AS batch_id, %s AS pos'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) kk WHERE %s',
+                   CASE WHEN cdc AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tgt AND a.attname = poscol
+                                                AND a.attnum > 0 AND NOT a.attisdropped)
+                        THEN format('t.%I::numeric', poscol) ELSE 'NULL::numeric' END,
+                   tgt, tgt, cond)
+       INTO r USING k;
+
+    IF r."offset" IS NOT NULL AND r.topic = topic AND r.partition = partition AND r."offset" = "offset" THEN
+        fate := 'applied';
+        detail := format('the current source of the row with key %s', k);
+    ELSIF r."offset" IS NOT NULL AND r.batch_id = b_id THEN
+        fate := 'superseded';
+        detail := format('offset %s of the same batch won for key %s', r."offset", k);
+    ELSIF r."offset" IS NOT NULL AND r.batch_id < b_id THEN
+        fate := 'stale';
+        detail := CASE WHEN cdc AND r.pos IS NOT NULL
+                       THEN format('the row for key %s (from batch %s) was newer: its source position %s, this %s %s',
+                                   k, r.batch_id, r.pos, CASE op WHEN 'd' THEN 'delete''s' ELSE 'event''s' END, pos)
+                       ELSE format('the row for key %s (from batch %s) was newer', k, r.batch_id) END;
+    ELSIF r."offset" IS NOT NULL THEN
+        fate := 'overwritten';
+        detail := CASE WHEN cdc AND op = 'd'
+                       THEN format('deleted, then written again by offset %s in batch %s', r."offset", r.batch_id)
+                       ELSE format('replaced by offset %s in batch %s', r."offset", r.batch_id) END;
+    ELSIF NOT cdc THEN
+        fate := 'deleted';
+        detail := format('no row for key %s', k);
+    ELSIF op = 'd' THEN
+        fate := 'deleted';
+        detail := format('deleted the row with key %s at source position %s', k, pos);
+    ELSE
+        -- no row: a delete or truncate at a source position at or past this
+        -- event's removed it, or kept it from coming back (stale on arrival)
+        EXECUTE format('SELECT to_jsonb(ARRAY[%s]) FROM jsonb_populate_record(NULL::%s, $1) kk',
+                       (SELECT string_agg(format('kk.%I::text', c), ', ') FROM unnest(keycols) c), tgt)
+           INTO keyarr USING k;
+        SELECT max(d.position) FILTER (WHERE d.key = keyarr), max(d.position) FILTER (WHERE d.key = 'null'::jsonb)
+          INTO del_pos, trunc_pos
+          FROM kafka_sink.cdc_deletions d WHERE d.pipeline_id = p.id AND d.target = tgt;
+        -- the first of them at or past this event is what removed the row
+        IF trunc_pos >= pos AND (del_pos IS NULL OR del_pos < pos OR trunc_pos < del_pos) THEN
+            fate := 'truncated';
+            detail := format('no row for key %s: %s was truncated at source position %s, not older than this event''s %s',
+                             k, target, trunc_pos, pos);
+        ELSIF del_pos >= pos THEN
+            fate := 'deleted';
+            detail := format('no row for key %s: it was deleted at source position %s, not older than this event''s %s',
+                             k, del_pos, pos);
+        ELSE
+            fate := 'deleted';
+            detail := format('no row for key %s', k);
+        END IF;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._traced_fate(kafka_sink.pipeline_definitions, text, integer, bigint, bigint, boolean, bytea, bytea) IS
+'Internal: the table, fate and detail of one read message of a merge pipeline that routes, reads Debezium change events or has Avro keys (message_fate, message_fates).';
+
+REVOKE ALL ON FUNCTION kafka_sink._message_target(bigint, text, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._message_target(bigint, text, bytea) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink._avro_key(text, bytea, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._avro_key(text, bytea, text[]) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink._cdc_position(jsonb, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._cdc_position(jsonb, bigint) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink._traced_fate(kafka_sink.pipeline_definitions, text, integer, bigint, bigint, boolean, bytea, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._traced_fate(kafka_sink.pipeline_definitions, text, integer, bigint, bigint, boolean, bytea, bytea) TO kafka_sink_admin;
+
+CREATE OR REPLACE FUNCTION kafka_sink.message_fates(pipeline text, topic text DEFAULT NULL, partition integer DEFAULT NULL,
+                                         from_offset bigint DEFAULT NULL, to_offset bigint DEFAULT NULL)
+RETURNS SETOF kafka_sink.message_fate_row
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    has_lineage boolean;
+    keyexpr text;
+    keycond text;
+    body text;
+    classify text;
+    routed boolean := false;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF from_offset < 0 OR to_offset < 0 THEN
+        RAISE EXCEPTION 'offsets cannot be negative'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass from_offset and to_offset as Kafka offsets (0 or more).';
+    END IF;
+    IF from_offset > to_offset THEN
+        RAISE EXCEPTION 'from_offset % is past to_offset %', from_offset, to_offset
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Both ends of the range are included.';
+    END IF;
+    IF partition < 0 THEN
+        RAISE EXCEPTION 'partition cannot be negative'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Kafka partitions are numbered from 0.';
+    END IF;
+    routed := p.target_template IS NOT NULL OR p.targets IS NOT NULL;
+    has_lineage := p.target IS NOT NULL AND (SELECT count(*) FROM pg_attribute a
+                       WHERE a.attrelid = p.target AND NOT a.attisdropped AND a.attnum > 0
+                         AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
+
+    -- the messages of the range: per partition with a checkpoint, from
+    -- from_offset (else the first checkpoint or the first retained batch)
+    -- to to_offset (else the last committed offset); offsets at or past
+    -- the checkpoint are pending, so only listed when to_offset asks
+    body := $q$
+    WITH parts AS MATERIALIZED (
+        SELECT o.topic, o.partition, o.next_offset,
+               coalesce($4, least(o.start_offset, (
+                   SELECT min(r.start) FROM kafka_sink.batches b,
+                          jsonb_to_recordset(b.ranges) AS r(topic text, partition integer, start bigint)
+                    WHERE b.pipeline_id = $1 AND r.topic = o.topic AND r.partition = o.partition)), o.next_offset) AS lo,
+               coalesce($5, o.next_offset - 1) AS hi
+          FROM kafka_sink.offsets o
+         WHERE o.pipeline_id = $1 AND ($2::text IS NULL OR o.topic = $2) AND ($3::int IS NULL OR o.partition = $3)),
+    in_batch AS MATERIALIZED (
+        SELECT pa.topic, pa.partition, g.o AS "offset", max(b.batch_id) AS batch_id
+          FROM kafka_sink.batches b,
+               jsonb_to_recordset(b.ranges) AS r(topic text, partition integer, start bigint, "end" bigint),
+               parts pa,
+               generate_series(greatest(r.start, pa.lo), least(r."end" - 1, pa.hi, pa.next_offset - 1)) AS g(o)
+         WHERE b.pipeline_id = $1 AND r.topic = pa.topic AND r.partition = pa.partition
+         GROUP BY 1, 2, 3),
+    lost AS MATERIALIZED (
+        SELECT DISTINCT pa.topic, pa.partition, g.o AS "offset"
+          FROM kafka_sink.data_loss d
+          JOIN parts pa ON pa.topic = d.topic AND pa.partition = d.partition,
+               generate_series(greatest(d.expected_offset, pa.lo), least(d.available_offset - 1, pa.hi)) AS g(o)
+         WHERE d.pipeline_id = $1 AND d.kind = 'deleted'),
+    m AS MATERIALIZED (
+        SELECT pa.topic, pa.partition, g.o AS "offset", g.o >= pa.next_offset AS pending,
+               ib.batch_id, l."offset" IS NOT NULL AS lost,
+               q.batch_id AS q_batch, q.reason || ': ' || q.detail AS q_detail, q.target AS q_target
+          FROM parts pa
+         CROSS JOIN LATERAL generate_series(pa.lo, pa.hi) AS g(o)
+          LEFT JOIN in_batch ib ON ib.topic = pa.topic AND ib.partition = pa.partition AND ib."offset" = g.o
+          LEFT JOIN lost l ON l.topic = pa.topic AND l.partition = pa.partition AND l."offset" = g.o
+          LEFT JOIN kafka_sink.quarantine q
+                 ON q.pipeline_id = $1 AND q.topic = pa.topic AND q.partition = pa.partition
+                AND q.message_offset = g.o AND q.replayed_at IS NULL)
+    $q$;
+
+    classify := $q$
+        CASE WHEN m.pending THEN 'pending'
+             WHEN m.lost THEN 'lost'
+             WHEN m.q_batch IS NOT NULL THEN 'quarantined' $q$;
+
+    -- routed tables, change events, Avro keys: each message read from
+    -- bronze and judged by _traced_fate (a function call per message, no
+    -- statement per message beyond its row's look-up by key)
+    IF p.mode = 'merge' AND p.bronze IS NOT NULL
+       AND (routed OR p.envelope = 'debezium' OR p.key_format = 'avro') THEN
+        RETURN QUERY EXECUTE body || format($q$
+        SELECT m.topic, m.partition, m."offset",
+               %s ELSE f.fate END,
+               CASE WHEN m.q_batch IS NOT NULL AND NOT m.pending AND NOT m.lost THEN m.q_batch
+                    WHEN NOT m.pending THEN m.batch_id END,
+               CASE WHEN m.pending THEN 'not read yet'
+                    WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                    WHEN m.q_batch IS NOT NULL THEN m.q_detail
+                    ELSE f.detail END,
+               CASE WHEN m.pending OR m.lost THEN NULL
+                    WHEN m.q_batch IS NOT NULL THEN m.q_target
+                    ELSE f.target END
+          FROM m
+          LEFT JOIN %s br ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
+                         AND br.topic = m.topic COLLATE "C" AND br.partition = m.partition AND br."offset" = m."offset"
+          LEFT JOIN LATERAL kafka_sink._traced_fate($6, m.topic, m.partition, m."offset", m.batch_id,
+                                                    br."offset" IS NOT NULL, br.key, br.value) f
+                 ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
+         ORDER BY 1, 2, 3 $q$, classify, p.bronze)
+            USING p.id, topic, partition, from_offset, to_offset, p;
+        RETURN;
+    END IF;
+
+    -- (a key in a registry's wire format other than Avro is decoded by the
+    -- worker only: as message_fate, no more than 'applied or superseded')
+    IF p.target IS NULL OR p.mode <> 'merge' OR NOT has_lineage OR p.bronze IS NULL
+       OR routed
+       OR p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+        RETURN QUERY EXECUTE body || format($q$
+        SELECT m.topic, m.partition, m."offset",
+               %s ELSE %L END,
+               CASE WHEN m.q_batch IS NOT NULL AND NOT m.pending AND NOT m.lost THEN m.q_batch
+                    WHEN NOT m.pending THEN m.batch_id END,
+               CASE WHEN m.pending THEN 'not read yet'
+                    WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                    WHEN m.q_batch IS NOT NULL THEN m.q_detail
+                    ELSE %L END,
+               CASE WHEN m.pending OR m.lost THEN NULL
+                    WHEN m.q_batch IS NOT NULL THEN m.q_target
+                    ELSE %L END
+          FROM m ORDER BY 1, 2, 3 $q$,
+            classify,
+            CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                      THEN CASE WHEN p.mode = 'append' THEN 'appended' ELSE 'applied or superseded' END
+                 WHEN p.target IS NULL THEN 'landed' WHEN p.mode = 'append' THEN 'appended'
+                 WHEN p.mode = 'function' THEN 'passed to the batch function' ELSE 'applied or superseded' END,
+            CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                      THEN 'routed to one of several tables: the table of each message is named with a bronze table (merge mode); kafka_sink.quarantine.target names the table of a quarantined message'
+                 WHEN p.target IS NULL THEN 'bronze only' WHEN p.mode <> 'merge' THEN NULL
+                 WHEN has_lineage AND p.bronze IS NOT NULL
+                 THEN format('the key of a message in value_format %s or key_format %s is not decoded here',
+                             p.value_format, p.key_format)
+                 ELSE 'lineage columns on the target and a bronze table are needed to tell more' END,
+            p.target::text)
+            USING p.id, topic, partition, from_offset, to_offset;
+        RETURN;
+    END IF;
+
+    -- the message's key, decoded as message_fate() decodes it
+    IF p.key_format = 'string' THEN
+        keyexpr := format('jsonb_build_object(%L, convert_from(br.key, ''UTF8''))', p.key_columns[1]);
+    ELSIF p.key_format = 'json' THEN
+        keyexpr := 'convert_from(br.key, ''UTF8'')::jsonb';
+    ELSE
+        SELECT 'CASE WHEN br.value IS NOT NULL THEN jsonb_build_object(' ||
+               string_agg(format('%L, (convert_from(br.value, ''UTF8'')::jsonb) #> %L::text[]', c,
+                                 string_to_array(coalesce(p.columns->c->>'path', p.columns->>c, c), '.')), ', ')
+               || ') END'
+          INTO keyexpr FROM unnest(p.key_columns) c;
+    END IF;
+    SELECT string_agg(format('t.%1$I = (mk.k).%1$I', c), ' AND ') INTO keycond FROM unnest(p.key_columns) c;
+
+    RETURN QUERY EXECUTE body || format($q$,
+    mk AS (
+        SELECT m.*, br."offset" IS NOT NULL AS has_msg, v.v, jsonb_populate_record(NULL::%1$s, v.v) AS k
+          FROM m
+          LEFT JOIN %2$s br ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
+                           AND br.topic = m.topic COLLATE "C" AND br.partition = m.partition AND br."offset" = m."offset"
+          CROSS JOIN LATERAL (SELECT CASE WHEN br."offset" IS NOT NULL THEN %3$s END AS v) v)
+    SELECT mk.topic, mk.partition, mk."offset",
+           %4$s
+                WHEN NOT mk.has_msg THEN 'applied or superseded'
+                WHEN t._kafka_offset IS NULL THEN 'deleted'
+                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset" THEN 'applied'
+                WHEN t._kafka_batch_id = mk.batch_id THEN 'superseded'
+                WHEN t._kafka_batch_id < mk.batch_id THEN 'stale'
+                ELSE 'overwritten' END,
+           CASE WHEN mk.q_batch IS NOT NULL AND NOT mk.pending AND NOT mk.lost THEN mk.q_batch
+                WHEN NOT mk.pending THEN mk.batch_id END,
+           CASE WHEN mk.pending THEN 'not read yet'
+                WHEN mk.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                WHEN mk.q_batch IS NOT NULL THEN mk.q_detail
+                WHEN NOT mk.has_msg THEN 'lineage columns on the target and a bronze table are needed to tell more'
+                WHEN t._kafka_offset IS NULL THEN format('no row for key %%s', mk.v)
+                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset"
+                     THEN format('the current source of the row with key %%s', mk.v)
+                WHEN t._kafka_batch_id = mk.batch_id THEN format('offset %%s of the same batch won for key %%s', t._kafka_offset, mk.v)
+                WHEN t._kafka_batch_id < mk.batch_id THEN format('the row for key %%s (from batch %%s) was newer', mk.v, t._kafka_batch_id)
+                ELSE format('replaced by offset %%s in batch %%s', t._kafka_offset, t._kafka_batch_id) END,
+           CASE WHEN mk.pending OR mk.lost THEN NULL
+                WHEN mk.q_batch IS NOT NULL THEN mk.q_target
+                ELSE %6$L END
+      FROM mk
+      LEFT JOIN %1$s t ON mk.has_msg AND %5$s
+     ORDER BY 1, 2, 3 $q$,
+        p.target, p.bronze, keyexpr, replace(classify, 'm.', 'mk.'), keycond, p.target::text)
+        USING p.id, topic, partition, from_offset, to_offset;
+END
+$$;
+REVOKE ALL ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) IS
+'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, truncated, appended, landed, or applied or superseded (without lineage columns and bronze), with the table each message went to (routed pipelines: the table its routing names; change events judged by source position). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message.';
+
+
+DROP FUNCTION kafka_sink.message_fate(text, text, integer, bigint);
+CREATE FUNCTION kafka_sink.message_fate(pipeline text, topic text, partition integer, "offset" bigint)
+RETURNS TABLE (fate text, batch_id bigint, detail text, target text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    q kafka_sink.quarantine;
+    committed bigint;
+    b_id bigint;
+    msg record;
+    v jsonb;
+    cond text;
+    row_batch bigint;
+    row_offset bigint;
+    row_topic text;
+    row_partition int;
+    has_lineage boolean;
+    has_msg boolean;
+    keycol text;
+BEGIN
+    p := kafka_sink._get_pipeline(pipeline);
+    SELECT o.next_offset INTO committed FROM kafka_sink.offsets o
+     WHERE o.pipeline_id = p.id AND o.topic = message_fate.topic AND o.partition = message_fate.partition;
+    IF committed IS NULL OR message_fate."offset" >= committed THEN
+        RETURN QUERY SELECT 'pending'::text, NULL::bigint, 'not read yet'::text, NULL::text;
+        RETURN;
+    END IF;
+    SELECT x.batch_id INTO b_id FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
+     WHERE x.pipeline_id = p.id AND g->>'topic' = message_fate.topic AND (g->>'partition')::int = message_fate.partition
+       AND message_fate."offset" >= (g->>'start')::bigint AND message_fate."offset" < (g->>'end')::bigint LIMIT 1;
+    IF EXISTS (SELECT 1 FROM kafka_sink.data_loss d WHERE d.pipeline_id = p.id AND d.topic = message_fate.topic
+                 AND d.partition = message_fate.partition AND d.kind = 'deleted'
+                 AND message_fate."offset" >= d.expected_offset AND message_fate."offset" < d.available_offset) THEN
+        RETURN QUERY SELECT 'lost'::text, b_id, 'deleted from Kafka before it was read (fail_on_data_loss = false)'::text, NULL::text;
+        RETURN;
+    END IF;
+    SELECT * INTO q FROM kafka_sink.quarantine x
+     WHERE x.pipeline_id = p.id AND x.topic = message_fate.topic AND x.partition = message_fate.partition
+       AND x.message_offset = message_fate."offset";
+    IF FOUND AND q.replayed_at IS NULL THEN
+        RETURN QUERY SELECT 'quarantined'::text, q.batch_id, q.reason || ': ' || q.detail, q.target;
+        RETURN;
+    END IF;
+    IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL AND p.mode <> 'function' THEN
+        RETURN QUERY SELECT 'landed'::text, b_id, 'bronze only'::text, NULL::text;
+        RETURN;
+    END IF;
+    IF p.mode <> 'merge' THEN
+        RETURN QUERY SELECT CASE p.mode WHEN 'append' THEN 'appended' ELSE 'passed to the batch function' END, b_id, NULL::text,
+            CASE WHEN p.mode = 'append' AND (p.target_template IS NOT NULL OR p.targets IS NOT NULL)
+                 THEN kafka_sink._message_target(p.id, topic, (SELECT m.value FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset") m))
+                 ELSE p.target::text END;
+        RETURN;
+    END IF;
+    -- routed tables, change events, Avro keys: the table it went to, and
+    -- its fate there (70_lineage.sql)
+    IF p.target_template IS NOT NULL OR p.targets IS NOT NULL OR p.envelope = 'debezium' OR p.key_format = 'avro' THEN
+        SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
+        has_msg := FOUND;
+        RETURN QUERY SELECT f.fate, b_id, f.detail, f.target
+          FROM kafka_sink._traced_fate(p, topic, partition, "offset", b_id, has_msg,
+                                       CASE WHEN has_msg THEN msg.key END, CASE WHEN has_msg THEN msg.value END) f;
+        RETURN;
+    END IF;
+    has_lineage := (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = p.target AND NOT a.attisdropped
+                      AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
+    SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
+    IF NOT has_lineage OR msg IS NULL THEN
+        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
+            'lineage columns on the target and a bronze table are needed to tell more'::text, p.target::text;
+        RETURN;
+    END IF;
+    -- a key in Avro or in a registry's wire format is decoded by the worker
+    -- only (src/format.c): the raw bytes are not JSON text
+    IF p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
+            format('the key of a message in value_format %s or key_format %s is not decoded here',
+                   p.value_format, p.key_format), p.target::text;
+        RETURN;
+    END IF;
+    -- the message's key, decoded the way the pipeline does for the common cases
+    IF p.key_format = 'string' THEN
+        v := jsonb_build_object(p.key_columns[1], convert_from(msg.key, 'UTF8'));
+    ELSIF p.key_format = 'json' THEN
+        v := convert_from(msg.key, 'UTF8')::jsonb;
+    ELSIF msg.value IS NOT NULL THEN
+        v := '{}';
+        FOREACH keycol IN ARRAY p.key_columns LOOP
+            v := v || jsonb_build_object(keycol, convert_from(msg.value, 'UTF8')::jsonb
+                        #> string_to_array(coalesce(p.columns->>keycol, p.columns->keycol->>'path', keycol), '.'));
+        END LOOP;
+    END IF;
+    SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(p.key_columns) c;
+    EXECUTE format('SELECT t._kafka_topic, t._kafka_partition, t._kafka_offset, t._kafka_batch_id'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', p.target, p.target, cond)
+       INTO row_topic, row_partition, row_offset, row_batch USING v;
+    IF row_offset IS NULL THEN
+        RETURN QUERY SELECT 'deleted'::text, b_id, format('no row for key %s', v), p.target::text;
+    ELSIF row_topic = topic AND row_partition = partition AND row_offset = "offset" THEN
+        RETURN QUERY SELECT 'applied'::text, b_id, format('the current source of the row with key %s', v), p.target::text;
+    ELSIF row_batch = b_id THEN
+        RETURN QUERY SELECT 'superseded'::text, b_id,
+            format('offset %s of the same batch won for key %s', row_offset, v), p.target::text;
+    ELSIF row_batch < b_id THEN
+        RETURN QUERY SELECT 'stale'::text, b_id,
+            format('the row for key %s (from batch %s) was newer', v, row_batch), p.target::text;
+    ELSE
+        RETURN QUERY SELECT 'overwritten'::text, b_id,
+            format('replaced by offset %s in batch %s', row_offset, row_batch), p.target::text;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) IS
+'What happened to one message: pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, truncated, duplicate, appended or landed, with the batch, a detail and the table it went to (for a routed pipeline the table its routing names; for Debezium change events judged by source position; Avro keys decoded through kafka_sink.schemas).';
+REVOKE ALL ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) TO kafka_sink_admin;
+
+-- ---- end of CDC lineage ----

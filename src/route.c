@@ -462,6 +462,37 @@ name_target(KsPipeline *p, KsRouting *r, KsMessage *m, KsSlotValue *slots, bool 
 	return false;
 }
 
+/*
+ * The quoted, qualified name of the table message m goes to by p's
+ * routing (a plain target's own name when p does not route), or NULL with
+ * *why.  The worker's own rules (name_target, bad_name_part), for
+ * message_fate and message_fates (lineage.c): the table is only named,
+ * not looked up.
+ */
+char *
+ks_route_name(KsPipeline *p, KsMessage *m, char **why)
+{
+	KsRouting  *r = routing_of(p);
+	KsSlotValue *slots = palloc0(sizeof(KsSlotValue) * Max(r->walk.nslots, 1));
+	bool		value_ok = false;
+	char	   *schema,
+			   *table,
+			   *detail = NULL,
+			   *bad;
+
+	if (r->reads_value && m->value != NULL)
+		value_ok = ks_json_walk(&r->walk, m->value, m->value_len, slots, &detail) == KS_WALK_OK;
+	if (!name_target(p, r, m, slots, value_ok, &schema, &table, why))
+		return NULL;
+	if ((bad = bad_name_part("schema", schema)) != NULL ||
+		(bad = bad_name_part("table", table)) != NULL)
+	{
+		*why = bad;
+		return NULL;
+	}
+	return quote_qualified_identifier(schema, table);
+}
+
 /* what ks_try_subxact runs: the checks of create_pipeline, then the open */
 typedef struct OpenArgs
 {

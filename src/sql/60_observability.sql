@@ -252,7 +252,7 @@ COMMENT ON FUNCTION kafka_sink._bronze_message(regclass, text, integer, bigint) 
 -- columns on the target and the raw message in bronze; without them the
 -- answer is 'applied or superseded'.
 CREATE FUNCTION kafka_sink.message_fate(pipeline text, topic text, partition integer, "offset" bigint)
-RETURNS TABLE (fate text, batch_id bigint, detail text)
+RETURNS TABLE (fate text, batch_id bigint, detail text, target text)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -269,13 +269,14 @@ DECLARE
     row_topic text;
     row_partition int;
     has_lineage boolean;
+    has_msg boolean;
     keycol text;
 BEGIN
     p := kafka_sink._get_pipeline(pipeline);
     SELECT o.next_offset INTO committed FROM kafka_sink.offsets o
      WHERE o.pipeline_id = p.id AND o.topic = message_fate.topic AND o.partition = message_fate.partition;
     IF committed IS NULL OR message_fate."offset" >= committed THEN
-        RETURN QUERY SELECT 'pending'::text, NULL::bigint, 'not read yet'::text;
+        RETURN QUERY SELECT 'pending'::text, NULL::bigint, 'not read yet'::text, NULL::text;
         RETURN;
     END IF;
     SELECT x.batch_id INTO b_id FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
@@ -284,22 +285,35 @@ BEGIN
     IF EXISTS (SELECT 1 FROM kafka_sink.data_loss d WHERE d.pipeline_id = p.id AND d.topic = message_fate.topic
                  AND d.partition = message_fate.partition AND d.kind = 'deleted'
                  AND message_fate."offset" >= d.expected_offset AND message_fate."offset" < d.available_offset) THEN
-        RETURN QUERY SELECT 'lost'::text, b_id, 'deleted from Kafka before it was read (fail_on_data_loss = false)'::text;
+        RETURN QUERY SELECT 'lost'::text, b_id, 'deleted from Kafka before it was read (fail_on_data_loss = false)'::text, NULL::text;
         RETURN;
     END IF;
     SELECT * INTO q FROM kafka_sink.quarantine x
      WHERE x.pipeline_id = p.id AND x.topic = message_fate.topic AND x.partition = message_fate.partition
        AND x.message_offset = message_fate."offset";
     IF FOUND AND q.replayed_at IS NULL THEN
-        RETURN QUERY SELECT 'quarantined'::text, q.batch_id, q.reason || ': ' || q.detail;
+        RETURN QUERY SELECT 'quarantined'::text, q.batch_id, q.reason || ': ' || q.detail, q.target;
         RETURN;
     END IF;
-    IF p.target IS NULL THEN
-        RETURN QUERY SELECT 'landed'::text, b_id, 'bronze only'::text;
+    IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL AND p.mode <> 'function' THEN
+        RETURN QUERY SELECT 'landed'::text, b_id, 'bronze only'::text, NULL::text;
         RETURN;
     END IF;
     IF p.mode <> 'merge' THEN
-        RETURN QUERY SELECT CASE p.mode WHEN 'append' THEN 'appended' ELSE 'passed to the batch function' END, b_id, NULL::text;
+        RETURN QUERY SELECT CASE p.mode WHEN 'append' THEN 'appended' ELSE 'passed to the batch function' END, b_id, NULL::text,
+            CASE WHEN p.mode = 'append' AND (p.target_template IS NOT NULL OR p.targets IS NOT NULL)
+                 THEN kafka_sink._message_target(p.id, topic, (SELECT m.value FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset") m))
+                 ELSE p.target::text END;
+        RETURN;
+    END IF;
+    -- routed tables, change events, Avro keys: the table it went to, and
+    -- its fate there (70_lineage.sql)
+    IF p.target_template IS NOT NULL OR p.targets IS NOT NULL OR p.envelope = 'debezium' OR p.key_format = 'avro' THEN
+        SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
+        has_msg := FOUND;
+        RETURN QUERY SELECT f.fate, b_id, f.detail, f.target
+          FROM kafka_sink._traced_fate(p, topic, partition, "offset", b_id, has_msg,
+                                       CASE WHEN has_msg THEN msg.key END, CASE WHEN has_msg THEN msg.value END) f;
         RETURN;
     END IF;
     has_lineage := (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = p.target AND NOT a.attisdropped
@@ -307,7 +321,7 @@ BEGIN
     SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
     IF NOT has_lineage OR msg IS NULL THEN
         RETURN QUERY SELECT 'applied or superseded'::text, b_id,
-            'lineage columns on the target and a bronze table are needed to tell more'::text;
+            'lineage columns on the target and a bronze table are needed to tell more'::text, p.target::text;
         RETURN;
     END IF;
     -- a key in Avro or in a registry's wire format is decoded by the worker
@@ -315,7 +329,7 @@ BEGIN
     IF p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
         RETURN QUERY SELECT 'applied or superseded'::text, b_id,
             format('the key of a message in value_format %s or key_format %s is not decoded here',
-                   p.value_format, p.key_format);
+                   p.value_format, p.key_format), p.target::text;
         RETURN;
     END IF;
     -- the message's key, decoded the way the pipeline does for the common cases
@@ -335,23 +349,23 @@ BEGIN
                    ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', p.target, p.target, cond)
        INTO row_topic, row_partition, row_offset, row_batch USING v;
     IF row_offset IS NULL THEN
-        RETURN QUERY SELECT 'deleted'::text, b_id, format('no row for key %s', v);
+        RETURN QUERY SELECT 'deleted'::text, b_id, format('no row for key %s', v), p.target::text;
     ELSIF row_topic = topic AND row_partition = partition AND row_offset = "offset" THEN
-        RETURN QUERY SELECT 'applied'::text, b_id, format('the current source of the row with key %s', v);
+        RETURN QUERY SELECT 'applied'::text, b_id, format('the current source of the row with key %s', v), p.target::text;
     ELSIF row_batch = b_id THEN
         RETURN QUERY SELECT 'superseded'::text, b_id,
-            format('offset %s of the same batch won for key %s', row_offset, v);
+            format('offset %s of the same batch won for key %s', row_offset, v), p.target::text;
     ELSIF row_batch < b_id THEN
         RETURN QUERY SELECT 'stale'::text, b_id,
-            format('the row for key %s (from batch %s) was newer', v, row_batch);
+            format('the row for key %s (from batch %s) was newer', v, row_batch), p.target::text;
     ELSE
         RETURN QUERY SELECT 'overwritten'::text, b_id,
-            format('replaced by offset %s in batch %s', row_offset, row_batch);
+            format('replaced by offset %s in batch %s', row_offset, row_batch), p.target::text;
     END IF;
 END
 $$;
 COMMENT ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) IS
-'What happened to one message: pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, duplicate, appended or landed, with the batch and a detail.';
+'What happened to one message: pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, truncated, duplicate, appended or landed, with the batch, a detail and the table it went to (for a routed pipeline the table its routing names; for Debezium change events judged by source position; Avro keys decoded through kafka_sink.schemas).';
 
 -- The wire format's schema id of a raw value (bronze, quarantine), or NULL.
 CREATE FUNCTION kafka_sink.wire_schema_id(value bytea)

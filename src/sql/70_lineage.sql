@@ -187,8 +187,10 @@ COMMENT ON FUNCTION kafka_sink.create_lineage_view(text, regclass, text, boolean
 -- name of a parameter, and topic and partition are both.)
 CREATE TYPE kafka_sink.message_fate_row AS (topic text, partition integer, "offset" bigint, fate text,
                                             batch_id bigint, detail text);
+-- (added by the CDC lineage piece, last, as the upgrade's ALTER TYPE leaves it)
+ALTER TYPE kafka_sink.message_fate_row ADD ATTRIBUTE target text;
 COMMENT ON TYPE kafka_sink.message_fate_row IS
-'A row of kafka_sink.message_fates: a message''s coordinates, its fate, the batch that read it (or quarantined it) and a detail.';
+'A row of kafka_sink.message_fates: a message''s coordinates, its fate, the batch that read it (or quarantined it), a detail and the table it went to.';
 CREATE FUNCTION kafka_sink.message_fates(pipeline text, topic text DEFAULT NULL, partition integer DEFAULT NULL,
                                          from_offset bigint DEFAULT NULL, to_offset bigint DEFAULT NULL)
 RETURNS SETOF kafka_sink.message_fate_row
@@ -202,6 +204,7 @@ DECLARE
     keycond text;
     body text;
     classify text;
+    routed boolean := false;
 BEGIN
     PERFORM kafka_sink._require_admin();
     p := kafka_sink._get_pipeline(pipeline);
@@ -217,6 +220,7 @@ BEGIN
         RAISE EXCEPTION 'partition cannot be negative'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Kafka partitions are numbered from 0.';
     END IF;
+    routed := p.target_template IS NOT NULL OR p.targets IS NOT NULL;
     has_lineage := p.target IS NOT NULL AND (SELECT count(*) FROM pg_attribute a
                        WHERE a.attrelid = p.target AND NOT a.attisdropped AND a.attnum > 0
                          AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
@@ -252,7 +256,7 @@ BEGIN
     m AS MATERIALIZED (
         SELECT pa.topic, pa.partition, g.o AS "offset", g.o >= pa.next_offset AS pending,
                ib.batch_id, l."offset" IS NOT NULL AS lost,
-               q.batch_id AS q_batch, q.reason || ': ' || q.detail AS q_detail
+               q.batch_id AS q_batch, q.reason || ': ' || q.detail AS q_detail, q.target AS q_target
           FROM parts pa
          CROSS JOIN LATERAL generate_series(pa.lo, pa.hi) AS g(o)
           LEFT JOIN in_batch ib ON ib.topic = pa.topic AND ib.partition = pa.partition AND ib."offset" = g.o
@@ -267,12 +271,38 @@ BEGIN
              WHEN m.lost THEN 'lost'
              WHEN m.q_batch IS NOT NULL THEN 'quarantined' $q$;
 
-    -- (a key in Avro or in a registry's wire format is decoded by the worker
-    -- only: as message_fate, no more than 'applied or superseded')
-    -- a routed pipeline: which table a message went to is not traced here
-    -- (its quarantine rows name it)
+    -- routed tables, change events, Avro keys: each message read from
+    -- bronze and judged by _traced_fate (a function call per message, no
+    -- statement per message beyond its row's look-up by key)
+    IF p.mode = 'merge' AND p.bronze IS NOT NULL
+       AND (routed OR p.envelope = 'debezium' OR p.key_format = 'avro') THEN
+        RETURN QUERY EXECUTE body || format($q$
+        SELECT m.topic, m.partition, m."offset",
+               %s ELSE f.fate END,
+               CASE WHEN m.q_batch IS NOT NULL AND NOT m.pending AND NOT m.lost THEN m.q_batch
+                    WHEN NOT m.pending THEN m.batch_id END,
+               CASE WHEN m.pending THEN 'not read yet'
+                    WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                    WHEN m.q_batch IS NOT NULL THEN m.q_detail
+                    ELSE f.detail END,
+               CASE WHEN m.pending OR m.lost THEN NULL
+                    WHEN m.q_batch IS NOT NULL THEN m.q_target
+                    ELSE f.target END
+          FROM m
+          LEFT JOIN %s br ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
+                         AND br.topic = m.topic COLLATE "C" AND br.partition = m.partition AND br."offset" = m."offset"
+          LEFT JOIN LATERAL kafka_sink._traced_fate($6, m.topic, m.partition, m."offset", m.batch_id,
+                                                    br."offset" IS NOT NULL, br.key, br.value) f
+                 ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
+         ORDER BY 1, 2, 3 $q$, classify, p.bronze)
+            USING p.id, topic, partition, from_offset, to_offset, p;
+        RETURN;
+    END IF;
+
+    -- (a key in a registry's wire format other than Avro is decoded by the
+    -- worker only: as message_fate, no more than 'applied or superseded')
     IF p.target IS NULL OR p.mode <> 'merge' OR NOT has_lineage OR p.bronze IS NULL
-       OR p.target_template IS NOT NULL OR p.targets IS NOT NULL
+       OR routed
        OR p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
         RETURN QUERY EXECUTE body || format($q$
         SELECT m.topic, m.partition, m."offset",
@@ -282,6 +312,9 @@ BEGIN
                CASE WHEN m.pending THEN 'not read yet'
                     WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
                     WHEN m.q_batch IS NOT NULL THEN m.q_detail
+                    ELSE %L END,
+               CASE WHEN m.pending OR m.lost THEN NULL
+                    WHEN m.q_batch IS NOT NULL THEN m.q_target
                     ELSE %L END
           FROM m ORDER BY 1, 2, 3 $q$,
             classify,
@@ -290,12 +323,13 @@ BEGIN
                  WHEN p.target IS NULL THEN 'landed' WHEN p.mode = 'append' THEN 'appended'
                  WHEN p.mode = 'function' THEN 'passed to the batch function' ELSE 'applied or superseded' END,
             CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
-                      THEN 'routed to one of several tables: kafka_sink.quarantine.target names the table of a quarantined message, a lineage view (create_lineage_view with target) the rows of one table'
+                      THEN 'routed to one of several tables: the table of each message is named with a bronze table (merge mode); kafka_sink.quarantine.target names the table of a quarantined message'
                  WHEN p.target IS NULL THEN 'bronze only' WHEN p.mode <> 'merge' THEN NULL
                  WHEN has_lineage AND p.bronze IS NOT NULL
                  THEN format('the key of a message in value_format %s or key_format %s is not decoded here',
                              p.value_format, p.key_format)
-                 ELSE 'lineage columns on the target and a bronze table are needed to tell more' END)
+                 ELSE 'lineage columns on the target and a bronze table are needed to tell more' END,
+            p.target::text)
             USING p.id, topic, partition, from_offset, to_offset;
         RETURN;
     END IF;
@@ -340,18 +374,21 @@ BEGIN
                      THEN format('the current source of the row with key %%s', mk.v)
                 WHEN t._kafka_batch_id = mk.batch_id THEN format('offset %%s of the same batch won for key %%s', t._kafka_offset, mk.v)
                 WHEN t._kafka_batch_id < mk.batch_id THEN format('the row for key %%s (from batch %%s) was newer', mk.v, t._kafka_batch_id)
-                ELSE format('replaced by offset %%s in batch %%s', t._kafka_offset, t._kafka_batch_id) END
+                ELSE format('replaced by offset %%s in batch %%s', t._kafka_offset, t._kafka_batch_id) END,
+           CASE WHEN mk.pending OR mk.lost THEN NULL
+                WHEN mk.q_batch IS NOT NULL THEN mk.q_target
+                ELSE %6$L END
       FROM mk
       LEFT JOIN %1$s t ON mk.has_msg AND %5$s
      ORDER BY 1, 2, 3 $q$,
-        p.target, p.bronze, keyexpr, replace(classify, 'm.', 'mk.'), keycond)
+        p.target, p.bronze, keyexpr, replace(classify, 'm.', 'mk.'), keycond, p.target::text)
         USING p.id, topic, partition, from_offset, to_offset;
 END
 $$;
 REVOKE ALL ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) IS
-'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, appended, landed, or applied or superseded (without lineage columns and bronze). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message.';
+'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, truncated, appended, landed, or applied or superseded (without lineage columns and bronze), with the table each message went to (routed pipelines: the table its routing names; change events judged by source position). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message.';
 
 
 CREATE FUNCTION kafka_sink.pipeline_statements(pipeline text)
@@ -368,3 +405,238 @@ REVOKE ALL ON FUNCTION kafka_sink.pipeline_statements(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink.pipeline_statements(text) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.pipeline_statements(text) IS
 'The statements each batch of the pipeline runs, per target and in order, with the apply strategy (sql): statement is the text as the worker runs it ($1 the batch id, the rows from kafka_sink._batch_rows()); by_hand the same statement reading the staging table pg_temp.kafka_sink_batch that the staging row creates, to run with PREPARE s(bigint) AS ...; EXECUTE s(batch_id).';
+-- ---- lineage of change events, routed tables and Avro keys (message_fate, message_fates) ----
+--
+-- What message_fate and message_fates need past the plain single-target
+-- JSON case: the table a message went to (route.c's rules, through
+-- _message_target), its key (Avro through the stored schemas only,
+-- _avro_key), and for envelope debezium the event's op and source
+-- position, judged against the row's position and kafka_sink.cdc_deletions
+-- (docs/design-notes.md, "CDC: message fates of change events").
+
+CREATE FUNCTION kafka_sink._message_target(pipeline_id bigint, topic text, value bytea)
+RETURNS text
+AS 'MODULE_PATHNAME', 'kafka_sink_message_target'
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._message_target(bigint, text, bytea) IS
+'Internal: the quoted, qualified name of the table a message of topic with this value goes to by the pipeline''s routing (its target template, targets map or target), by the worker''s own rules; NULL when none can be named. The table need not exist.';
+
+CREATE FUNCTION kafka_sink._avro_key(registry text, key bytea, fields text[], OUT key jsonb, OUT problem text)
+AS 'MODULE_PATHNAME', 'kafka_sink_avro_key'
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._avro_key(text, bytea, text[]) IS
+'Internal: a message key in Confluent''s wire format decoded with the Avro schema stored in kafka_sink.schemas for its id (the registry is never called), as a JSON object of the fields named; problem says why not (no key, not the wire format, an id not stored, not Avro, bytes that do not decode).';
+
+-- A change event's source position, as envelope_debezium.c computes it:
+-- PostgreSQL source.lsn; MySQL file's number * 10^26 + pos * 10^6 + row;
+-- else source.ts_ms * 10^19 + the Kafka offset.  NULL when it has none.
+CREATE FUNCTION kafka_sink._cdc_position(source jsonb, "offset" bigint)
+RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN jsonb_typeof(source->'lsn') = 'number' THEN (source->>'lsn')::numeric
+        WHEN jsonb_typeof(source->'file') = 'string' AND jsonb_typeof(source->'pos') = 'number'
+             AND substring(source->>'file' from '\.([0-9]+)$') IS NOT NULL
+             AND (source->>'pos') ~ '^[0-9]+$' AND coalesce(source->>'row', '0') ~ '^[0-9]{1,6}$'
+             THEN substring(source->>'file' from '\.([0-9]+)$')::numeric * 10::numeric ^ 26
+                  + (source->>'pos')::numeric * 1000000 + coalesce(source->>'row', '0')::numeric
+        WHEN jsonb_typeof(source->'ts_ms') = 'number' AND (source->>'ts_ms') ~ '^[0-9]+$'
+             THEN (source->>'ts_ms')::numeric * 10::numeric ^ 19 + "offset"
+    END
+$$;
+COMMENT ON FUNCTION kafka_sink._cdc_position(jsonb, bigint) IS
+'Internal: the source position of a Debezium change event''s source block, as the worker orders events (PostgreSQL lsn; MySQL binlog file, pos and row; else ts_ms and the Kafka offset).';
+
+-- The fate of one read, not quarantined message of a merge pipeline that
+-- routes, reads change events or has Avro keys: the table it went to (or
+-- would have), its fate and a detail.  b_id: the batch that read it; key
+-- and value: the raw message from bronze (NULL value: a tombstone), has_msg
+-- false when bronze does not hold it.
+CREATE FUNCTION kafka_sink._traced_fate(p kafka_sink.pipeline_definitions, topic text, partition integer,
+                                        "offset" bigint, b_id bigint, has_msg boolean, msg_key bytea, msg_value bytea,
+                                        OUT target text, OUT fate text, OUT detail text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    routed boolean := p.target_template IS NOT NULL OR p.targets IS NOT NULL;
+    cdc boolean := p.envelope = 'debezium';
+    tgt regclass;
+    keycols text[];
+    poscol text := coalesce(p.order_column, '_kafka_source_position');
+    ev jsonb;
+    op text;
+    pos numeric;
+    k jsonb;
+    kproblem text;
+    kwhy text;
+    cond text;
+    r record;
+    keyarr jsonb;
+    del_pos numeric;
+    trunc_pos numeric;
+BEGIN
+    IF NOT has_msg THEN
+        target := CASE WHEN NOT routed THEN p.target::text END;
+        fate := 'applied or superseded';
+        detail := 'lineage columns on the target and a bronze table are needed to tell more';
+        RETURN;
+    END IF;
+    IF cdc AND msg_value IS NULL THEN
+        -- the tombstone after a delete: the worker skips it (counted superseded)
+        target := CASE WHEN routed THEN kafka_sink._message_target(p.id, topic, NULL) ELSE p.target::text END;
+        fate := 'superseded';
+        detail := 'the tombstone Debezium sends after a delete: the delete did the work, nothing to apply';
+        RETURN;
+    END IF;
+    target := CASE WHEN routed THEN kafka_sink._message_target(p.id, topic, msg_value) ELSE p.target::text END;
+    IF target IS NULL THEN
+        fate := 'applied or superseded';
+        detail := 'the pipeline''s routing names no table for it';
+        RETURN;
+    END IF;
+    tgt := to_regclass(target);
+    IF tgt IS NULL THEN
+        fate := 'applied or superseded';
+        detail := format('table %s does not exist (any more)', target);
+        RETURN;
+    END IF;
+    IF (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = tgt AND NOT a.attisdropped AND a.attnum > 0
+          AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) < 4 THEN
+        fate := 'applied or superseded';
+        detail := 'lineage columns on the target and a bronze table are needed to tell more';
+        RETURN;
+    END IF;
+    -- key_columns, else the target's primary key (as the worker takes them)
+    keycols := coalesce(p.key_columns,
+        (SELECT array_agg(a.attname::text ORDER BY x.n)
+           FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS x(att, n)
+           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = x.att
+          WHERE i.indrelid = tgt AND i.indisprimary));
+    IF keycols IS NULL THEN
+        fate := 'applied or superseded';
+        detail := format('table %s has no key to find the message''s row by', target);
+        RETURN;
+    END IF;
+
+    IF cdc THEN
+        BEGIN
+            ev := convert_from(msg_value, 'UTF8')::jsonb;
+        EXCEPTION WHEN OTHERS THEN
+            ev := NULL;
+        END;
+        IF jsonb_typeof(ev) = 'object' AND ev ? 'payload' AND jsonb_typeof(ev->'schema') = 'object' THEN
+            ev := ev->'payload';
+        END IF;
+        op := ev->>'op';
+        pos := kafka_sink._cdc_position(ev->'source', "offset");
+        IF op = 't' THEN
+            IF p.on_truncate = 'apply' THEN
+                fate := 'truncated';
+                detail := format('truncated %s at source position %s: its rows from older source positions were deleted', target, pos);
+            ELSE
+                fate := 'superseded';
+                detail := format('a truncate, not applied (on_truncate %s)', p.on_truncate);
+            END IF;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- the message's key
+    IF p.key_format = 'avro' THEN
+        SELECT a.key, a.problem INTO k, kproblem
+          FROM kafka_sink._avro_key(p.schema_registry->>'url', msg_key, keycols) a;
+        IF kproblem IS NOT NULL THEN
+            fate := 'applied or superseded';
+            detail := 'the key cannot be decoded here: ' || kproblem;
+            RETURN;
+        END IF;
+    ELSIF p.key_format = 'string' AND msg_key IS NOT NULL THEN
+        k := jsonb_build_object(keycols[1], convert_from(msg_key, 'UTF8'));
+    ELSIF p.key_format = 'json' AND msg_key IS NOT NULL THEN
+        k := convert_from(msg_key, 'UTF8')::jsonb;
+        IF cdc AND jsonb_typeof(k) = 'object' AND k ? 'payload' AND jsonb_typeof(k->'schema') = 'object' THEN
+            k := k->'payload';
+        END IF;
+    ELSIF cdc THEN
+        -- a delete's key from before (never its other values), else after
+        k := CASE WHEN op = 'd' THEN ev->'before' ELSE ev->'after' END;
+    ELSIF p.value_format = 'json' AND msg_value IS NOT NULL THEN
+        SELECT jsonb_object_agg(c, (convert_from(msg_value, 'UTF8')::jsonb)
+                   #> string_to_array(coalesce(p.columns->c->>'path', p.columns->>c, c), '.'))
+          INTO k FROM unnest(keycols) c;
+    END IF;
+    IF jsonb_typeof(k) IS DISTINCT FROM 'object' THEN
+        fate := 'applied or superseded';
+        kwhy := CASE WHEN p.value_format <> 'json' AND p.key_format = 'none'
+                     THEN format('the key of a message in value_format %s is not decoded here', p.value_format)
+                     ELSE 'the message''s key cannot be read' END;
+        detail := kwhy;
+        RETURN;
+    END IF;
+    SELECT jsonb_object_agg(c, k->c) INTO k FROM unnest(keycols) c;
+
+    SELECT string_agg(format('t.%1$I = kk.%1$I', c), ' AND ') INTO cond FROM unnest(keycols) c;
+    EXECUTE format('SELECT t._kafka_topic AS topic, t._kafka_partition AS partition, t._kafka_offset AS "offset",'
+                   ' t._kafka_batch_id AS batch_id, %s AS pos'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) kk WHERE %s',
+                   CASE WHEN cdc AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tgt AND a.attname = poscol
+                                                AND a.attnum > 0 AND NOT a.attisdropped)
+                        THEN format('t.%I::numeric', poscol) ELSE 'NULL::numeric' END,
+                   tgt, tgt, cond)
+       INTO r USING k;
+
+    IF r."offset" IS NOT NULL AND r.topic = topic AND r.partition = partition AND r."offset" = "offset" THEN
+        fate := 'applied';
+        detail := format('the current source of the row with key %s', k);
+    ELSIF r."offset" IS NOT NULL AND r.batch_id = b_id THEN
+        fate := 'superseded';
+        detail := format('offset %s of the same batch won for key %s', r."offset", k);
+    ELSIF r."offset" IS NOT NULL AND r.batch_id < b_id THEN
+        fate := 'stale';
+        detail := CASE WHEN cdc AND r.pos IS NOT NULL
+                       THEN format('the row for key %s (from batch %s) was newer: its source position %s, this %s %s',
+                                   k, r.batch_id, r.pos, CASE op WHEN 'd' THEN 'delete''s' ELSE 'event''s' END, pos)
+                       ELSE format('the row for key %s (from batch %s) was newer', k, r.batch_id) END;
+    ELSIF r."offset" IS NOT NULL THEN
+        fate := 'overwritten';
+        detail := CASE WHEN cdc AND op = 'd'
+                       THEN format('deleted, then written again by offset %s in batch %s', r."offset", r.batch_id)
+                       ELSE format('replaced by offset %s in batch %s', r."offset", r.batch_id) END;
+    ELSIF NOT cdc THEN
+        fate := 'deleted';
+        detail := format('no row for key %s', k);
+    ELSIF op = 'd' THEN
+        fate := 'deleted';
+        detail := format('deleted the row with key %s at source position %s', k, pos);
+    ELSE
+        -- no row: a delete or truncate at a source position at or past this
+        -- event's removed it, or kept it from coming back (stale on arrival)
+        EXECUTE format('SELECT to_jsonb(ARRAY[%s]) FROM jsonb_populate_record(NULL::%s, $1) kk',
+                       (SELECT string_agg(format('kk.%I::text', c), ', ') FROM unnest(keycols) c), tgt)
+           INTO keyarr USING k;
+        SELECT max(d.position) FILTER (WHERE d.key = keyarr), max(d.position) FILTER (WHERE d.key = 'null'::jsonb)
+          INTO del_pos, trunc_pos
+          FROM kafka_sink.cdc_deletions d WHERE d.pipeline_id = p.id AND d.target = tgt;
+        -- the first of them at or past this event is what removed the row
+        IF trunc_pos >= pos AND (del_pos IS NULL OR del_pos < pos OR trunc_pos < del_pos) THEN
+            fate := 'truncated';
+            detail := format('no row for key %s: %s was truncated at source position %s, not older than this event''s %s',
+                             k, target, trunc_pos, pos);
+        ELSIF del_pos >= pos THEN
+            fate := 'deleted';
+            detail := format('no row for key %s: it was deleted at source position %s, not older than this event''s %s',
+                             k, del_pos, pos);
+        ELSE
+            fate := 'deleted';
+            detail := format('no row for key %s', k);
+        END IF;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._traced_fate(kafka_sink.pipeline_definitions, text, integer, bigint, bigint, boolean, bytea, bytea) IS
+'Internal: the table, fate and detail of one read message of a merge pipeline that routes, reads Debezium change events or has Avro keys (message_fate, message_fates).';

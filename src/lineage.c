@@ -1,0 +1,284 @@
+/*-------------------------------------------------------------------------
+ *
+ * lineage.c
+ *		What message_fate and message_fates (src/sql/60_observability.sql,
+ *		70_lineage.sql) need from the worker's own code: the table a
+ *		message is routed to, and a message key in Avro decoded through the
+ *		schemas kept in kafka_sink.schemas.
+ *
+ * Both read the catalog with the caller's rights (row level security) and
+ * never call a schema registry: a schema id the catalog does not hold is
+ * an answer ("not stored"), not a fetch.  Nothing here writes.
+ *
+ * Owns: those two look-ups.  Must not: decide a fate (the SQL does).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+#include "apply.h"
+#include "avro_binary.h"
+#include "catalog.h"
+#include "format.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+
+/*
+ * kafka_sink._message_target(pipeline_id, topic, value): the quoted,
+ * qualified name of the table the pipeline's routing names for a message
+ * of topic with this value (route.c's rules), or NULL when it names none.
+ * The table need not exist.
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_message_target);
+Datum
+kafka_sink_message_target(PG_FUNCTION_ARGS)
+{
+	int64		pipeline_id;
+	KsPipeline *p;
+	KsMessage	m = {0};
+	char	   *why = NULL;
+	char	   *name;
+	text	   *result = NULL;
+	MemoryContext caller;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pipeline_id and topic cannot be null"),
+				 errhint("Pass the pipeline's id and the message's topic.")));
+	pipeline_id = PG_GETARG_INT64(0);
+	m.topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (!PG_ARGISNULL(2))
+	{
+		bytea	   *v = PG_GETARG_BYTEA_PP(2);
+
+		m.value = VARDATA_ANY(v);
+		m.value_len = VARSIZE_ANY_EXHDR(v);
+	}
+	m.offset = -1;
+	m.timestamp_ms = -1;
+
+	caller = CurrentMemoryContext;
+	ks_spi_connect();
+	p = pipeline_id > 0 ? ks_load_pipeline(pipeline_id, CurrentMemoryContext) : NULL;
+	if (p == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline %lld does not exist", (long long) pipeline_id),
+				 errhint("SELECT id, name FROM kafka_sink.pipelines lists the pipelines you can see.")));
+	name = ks_route_name(p, &m, &why);
+	if (name)
+	{
+		MemoryContext old = MemoryContextSwitchTo(caller);
+
+		result = cstring_to_text(name);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	if (result == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(result);
+}
+
+/* A slot as JSON: strings quoted, numbers and booleans as they are. */
+static void
+append_slot(StringInfo b, KsSlotValue *v)
+{
+	switch (v->kind)
+	{
+		case KS_SLOT_NULL:
+			appendStringInfoString(b, "null");
+			break;
+		case KS_SLOT_COMPOSITE:
+			appendStringInfoString(b, v->text);
+			break;
+		case KS_SLOT_SCALAR:
+			{
+				char	   *end;
+
+				/* Avro's logical types come as text that is not JSON */
+				if (strcmp(v->text, "true") == 0 || strcmp(v->text, "false") == 0)
+				{
+					appendStringInfoString(b, v->text);
+					break;
+				}
+				(void) strtod(v->text, &end);
+				if (end != v->text && *end == '\0' && strspn(v->text, "-0123456789.eE+") == strlen(v->text))
+				{
+					appendStringInfoString(b, v->text);
+					break;
+				}
+			}
+			/* FALLTHROUGH */
+		default:
+			escape_json(b, v->text ? v->text : "");
+			break;
+	}
+}
+
+static char *
+escaped_field(const char *name)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	for (const char *p = name; *p; p++)
+	{
+		if (*p == '.' || *p == '\\')
+			appendStringInfoChar(&b, '\\');
+		appendStringInfoChar(&b, *p);
+	}
+	return b.data;
+}
+
+/*
+ * kafka_sink._avro_key(registry, key, fields, OUT key jsonb, OUT problem
+ * text): a message key in Confluent's wire format, decoded with the Avro
+ * schema kafka_sink.schemas holds for (registry, its id), as the object of
+ * the fields named (a key whose schema is not a record, with one field:
+ * that field).  problem says why when it cannot be decoded: no key, not
+ * the wire format, an id not stored, not Avro, bytes that do not decode.
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_avro_key);
+Datum
+kafka_sink_avro_key(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		out[2] = {0, 0};
+	bool		nulls[2] = {true, true};
+	char	   *problem = NULL;
+	char	   *json = NULL;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "kafka_sink._avro_key: a record type is expected");
+	tupdesc = BlessTupleDesc(tupdesc);
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fields cannot be null"),
+				 errhint("Pass the key columns' names.")));
+
+	if (PG_ARGISNULL(0))
+		problem = pstrdup("the pipeline has no schema_registry to read the key's schema id from");
+	else if (PG_ARGISNULL(1))
+		problem = pstrdup("the message has no key");
+	else
+	{
+		char	   *registry = text_to_cstring(PG_GETARG_TEXT_PP(0));
+		bytea	   *key = PG_GETARG_BYTEA_PP(1);
+		const char *data = VARDATA_ANY(key);
+		size_t		len = VARSIZE_ANY_EXHDR(key);
+		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(2);
+		Datum	   *names;
+		bool	   *namenulls;
+		int			nfields;
+		int32		id;
+		char	   *detail = NULL;
+
+		if (ARR_NDIM(arr) > 1 || ARR_ELEMTYPE(arr) != TEXTOID)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("fields must be a one-dimensional text array")));
+		deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &names, &namenulls, &nfields);
+		if (nfields == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("fields cannot be empty"),
+					 errhint("Pass the key columns' names.")));
+		for (int i = 0; i < nfields; i++)
+			if (namenulls[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("fields cannot hold a null")));
+
+		if (!ks_wire_frame(data, len, &id, &detail))
+			problem = psprintf("the message key is not in the wire format: %s", detail);
+		else
+		{
+			char	   *type = NULL;
+			char	   *schema_text = NULL;
+			bool		stored;
+			MemoryContext caller;
+
+			caller = CurrentMemoryContext;
+			ks_spi_connect();
+			stored = ks_catalog_schema_get(registry, id, &type, &schema_text);
+			if (!stored)
+				problem = psprintf("schema id %d of the message key is not stored in kafka_sink.schemas (it is not fetched from the registry here)", id);
+			else if (strcmp(type, "AVRO") != 0)
+				problem = psprintf("schema id %d of the message key is a %s schema, not Avro", id, type);
+			else
+			{
+				char	   *err = NULL;
+				KsAvroSchema *s = ks_avro_schema_parse(schema_text, strlen(schema_text), &err);
+
+				if (s == NULL)
+					problem = psprintf("schema id %d of the message key does not compile: %s", id, err);
+				else
+				{
+					KsWalkPaths paths;
+					KsSlotValue *slots = palloc0(sizeof(KsSlotValue) * nfields);
+					KsAvroResult r;
+
+					paths.nslots = nfields;
+					paths.paths = palloc0(sizeof(KsPath) * nfields);
+					for (int i = 0; i < nfields; i++)
+						if (!ks_path_parse(escaped_field(TextDatumGetCString(names[i])), &paths.paths[i]))
+							ereport(ERROR,
+									(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+									 errmsg("field \"%s\" is not a valid name", TextDatumGetCString(names[i]))));
+					r = ks_avro_decode(s, &paths, NULL, NULL, nfields == 1 ? 0 : -1,
+									   data + 5, len - 5, slots, &detail);
+					if (r == KS_AVRO_NOT_A_RECORD)
+						problem = psprintf("schema id %d of the message key is not a record, and the key has %d columns", id, nfields);
+					else if (r != KS_AVRO_OK)
+						problem = psprintf("the message key does not decode with schema id %d: %s", id, detail ? detail : "invalid");
+					else
+					{
+						StringInfoData b;
+						bool		first = true;
+
+						initStringInfo(&b);
+						appendStringInfoChar(&b, '{');
+						for (int i = 0; i < nfields; i++)
+						{
+							if (slots[i].kind == KS_SLOT_ABSENT || slots[i].kind == KS_SLOT_DATUM)
+								continue;
+							if (!first)
+								appendStringInfoString(&b, ", ");
+							first = false;
+							escape_json(&b, TextDatumGetCString(names[i]));
+							appendStringInfoString(&b, ": ");
+							append_slot(&b, &slots[i]);
+						}
+						appendStringInfoChar(&b, '}');
+						json = b.data;
+					}
+				}
+			}
+			/* what SPI's context holds is gone after SPI_finish */
+			if (problem)
+				problem = MemoryContextStrdup(caller, problem);
+			if (json)
+				json = MemoryContextStrdup(caller, json);
+			SPI_finish();
+		}
+	}
+	if (json)
+	{
+		out[0] = DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
+		nulls[0] = false;
+	}
+	if (problem)
+	{
+		out[1] = CStringGetTextDatum(problem);
+		nulls[1] = false;
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, out, nulls)));
+}
