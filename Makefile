@@ -24,6 +24,7 @@ OBJS = \
 	src/jsonwalk.o \
 	src/apply.o \
 	src/route.o \
+	src/apply_heap.o \
 	src/apply_sql.o \
 	src/statements.o \
 	src/reduce.o \

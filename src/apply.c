@@ -23,6 +23,7 @@
  */
 #include "kafka_sink.h"
 #include "apply.h"
+#include "apply_heap.h"
 #include "apply_sql.h"
 #include "bronze.h"
 #include "cdc_guard.h"
@@ -35,12 +36,18 @@
 #include "utils/acl.h"
 #include "utils/timestamp.h"
 
-/* The strategy that applies a target: the SQL path, the only one today. */
+/*
+ * The strategy that applies a target: with kafka_sink.apply_strategy =
+ * auto, a merge-mode target goes to the heap strategy, which checks in its
+ * begin() (with the table locked) whether it can write the target exactly
+ * as the MERGE would, and hands everything else to the SQL strategy.
+ */
 const KsApplyStrategy *
 ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
 {
-	(void) p;
 	(void) t;
+	if (ks_apply_strategy == KS_APPLY_STRATEGY_AUTO && p->mode == KS_MODE_MERGE)
+		return &ks_apply_heap;
 	return &ks_apply_sql;
 }
 
