@@ -134,6 +134,8 @@ stats_add_diff(KsBatchStats *to, const KsBatchStats *after, const KsBatchStats *
 	to->superseded += after->superseded - before->superseded;
 	to->quarantined += after->quarantined - before->quarantined;
 	to->duplicates += after->duplicates - before->duplicates;
+	to->apply_rows += after->apply_rows - before->apply_rows;
+	to->heap_rows += after->heap_rows - before->heap_rows;
 }
 
 /*
@@ -167,6 +169,7 @@ apply_merge(KsBatch *batch, KsBatchTarget *bt, void *state)
 		if (ndels > 0)
 		{
 			/* tombstones first, so that a re-insert after one lands */
+			batch->stats.apply_rows += ndels;
 			failed = bt->strategy->delete_rows(batch, state, dels, ndels);
 			for (int i = 0; i < ndels; i++)
 				batch->rows[dels[i]].next_candidate = 1;
@@ -184,6 +187,7 @@ apply_merge(KsBatch *batch, KsBatchTarget *bt, void *state)
 		if (bt->target->cdc)
 			nsel = ks_cdc_drop_stale(batch, sel, nsel);
 		ks_sort_by_key(batch, kh, sel, nsel);
+		batch->stats.apply_rows += nsel;
 		failed = bt->strategy->upsert_rows(batch, state, sel, nsel);
 		for (int i = 0; i < nsel; i++)
 			batch->rows[sel[i]].next_candidate = 1;

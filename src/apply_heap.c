@@ -304,7 +304,13 @@ heap_call(void *arg)
 	int			catalog_writes;
 
 	PushActiveSnapshot(GetTransactionSnapshot());
-	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	/*
+	 * Not in a range table (index 0): the executor's helpers then find no
+	 * updated columns (ExecGetUpdatedCols is NULL, the index AM only loses
+	 * its "unchanged" hint) instead of reading a range table there is none
+	 * of, which crashed updates of tables with a second index.
+	 */
+	InitResultRelInfo(rri, rel, 0, NULL, 0);
 	ExecOpenIndices(rri, false);
 	estate->es_output_cid = GetCurrentCommandId(true);
 	econtext = GetPerTupleExprContext(estate);
@@ -459,12 +465,20 @@ heap_rows(KsBatch *batch, HeapApplyState *st, int *rows, int nrows, bool deletes
 	HeapCall	call = {batch, st, rows, nrows, deletes};
 	KsBatchStats before = batch->stats;
 	ErrorData  *edata;
+	int			catalog_writes;
 
 	if (nrows == 0)
 		return 0;
+	/* heap_call suspends catalog writes; an error leaves them suspended */
+	catalog_writes = ks_catalog_writes_suspend();
+	ks_catalog_writes_restore(catalog_writes);
 	edata = ks_try_subxact(heap_call, &call);
+	ks_catalog_writes_restore(catalog_writes);
 	if (edata == NULL)
+	{
+		batch->stats.heap_rows += nrows;
 		return 0;
+	}
 	switch (ERRCODE_TO_CATEGORY(edata->sqlerrcode))
 	{
 		case ERRCODE_DATA_EXCEPTION:
