@@ -82,6 +82,8 @@ applied_rows() { # NAME: rows the heap and the SQL strategies applied, and quara
 }
 
 declare -A rows_by
+total_q=0
+total_sql=0
 for s in $(seq 1 "$SEEDS"); do
     seed=$((RANDOM * 32768 + RANDOM))
     topic="heap_${SFX}_$s"
@@ -105,8 +107,8 @@ for s in $(seq 1 "$SEEDS"); do
     read -r h_heap h_sql h_q <<< "${rows_by[auto]}"
     read -r s_heap s_sql _ <<< "${rows_by[sql]}"
     check "seed $seed: with auto the heap strategy applied rows ($h_heap)" t "$([ "${h_heap:-0}" -gt 0 ] && echo t || echo f)"
-    check "seed $seed: with auto, row faults ($h_q quarantined) went through the SQL strategy ($h_sql rows)" t \
-        "$([ "${h_q:-0}" -gt 0 ] && [ "${h_sql:-0}" -gt 0 ] && echo t || echo f)"
+    # a seed may break no constraint: the faults are counted over all seeds
+    total_q=$((total_q + ${h_q:-0})); total_sql=$((total_sql + ${h_sql:-0}))
     check "seed $seed: with sql the MERGE applied every row ($s_sql rows, $s_heap by the heap)" t \
         "$([ "${s_heap:-1}" -eq 0 ] && [ "${s_sql:-0}" -gt 0 ] && echo t || echo f)"
     q="$(sed -n '/^--$/,$p' "$W/dump.$s.sql" | sed -n '2,$p' | sed -n '/^--$/,$p' | grep -vc '^--$' || true)"
@@ -121,4 +123,6 @@ for s in $(seq 1 "$SEEDS"); do
         sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('h${SFX}_${s}_$st')" > /dev/null
     done
 done
+check "with auto, row faults ($total_q quarantined) went through the SQL strategy ($total_sql rows)" t \
+    "$([ "$total_q" -gt 0 ] && [ "$total_sql" -gt 0 ] && echo t || echo f)"
 finish
