@@ -25,6 +25,7 @@ OBJS = \
 	src/apply.o \
 	src/route.o \
 	src/lineage.o \
+	src/apply_heap.o \
 	src/apply_sql.o \
 	src/statements.o \
 	src/reduce.o \

@@ -23,6 +23,7 @@
  */
 #include "kafka_sink.h"
 #include "apply.h"
+#include "apply_heap.h"
 #include "apply_sql.h"
 #include "bronze.h"
 #include "cdc_guard.h"
@@ -35,12 +36,18 @@
 #include "utils/acl.h"
 #include "utils/timestamp.h"
 
-/* The strategy that applies a target: the SQL path, the only one today. */
+/*
+ * The strategy that applies a target: with kafka_sink.apply_strategy =
+ * auto, a merge-mode target goes to the heap strategy, which checks in its
+ * begin() (with the table locked) whether it can write the target exactly
+ * as the MERGE would, and hands everything else to the SQL strategy.
+ */
 const KsApplyStrategy *
 ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
 {
-	(void) p;
 	(void) t;
+	if (ks_apply_strategy == KS_APPLY_STRATEGY_AUTO && p->mode == KS_MODE_MERGE)
+		return &ks_apply_heap;
 	return &ks_apply_sql;
 }
 
@@ -127,6 +134,8 @@ stats_add_diff(KsBatchStats *to, const KsBatchStats *after, const KsBatchStats *
 	to->superseded += after->superseded - before->superseded;
 	to->quarantined += after->quarantined - before->quarantined;
 	to->duplicates += after->duplicates - before->duplicates;
+	to->apply_rows += after->apply_rows - before->apply_rows;
+	to->heap_rows += after->heap_rows - before->heap_rows;
 }
 
 /*
@@ -160,6 +169,7 @@ apply_merge(KsBatch *batch, KsBatchTarget *bt, void *state)
 		if (ndels > 0)
 		{
 			/* tombstones first, so that a re-insert after one lands */
+			batch->stats.apply_rows += ndels;
 			failed = bt->strategy->delete_rows(batch, state, dels, ndels);
 			for (int i = 0; i < ndels; i++)
 				batch->rows[dels[i]].next_candidate = 1;
@@ -177,6 +187,7 @@ apply_merge(KsBatch *batch, KsBatchTarget *bt, void *state)
 		if (bt->target->cdc)
 			nsel = ks_cdc_drop_stale(batch, sel, nsel);
 		ks_sort_by_key(batch, kh, sel, nsel);
+		batch->stats.apply_rows += nsel;
 		failed = bt->strategy->upsert_rows(batch, state, sel, nsel);
 		for (int i = 0; i < nsel; i++)
 			batch->rows[sel[i]].next_candidate = 1;

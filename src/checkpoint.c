@@ -218,6 +218,10 @@ progress_json(KsBatch *batch)
 					 ",\"quarantined\":" INT64_FORMAT ",\"duplicates\":" INT64_FORMAT,
 					 s->inserted + s->updated + s->deleted, s->inserted, s->updated, s->deleted,
 					 s->stale, s->superseded, s->quarantined, s->duplicates);
+	/* merge mode: which strategy wrote the winners (apply_heap.c) */
+	if (p->mode == KS_MODE_MERGE && target)
+		appendStringInfo(&b, ",\"applyRows\":{\"heap\":" INT64_FORMAT ",\"sql\":" INT64_FORMAT "}",
+						 s->heap_rows, s->apply_rows - s->heap_rows);
 	if (target)
 	{
 		appendStringInfoString(&b, ",\"targets\":");

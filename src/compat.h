@@ -56,6 +56,16 @@
 #endif
 
 /*
+ * 18: RelationGetPrimaryKeyIndex takes deferrable_ok (false: a deferrable
+ * primary key does not count, as before 18, where it was never one)
+ */
+#if PG_VERSION_NUM >= 180000
+#define KS_PRIMARY_KEY_INDEX(rel) RelationGetPrimaryKeyIndex((rel), false)
+#else
+#define KS_PRIMARY_KEY_INDEX(rel) RelationGetPrimaryKeyIndex(rel)
+#endif
+
+/*
  * 16: input functions can report bad input as a soft error into an
  * ErrorSaveContext (InputFunctionCallSafe) instead of throwing; decode.c
  * uses that to quarantine a bad value without a subtransaction.

@@ -9,6 +9,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "apply_heap.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -39,6 +40,12 @@ static const struct config_enum_entry fault_point_options[] = {
 	{"before_commit", KS_FAULT_BEFORE_COMMIT, false},
 	{"after_commit", KS_FAULT_AFTER_COMMIT, false},
 	{"before_connect", KS_FAULT_BEFORE_CONNECT, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry apply_strategy_options[] = {
+	{"sql", KS_APPLY_STRATEGY_SQL, false},
+	{"auto", KS_APPLY_STRATEGY_AUTO, false},
 	{NULL, 0, false}
 };
 
@@ -110,6 +117,16 @@ ks_guc_init(void)
 							 "Avro's int, long, float, double, boolean, string and timestamps, and JSON's ISO 8601 timestamps into timestamptz. Off: every value goes through its text and the column type's input function, as before (the same values, slower; for measurements and tests).",
 							 &ks_direct_values,
 							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("kafka_sink.apply_strategy",
+							 "How merge-mode batches are written to their target.",
+							 "sql: the MERGE through SPI. auto: directly through the heap and its indexes (probe the key index, compare the order column, update or insert) for plain targets where that is exactly what the MERGE does; other targets keep the MERGE.",
+							 &ks_apply_strategy,
+							 KS_APPLY_STRATEGY_SQL,
+							 apply_strategy_options,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);

@@ -282,6 +282,7 @@ def main():
     for key, label in (("m50k", "ours, max_offsets_per_batch 50000"),
                        ("m100k", "ours, max_offsets_per_batch 100000 (default)"),
                        ("m100k_text", "ours, 100000, kafka_sink.direct_values off (timestamps through timestamptz_in)"),
+                       ("m100k_heap", "ours, 100000, kafka_sink.apply_strategy auto (the direct heap apply)"),
                        ("bronze", "ours, 50000, bronze on"),
                        ("w2", "ours, 100000, workers 2 (worker CPU: both)"),
                        ("w1p16", "ours, 100000, 16 partitions, workers 1"),

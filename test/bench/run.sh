@@ -545,6 +545,13 @@ direct_values() {
     psu -c "SELECT pg_reload_conf()" >/dev/null
     sleep 0.5
 }
+# kafka_sink.apply_strategy around one run: auto = the direct heap strategy
+apply_strategy() {
+    if [ "$1" = auto ]; then psu -c "ALTER SYSTEM SET kafka_sink.apply_strategy = auto" >/dev/null
+    else psu -c "ALTER SYSTEM RESET kafka_sink.apply_strategy" >/dev/null; fi
+    psu -c "SELECT pg_reload_conf()" >/dev/null
+    sleep 0.5
+}
 has_part orders && for r in $(seq 1 "$REPEAT"); do
     baseline "baseline.r$r"
     if only m50k; then ours "m50k.r$r" 50000 0; fi
@@ -553,6 +560,11 @@ has_part orders && for r in $(seq 1 "$REPEAT"); do
         direct_values off
         ours "m100k_text.r$r" 100000 0
         direct_values on
+    fi
+    if only m100k_heap; then
+        apply_strategy auto
+        ours "m100k_heap.r$r" 100000 0
+        apply_strategy sql
     fi
     if only bronze; then ours "bronze.r$r" 50000 1; fi
     if only w2; then ours "w2.r$r" 100000 0 2; fi

@@ -3,7 +3,7 @@
 and the target they must give, computed independently of the extension by
 applying the messages one at a time.
 
-    determinism_model.py SEED MESSAGES_FILE EXPECTED_FILE
+    determinism_model.py SEED MESSAGES_FILE EXPECTED_FILE [MESSAGES [KEYS]]
 
 MESSAGES_FILE gets "key<TAB>json" lines (a tombstone is "key<TAB>", sent
 with kcat -Z); EXPECTED_FILE the final table as
@@ -109,7 +109,9 @@ def copy_text(v):
 
 def main():
     seed, mfile, efile = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    msgs = generate(seed)
+    n = int(sys.argv[4]) if len(sys.argv) > 4 else 150
+    keys = int(sys.argv[5]) if len(sys.argv) > 5 else 6
+    msgs = generate(seed, n, keys)
     with open(mfile, "w") as f:
         for k, m in msgs:
             f.write("%d\t%s\n" % (k, "" if m is None else json.dumps(m)))
