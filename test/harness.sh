@@ -28,6 +28,9 @@
 #   KS_KAFKA_PROPS    extra server.properties lines, appended on every start
 #   KS_PRELOAD        shared_preload_libraries (default kafka_sink; '' = none)
 #   KS_PG_CONF        extra postgresql.conf lines, rewritten on every start
+#   KS_APPLY_STRATEGY kafka_sink.apply_strategy for the cluster (sql|auto;
+#                     unset = the GUC's default), e.g. to run the suites
+#                     with the direct heap apply forced
 #   KS_PGUSER_OS      OS user that owns the cluster when run as root (kstest)
 #   KS_PGBIN          the PostgreSQL: initdb/pg_ctl/postgres/psql from this
 #                     bindir (default Debian's 15; test/run_tests.sh sets it
@@ -552,6 +555,8 @@ write_pg_conf() {
         echo "log_timezone = 'UTC'"
         echo "timezone = 'UTC'"
         echo "shared_buffers = 128MB"
+        [ -n "${KS_APPLY_STRATEGY:-}" ] \
+            && echo "kafka_sink.apply_strategy = '$KS_APPLY_STRATEGY'"
         [ -n "${KS_PG_CONF:-}" ] && printf '# KS_PG_CONF\n%s\n' "$KS_PG_CONF"
     } > "$f.tmp"
     if [ "$(id -u)" = 0 ]; then chown "$KS_PGUSER_OS" "$f.tmp"; fi
