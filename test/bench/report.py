@@ -206,7 +206,7 @@ def main():
                                    "message_bytes": num(r, p + ".message_bytes"),
                                    "load_at_start": num(r, p + ".load"),
                                    "same_as_baseline": r.get(p + ".same_as_baseline")}
-    for key in ("m50k", "m100k", "m100k_text", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text"):
+    for key in ("m50k", "m100k", "m100k_text", "m100k_heap", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text"):
         p, alls = best(key)
         prefixes[key] = p
         if not p:
@@ -227,7 +227,8 @@ def main():
              "same_as_baseline": r.get(p + ".same_as_baseline"),
              "max_offsets_per_batch": num(r, p + ".max_offsets"),
              "bronze_rows": num(r, p + ".bronze_rows"),
-             "workers": num(r, p + ".workers")}
+             "workers": num(r, p + ".workers"),
+             "apply_rows": {k: num(r, "%s.%s_rows" % (p, k)) for k in ("heap", "sql")}}
         res["runs"][key] = d
     for key in ("lat", "lat_bronze"):
         if key + ".rows" not in r:
@@ -397,6 +398,15 @@ def main():
         t.append("  (JSON timestamps built directly vs through timestamptz_in: %s vs %s the baseline, worker CPU s per 1M %s vs %s)"
                  % (fmt(vb("m100k")), fmt(vb("m100k_text")), fmt(R["m100k"]["worker_cpu_s_per_million"], "{:.1f}"),
                     fmt(R["m100k_text"]["worker_cpu_s_per_million"], "{:.1f}")))
+    if vb("m100k") is not None and vb("m100k_heap") is not None:
+        ar = R["m100k_heap"].get("apply_rows") or {}
+        t.append("  (the direct heap apply vs the MERGE: %s vs %s the baseline, worker CPU s per 1M %s vs %s, "
+                 "apply ms %s vs %s; rows applied by the heap strategy %s, by the MERGE %s)"
+                 % (fmt(vb("m100k_heap")), fmt(vb("m100k")),
+                    fmt(R["m100k_heap"]["worker_cpu_s_per_million"], "{:.1f}"),
+                    fmt(R["m100k"]["worker_cpu_s_per_million"], "{:.1f}"),
+                    fmt_int(R["m100k_heap"]["phase_ms"]["apply"]), fmt_int(R["m100k"]["phase_ms"]["apply"]),
+                    fmt_int(ar.get("heap")), fmt_int(ar.get("sql"))))
     if vb("avro") is not None and vb("avro_text") is not None:
         t.append("  (Avro values built directly vs through their text: %s vs %s the baseline, worker CPU s per 1M %s vs %s)"
                  % (fmt(vb("avro")), fmt(vb("avro_text")), fmt(R["avro"]["worker_cpu_s_per_million"], "{:.1f}"),

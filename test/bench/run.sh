@@ -480,7 +480,8 @@ SQL
     fi
     psu -F $'\t' -c "SELECT '$key.batches', count(*) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id WHERE p.name = '$name' AND b.messages > 0
                      UNION ALL SELECT '$key.' || k || '_ms', round(sum((b.progress->'durationMs'->>k)::float)) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id, unnest(ARRAY['fetch','decode','apply','commit']) k WHERE p.name = '$name' GROUP BY k
-                     UNION ALL SELECT '$key.batch_s', round(sum(extract(epoch FROM b.committed_at - b.started_at))::numeric, 2) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id WHERE p.name = '$name'" >> "$RAW"
+                     UNION ALL SELECT '$key.batch_s', round(sum(extract(epoch FROM b.committed_at - b.started_at))::numeric, 2) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id WHERE p.name = '$name'
+                     UNION ALL SELECT '$key.' || k || '_rows', coalesce(sum((b.progress->'sink'->'applyRows'->>k)::bigint), 0) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id, unnest(ARRAY['heap','sql']) k WHERE p.name = '$name' GROUP BY k" >> "$RAW"
     put "$key.same_as_baseline" "$(same_as_baseline bench.orders)"
     [ "$bronze" = 1 ] && put "$key.bronze_rows" "$(psu -c 'SELECT count(*) FROM bench.orders_raw')"
     pso -c "SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
