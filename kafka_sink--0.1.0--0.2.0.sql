@@ -5102,3 +5102,69 @@ END
 $$;
 
 -- ---- end of perf ----
+
+-- ---- CDC: Avro change events (issues 15 and 16) ----
+-- envelope debezium reads value_format avro too (Confluent's AvroConverter)
+CREATE OR REPLACE FUNCTION kafka_sink._check_envelope(envelope text, on_truncate text, target regclass,
+                                           order_column text, mode text, value_format text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col text := order_column;
+    typ regtype;
+BEGIN
+    IF envelope IS NULL OR envelope NOT IN ('plain', 'debezium') THEN
+        RAISE EXCEPTION 'invalid envelope "%"', envelope
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'envelope is ''plain'' (the value is the row) or ''debezium'' (change events).';
+    END IF;
+    IF on_truncate IS NULL OR on_truncate NOT IN ('apply', 'ignore', 'fail') THEN
+        RAISE EXCEPTION 'invalid on_truncate "%"', on_truncate
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'on_truncate is ''apply'', ''ignore'' or ''fail''.';
+    END IF;
+    IF envelope = 'plain' THEN
+        IF on_truncate <> 'apply' THEN
+            RAISE EXCEPTION 'on_truncate needs envelope debezium'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Only change events carry truncates; pass envelope => ''debezium'' as well.';
+        END IF;
+        RETURN order_column;
+    END IF;
+    IF mode IS DISTINCT FROM 'merge' THEN
+        RAISE EXCEPTION 'envelope debezium needs a target in mode merge'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
+    END IF;
+    IF value_format IS NULL OR value_format NOT IN ('json', 'avro') THEN
+        RAISE EXCEPTION 'envelope debezium supports value_format json and avro only'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable) or Confluent''s AvroConverter (value_format avro with a schema_registry).';
+    END IF;
+    col := coalesce(col, '_kafka_source_position');
+    IF target IS NULL THEN
+        -- routed (a template or a targets map): each table is checked as
+        -- the worker opens it (target.c), with the same rule
+        RETURN col;
+    END IF;
+    SELECT a.atttypid::regtype INTO typ FROM pg_attribute a
+     WHERE a.attrelid = target AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF typ IS NULL THEN
+        RAISE EXCEPTION 'target % has no column "%" for the source position', target, col
+            USING ERRCODE = 'undefined_column',
+                  DETAIL = 'With envelope debezium every row keeps the source position of its last change, which orders replayed and re-sent events.',
+                  HINT = format('ALTER TABLE %s ADD COLUMN %I numeric', target, col);
+    END IF;
+    IF (SELECT CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END FROM pg_type t WHERE t.oid = typ)
+       <> 'numeric'::regtype THEN
+        RAISE EXCEPTION 'source position column "%" of % must be numeric, not %', col, target, typ
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'The source position (a PostgreSQL LSN, a MySQL binlog position) does not fit a smaller type.';
+    END IF;
+    RETURN col;
+END
+$$;
+
+-- ---- end of CDC: Avro change events ----

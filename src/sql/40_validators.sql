@@ -920,10 +920,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
     END IF;
-    IF value_format IS DISTINCT FROM 'json' THEN
-        RAISE EXCEPTION 'envelope debezium supports value_format json only'
+    IF value_format IS NULL OR value_format NOT IN ('json', 'avro') THEN
+        RAISE EXCEPTION 'envelope debezium supports value_format json and avro only'
             USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable).';
+                  HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable) or Confluent''s AvroConverter (value_format avro with a schema_registry).';
     END IF;
     col := coalesce(col, '_kafka_source_position');
     IF target IS NULL THEN
