@@ -50,6 +50,7 @@
 typedef struct CdcAvroSchema
 {
 	char	   *text;			/* the schema's text: the cache key */
+	char	   *invalid;		/* not a change event's schema: why */
 	KsJson	   *root;
 	int			nnamed;
 	char	  **names;			/* full names of the named types */
@@ -508,7 +509,14 @@ compile(const char *text, char **detail)
 
 	for (s = cache; s; s = s->next)
 		if (strcmp(s->text, text) == 0)
+			break;
+	if (s != NULL)
+	{
+		if (s->invalid == NULL)
 			return s;
+		*detail = pstrdup(s->invalid);
+		return NULL;
+	}
 	if (cache_cxt == NULL)
 		cache_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink cdc avro schemas",
 										  ALLOCSET_DEFAULT_SIZES);
@@ -523,17 +531,22 @@ compile(const char *text, char **detail)
 	s->text = pstrdup(text);
 	s->root = ks_json_parse(text, strlen(text), &err);
 	if (s->root == NULL)
+		s->invalid = psprintf("the writer schema is not JSON: %s", err ? err : "?");
+	else
 	{
-		MemoryContextSwitchTo(old);
-		*detail = psprintf("the writer schema is not JSON: %s", err ? err : "?");
-		return NULL;
+		collect(s, s->root, "", 0);
+		top = resolve(s, s->root, &ns);
+		if (top == NULL || strcmp(type_name(top), "record") != 0)
+			s->invalid = pstrdup("the writer schema is not a record");
 	}
-	collect(s, s->root, "", 0);
-	top = resolve(s, s->root, &ns);
-	if (top == NULL || strcmp(type_name(top), "record") != 0)
+	if (s->invalid)
 	{
+		/* kept too: the next message of this schema is refused without work */
+		s->next = cache;
+		cache = s;
+		ncached++;
 		MemoryContextSwitchTo(old);
-		*detail = pstrdup("the writer schema is not a record");
+		*detail = pstrdup(s->invalid);
 		return NULL;
 	}
 	s->top_ns = pstrdup(ns);
