@@ -505,7 +505,7 @@ compile(const char *text, char **detail)
 	char	   *err = NULL;
 	const KsJson *fields;
 	const char *ns = "";
-	const KsJson *top;
+	const KsJson *top = NULL;
 
 	for (s = cache; s; s = s->next)
 		if (strcmp(s->text, text) == 0)
