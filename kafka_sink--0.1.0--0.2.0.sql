@@ -5167,4 +5167,71 @@ BEGIN
 END
 $$;
 
+-- routing by value fields, create_targets and evolve read Avro values too
+CREATE OR REPLACE FUNCTION kafka_sink._check_routing(template text, targets jsonb, create_targets boolean,
+                                          evolve text, mode text, value_format text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    e record;
+    parts text[];
+BEGIN
+    IF evolve NOT IN ('none', 'add_columns') THEN
+        RAISE EXCEPTION 'invalid evolve "%"', evolve
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'evolve is ''none'' or ''add_columns''.';
+    END IF;
+    IF (create_targets OR evolve <> 'none') AND template IS NULL AND targets IS NULL THEN
+        RAISE EXCEPTION 'create_targets and evolve need routing'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target template such as ''replica.{source.table}'', or a targets map.';
+    END IF;
+    IF (create_targets OR evolve <> 'none') AND value_format NOT IN ('json', 'avro') THEN
+        RAISE EXCEPTION 'create_targets and evolve read the embedded schema of JSON values or the writer schema of Avro values'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Use value_format json with values as Kafka Connect''s JsonConverter writes them (schemas.enable), or avro, or create the targets first.';
+    END IF;
+    IF mode = 'function' THEN
+        RAISE EXCEPTION 'mode function cannot route to many targets'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'A batch function takes the rows of one table type.',
+                  HINT = 'Use mode merge or append with a target template or a targets map.';
+    END IF;
+    IF template IS NOT NULL THEN
+        PERFORM kafka_sink._check_target_template(template);
+        IF value_format NOT IN ('json', 'avro') AND template ~ '\{(?!topic\})' THEN
+            RAISE EXCEPTION 'target template "%" reads value fields, which needs value_format json or avro', template
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'With another value_format, route by {topic} or with a targets map keyed by topic.';
+        END IF;
+    END IF;
+    IF targets IS NOT NULL THEN
+        IF jsonb_typeof(targets) <> 'object' OR targets = '{}' THEN
+            RAISE EXCEPTION 'targets must be a non-empty JSON object'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass targets => ''{"orders": "public.orders", "inventory.items": "replica.items"}''.';
+        END IF;
+        FOR e IN SELECT key, value FROM jsonb_each(targets) LOOP
+            IF e.key = '' OR jsonb_typeof(e.value) <> 'string' THEN
+                RAISE EXCEPTION 'targets entry "%" must map a non-empty name to a table name', e.key
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Each key is a topic or a source schema.table, each value a schema-qualified table name such as "public.orders".';
+            END IF;
+            BEGIN
+                parts := parse_ident(e.value #>> '{}');
+            EXCEPTION WHEN invalid_parameter_value OR invalid_name OR name_too_long THEN
+                parts := NULL;
+            END;
+            IF cardinality(parts) IS DISTINCT FROM 2 OR octet_length(parts[1]) >= 64 OR octet_length(parts[2]) >= 64 THEN
+                RAISE EXCEPTION 'targets entry "%": "%" is not a schema-qualified table name', e.key, e.value #>> '{}'
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Write schema.table, quoting names as in SQL (e.g. "public.orders" or "\"My Schema\".t").';
+            END IF;
+        END LOOP;
+    END IF;
+END
+$$;
+
 -- ---- end of CDC: Avro change events ----

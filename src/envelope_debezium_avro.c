@@ -353,14 +353,51 @@ emit_connect(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *
 	escape_json(b, ctype);
 	appendStringInfo(b, ",\"optional\":%s", optional ? "true" : "false");
 	cname = n && n->kind == KS_J_OBJECT ? jstr(n, "connect.name") : NULL;
+	params = n && n->kind == KS_J_OBJECT ? ks_json_get(n, "connect.parameters") : NULL;
 	if (cname == NULL && strcmp(ctype, "struct") == 0)
 		cname = full_name(n, ns);
+	if (cname == NULL && n && n->kind == KS_J_OBJECT && jstr(n, "logicalType"))
+	{
+		/*
+		 * An Avro logical type without Connect's annotations (a producer
+		 * other than AvroConverter): the Connect or Debezium name of the
+		 * same type, for create_targets' column types.  The values are
+		 * already their PostgreSQL text (avro_binary.c).
+		 */
+		const char *lt = jstr(n, "logicalType");
+		KsJson	   *sc = ks_json_get(n, "scale");
+		KsJson	   *pr = ks_json_get(n, "precision");
+
+		if (strcmp(lt, "decimal") == 0)
+		{
+			cname = "org.apache.kafka.connect.data.Decimal";
+			appendStringInfo(b, ",\"parameters\":{\"scale\":\"%s\"",
+							 sc && sc->kind == KS_J_NUMBER ? sc->str : "0");
+			if (pr && pr->kind == KS_J_NUMBER)
+				appendStringInfo(b, ",\"connect.decimal.precision\":\"%s\"", pr->str);
+			appendStringInfoChar(b, '}');
+			params = NULL;
+		}
+		else if (strcmp(lt, "date") == 0)
+			cname = "org.apache.kafka.connect.data.Date";
+		else if (strcmp(lt, "time-millis") == 0)
+			cname = "org.apache.kafka.connect.data.Time";
+		else if (strcmp(lt, "time-micros") == 0)
+			cname = "io.debezium.time.MicroTime";
+		else if (strcmp(lt, "timestamp-millis") == 0 || strcmp(lt, "timestamp-micros") == 0)
+			cname = "io.debezium.time.ZonedTimestamp";	/* an instant: timestamptz */
+		else if (strcmp(lt, "local-timestamp-millis") == 0)
+			cname = "org.apache.kafka.connect.data.Timestamp";
+		else if (strcmp(lt, "local-timestamp-micros") == 0)
+			cname = "io.debezium.time.MicroTimestamp";
+		else if (strcmp(lt, "uuid") == 0)
+			cname = "io.debezium.data.Uuid";
+	}
 	if (cname)
 	{
 		appendStringInfoString(b, ",\"name\":");
 		escape_json(b, cname);
 	}
-	params = n && n->kind == KS_J_OBJECT ? ks_json_get(n, "connect.parameters") : NULL;
 	if (params && params->kind == KS_J_OBJECT)
 	{
 		appendStringInfoString(b, ",\"parameters\":");

@@ -360,6 +360,30 @@ bad_name_part(const char *what, const char *s)
 }
 
 /*
+ * An Avro value's fields for routing: the value as its JsonConverter twin
+ * ({"schema", "payload"}, envelope_debezium_avro.c), walked as JSON, so
+ * that {source.table}, the targets map by source table and create_targets
+ * and evolve (the embedded schema) read Avro values as they read JSON
+ * ones.  False when the value is not Avro or does not translate (its
+ * decoding then says why).
+ */
+static bool
+avro_value_walk(KsPipeline *p, KsRouting *r, KsMessage *m, KsSlotValue *slots, char **detail)
+{
+	KsReason	reason;
+	Jsonb	   *j;
+	char	   *text;
+
+	if (!ks_cdc_avro(p, false))
+		return false;
+	j = ks_cdc_avro_event(p, false, m->value, m->value_len, &reason, detail);
+	if (j == NULL)
+		return false;
+	text = JsonbToCString(NULL, &j->root, VARSIZE(j));
+	return ks_json_walk(&r->walk, text, strlen(text), slots, detail) == KS_WALK_OK;
+}
+
+/*
  * The schema and table message m goes to.  False, with *why, when none
  * can be named.
  */
@@ -878,7 +902,9 @@ ks_route_batch(KsBatch *batch)
 		if (r->reads_value && m->value != NULL)
 		{
 			memset(slots, 0, sizeof(KsSlotValue) * Max(r->walk.nslots, 1));
-			value_ok = ks_json_walk(&r->walk, m->value, m->value_len, slots, &detail) == KS_WALK_OK;
+			value_ok = avro_value_walk(p, r, m, slots, &detail) ||
+				(!ks_cdc_avro(p, false) &&
+				 ks_json_walk(&r->walk, m->value, m->value_len, slots, &detail) == KS_WALK_OK);
 		}
 		if (!name_target(p, r, m, slots, value_ok, &schema, &table, &why[i]))
 		{
