@@ -586,6 +586,27 @@ create_target(void *arg)
 		values[3] = CStringGetTextDatum(pnstrdup(a->m->key, a->m->key_len));
 	else
 		nulls[3] = 'n';
+	for (int k = 0; k < 2; k++)
+	{
+		/* Avro value and key: their JsonConverter twins, schemas embedded */
+		bool		is_key = k == 1;
+		const char *data = is_key ? a->m->key : a->m->value;
+		size_t		len = is_key ? a->m->key_len : a->m->value_len;
+		KsReason	reason;
+		char	   *detail;
+		Jsonb	   *j;
+
+		if (!ks_cdc_avro(a->p, is_key) || data == NULL)
+			continue;
+		j = ks_cdc_avro_event(a->p, is_key, data, len, &reason, &detail);
+		if (j == NULL)
+			nulls[2 + k] = 'n';
+		else
+		{
+			values[2 + k] = CStringGetTextDatum(JsonbToCString(NULL, &j->root, VARSIZE(j)));
+			nulls[2 + k] = ' ';
+		}
+	}
 	if (a->p->key_columns != NIL)
 	{
 		int			n = list_length(a->p->key_columns);

@@ -14,7 +14,10 @@
 #    encoding (decimal precise/string/double, VariableScaleDecimal,
 #    time.precision.mode adaptive/connect/micros, ZonedTimestamp, Json, Uuid,
 #    dates before 1970), ops r/c/u/d, the tombstone and key changes;
-#  - Avro's own bad frames: not_wire_format, unknown_schema_id.
+#  - Avro's own bad frames: not_wire_format, unknown_schema_id;
+#  - routing by {source.table} with create_targets: the tables created from
+#    the Avro writer schemas equal those created from the JSON schemas;
+#  - bytes, Connect's Time/Timestamp (Avro logical types), int16, Json, Uuid.
 # (Confluent's AvroConverter is not on Maven Central: no real Connect run
 # with Avro here; cdc_replica.sh covers the real connector with JSON.)
 . "$(dirname "$0")/../lib/common.sh"
@@ -207,8 +210,45 @@ check "avro: the deletes of 4 and 1 applied" 0 "$(sql -c "SELECT count(*) FROM e
 check "avro: order_lines: Date before 1970, ZonedTimestamp, precise numeric(14,4)" \
       "1900-02-28|2004-11-25 19:56:33+00|1.4579" \
       "$(sql -c "SET timezone = 'UTC'; SELECT ship_date || '|' || shipped_at || '|' || amount FROM e2e.order_lines_json_schema_avro_$SFX WHERE order_id = 111 AND line_no = 3")"
+# ---- routing by source.table with create_targets, from the Avro writer schema ---------------
+# one pipeline per format over the three json_schema fixture topics; the tables are created
+# from the embedded (JSON) or the writer (Avro) schema and must come out the same, rows too
+for f in json avro; do
+    sql -c "CREATE SCHEMA cdcr_${f}_$SFX AUTHORIZATION ks_e2e" >/dev/null
+    fmt=""
+    [ "$f" = avro ] && fmt=", value_format => 'avro', key_format => 'avro', schema_registry => $REGJSON"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.create_pipeline(name => 'routed_${f}_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+            subscribe => ARRAY['${T}_json_schema_accounts_$f', '${T}_json_schema_products_$f', '${T}_json_schema_order_lines_$f'],
+            target => 'cdcr_${f}_$SFX.{source.table}', create_targets => true, starting_offsets => 'earliest',
+            envelope => 'debezium'$fmt)" >/dev/null
+done
+for f in json avro; do waitp "routed_${f}_$SFX"; done
+tabledef() {
+    sql -c "SELECT string_agg(c.relname || ':' || (SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ',' ORDER BY attnum)
+                                                    FROM pg_attribute WHERE attrelid = c.oid AND attnum > 0 AND NOT attisdropped)
+                              || ':' || coalesce((SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'p'), '-'),
+                              ' ' ORDER BY c.relname)
+              FROM pg_class c WHERE c.relnamespace = 'cdcr_${1}_$SFX'::regnamespace AND c.relkind = 'r'"
+}
+check "routed avro: three tables created" 3 \
+      "$(sql -c "SELECT count(*) FROM pg_class WHERE relnamespace = 'cdcr_avro_$SFX'::regnamespace AND relkind = 'r'")"
+check "routed avro: the tables created from the Avro writer schema equal those from the JSON schema" \
+      "$(tabledef json)" "$(tabledef avro)"
+check "routed avro: the tables have the semantic types (numeric(12,2), date, uuid, jsonb, timestamp(6))" t \
+      "$(tabledef avro | grep -q 'balance numeric(12,2)' && tabledef avro | grep -q 'uid uuid' && tabledef avro | grep -q 'meta jsonb' \
+         && tabledef avro | grep -q 'created timestamp(6) without time zone' && echo t || echo f)"
+for tb in accounts products order_lines; do
+    check "routed $tb: Avro rows equal JSON rows" "0 t" \
+          "$(sql -c "CREATE TEMP VIEW a AS SELECT to_jsonb(t) AS r FROM cdcr_json_$SFX.$tb t;
+                     CREATE TEMP VIEW b AS SELECT to_jsonb(t) AS r FROM cdcr_avro_$SFX.$tb t;
+                     SELECT count(*) || ' ' || CASE WHEN (SELECT count(*) FROM a) > 0 THEN 't' ELSE 'f' END
+                       FROM ((TABLE a EXCEPT TABLE b) UNION ALL (TABLE b EXCEPT TABLE a)) x")"
+done
+check "routed: nothing quarantined" 0 \
+      "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name LIKE 'routed\\_%\\_$SFX'")"
+
 # their workers' slots are needed below (kafka_sink.max_workers)
-for p in $(sql -c "SELECT name FROM kafka_sink.pipelines WHERE name LIKE 'enc\\_%\\_$SFX'"); do
+for p in $(sql -c "SELECT name FROM kafka_sink.pipelines WHERE name LIKE 'enc\\_%\\_$SFX' OR name LIKE 'routed\\_%\\_$SFX'"); do
     sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null
 done
 
