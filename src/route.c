@@ -560,6 +560,21 @@ open_checked(void *arg)
 }
 
 /* create_targets: kafka_sink._create_target from one message */
+/* An Avro value or key as its JsonConverter twin's text; NULL, with *why if asked, when it does not translate */
+static char *
+avro_twin(KsPipeline *p, bool is_key, const char *data, size_t len, char **why)
+{
+	KsReason	reason;
+	char	   *detail = NULL;
+	Jsonb	   *j = ks_cdc_avro_event(p, is_key, data, len, &reason, &detail);
+
+	if (j != NULL)
+		return JsonbToCString(NULL, &j->root, VARSIZE(j));
+	if (why)
+		*why = psprintf("The value does not decode: %s", detail ? detail : "?");
+	return NULL;
+}
+
 typedef struct CreateArgs
 {
 	KsPipeline *p;
@@ -567,6 +582,8 @@ typedef struct CreateArgs
 	const char *table;
 	KsMessage  *m;
 	char	   *why;			/* out: why it cannot, or NULL */
+	char	   *avro_value;		/* Avro: the value's and key's JsonConverter */
+	char	   *avro_key;		/* twins (NULL: none), made before run_users */
 } CreateArgs;
 
 static void
@@ -581,31 +598,22 @@ create_target(void *arg)
 
 	values[0] = CStringGetTextDatum(a->schema);
 	values[1] = CStringGetTextDatum(a->table);
-	values[2] = CStringGetTextDatum(pnstrdup(a->m->value, a->m->value_len));
-	if (a->m->key && pg_verify_mbstr(GetDatabaseEncoding(), a->m->key, a->m->key_len, true))
-		values[3] = CStringGetTextDatum(pnstrdup(a->m->key, a->m->key_len));
-	else
-		nulls[3] = 'n';
-	for (int k = 0; k < 2; k++)
+	if (ks_cdc_avro(a->p, false))
 	{
 		/* Avro value and key: their JsonConverter twins, schemas embedded */
-		bool		is_key = k == 1;
-		const char *data = is_key ? a->m->key : a->m->value;
-		size_t		len = is_key ? a->m->key_len : a->m->value_len;
-		KsReason	reason;
-		char	   *detail;
-		Jsonb	   *j;
-
-		if (!ks_cdc_avro(a->p, is_key) || data == NULL)
-			continue;
-		j = ks_cdc_avro_event(a->p, is_key, data, len, &reason, &detail);
-		if (j == NULL)
-			nulls[2 + k] = 'n';
+		values[2] = CStringGetTextDatum(a->avro_value);
+		if (a->avro_key)
+			values[3] = CStringGetTextDatum(a->avro_key);
 		else
-		{
-			values[2 + k] = CStringGetTextDatum(JsonbToCString(NULL, &j->root, VARSIZE(j)));
-			nulls[2 + k] = ' ';
-		}
+			nulls[3] = 'n';
+	}
+	else
+	{
+		values[2] = CStringGetTextDatum(pnstrdup(a->m->value, a->m->value_len));
+		if (a->m->key && pg_verify_mbstr(GetDatabaseEncoding(), a->m->key, a->m->key_len, true))
+			values[3] = CStringGetTextDatum(pnstrdup(a->m->key, a->m->key_len));
+		else
+			nulls[3] = 'n';
 	}
 	if (a->p->key_columns != NIL)
 	{
@@ -749,11 +757,21 @@ resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas)
 	if (!OidIsValid(relid) && OidIsValid(nsp) && p->create_targets &&
 		batch->msgs[e->first]->value != NULL)
 	{
-		CreateArgs c = {p, e->schema, e->table, batch->msgs[e->first], NULL};
+		CreateArgs c = {p, e->schema, e->table, batch->msgs[e->first], NULL, NULL, NULL};
 
-		if (!pg_verify_mbstr(GetDatabaseEncoding(), c.m->value, c.m->value_len, true))
+		if (ks_cdc_avro(p, false))
+		{
+			/* out of run_users: the registry's schemas may be stored in the catalog */
+			c.avro_value = avro_twin(p, false, c.m->value, c.m->value_len, &c.why);
+			if (c.m->key != NULL && ks_cdc_avro(p, true))
+				c.avro_key = avro_twin(p, true, c.m->key, c.m->key_len, NULL);
+			else if (c.m->key != NULL &&
+					 pg_verify_mbstr(GetDatabaseEncoding(), c.m->key, c.m->key_len, true))
+				c.avro_key = pnstrdup(c.m->key, c.m->key_len);
+		}
+		else if (!pg_verify_mbstr(GetDatabaseEncoding(), c.m->value, c.m->value_len, true))
 			c.why = pstrdup("The value is not text in the database encoding: there is no embedded schema to create the target from.");
-		else if ((edata = run_users(create_target, &c)) != NULL)
+		if (c.why == NULL && (edata = run_users(create_target, &c)) != NULL)
 		{
 			/*
 			 * Another worker of the pipeline created it meanwhile: our
