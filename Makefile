@@ -20,6 +20,7 @@ OBJS = \
 	src/format_json.o \
 	src/envelope_plain.o \
 	src/envelope_debezium.o \
+	src/envelope_debezium_avro.o \
 	src/cdc_guard.o \
 	src/jsonwalk.o \
 	src/apply.o \

@@ -5796,3 +5796,136 @@ REVOKE ALL ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) FROM
 GRANT EXECUTE ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) TO kafka_sink_admin;
 
 -- ---- end of CDC lineage ----
+
+-- ---- CDC: Avro change events (issues 15 and 16) ----
+-- envelope debezium reads value_format avro too (Confluent's AvroConverter)
+CREATE OR REPLACE FUNCTION kafka_sink._check_envelope(envelope text, on_truncate text, target regclass,
+                                           order_column text, mode text, value_format text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col text := order_column;
+    typ regtype;
+BEGIN
+    IF envelope IS NULL OR envelope NOT IN ('plain', 'debezium') THEN
+        RAISE EXCEPTION 'invalid envelope "%"', envelope
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'envelope is ''plain'' (the value is the row) or ''debezium'' (change events).';
+    END IF;
+    IF on_truncate IS NULL OR on_truncate NOT IN ('apply', 'ignore', 'fail') THEN
+        RAISE EXCEPTION 'invalid on_truncate "%"', on_truncate
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'on_truncate is ''apply'', ''ignore'' or ''fail''.';
+    END IF;
+    IF envelope = 'plain' THEN
+        IF on_truncate <> 'apply' THEN
+            RAISE EXCEPTION 'on_truncate needs envelope debezium'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Only change events carry truncates; pass envelope => ''debezium'' as well.';
+        END IF;
+        RETURN order_column;
+    END IF;
+    IF mode IS DISTINCT FROM 'merge' THEN
+        RAISE EXCEPTION 'envelope debezium needs a target in mode merge'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
+    END IF;
+    IF value_format IS NULL OR value_format NOT IN ('json', 'avro') THEN
+        RAISE EXCEPTION 'envelope debezium supports value_format json and avro only'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable) or Confluent''s AvroConverter (value_format avro with a schema_registry).';
+    END IF;
+    col := coalesce(col, '_kafka_source_position');
+    IF target IS NULL THEN
+        -- routed (a template or a targets map): each table is checked as
+        -- the worker opens it (target.c), with the same rule
+        RETURN col;
+    END IF;
+    SELECT a.atttypid::regtype INTO typ FROM pg_attribute a
+     WHERE a.attrelid = target AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF typ IS NULL THEN
+        RAISE EXCEPTION 'target % has no column "%" for the source position', target, col
+            USING ERRCODE = 'undefined_column',
+                  DETAIL = 'With envelope debezium every row keeps the source position of its last change, which orders replayed and re-sent events.',
+                  HINT = format('ALTER TABLE %s ADD COLUMN %I numeric', target, col);
+    END IF;
+    IF (SELECT CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END FROM pg_type t WHERE t.oid = typ)
+       <> 'numeric'::regtype THEN
+        RAISE EXCEPTION 'source position column "%" of % must be numeric, not %', col, target, typ
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'The source position (a PostgreSQL LSN, a MySQL binlog position) does not fit a smaller type.';
+    END IF;
+    RETURN col;
+END
+$$;
+
+-- routing by value fields, create_targets and evolve read Avro values too
+CREATE OR REPLACE FUNCTION kafka_sink._check_routing(template text, targets jsonb, create_targets boolean,
+                                          evolve text, mode text, value_format text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    e record;
+    parts text[];
+BEGIN
+    IF evolve NOT IN ('none', 'add_columns') THEN
+        RAISE EXCEPTION 'invalid evolve "%"', evolve
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'evolve is ''none'' or ''add_columns''.';
+    END IF;
+    IF (create_targets OR evolve <> 'none') AND template IS NULL AND targets IS NULL THEN
+        RAISE EXCEPTION 'create_targets and evolve need routing'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target template such as ''replica.{source.table}'', or a targets map.';
+    END IF;
+    IF (create_targets OR evolve <> 'none') AND value_format NOT IN ('json', 'avro') THEN
+        RAISE EXCEPTION 'create_targets and evolve read the embedded schema of JSON values or the writer schema of Avro values'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Use value_format json with values as Kafka Connect''s JsonConverter writes them (schemas.enable), or avro, or create the targets first.';
+    END IF;
+    IF mode = 'function' THEN
+        RAISE EXCEPTION 'mode function cannot route to many targets'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'A batch function takes the rows of one table type.',
+                  HINT = 'Use mode merge or append with a target template or a targets map.';
+    END IF;
+    IF template IS NOT NULL THEN
+        PERFORM kafka_sink._check_target_template(template);
+        IF value_format NOT IN ('json', 'avro') AND template ~ '\{(?!topic\})' THEN
+            RAISE EXCEPTION 'target template "%" reads value fields, which needs value_format json or avro', template
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'With another value_format, route by {topic} or with a targets map keyed by topic.';
+        END IF;
+    END IF;
+    IF targets IS NOT NULL THEN
+        IF jsonb_typeof(targets) <> 'object' OR targets = '{}' THEN
+            RAISE EXCEPTION 'targets must be a non-empty JSON object'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass targets => ''{"orders": "public.orders", "inventory.items": "replica.items"}''.';
+        END IF;
+        FOR e IN SELECT key, value FROM jsonb_each(targets) LOOP
+            IF e.key = '' OR jsonb_typeof(e.value) <> 'string' THEN
+                RAISE EXCEPTION 'targets entry "%" must map a non-empty name to a table name', e.key
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Each key is a topic or a source schema.table, each value a schema-qualified table name such as "public.orders".';
+            END IF;
+            BEGIN
+                parts := parse_ident(e.value #>> '{}');
+            EXCEPTION WHEN invalid_parameter_value OR invalid_name OR name_too_long THEN
+                parts := NULL;
+            END;
+            IF cardinality(parts) IS DISTINCT FROM 2 OR octet_length(parts[1]) >= 64 OR octet_length(parts[2]) >= 64 THEN
+                RAISE EXCEPTION 'targets entry "%": "%" is not a schema-qualified table name', e.key, e.value #>> '{}'
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Write schema.table, quoting names as in SQL (e.g. "public.orders" or "\"My Schema\".t").';
+            END IF;
+        END LOOP;
+    END IF;
+END
+$$;
+
+-- ---- end of CDC: Avro change events ----

@@ -64,8 +64,10 @@ SELECT route.mk($$target => '{a..b}'$$);
 SELECT route.mk($$target => '.{topic}'$$);
 SELECT route.mk($$target => '{topic}.'$$);
 SELECT route.mk($$target => '{{topic}}'$$);
--- value fields need JSON values; {topic} does not
-SELECT route.mk($$target => '{source.table}', value_format => 'avro', value_schema => '"string"'$$);
+-- value fields need JSON or Avro values (Avro as its JsonConverter twin); {topic} does not
+SELECT route.mk($$target => '{source.table}', value_format => 'json_schema', schema_registry => '{"url": "http://127.0.0.1:9"}'$$);
+SELECT route.mk($$target => '{source.table}', value_format => 'avro', schema_registry => '{"url": "http://127.0.0.1:9"}'$$);
+SELECT kafka_sink.drop_pipeline('r', true);
 SELECT route.mk($$target => 'route.{topic}', value_format => 'avro',
                   value_schema => '{"type": "record", "name": "r", "fields": [{"name": "id", "type": "long"}]}'$$);
 SELECT kafka_sink.drop_pipeline('r', true);
@@ -99,9 +101,12 @@ SELECT kafka_sink.drop_pipeline('r', true);
 SELECT route.mk($$target => '{topic}', evolve => 'drop_columns'$$);
 SELECT route.mk($$target => '{topic}', create_targets => NULL$$);
 SELECT route.mk($$target => 'route.orders', create_targets => true$$);
+SELECT route.mk($$target => 'route.{topic}', create_targets => true, value_format => 'json_schema', schema_registry => '{"url": "http://127.0.0.1:9"}'$$);
+SELECT count(*) FROM kafka_sink.pipelines WHERE name = 'r';
 SELECT route.mk($$target => 'route.{topic}', create_targets => true, value_format => 'avro',
                   value_schema => '{"type": "record", "name": "r", "fields": [{"name": "id", "type": "long"}]}'$$);
 SELECT count(*) FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT kafka_sink.drop_pipeline('r', true);
 
 -- alter_pipeline: the map replaced, removed ('{}'), checked
 SELECT route.mk($$target => 'route.orders'$$);
@@ -118,8 +123,8 @@ SELECT route.mk($$targets => '{"t": "route.orders"}'$$);
 SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{}')$$);
 SELECT kafka_sink.drop_pipeline('r', true);
 SELECT route.mk($$target => 'route.{source.table}'$$);
-SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', value_format => 'avro',
-                    value_schema => '{"type": "record", "name": "r", "fields": [{"name": "id", "type": "long"}]}')$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', value_format => 'json_schema',
+                    schema_registry => '{"url": "http://127.0.0.1:9"}')$$);
 SELECT kafka_sink.drop_pipeline('r', true);
 
 -- the template parser as the worker uses it

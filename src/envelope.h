@@ -20,6 +20,7 @@
 
 #include "kafka_sink.h"
 #include "decode.h"
+#include "utils/jsonb.h"
 
 typedef struct KsEnvelope
 {
@@ -33,6 +34,15 @@ extern const KsEnvelope ks_envelope_plain;
 
 /* envelope_debezium.c */
 extern const KsEnvelope ks_envelope_debezium;
+
+/*
+ * envelope_debezium_avro.c: whether the pipeline's value (is_key false) or
+ * key is Avro, and an Avro change event (or key) as the {"schema",
+ * "payload"} jsonb JsonConverter would have written, or NULL with a reason
+ */
+extern bool ks_cdc_avro(KsPipeline *p, bool is_key);
+extern Jsonb *ks_cdc_avro_event(KsPipeline *p, bool is_key, const char *data, size_t len,
+								KsReason *reason, char **detail);
 
 /* the envelope called name, or NULL (envelope_plain.c holds the table) */
 extern const KsEnvelope *ks_envelope_find(const char *name);

@@ -34,6 +34,7 @@
 #include "kafka_sink.h"
 #include "envelope.h"
 #include "decode.h"
+#include "format.h"
 
 #include "catalog/pg_type.h"
 #include "common/base64.h"
@@ -611,7 +612,7 @@ parse_json(const char *data, size_t len, char **detail)
 
 /* The key columns of a delete: the message key's fields, else before's. */
 static void
-delete_key(KsTarget *t, KsRow *row, CdcStruct *before)
+delete_key(KsTarget *t, KsPipeline *p, KsRow *row, CdcStruct *before)
 {
 	KsMessage  *m = row->msg;
 	CdcStruct	key = {0};
@@ -620,11 +621,14 @@ delete_key(KsTarget *t, KsRow *row, CdcStruct *before)
 	if (m->key != NULL)
 	{
 		char	   *detail = NULL;
-		Jsonb	   *kj = parse_json(m->key, m->key_len, &detail);
+		KsReason	reason = KS_INVALID_JSON;
+		Jsonb	   *kj = ks_cdc_avro(p, true) ?
+			ks_cdc_avro_event(p, true, m->key, m->key_len, &reason, &detail) :
+			parse_json(m->key, m->key_len, &detail);
 
 		if (kj == NULL)
 		{
-			row->reason = KS_INVALID_JSON;
+			row->reason = reason;
 			row->detail = psprintf("message key: %s", detail);
 			return;
 		}
@@ -687,12 +691,33 @@ decode_event(KsTarget *t, KsRow *row)
 							   m->value_len, ks_max_message_bytes);
 		return;
 	}
-	root = parse_json(m->value, m->value_len, &detail);
-	if (root == NULL)
+	if (ks_cdc_avro(p, false))
 	{
-		row->reason = KS_INVALID_JSON;
-		row->detail = detail;
-		return;
+		/* Avro (AvroConverter): read as the JSON twin it translates into */
+		KsReason	reason;
+
+		root = ks_cdc_avro_event(p, false, m->value, m->value_len, &reason, &detail);
+		if (root == NULL)
+		{
+			row->reason = reason;
+			row->detail = detail;
+			return;
+		}
+	}
+	else if (strcmp(p->value_fmt ? p->value_fmt->name : "json", "json") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("envelope debezium does not read value_format %s", p->value_fmt->name),
+				 errhint("Use value_format json (JsonConverter) or avro (AvroConverter).")));
+	else
+	{
+		root = parse_json(m->value, m->value_len, &detail);
+		if (root == NULL)
+		{
+			row->reason = KS_INVALID_JSON;
+			row->detail = detail;
+			return;
+		}
 	}
 	if (!JB_ROOT_IS_OBJECT(root))
 	{
@@ -764,7 +789,7 @@ decode_event(KsTarget *t, KsRow *row)
 	}
 	else if (strcmp(op, "d") == 0)
 	{
-		delete_key(t, row, &before);
+		delete_key(t, p, row, &before);
 		if (row->reason != KS_OK)
 			return;
 		set_position(t, row, pos);

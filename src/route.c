@@ -360,6 +360,30 @@ bad_name_part(const char *what, const char *s)
 }
 
 /*
+ * An Avro value's fields for routing: the value as its JsonConverter twin
+ * ({"schema", "payload"}, envelope_debezium_avro.c), walked as JSON, so
+ * that {source.table}, the targets map by source table and create_targets
+ * and evolve (the embedded schema) read Avro values as they read JSON
+ * ones.  False when the value is not Avro or does not translate (its
+ * decoding then says why).
+ */
+static bool
+avro_value_walk(KsPipeline *p, KsRouting *r, KsMessage *m, KsSlotValue *slots, char **detail)
+{
+	KsReason	reason;
+	Jsonb	   *j;
+	char	   *text;
+
+	if (!ks_cdc_avro(p, false))
+		return false;
+	j = ks_cdc_avro_event(p, false, m->value, m->value_len, &reason, detail);
+	if (j == NULL)
+		return false;
+	text = JsonbToCString(NULL, &j->root, VARSIZE(j));
+	return ks_json_walk(&r->walk, text, strlen(text), slots, detail) == KS_WALK_OK;
+}
+
+/*
  * The schema and table message m goes to.  False, with *why, when none
  * can be named.
  */
@@ -567,6 +591,21 @@ open_checked(void *arg)
 }
 
 /* create_targets: kafka_sink._create_target from one message */
+/* An Avro value or key as its JsonConverter twin's text; NULL, with *why if asked, when it does not translate */
+static char *
+avro_twin(KsPipeline *p, bool is_key, const char *data, size_t len, char **why)
+{
+	KsReason	reason;
+	char	   *detail = NULL;
+	Jsonb	   *j = ks_cdc_avro_event(p, is_key, data, len, &reason, &detail);
+
+	if (j != NULL)
+		return JsonbToCString(NULL, &j->root, VARSIZE(j));
+	if (why)
+		*why = psprintf("The value does not decode: %s", detail ? detail : "?");
+	return NULL;
+}
+
 typedef struct CreateArgs
 {
 	KsPipeline *p;
@@ -574,6 +613,8 @@ typedef struct CreateArgs
 	const char *table;
 	KsMessage  *m;
 	char	   *why;			/* out: why it cannot, or NULL */
+	char	   *avro_value;		/* Avro: the value's and key's JsonConverter */
+	char	   *avro_key;		/* twins (NULL: none), made before run_users */
 } CreateArgs;
 
 static void
@@ -588,11 +629,23 @@ create_target(void *arg)
 
 	values[0] = CStringGetTextDatum(a->schema);
 	values[1] = CStringGetTextDatum(a->table);
-	values[2] = CStringGetTextDatum(pnstrdup(a->m->value, a->m->value_len));
-	if (a->m->key && pg_verify_mbstr(GetDatabaseEncoding(), a->m->key, a->m->key_len, true))
-		values[3] = CStringGetTextDatum(pnstrdup(a->m->key, a->m->key_len));
+	if (ks_cdc_avro(a->p, false))
+	{
+		/* Avro value and key: their JsonConverter twins, schemas embedded */
+		values[2] = CStringGetTextDatum(a->avro_value);
+		if (a->avro_key)
+			values[3] = CStringGetTextDatum(a->avro_key);
+		else
+			nulls[3] = 'n';
+	}
 	else
-		nulls[3] = 'n';
+	{
+		values[2] = CStringGetTextDatum(pnstrdup(a->m->value, a->m->value_len));
+		if (a->m->key && pg_verify_mbstr(GetDatabaseEncoding(), a->m->key, a->m->key_len, true))
+			values[3] = CStringGetTextDatum(pnstrdup(a->m->key, a->m->key_len));
+		else
+			nulls[3] = 'n';
+	}
 	if (a->p->key_columns != NIL)
 	{
 		int			n = list_length(a->p->key_columns);
@@ -735,11 +788,21 @@ resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas)
 	if (!OidIsValid(relid) && OidIsValid(nsp) && p->create_targets &&
 		batch->msgs[e->first]->value != NULL)
 	{
-		CreateArgs c = {p, e->schema, e->table, batch->msgs[e->first], NULL};
+		CreateArgs c = {p, e->schema, e->table, batch->msgs[e->first], NULL, NULL, NULL};
 
-		if (!pg_verify_mbstr(GetDatabaseEncoding(), c.m->value, c.m->value_len, true))
+		if (ks_cdc_avro(p, false))
+		{
+			/* out of run_users: the registry's schemas may be stored in the catalog */
+			c.avro_value = avro_twin(p, false, c.m->value, c.m->value_len, &c.why);
+			if (c.m->key != NULL && ks_cdc_avro(p, true))
+				c.avro_key = avro_twin(p, true, c.m->key, c.m->key_len, NULL);
+			else if (c.m->key != NULL &&
+					 pg_verify_mbstr(GetDatabaseEncoding(), c.m->key, c.m->key_len, true))
+				c.avro_key = pnstrdup(c.m->key, c.m->key_len);
+		}
+		else if (!pg_verify_mbstr(GetDatabaseEncoding(), c.m->value, c.m->value_len, true))
 			c.why = pstrdup("The value is not text in the database encoding: there is no embedded schema to create the target from.");
-		else if ((edata = run_users(create_target, &c)) != NULL)
+		if (c.why == NULL && (edata = run_users(create_target, &c)) != NULL)
 		{
 			/*
 			 * Another worker of the pipeline created it meanwhile: our
@@ -909,7 +972,9 @@ ks_route_batch(KsBatch *batch)
 		if (r->reads_value && m->value != NULL)
 		{
 			memset(slots, 0, sizeof(KsSlotValue) * Max(r->walk.nslots, 1));
-			value_ok = ks_json_walk(&r->walk, m->value, m->value_len, slots, &detail) == KS_WALK_OK;
+			value_ok = avro_value_walk(p, r, m, slots, &detail) ||
+				(!ks_cdc_avro(p, false) &&
+				 ks_json_walk(&r->walk, m->value, m->value_len, slots, &detail) == KS_WALK_OK);
 		}
 		if (!name_target(p, r, m, slots, value_ok, &schema, &table, &why[i]))
 		{

@@ -920,10 +920,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
     END IF;
-    IF value_format IS DISTINCT FROM 'json' THEN
-        RAISE EXCEPTION 'envelope debezium supports value_format json only'
+    IF value_format IS NULL OR value_format NOT IN ('json', 'avro') THEN
+        RAISE EXCEPTION 'envelope debezium supports value_format json and avro only'
             USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable).';
+                  HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable) or Confluent''s AvroConverter (value_format avro with a schema_registry).';
     END IF;
     col := coalesce(col, '_kafka_source_position');
     IF target IS NULL THEN
@@ -975,10 +975,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass a target template such as ''replica.{source.table}'', or a targets map.';
     END IF;
-    IF (create_targets OR evolve <> 'none') AND value_format <> 'json' THEN
-        RAISE EXCEPTION 'create_targets and evolve read the embedded schema of JSON values'
+    IF (create_targets OR evolve <> 'none') AND value_format NOT IN ('json', 'avro') THEN
+        RAISE EXCEPTION 'create_targets and evolve read the embedded schema of JSON values or the writer schema of Avro values'
             USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Use value_format json with values as Kafka Connect''s JsonConverter writes them (schemas.enable), or create the targets first.';
+                  HINT = 'Use value_format json with values as Kafka Connect''s JsonConverter writes them (schemas.enable), or avro, or create the targets first.';
     END IF;
     IF mode = 'function' THEN
         RAISE EXCEPTION 'mode function cannot route to many targets'
@@ -988,8 +988,8 @@ BEGIN
     END IF;
     IF template IS NOT NULL THEN
         PERFORM kafka_sink._check_target_template(template);
-        IF value_format <> 'json' AND template ~ '\{(?!topic\})' THEN
-            RAISE EXCEPTION 'target template "%" reads value fields, which needs value_format json', template
+        IF value_format NOT IN ('json', 'avro') AND template ~ '\{(?!topic\})' THEN
+            RAISE EXCEPTION 'target template "%" reads value fields, which needs value_format json or avro', template
                 USING ERRCODE = 'feature_not_supported',
                       HINT = 'With another value_format, route by {topic} or with a targets map keyed by topic.';
         END IF;

@@ -1,0 +1,746 @@
+/*-------------------------------------------------------------------------
+ *
+ * envelope_debezium_avro.c
+ *		Avro-encoded Debezium change events (Confluent's AvroConverter):
+ *		the value (and the key) in Confluent's wire format, or plain Avro
+ *		with the pipeline's value_schema, turned into exactly the change
+ *		event JsonConverter with schemas.enable=true would have written,
+ *		{"schema": <Connect schema>, "payload": <event>}, which
+ *		envelope_debezium.c then reads like any JSON change event.
+ *
+ * Why a translation and not a second reader: what a change event means
+ * (ops, positions, keys, Debezium's value encodings) lives once, in
+ * envelope_debezium.c; an Avro event lands exactly like its JSON twin
+ * because after this file it IS its JSON twin.  The cost (the event as
+ * JSON text, then jsonb) is the JSON path's cost.
+ *
+ * The Connect schema comes from the Avro writer schema as AvroConverter
+ * wrote it: connect.name is the field's semantic name
+ * (io.debezium.time.*, org.apache.kafka.connect.data.Decimal, ...),
+ * connect.parameters its parameters (a Decimal's scale), ["null", T]
+ * unions optional fields; a record without connect.name is named by its
+ * Avro full name (io.debezium.data.VariableScaleDecimal is one).
+ *
+ * Values: avro_binary.c renders Avro's logical types as the text of their
+ * PostgreSQL type (decimal -> a number, date, time-*, timestamp-*), which
+ * envelope_debezium.c passes to the column's input function as it is;
+ * bytes and fixed (without a decimal logical type), which it renders as
+ * bytea's "\x..." text, are re-encoded as base64 here, as JsonConverter
+ * writes them, so that every bytes encoding of Debezium (bytea columns,
+ * precise decimals without a logical type, VariableScaleDecimal's value)
+ * takes the JSON path's one conversion.
+ *
+ * Owns: Avro change events -> their JSON form.  Must not: interpret the
+ * event (envelope_debezium.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kafka_sink.h"
+#include "envelope.h"
+#include "format.h"
+#include "avro_binary.h"
+
+#include "common/base64.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+/* A writer schema, compiled for translation (cached per worker). */
+typedef struct CdcAvroSchema
+{
+	char	   *text;			/* the schema's text: the cache key */
+	char	   *invalid;		/* not a change event's schema: why */
+	KsJson	   *root;
+	int			nnamed;
+	char	  **names;			/* full names of the named types */
+	const KsJson **defs;		/* their definitions */
+	char	   *connect;		/* the Connect schema as JSON text */
+	const char *top_ns;			/* the top-level record's namespace */
+	KsWalkPaths paths;			/* one per top-level field */
+	const KsJson **ftypes;		/* the top-level fields' types */
+	struct CdcAvroSchema *next;
+} CdcAvroSchema;
+
+static MemoryContext cache_cxt = NULL;
+static CdcAvroSchema *cache = NULL;
+static int	ncached = 0;
+
+/* at most this many schemas are kept; then the cache starts over */
+#define CDC_AVRO_CACHE_MAX 256
+
+static const char *const av_primitives[] = {
+	"null", "boolean", "int", "long", "float", "double", "bytes", "string", NULL
+};
+
+static bool
+is_primitive(const char *s)
+{
+	for (int i = 0; av_primitives[i]; i++)
+		if (strcmp(s, av_primitives[i]) == 0)
+			return true;
+	return false;
+}
+
+static const char *
+jstr(const KsJson *obj, const char *key)
+{
+	KsJson	   *v = obj && obj->kind == KS_J_OBJECT ? ks_json_get(obj, key) : NULL;
+
+	return v && v->kind == KS_J_STRING ? v->str : NULL;
+}
+
+/* ---- named types ---- */
+
+static void
+add_named(CdcAvroSchema *s, const char *full, const KsJson *def)
+{
+	if (s->nnamed % 16 == 0)
+	{
+		int			cap = s->nnamed + 16;
+
+		s->names = s->names ? repalloc(s->names, sizeof(char *) * cap) : palloc(sizeof(char *) * cap);
+		s->defs = s->defs ? repalloc(s->defs, sizeof(KsJson *) * cap) : palloc(sizeof(KsJson *) * cap);
+	}
+	s->names[s->nnamed] = pstrdup(full);
+	s->defs[s->nnamed] = def;
+	s->nnamed++;
+}
+
+/* the full name of a named type's definition, from its enclosing namespace */
+static char *
+full_name(const KsJson *def, const char *ns)
+{
+	const char *name = jstr(def, "name");
+	const char *space = jstr(def, "namespace");
+
+	if (name == NULL)
+		return NULL;
+	if (strchr(name, '.'))
+		return pstrdup(name);
+	if (space == NULL)
+		space = ns;
+	return space && *space ? psprintf("%s.%s", space, name) : pstrdup(name);
+}
+
+/* the namespace a full name gives its members */
+static char *
+namespace_of(const char *full)
+{
+	const char *dot = full ? strrchr(full, '.') : NULL;
+
+	return dot ? pnstrdup(full, dot - full) : pstrdup("");
+}
+
+static void
+collect(CdcAvroSchema *s, const KsJson *j, const char *ns, int depth)
+{
+	const KsJson *type;
+
+	if (j == NULL || depth > 64)
+		return;
+	if (j->kind == KS_J_ARRAY)
+	{
+		for (int i = 0; i < j->n; i++)
+			collect(s, j->items[i], ns, depth + 1);
+		return;
+	}
+	if (j->kind != KS_J_OBJECT)
+		return;
+	type = ks_json_get(j, "type");
+	if (type == NULL)
+		return;
+	if (type->kind != KS_J_STRING)
+	{
+		collect(s, type, ns, depth + 1);
+		return;
+	}
+	if (strcmp(type->str, "record") == 0 || strcmp(type->str, "error") == 0 ||
+		strcmp(type->str, "enum") == 0 || strcmp(type->str, "fixed") == 0)
+	{
+		char	   *full = full_name(j, ns);
+		KsJson	   *fields = ks_json_get(j, "fields");
+
+		if (full == NULL)
+			return;
+		add_named(s, full, j);
+		if (fields && fields->kind == KS_J_ARRAY)
+		{
+			char	   *inner = namespace_of(full);
+
+			for (int i = 0; i < fields->n; i++)
+				collect(s, ks_json_get(fields->items[i], "type"), inner, depth + 1);
+		}
+	}
+	else if (strcmp(type->str, "array") == 0)
+		collect(s, ks_json_get(j, "items"), ns, depth + 1);
+	else if (strcmp(type->str, "map") == 0)
+		collect(s, ks_json_get(j, "values"), ns, depth + 1);
+}
+
+static const KsJson *
+lookup(const CdcAvroSchema *s, const char *name, const char *ns, const char **def_ns)
+{
+	char	   *q = (ns && *ns && !strchr(name, '.')) ? psprintf("%s.%s", ns, name) : NULL;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < s->nnamed; i++)
+			if (strcmp(s->names[i], pass == 0 && q ? q : name) == 0)
+			{
+				*def_ns = namespace_of(s->names[i]);
+				return s->defs[i];
+			}
+	return NULL;
+}
+
+/*
+ * A type as a node whose kind tells it: a string (a primitive's name), an
+ * array (a union) or an object whose "type" is a string; *ns follows the
+ * named types it goes through.  NULL when it names no known type.
+ */
+static const KsJson *
+resolve(const CdcAvroSchema *s, const KsJson *j, const char **ns)
+{
+	for (int depth = 0; j != NULL && depth < 64; depth++)
+	{
+		if (j->kind == KS_J_STRING)
+		{
+			if (is_primitive(j->str))
+				return j;
+			j = lookup(s, j->str, *ns, ns);
+			continue;
+		}
+		if (j->kind == KS_J_ARRAY)
+			return j;
+		if (j->kind != KS_J_OBJECT)
+			return NULL;
+		{
+			const KsJson *type = ks_json_get(j, "type");
+
+			if (type == NULL)
+				return NULL;
+			if (type->kind == KS_J_STRING)
+			{
+				const char *t = type->str;
+
+				if (strcmp(t, "record") == 0 || strcmp(t, "error") == 0 ||
+					strcmp(t, "enum") == 0 || strcmp(t, "fixed") == 0)
+				{
+					char	   *full = full_name(j, *ns);
+
+					*ns = full ? namespace_of(full) : *ns;
+				}
+				else if (!is_primitive(t) && strcmp(t, "array") != 0 && strcmp(t, "map") != 0)
+				{
+					/* {"type": "SomeName"}: a reference */
+					j = type;
+					continue;
+				}
+				return j;
+			}
+			j = type;
+		}
+	}
+	return NULL;
+}
+
+static const char *
+type_name(const KsJson *j)
+{
+	if (j == NULL)
+		return "null";
+	if (j->kind == KS_J_STRING)
+		return j->str;
+	if (j->kind == KS_J_ARRAY)
+		return "union";
+	return jstr(j, "type");
+}
+
+/* the branch of a union that is not null (Debezium's optional fields), else NULL */
+static const KsJson *
+non_null_branch(const CdcAvroSchema *s, const KsJson *u, const char **ns)
+{
+	for (int i = 0; i < u->n; i++)
+	{
+		const char *bns = *ns;
+		const KsJson *b = resolve(s, u->items[i], &bns);
+
+		if (b && strcmp(type_name(b), "null") != 0)
+		{
+			*ns = bns;
+			return b;
+		}
+	}
+	return NULL;
+}
+
+/* ---- JSON text ---- */
+
+static void
+emit_json(StringInfo b, const KsJson *v)
+{
+	switch (v->kind)
+	{
+		case KS_J_NULL:
+			appendStringInfoString(b, "null");
+			break;
+		case KS_J_BOOL:
+		case KS_J_NUMBER:
+			appendStringInfoString(b, v->str);
+			break;
+		case KS_J_STRING:
+			escape_json(b, v->str);
+			break;
+		case KS_J_ARRAY:
+			appendStringInfoChar(b, '[');
+			for (int i = 0; i < v->n; i++)
+			{
+				if (i > 0)
+					appendStringInfoChar(b, ',');
+				emit_json(b, v->items[i]);
+			}
+			appendStringInfoChar(b, ']');
+			break;
+		case KS_J_OBJECT:
+			appendStringInfoChar(b, '{');
+			for (int i = 0; i < v->n; i++)
+			{
+				if (i > 0)
+					appendStringInfoChar(b, ',');
+				escape_json(b, v->keys[i]);
+				appendStringInfoChar(b, ':');
+				emit_json(b, v->items[i]);
+			}
+			appendStringInfoChar(b, '}');
+			break;
+	}
+}
+
+/* ---- the Connect schema (JsonConverter's "schema") ---- */
+
+static void
+emit_connect(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *ns,
+			 const char *field, int depth)
+{
+	const KsJson *n = resolve(s, j, &ns);
+	bool		optional = false;
+	const char *t;
+	const char *ctype;
+	const char *cname;
+	const KsJson *params;
+
+	if (n && n->kind == KS_J_ARRAY)
+	{
+		optional = true;
+		n = non_null_branch(s, n, &ns);
+	}
+	t = type_name(n);
+	if (t == NULL)
+		t = "null";
+	if (strcmp(t, "record") == 0 || strcmp(t, "error") == 0)
+		ctype = "struct";
+	else if (strcmp(t, "int") == 0)
+		ctype = "int32";
+	else if (strcmp(t, "long") == 0)
+		ctype = "int64";
+	else if (strcmp(t, "enum") == 0)
+		ctype = "string";
+	else if (strcmp(t, "fixed") == 0)
+		ctype = "bytes";
+	else
+		ctype = t;
+	appendStringInfoString(b, "{\"type\":");
+	escape_json(b, ctype);
+	appendStringInfo(b, ",\"optional\":%s", optional ? "true" : "false");
+	cname = n && n->kind == KS_J_OBJECT ? jstr(n, "connect.name") : NULL;
+	params = n && n->kind == KS_J_OBJECT ? ks_json_get(n, "connect.parameters") : NULL;
+	if (cname == NULL && strcmp(ctype, "struct") == 0)
+		cname = full_name(n, ns);
+	if (cname == NULL && n && n->kind == KS_J_OBJECT && jstr(n, "logicalType"))
+	{
+		/*
+		 * An Avro logical type without Connect's annotations (a producer
+		 * other than AvroConverter): the Connect or Debezium name of the
+		 * same type, for create_targets' column types.  The values are
+		 * already their PostgreSQL text (avro_binary.c).
+		 */
+		const char *lt = jstr(n, "logicalType");
+		KsJson	   *sc = ks_json_get(n, "scale");
+		KsJson	   *pr = ks_json_get(n, "precision");
+
+		if (strcmp(lt, "decimal") == 0)
+		{
+			cname = "org.apache.kafka.connect.data.Decimal";
+			appendStringInfo(b, ",\"parameters\":{\"scale\":\"%s\"",
+							 sc && sc->kind == KS_J_NUMBER ? sc->str : "0");
+			if (pr && pr->kind == KS_J_NUMBER)
+				appendStringInfo(b, ",\"connect.decimal.precision\":\"%s\"", pr->str);
+			appendStringInfoChar(b, '}');
+			params = NULL;
+		}
+		else if (strcmp(lt, "date") == 0)
+			cname = "org.apache.kafka.connect.data.Date";
+		else if (strcmp(lt, "time-millis") == 0)
+			cname = "org.apache.kafka.connect.data.Time";
+		else if (strcmp(lt, "time-micros") == 0)
+			cname = "io.debezium.time.MicroTime";
+		else if (strcmp(lt, "timestamp-millis") == 0 || strcmp(lt, "timestamp-micros") == 0)
+			cname = "io.debezium.time.ZonedTimestamp";	/* an instant: timestamptz */
+		else if (strcmp(lt, "local-timestamp-millis") == 0)
+			cname = "org.apache.kafka.connect.data.Timestamp";
+		else if (strcmp(lt, "local-timestamp-micros") == 0)
+			cname = "io.debezium.time.MicroTimestamp";
+		else if (strcmp(lt, "uuid") == 0)
+			cname = "io.debezium.data.Uuid";
+	}
+	if (cname)
+	{
+		appendStringInfoString(b, ",\"name\":");
+		escape_json(b, cname);
+	}
+	if (params && params->kind == KS_J_OBJECT)
+	{
+		appendStringInfoString(b, ",\"parameters\":");
+		emit_json(b, params);
+	}
+	if (strcmp(ctype, "struct") == 0 && depth < 64)
+	{
+		const KsJson *fields = ks_json_get(n, "fields");
+
+		appendStringInfoString(b, ",\"fields\":[");
+		for (int i = 0; fields && fields->kind == KS_J_ARRAY && i < fields->n; i++)
+		{
+			const char *fname = jstr(fields->items[i], "name");
+
+			if (fname == NULL)
+				continue;
+			if (i > 0)
+				appendStringInfoChar(b, ',');
+			emit_connect(b, s, ks_json_get(fields->items[i], "type"), ns, fname, depth + 1);
+		}
+		appendStringInfoChar(b, ']');
+	}
+	if (field)
+	{
+		appendStringInfoString(b, ",\"field\":");
+		escape_json(b, field);
+	}
+	appendStringInfoChar(b, '}');
+}
+
+/* ---- values (JsonConverter's "payload") ---- */
+
+/* "\x..." (avro_binary.c's bytes) as base64 (JsonConverter's bytes); false if it is not hex */
+static bool
+emit_base64(StringInfo b, const char *hex)
+{
+	int			n;
+	char	   *raw;
+	char	   *enc;
+	int			elen;
+
+	if (strncmp(hex, "\\x", 2) != 0 || strlen(hex + 2) % 2 != 0)
+		return false;
+	n = strlen(hex + 2) / 2;
+	raw = palloc(n + 1);
+	if (hex_decode(hex + 2, n * 2, raw) != (uint64) n)
+		return false;
+	enc = palloc(pg_b64_enc_len(n) + 1);
+	elen = pg_b64_encode(raw, n, enc, pg_b64_enc_len(n));
+	if (elen < 0)
+		return false;
+	enc[elen] = '\0';
+	escape_json(b, enc);
+	return true;
+}
+
+static void
+emit_value(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *ns,
+		   const KsJson *v, int depth)
+{
+	const KsJson *n = resolve(s, j, &ns);
+	const char *t;
+
+	if (v->kind == KS_J_NULL)
+	{
+		appendStringInfoString(b, "null");
+		return;
+	}
+	if (n && n->kind == KS_J_ARRAY)
+		n = non_null_branch(s, n, &ns);
+	t = type_name(n);
+	if (t == NULL || depth > 64)
+	{
+		emit_json(b, v);
+		return;
+	}
+	if ((strcmp(t, "record") == 0 || strcmp(t, "error") == 0) && v->kind == KS_J_OBJECT)
+	{
+		const KsJson *fields = ks_json_get(n, "fields");
+		bool		first = true;
+
+		appendStringInfoChar(b, '{');
+		for (int i = 0; i < v->n; i++)
+		{
+			const KsJson *ft = NULL;
+
+			for (int f = 0; fields && fields->kind == KS_J_ARRAY && f < fields->n; f++)
+			{
+				const char *fname = jstr(fields->items[f], "name");
+
+				if (fname && strcmp(fname, v->keys[i]) == 0)
+					ft = ks_json_get(fields->items[f], "type");
+			}
+			if (!first)
+				appendStringInfoChar(b, ',');
+			first = false;
+			escape_json(b, v->keys[i]);
+			appendStringInfoChar(b, ':');
+			if (ft)
+				emit_value(b, s, ft, ns, v->items[i], depth + 1);
+			else
+				emit_json(b, v->items[i]);
+		}
+		appendStringInfoChar(b, '}');
+		return;
+	}
+	if ((strcmp(t, "array") == 0 && v->kind == KS_J_ARRAY) ||
+		(strcmp(t, "map") == 0 && v->kind == KS_J_OBJECT))
+	{
+		const KsJson *it = ks_json_get(n, strcmp(t, "array") == 0 ? "items" : "values");
+		bool		arr = v->kind == KS_J_ARRAY;
+
+		appendStringInfoChar(b, arr ? '[' : '{');
+		for (int i = 0; i < v->n; i++)
+		{
+			if (i > 0)
+				appendStringInfoChar(b, ',');
+			if (!arr)
+			{
+				escape_json(b, v->keys[i]);
+				appendStringInfoChar(b, ':');
+			}
+			emit_value(b, s, it, ns, v->items[i], depth + 1);
+		}
+		appendStringInfoChar(b, arr ? ']' : '}');
+		return;
+	}
+	if ((strcmp(t, "bytes") == 0 || strcmp(t, "fixed") == 0) && v->kind == KS_J_STRING &&
+		!(n->kind == KS_J_OBJECT && jstr(n, "logicalType") && strcmp(jstr(n, "logicalType"), "decimal") == 0) &&
+		emit_base64(b, v->str))
+		return;
+	emit_json(b, v);
+}
+
+/* ---- the cache ---- */
+
+static CdcAvroSchema *
+compile(const char *text, char **detail)
+{
+	CdcAvroSchema *s;
+	MemoryContext old;
+	char	   *err = NULL;
+	const KsJson *fields;
+	const char *ns = "";
+	const KsJson *top = NULL;
+
+	for (s = cache; s; s = s->next)
+		if (strcmp(s->text, text) == 0)
+			break;
+	if (s != NULL)
+	{
+		if (s->invalid == NULL)
+			return s;
+		*detail = pstrdup(s->invalid);
+		return NULL;
+	}
+	if (cache_cxt == NULL)
+		cache_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink cdc avro schemas",
+										  ALLOCSET_DEFAULT_SIZES);
+	if (ncached >= CDC_AVRO_CACHE_MAX)
+	{
+		MemoryContextReset(cache_cxt);
+		cache = NULL;
+		ncached = 0;
+	}
+	old = MemoryContextSwitchTo(cache_cxt);
+	s = palloc0(sizeof(*s));
+	s->text = pstrdup(text);
+	s->root = ks_json_parse(text, strlen(text), &err);
+	if (s->root == NULL)
+		s->invalid = psprintf("the writer schema is not JSON: %s", err ? err : "?");
+	else
+	{
+		collect(s, s->root, "", 0);
+		top = resolve(s, s->root, &ns);
+		if (top == NULL || strcmp(type_name(top), "record") != 0)
+			s->invalid = pstrdup("the writer schema is not a record");
+	}
+	if (s->invalid)
+	{
+		/* kept too: the next message of this schema is refused without work */
+		s->next = cache;
+		cache = s;
+		ncached++;
+		MemoryContextSwitchTo(old);
+		*detail = pstrdup(s->invalid);
+		return NULL;
+	}
+	s->top_ns = pstrdup(ns);
+	fields = ks_json_get(top, "fields");
+	s->paths.nslots = fields && fields->kind == KS_J_ARRAY ? fields->n : 0;
+	s->paths.paths = palloc0(sizeof(KsPath) * Max(s->paths.nslots, 1));
+	s->ftypes = palloc0(sizeof(KsJson *) * Max(s->paths.nslots, 1));
+	for (int i = 0; i < s->paths.nslots; i++)
+	{
+		const char *fname = jstr(fields->items[i], "name");
+
+		s->paths.paths[i].nsegs = 1;
+		s->paths.paths[i].segs = palloc(sizeof(char *));
+		s->paths.paths[i].segs[0] = pstrdup(fname ? fname : "");
+		s->ftypes[i] = ks_json_get(fields->items[i], "type");
+	}
+	{
+		StringInfoData b;
+
+		initStringInfo(&b);
+		emit_connect(&b, s, s->root, "", NULL, 0);
+		s->connect = b.data;
+	}
+	s->next = cache;
+	cache = s;
+	ncached++;
+	MemoryContextSwitchTo(old);
+	return s;
+}
+
+/* ---- the entry points ---- */
+
+bool
+ks_cdc_avro(KsPipeline *p, bool is_key)
+{
+	if (is_key)
+		return p->key_format == KS_KEY_AVRO;
+	return p->value_fmt != NULL && strcmp(p->value_fmt->name, "avro") == 0;
+}
+
+/*
+ * The change event (or key) in data as JsonConverter's {"schema",
+ * "payload"} jsonb; NULL with *reason and *detail when it is no Avro
+ * record of a known schema.  A registry out of reach raises the ERROR the
+ * worker retries (schema_registry.c).
+ */
+Jsonb *
+ks_cdc_avro_event(KsPipeline *p, bool is_key, const char *data, size_t len,
+				  KsReason *reason, char **detail)
+{
+	const char *what = is_key ? "the key" : "the value";
+	KsSchemaEntry *e;
+	CdcAvroSchema *s;
+	KsSlotValue *out;
+	char	   *why = NULL;
+	KsAvroResult r;
+	StringInfoData b;
+	bool		first = true;
+	char	   *text;
+
+	if (!is_key && p->value_schema != NULL)
+		e = ks_schema_inline(p->value_schema);
+	else
+	{
+		int32		id;
+
+		if (p->registry == NULL)
+		{
+			*reason = KS_NOT_WIRE_FORMAT;
+			*detail = psprintf("the pipeline has no schema_registry to read %s's schema id from", what);
+			return NULL;
+		}
+		if (!ks_wire_frame(data, len, &id, detail))
+		{
+			*reason = KS_NOT_WIRE_FORMAT;
+			return NULL;
+		}
+		e = ks_schema_by_id(p->registry, id);
+		if (e == NULL)
+		{
+			*reason = KS_UNKNOWN_SCHEMA_ID;
+			*detail = psprintf("schema id %d of %s is not in the schema registry", id, what);
+			return NULL;
+		}
+		data += 5;
+		len -= 5;
+	}
+	if (e->avro == NULL)
+	{
+		*reason = KS_INVALID_AVRO;
+		*detail = e->invalid ? psprintf("schema id %d is not a valid Avro schema: %s", e->id, e->invalid) :
+			psprintf("schema id %d is a %s schema, not Avro", e->id, e->type);
+		return NULL;
+	}
+	s = compile(e->text, &why);
+	if (s == NULL)
+	{
+		*reason = KS_NOT_AN_OBJECT;
+		*detail = psprintf("%s's schema (id %d) is no change event: %s", what, e->id, why);
+		return NULL;
+	}
+	out = palloc0(sizeof(KsSlotValue) * Max(s->paths.nslots, 1));
+	r = ks_avro_decode(e->avro, &s->paths, NULL, NULL, -1, data, len, out, &why);
+	if (r != KS_AVRO_OK)
+	{
+		*reason = r == KS_AVRO_NOT_A_RECORD ? KS_NOT_AN_OBJECT : KS_INVALID_AVRO;
+		*detail = e->id >= 0 ? psprintf("%s does not decode with schema id %d: %s", what, e->id, why) :
+			psprintf("%s does not decode with value_schema: %s", what, why);
+		return NULL;
+	}
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "{\"schema\":%s,\"payload\":{", s->connect);
+	for (int i = 0; i < s->paths.nslots; i++)
+	{
+		KsJson		v = {0};
+		KsJson	   *vp = &v;
+
+		switch (out[i].kind)
+		{
+			case KS_SLOT_ABSENT:
+				continue;
+			case KS_SLOT_NULL:
+				v.kind = KS_J_NULL;
+				break;
+			case KS_SLOT_STRING:
+				v.kind = KS_J_STRING;
+				v.str = out[i].text;
+				break;
+			case KS_SLOT_SCALAR:
+				v.kind = KS_J_NUMBER;	/* a token, written as it is */
+				v.str = out[i].text;
+				break;
+			case KS_SLOT_COMPOSITE:
+				vp = ks_json_parse(out[i].text, strlen(out[i].text), &why);
+				if (vp == NULL)
+				{
+					*reason = KS_INVALID_AVRO;
+					*detail = psprintf("%s: field \"%s\" does not render as JSON: %s", what,
+									   s->paths.paths[i].segs[0], why);
+					return NULL;
+				}
+				break;
+			default:
+				continue;		/* no direct values were asked for */
+		}
+		if (!first)
+			appendStringInfoChar(&b, ',');
+		first = false;
+		escape_json(&b, s->paths.paths[i].segs[0]);
+		appendStringInfoChar(&b, ':');
+		emit_value(&b, s, s->ftypes[i], s->top_ns, vp, 0);
+	}
+	appendStringInfoString(&b, "}}");
+	text = b.data;
+	if (GetDatabaseEncoding() != PG_UTF8)
+		text = pg_any_to_server(text, b.len, PG_UTF8);
+	*reason = KS_OK;
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
+}
