@@ -665,7 +665,7 @@ set_position(KsTarget *t, KsRow *row, const char *pos)
 }
 
 static void
-decode_event(KsTarget *t, KsRow *row)
+decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 {
 	KsMessage  *m = row->msg;
 	Jsonb	   *root;
@@ -836,7 +836,7 @@ debezium_decode(KsTarget *t, KsPipeline *p, KsRow *row)
 	else
 		MemoryContextReset(scratch_cxt);
 	old = MemoryContextSwitchTo(scratch_cxt);
-	decode_event(t, row);
+	decode_event(t, p, row);
 	MemoryContextSwitchTo(old);
 	if (row->detail != NULL)
 		row->detail = pstrdup(row->detail);
