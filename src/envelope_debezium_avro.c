@@ -446,7 +446,8 @@ emit_base64(StringInfo b, const char *hex)
 	if (hex_decode(hex + 2, n * 2, raw) != (uint64) n)
 		return false;
 	enc = palloc(pg_b64_enc_len(n) + 1);
-	elen = pg_b64_encode(raw, n, enc, pg_b64_enc_len(n));
+	/* void *: the source is char * before 18, uint8 * from 18 */
+	elen = pg_b64_encode((void *) raw, n, enc, pg_b64_enc_len(n));
 	if (elen < 0)
 		return false;
 	enc[elen] = '\0';
