@@ -664,6 +664,31 @@ set_position(KsTarget *t, KsRow *row, const char *pos)
 	convert_out(t, row, t->order_index, &sv);
 }
 
+/*
+ * Debezium's placeholder for a value the source did not send: an unchanged
+ * TOASTed column of an update under REPLICA IDENTITY DEFAULT (PostgreSQL),
+ * or a column left out by the source.  Its default is this text; a bytes
+ * column carries the same octets in base64, an array column a list of it.
+ * Such a column is absent from the row (the MERGE keeps the replica's
+ * value), never written as the placeholder.
+ */
+#define KS_DBZ_UNAVAILABLE "__debezium_unavailable_value"
+#define KS_DBZ_UNAVAILABLE_B64 "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="
+
+static bool
+is_unavailable(const KsCdcField *f)
+{
+	if (f->text == NULL)
+		return false;
+	if (f->kind == KS_SLOT_STRING)
+		return strcmp(f->text, KS_DBZ_UNAVAILABLE) == 0 ||
+			strcmp(f->text, KS_DBZ_UNAVAILABLE_B64) == 0;
+	if (f->kind == KS_SLOT_COMPOSITE)
+		return strcmp(f->text, "[\"" KS_DBZ_UNAVAILABLE "\"]") == 0 ||
+			strcmp(f->text, "[\"" KS_DBZ_UNAVAILABLE_B64 "\"]") == 0;
+	return false;
+}
+
 static void
 decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 {
@@ -677,6 +702,7 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 	char	   *pos;
 	CdcStruct	after;
 	CdcStruct	before;
+	bool	   *unavailable = NULL;
 
 	if (m->value == NULL)
 	{
@@ -763,6 +789,14 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 			if (t->columns[i].lineage || i == t->order_index)
 				continue;
 			read_field(&after, t->columns[i].name, &f);
+			if (!t->columns[i].is_key && is_unavailable(&f))
+			{
+				/* not sent: the replica keeps its value (row->present false) */
+				if (unavailable == NULL)
+					unavailable = palloc0(sizeof(bool) * t->ncolumns);
+				unavailable[i] = true;
+				continue;
+			}
 			convert_cdc(t, row, i, &f);
 		}
 		if (row->reason != KS_OK)
@@ -772,6 +806,8 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 		{
 			KsColumn   *c = &t->columns[i];
 
+			if (unavailable != NULL && unavailable[i])
+				continue;		/* an insert without it fails on the NOT NULL */
 			if (c->is_key && (!row->present[i] || row->nulls[i]))
 			{
 				row->reason = KS_NULL_KEY;
