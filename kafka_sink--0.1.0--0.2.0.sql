@@ -5929,3 +5929,124 @@ END
 $$;
 
 -- ---- end of CDC: Avro change events ----
+
+-- ---- lineage(pipeline, key, target): routed pipelines ----
+DROP FUNCTION kafka_sink.lineage(text, jsonb);
+CREATE FUNCTION kafka_sink._pipeline_written_tables(p kafka_sink.pipeline_definitions)
+RETURNS text[]
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(array_agg(DISTINCT t ORDER BY t), '{}')
+      FROM (SELECT jsonb_object_keys(b.progress->'sink'->'targets') AS t
+              FROM kafka_sink.batches b
+             WHERE b.pipeline_id = p.id AND jsonb_typeof(b.progress->'sink'->'targets') = 'object'
+            UNION ALL
+            SELECT v FROM jsonb_each_text(CASE WHEN jsonb_typeof(p.targets) = 'object' THEN p.targets END) e(k, v)
+            UNION ALL
+            SELECT p.target::text WHERE p.target IS NOT NULL) x
+     WHERE t <> ''
+$$;
+COMMENT ON FUNCTION kafka_sink._pipeline_written_tables(kafka_sink.pipeline_definitions) IS
+'Internal: the tables a pipeline writes as far as its definition (target, targets map) and its retained batches'' progress records name them, for lineage().';
+
+CREATE FUNCTION kafka_sink.lineage(pipeline text, key jsonb, target regclass DEFAULT NULL)
+RETURNS TABLE (topic text, partition integer, "offset" bigint, batch_id bigint,
+               batch_committed_at timestamptz, message_ts timestamptz,
+               message_key bytea, message_value bytea)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    routed boolean;
+    tgt regclass;
+    written text[];
+    keycols text[];
+    cond text;
+    r record;
+BEGIN
+    p := kafka_sink._get_pipeline(pipeline);
+    routed := p.target_template IS NOT NULL OR p.targets IS NOT NULL;
+    IF p.target IS NULL AND NOT routed THEN
+        RAISE EXCEPTION 'pipeline "%" has no keyed target', pipeline
+            USING ERRCODE = 'wrong_object_type', HINT = 'Lineage by key needs a merge pipeline.';
+    END IF;
+    IF routed THEN
+        written := kafka_sink._pipeline_written_tables(p);
+        IF lineage.target IS NULL THEN
+            RAISE EXCEPTION 'pipeline "%" routes to many tables', pipeline
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = CASE WHEN cardinality(written) = 0
+                                    THEN 'Its retained batches name no table it wrote.'
+                                    ELSE format('It wrote %s.', array_to_string(written, ', ')) END,
+                      HINT = 'Name the table: target => ''schema.table''.';
+        END IF;
+        -- compared as regclass: the names come quoted and qualified, the
+        -- argument however the caller spelled it
+        IF NOT EXISTS (SELECT 1 FROM unnest(written) w WHERE to_regclass(w) = lineage.target) THEN
+            RAISE EXCEPTION 'pipeline "%" does not write %', pipeline, lineage.target
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = CASE WHEN cardinality(written) = 0
+                                    THEN 'Its retained batches name no table it wrote.'
+                                    ELSE format('It wrote %s.', array_to_string(written, ', ')) END,
+                      HINT = 'Name one of the tables it wrote.';
+        END IF;
+        tgt := lineage.target;
+    ELSE
+        IF lineage.target IS NOT NULL AND lineage.target IS DISTINCT FROM p.target THEN
+            RAISE EXCEPTION 'pipeline "%" does not write %', pipeline, lineage.target
+                USING ERRCODE = 'invalid_parameter_value', HINT = format('Its target is %s.', p.target);
+        END IF;
+        tgt := p.target;
+    END IF;
+    IF (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = tgt AND NOT a.attisdropped AND a.attnum > 0
+          AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset')) < 3 THEN
+        RAISE EXCEPTION 'target % has no lineage columns', tgt
+            USING ERRCODE = 'undefined_column',
+                  HINT = 'Add _kafka_topic text, _kafka_partition int, _kafka_offset bigint and _kafka_batch_id bigint to the target; the pipeline fills them.';
+    END IF;
+    -- key_columns; a merge pipeline that routes or reads change events
+    -- keys each table on its primary key when it has none (as the worker)
+    keycols := p.key_columns;
+    IF keycols IS NULL AND p.mode = 'merge' AND (routed OR p.envelope = 'debezium') THEN
+        keycols := (SELECT array_agg(a.attname::text ORDER BY x.n)
+                      FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS x(att, n)
+                      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = x.att
+                     WHERE i.indrelid = tgt AND i.indisprimary);
+    END IF;
+    IF keycols IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" has no keyed target', pipeline
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = format('Lineage by key needs a merge pipeline keyed on key_columns or the primary key of %s.', tgt);
+    END IF;
+    IF key IS NULL OR jsonb_typeof(key) <> 'object' THEN
+        RAISE EXCEPTION 'key must be a JSON object of the key columns'
+            USING ERRCODE = 'invalid_parameter_value', HINT = format('For example %s.', jsonb_build_object(keycols[1], 42));
+    END IF;
+    SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(keycols) c;
+    EXECUTE format('SELECT t._kafka_topic AS topic, t._kafka_partition AS partition, t._kafka_offset AS "offset"'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', tgt, tgt, cond)
+       INTO r USING key;
+    IF r IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT r.topic, r.partition, r."offset", b.batch_id, b.committed_at, br.ts, br.key, br.value
+      FROM (SELECT 1) one
+      LEFT JOIN LATERAL (SELECT x.batch_id, x.committed_at FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
+                          WHERE x.pipeline_id = p.id AND g->>'topic' = r.topic
+                            AND (g->>'partition')::int = r.partition
+                            AND r."offset" >= (g->>'start')::bigint AND r."offset" < (g->>'end')::bigint
+                          LIMIT 1) b ON true
+      LEFT JOIN LATERAL (SELECT * FROM kafka_sink._bronze_message(p.bronze, r.topic, r.partition, r."offset")) br ON true;
+END
+$$;
+REVOKE ALL ON FUNCTION kafka_sink._pipeline_written_tables(kafka_sink.pipeline_definitions) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._pipeline_written_tables(kafka_sink.pipeline_definitions) TO kafka_sink_admin;
+REVOKE ALL ON FUNCTION kafka_sink.lineage(text, jsonb, regclass) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.lineage(text, jsonb, regclass) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.lineage(text, jsonb, regclass) IS
+'Which message and batch produced the row with the given key (a JSON object of the table''s key columns) of the pipeline''s target; a routed pipeline needs target => one of the tables it writes. Needs the lineage columns on the table; the raw message comes from bronze when the pipeline keeps one. Runs with the caller''s rights.';
+
+-- ---- end of lineage(pipeline, key, target) ----

@@ -172,58 +172,8 @@ COMMENT ON FUNCTION kafka_sink.wait(text, interval) IS
 COMMENT ON PROCEDURE kafka_sink.wait_for(text, interval, boolean) IS
 'wait() as a procedure that commits between looks, holding no snapshot while it waits; call it outside a transaction block.';
 
--- Which message and batch produced a target row.  key is a JSON object of
--- the pipeline's key columns, e.g. '{"order_id": 42}'.  Needs the optional
--- lineage columns _kafka_topic, _kafka_partition, _kafka_offset (and
--- _kafka_batch_id) on the target; the raw message comes from bronze when
--- the pipeline keeps one.
-CREATE FUNCTION kafka_sink.lineage(pipeline text, key jsonb)
-RETURNS TABLE (topic text, partition integer, "offset" bigint, batch_id bigint,
-               batch_committed_at timestamptz, message_ts timestamptz,
-               message_key bytea, message_value bytea)
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    p kafka_sink.pipeline_definitions;
-    cond text;
-    r record;
-BEGIN
-    p := kafka_sink._get_pipeline(pipeline);
-    IF p.target IS NULL OR p.key_columns IS NULL THEN
-        RAISE EXCEPTION 'pipeline "%" has no keyed target', pipeline
-            USING ERRCODE = 'wrong_object_type', HINT = 'Lineage by key needs a merge pipeline.';
-    END IF;
-    IF (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = p.target AND NOT a.attisdropped
-          AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset')) < 3 THEN
-        RAISE EXCEPTION 'target % has no lineage columns', p.target
-            USING ERRCODE = 'undefined_column',
-                  HINT = 'Add _kafka_topic text, _kafka_partition int, _kafka_offset bigint and _kafka_batch_id bigint to the target; the pipeline fills them.';
-    END IF;
-    IF key IS NULL OR jsonb_typeof(key) <> 'object' THEN
-        RAISE EXCEPTION 'key must be a JSON object of the key columns'
-            USING ERRCODE = 'invalid_parameter_value', HINT = format('For example %s.', jsonb_build_object(p.key_columns[1], 42));
-    END IF;
-    SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(p.key_columns) c;
-    EXECUTE format('SELECT t._kafka_topic AS topic, t._kafka_partition AS partition, t._kafka_offset AS "offset"'
-                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', p.target, p.target, cond)
-       INTO r USING key;
-    IF r IS NULL THEN
-        RETURN;
-    END IF;
-    RETURN QUERY
-    SELECT r.topic, r.partition, r."offset", b.batch_id, b.committed_at, br.ts, br.key, br.value
-      FROM (SELECT 1) one
-      LEFT JOIN LATERAL (SELECT x.batch_id, x.committed_at FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
-                          WHERE x.pipeline_id = p.id AND g->>'topic' = r.topic
-                            AND (g->>'partition')::int = r.partition
-                            AND r."offset" >= (g->>'start')::bigint AND r."offset" < (g->>'end')::bigint
-                          LIMIT 1) b ON true
-      LEFT JOIN LATERAL (SELECT * FROM kafka_sink._bronze_message(p.bronze, r.topic, r.partition, r."offset")) br ON true;
-END
-$$;
-COMMENT ON FUNCTION kafka_sink.lineage(text, jsonb) IS
-'Which message and batch produced the target row with the given key (needs the lineage columns on the target; the raw message comes from bronze when the pipeline keeps one).';
+-- lineage(pipeline, key, target): in 70_lineage.sql (it takes routed
+-- pipelines' tables since 0.2.0)
 
 CREATE FUNCTION kafka_sink._bronze_message(bronze regclass, topic text, partition integer, "offset" bigint)
 RETURNS TABLE (ts timestamptz, key bytea, value bytea)
