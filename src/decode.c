@@ -540,6 +540,23 @@ ks_row_init(KsTarget *t, KsRow *row)
 }
 
 /*
+ * A value over kafka_sink.max_message_bytes: the row is quarantined
+ * (value_too_large) before any envelope reads it.  True when it is.
+ */
+bool
+ks_row_too_large(KsRow *row)
+{
+	KsMessage  *m = row->msg;
+
+	if (m->value == NULL || m->value_len <= (size_t) ks_max_message_bytes)
+		return false;
+	row->reason = KS_VALUE_TOO_LARGE;
+	row->detail = psprintf("the value has %zu bytes; kafka_sink.max_message_bytes is %d",
+						   m->value_len, ks_max_message_bytes);
+	return true;
+}
+
+/*
  * The row's columns from the slots of a decoded value: the schema version
  * picks the mapping, the event id is taken, each column converted (its
  * type's input function), the key read from the message key when the

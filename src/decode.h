@@ -141,10 +141,12 @@ typedef struct KsRow
 /* target.c */
 extern KsTarget *ks_target_open(KsPipeline *p);
 extern KsTarget *ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns);
+extern char *ks_path_escape_field(const char *name);
 
 /* decode.c */
 extern const char *ks_reason_name(KsReason r);
 extern void ks_row_init(KsTarget *t, KsRow *row);
+extern bool ks_row_too_large(KsRow *row);
 extern void ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row);
 extern void ks_convert_field(KsTarget *t, KsRow *row, int c, KsSlotValue *f);
 extern void ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots);

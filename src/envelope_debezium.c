@@ -109,8 +109,9 @@ get_string(JsonbContainer *c, const char *key)
 
 /*
  * The schemas of struct st's fields, listed once per event: looking each
- * column up by walking the schema's "fields" array (field_schema) was
- * quadratic in the columns, with a string copy per comparison.
+ * column up by walking the schema's "fields" array was quadratic in the
+ * columns, with a string copy per comparison.  The envelope's own schema
+ * (its after and before fields) is looked up the same way.
  */
 static void
 index_fields(CdcStruct *st)
@@ -163,31 +164,6 @@ struct_field_schema(CdcStruct *st, const char *name)
 			st->last = i + 1;
 			return st->schemas[i];
 		}
-	}
-	return NULL;
-}
-
-/* The schema of field name inside struct schema s ({"fields": [...]}), or NULL. */
-static JsonbContainer *
-field_schema(JsonbContainer *s, const char *name)
-{
-	JsonbValue *fields = get_key(s, "fields");
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-
-	if (fields == NULL || fields->type != jbvBinary || !JsonContainerIsArray(fields->val.binary.data))
-		return NULL;
-	it = JsonbIteratorInit(fields->val.binary.data);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		char	   *f;
-
-		if (tok != WJB_ELEM || v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
-			continue;
-		f = get_string(v.val.binary.data, "field");
-		if (f && strcmp(f, name) == 0)
-			return v.val.binary.data;
 	}
 	return NULL;
 }
@@ -710,13 +686,8 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 		row->skipped = true;
 		return;
 	}
-	if (m->value_len > (size_t) ks_max_message_bytes)
-	{
-		row->reason = KS_VALUE_TOO_LARGE;
-		row->detail = psprintf("the value has %zu bytes; kafka_sink.max_message_bytes is %d",
-							   m->value_len, ks_max_message_bytes);
+	if (ks_row_too_large(row))
 		return;
-	}
 	if (ks_cdc_avro(p, false))
 	{
 		/* Avro (AvroConverter): read as the JSON twin it translates into */
@@ -770,9 +741,17 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 	memset(&after, 0, sizeof(after));
 	memset(&before, 0, sizeof(before));
 	after.value = get_object(payload, "after");
-	after.schema = schema ? field_schema(schema, "after") : NULL;
+	if (schema != NULL)
+	{
+		/* the envelope's own struct: its fields listed once for both */
+		CdcStruct	env;
+
+		memset(&env, 0, sizeof(env));
+		env.schema = schema;
+		after.schema = struct_field_schema(&env, "after");
+		before.schema = struct_field_schema(&env, "before");
+	}
 	before.value = get_object(payload, "before");
-	before.schema = schema ? field_schema(schema, "before") : NULL;
 
 	if (strcmp(op, "c") == 0 || strcmp(op, "r") == 0 || strcmp(op, "u") == 0)
 	{

@@ -36,13 +36,8 @@ plain_decode(KsTarget *t, KsPipeline *p, KsRow *row)
 		row->detail = pstrdup("the message has no value (a tombstone) and delete_on_tombstone is off");
 		return;
 	}
-	if (m->value_len > (size_t) ks_max_message_bytes)
-	{
-		row->reason = KS_VALUE_TOO_LARGE;
-		row->detail = psprintf("the value has %zu bytes; kafka_sink.max_message_bytes is %d",
-							   m->value_len, ks_max_message_bytes);
+	if (ks_row_too_large(row))
 		return;
-	}
 	slots = palloc0(sizeof(KsSlotValue) * Max(t->walk.nslots, 1));
 	fr = ks_format_decode(t, p, false, m->value, m->value_len, slots, &detail);
 	if (fr != KS_OK)

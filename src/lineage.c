@@ -122,21 +122,6 @@ append_slot(StringInfo b, KsSlotValue *v)
 	}
 }
 
-static char *
-escaped_field(const char *name)
-{
-	StringInfoData b;
-
-	initStringInfo(&b);
-	for (const char *p = name; *p; p++)
-	{
-		if (*p == '.' || *p == '\\')
-			appendStringInfoChar(&b, '\\');
-		appendStringInfoChar(&b, *p);
-	}
-	return b.data;
-}
-
 /*
  * kafka_sink._avro_key(registry, key, fields, OUT key jsonb, OUT problem
  * text): a message key in Confluent's wire format, decoded with the Avro
@@ -229,7 +214,7 @@ kafka_sink_avro_key(PG_FUNCTION_ARGS)
 					paths.nslots = nfields;
 					paths.paths = palloc0(sizeof(KsPath) * nfields);
 					for (int i = 0; i < nfields; i++)
-						if (!ks_path_parse(escaped_field(TextDatumGetCString(names[i])), &paths.paths[i]))
+						if (!ks_path_parse(ks_path_escape_field(TextDatumGetCString(names[i])), &paths.paths[i]))
 							ereport(ERROR,
 									(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 									 errmsg("field \"%s\" is not a valid name", TextDatumGetCString(names[i]))));

@@ -525,6 +525,27 @@ typedef struct OpenArgs
 	KsTarget   *t;
 } OpenArgs;
 
+
+/* The pipeline's key_columns as a text[] argument of an SPI call, or NULL. */
+static void
+key_columns_arg(KsPipeline *p, Datum *value, char *null)
+{
+	int			n = list_length(p->key_columns);
+	Datum	   *e;
+	int			i = 0;
+	ListCell   *lc;
+
+	if (n == 0)
+	{
+		*null = 'n';
+		return;
+	}
+	e = palloc(sizeof(Datum) * n);
+	foreach(lc, p->key_columns)
+		e[i++] = CStringGetTextDatum(lfirst(lc));
+	*value = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
 static void
 open_checked(void *arg)
 {
@@ -537,19 +558,7 @@ open_checked(void *arg)
 	Datum		d;
 
 	values[0] = ObjectIdGetDatum(a->relid);
-	if (a->p->key_columns != NIL)
-	{
-		int			n = list_length(a->p->key_columns);
-		Datum	   *e = palloc(sizeof(Datum) * n);
-		int			i = 0;
-		ListCell   *lc;
-
-		foreach(lc, a->p->key_columns)
-			e[i++] = CStringGetTextDatum(lfirst(lc));
-		values[1] = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
-	}
-	else
-		nulls[1] = 'n';
+	key_columns_arg(a->p, &values[1], &nulls[1]);
 	if (a->p->order_column)
 		values[2] = CStringGetTextDatum(a->p->order_column);
 	else
@@ -646,19 +655,7 @@ create_target(void *arg)
 		else
 			nulls[3] = 'n';
 	}
-	if (a->p->key_columns != NIL)
-	{
-		int			n = list_length(a->p->key_columns);
-		Datum	   *e = palloc(sizeof(Datum) * n);
-		int			i = 0;
-		ListCell   *lc;
-
-		foreach(lc, a->p->key_columns)
-			e[i++] = CStringGetTextDatum(lfirst(lc));
-		values[4] = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
-	}
-	else
-		nulls[4] = 'n';
+	key_columns_arg(a->p, &values[4], &nulls[4]);
 	values[5] = CStringGetTextDatum(a->p->mode == KS_MODE_MERGE ? "merge" : "append");
 	ks_spi_exec("create a routed target",
 				"SELECT kafka_sink._create_target($1, $2, $3, $4, $5, $6)",

@@ -448,8 +448,8 @@ build_walk(KsWalkPaths *walk, List *paths)
 }
 
 /* A field name as a path of one segment: dots and backslashes escaped. */
-static char *
-escaped_field(const char *name)
+char *
+ks_path_escape_field(const char *name)
 {
 	StringInfoData b;
 
@@ -503,7 +503,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		t->alt[i] = -1;
 		if (t->map[i] != -2)
 			continue;
-		t->map[i] = slot_for(&paths, escaped_field(t->columns[i].name));
+		t->map[i] = slot_for(&paths, ks_path_escape_field(t->columns[i].name));
 		if (strchr(t->columns[i].name, '.') != NULL)
 		{
 			KsPath		nested;
@@ -519,7 +519,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 			 * routed target's default mapping, when the field is absent
 			 * at the top (route.c).
 			 */
-			t->alt[i] = slot_for(&paths, psprintf("payload.%s", escaped_field(t->columns[i].name)));
+			t->alt[i] = slot_for(&paths, psprintf("payload.%s", ks_path_escape_field(t->columns[i].name)));
 		}
 	}
 
@@ -565,7 +565,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		List	   *kpaths = NIL;
 
 		for (int k = 0; k < t->nkeys; k++)
-			(void) slot_for(&kpaths, escaped_field(t->columns[t->key_index[k]].name));
+			(void) slot_for(&kpaths, ks_path_escape_field(t->columns[t->key_index[k]].name));
 		t->key_alt = palloc(sizeof(int) * Max(t->nkeys, 1));
 		t->key_schema_slot = -1;
 		t->key_payload_slot = -1;
@@ -577,7 +577,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 			 * with its schema, as the Debezium envelope unwraps its keys.
 			 */
 			for (int k = 0; k < t->nkeys; k++)
-				t->key_alt[k] = slot_for(&kpaths, psprintf("payload.%s", escaped_field(t->columns[t->key_index[k]].name)));
+				t->key_alt[k] = slot_for(&kpaths, psprintf("payload.%s", ks_path_escape_field(t->columns[t->key_index[k]].name)));
 			t->key_schema_slot = slot_for(&kpaths, "schema");
 			t->key_payload_slot = slot_for(&kpaths, "payload");
 		}
