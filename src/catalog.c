@@ -186,6 +186,27 @@ load_text_list(const char *sql, int64 pipeline_id, MemoryContext mcxt)
 	return result;
 }
 
+/* A query's (name, value) rows, as a list of KsOption in mcxt. */
+static List *
+load_option_list(const char *sql, int64 pipeline_id, MemoryContext mcxt)
+{
+	List	   *result = NIL;
+	MemoryContext old;
+
+	exec_id(sql, pipeline_id, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		KsOption   *o = MemoryContextAlloc(mcxt, sizeof(KsOption));
+
+		o->name = getstr(i, 1, mcxt);
+		o->value = getstr(i, 2, mcxt);
+		old = MemoryContextSwitchTo(mcxt);
+		result = lappend(result, o);
+		MemoryContextSwitchTo(old);
+	}
+	return result;
+}
+
 /*
  * Parses an offsets spec column (starting_offsets or ending_offsets) with
  * the parser the validator uses (offsets.c): per-partition JSON into a
@@ -389,20 +410,10 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 
 		p->evolve_add_columns = evolve && strcmp(evolve, "add_columns") == 0;
 	}
-	exec_id("SELECT t.key, t.value #>> '{}' FROM kafka_sink.pipeline_definitions d,"
-			" jsonb_each(d.targets) t WHERE d.id = $1 AND jsonb_typeof(t.value) = 'string'"
-			" ORDER BY t.key COLLATE \"C\"",
-			pipeline_id, SPI_OK_SELECT);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		KsOption   *o = MemoryContextAlloc(mcxt, sizeof(KsOption));
-
-		o->name = getstr(i, 1, mcxt);
-		o->value = getstr(i, 2, mcxt);
-		old = MemoryContextSwitchTo(mcxt);
-		p->target_map = lappend(p->target_map, o);
-		MemoryContextSwitchTo(old);
-	}
+	p->target_map = load_option_list("SELECT t.key, t.value #>> '{}' FROM kafka_sink.pipeline_definitions d,"
+									 " jsonb_each(d.targets) t WHERE d.id = $1 AND jsonb_typeof(t.value) = 'string'"
+									 " ORDER BY t.key COLLATE \"C\"",
+									 pipeline_id, mcxt);
 
 	/* column mappings: the default one, then one per schema version */
 	exec_id("SELECT NULL::text, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"
@@ -451,21 +462,11 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		MemoryContextSwitchTo(old);
 	}
 
-	exec_id("SELECT key, value FROM kafka_sink.pipeline_definitions d, jsonb_each_text(d.kafka_options)"
-			" WHERE d.id = $1"
-			" UNION ALL SELECT name, value FROM kafka_sink.secrets WHERE pipeline_id = $1"
-			" AND name NOT LIKE 'schema\\_registry.%'",
-			pipeline_id, SPI_OK_SELECT);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		KsOption   *o = MemoryContextAlloc(mcxt, sizeof(KsOption));
-
-		o->name = getstr(i, 1, mcxt);
-		o->value = getstr(i, 2, mcxt);
-		old = MemoryContextSwitchTo(mcxt);
-		p->options = lappend(p->options, o);
-		MemoryContextSwitchTo(old);
-	}
+	p->options = load_option_list("SELECT key, value FROM kafka_sink.pipeline_definitions d, jsonb_each_text(d.kafka_options)"
+								  " WHERE d.id = $1"
+								  " UNION ALL SELECT name, value FROM kafka_sink.secrets WHERE pipeline_id = $1"
+								  " AND name NOT LIKE 'schema\\_registry.%'",
+								  pipeline_id, mcxt);
 	load_offset_spec("starting_offsets", p->starting_offsets,
 					 &p->start_offsets, &p->start_ts_ms, mcxt);
 	if (p->ending_offsets)
