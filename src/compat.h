@@ -55,6 +55,15 @@
 	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
 #endif
 
+/* 18: index_beginscan takes the scan's instrumentation (NULL: none) */
+#if PG_VERSION_NUM >= 180000
+#define KS_INDEX_BEGINSCAN(rel, index, snapshot, nkeys) \
+	index_beginscan((rel), (index), (snapshot), NULL, (nkeys), 0)
+#else
+#define KS_INDEX_BEGINSCAN(rel, index, snapshot, nkeys) \
+	index_beginscan((rel), (index), (snapshot), (nkeys), 0)
+#endif
+
 /*
  * 18: RelationGetPrimaryKeyIndex takes deferrable_ok (false: a deferrable
  * primary key does not count, as before 18, where it was never one)

@@ -266,13 +266,17 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	 * 1,000,000 those waits went away (docs/performance.md).  What bounds
 	 * the queue is then queued.max.messages.kbytes, which librdkafka applies
 	 * per partition here (64 MB by default, so 256 MB more worker RSS on 4
-	 * partitions): a quarter of max_batch_bytes per partition, at least
-	 * 16 MB (as fast, and 180 MB peak RSS instead of 310 MB in the A/B).
+	 * partitions).  A quarter of max_batch_bytes per partition (16 MB by
+	 * default) was as fast while applying took most of a batch's time; once
+	 * the heap apply made applying faster, the queue ran dry and batches
+	 * waited 100-160 ms for Kafka (0.7 s of a 3.5 s run): half of
+	 * max_batch_bytes (32 MB by default) removed the waits for ~70 MB more
+	 * peak RSS on 4 partitions (docs/performance.md).
 	 */
 	ks_rd_conf_set(conf, "queued.min.messages",
 			 psprintf("%lld", (long long) Max(1000000, Min(p->max_offsets_per_batch * 4, 10000000))));
 	ks_rd_conf_set(conf, "queued.max.messages.kbytes",
-			 psprintf("%lld", (long long) Max(16384, Min(p->max_batch_bytes / 4096, 2097151))));
+			 psprintf("%lld", (long long) Max(16384, Min(p->max_batch_bytes / 2048, 2097151))));
 	ks_rd_conf_set(conf, "fetch.error.backoff.ms", "10");
 	ks_rd_conf_set(conf, "reconnect.backoff.max.ms", "2000");
 	rd_kafka_conf_set_log_cb(conf, ks_rd_log_cb);

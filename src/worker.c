@@ -36,6 +36,8 @@
 #include "format.h"
 #include "bgworker.h"
 
+#include <malloc.h>
+
 #include "access/xact.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -488,6 +490,22 @@ worker_run(KsWorkerState *ws)
 	}
 }
 
+/*
+ * Each batch allocates and frees the same large blocks (its rows, values
+ * and sort arrays; librdkafka's fetch buffers).  glibc gave them back to
+ * the kernel on every free (mmap above its threshold, or trimming the top
+ * of the heap), so every batch faulted the same pages in again: 9 % of a
+ * worker's CPU in the kernel's page-fault path.  Fixed thresholds keep
+ * them in the process between batches; the peak stays what the batch
+ * limits make it (docs/performance.md, "Page faults").
+ */
+static void
+keep_batch_memory(void)
+{
+	(void) mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+	(void) mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024);
+}
+
 void
 ks_worker_main(Datum arg)
 {
@@ -495,6 +513,7 @@ ks_worker_main(Datum arg)
 
 	(void) arg;
 	ks_bgworker_start(&ws->args);
+	keep_batch_memory();
 
 	/* an owner that cannot connect is reported by the launcher (reap_slot) */
 	ks_fault(KS_FAULT_BEFORE_CONNECT);

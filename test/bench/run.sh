@@ -81,6 +81,7 @@ LAT_SECONDS="${BENCH_LAT_SECONDS:-30}"
 LAT_WARMUP="${BENCH_LAT_WARMUP:-5}"
 PROFILE="${BENCH_PROFILE:-1}"
 PROFILE_SECONDS="${BENCH_PROFILE_SECONDS:-20}"
+PROFILE_STRATEGY="${BENCH_PROFILE_STRATEGY:-sql}"   # auto: profile the direct heap apply
 PEERS="${BENCH_PEERS:-1}"
 REPEAT="${BENCH_REPEAT:-2}"
 BUILD="${BENCH_BUILD:-1}"
@@ -670,7 +671,8 @@ if has_part orders && only lat_bronze; then latency lat_bronze 1; fi
 
 # ------------------------------------------------------------------ profile
 if has_part orders && [ "$PROFILE" = 1 ] && only profile; then
-    say "profile: perf record -g on the worker for ${PROFILE_SECONDS}s (max_offsets_per_batch 50000)"
+    say "profile: perf record -g on the worker for ${PROFILE_SECONDS}s (max_offsets_per_batch 50000, apply_strategy $PROFILE_STRATEGY)"
+    apply_strategy "$PROFILE_STRATEGY"
     pso <<SQL > /dev/null
 SET client_min_messages = warning;
 DROP TABLE IF EXISTS bench.orders;
@@ -691,6 +693,7 @@ SQL
     put profile.committed "$(psu -c "SELECT sum(o.next_offset) FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id WHERE p.name = 'bench_profile'")"
     pso -c "SELECT kafka_sink.drop_pipeline('bench_profile')" > /dev/null
     pso -c "DROP TABLE bench.orders"
+    apply_strategy sql
     if [ -s "$W/perf.data" ]; then
         # self time by function; self time by library; inclusive time (children)
         perf report -i "$W/perf.data" --stdio --no-children --sort dso,symbol -g none --percent-limit 0.4 \
