@@ -28,6 +28,7 @@ OBJS = \
 	src/lineage.o \
 	src/apply_heap.o \
 	src/apply_sql.o \
+	src/errclass.o \
 	src/statements.o \
 	src/reduce.o \
 	src/checkpoint.o \
