@@ -6050,3 +6050,17 @@ COMMENT ON FUNCTION kafka_sink.lineage(text, jsonb, regclass) IS
 'Which message and batch produced the row with the given key (a JSON object of the table''s key columns) of the pipeline''s target; a routed pipeline needs target => one of the tables it writes. Needs the lineage columns on the table; the raw message comes from bronze when the pipeline keeps one. Runs with the caller''s rights.';
 
 -- ---- end of lineage(pipeline, key, target) ----
+
+-- ---- Review debts: one source-position rule ----
+-- kafka_sink._cdc_position (message_fate) calls the worker's C function
+-- instead of restating the rule in SQL; same signature, so its privileges
+-- stay.
+CREATE OR REPLACE FUNCTION kafka_sink._cdc_position(source jsonb, "offset" bigint)
+RETURNS numeric
+AS 'MODULE_PATHNAME', 'kafka_sink_cdc_position'
+LANGUAGE C IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._cdc_position(jsonb, bigint) IS
+'Internal: the source position of a Debezium change event''s source block read at this Kafka offset, by the worker''s own rule (PostgreSQL lsn; MySQL binlog file number * 10^26 + pos * 10^6 + row; else ts_ms * 10^19 + the offset); NULL when it has none.';
+
+-- ---- end of Review debts: one source-position rule ----

@@ -211,6 +211,10 @@ SELECT ifn.err('SELECT * FROM kafka_sink._worker_pids()');
 SELECT ifn.err('SELECT kafka_sink._fence_batches(1)');
 RESET ROLE;
 REVOKE USAGE ON SCHEMA kafka_sink FROM regress_if_plain;
+-- _cdc_position (message_fate's source position, the worker's rule; more in
+-- the cdc_position test): a wrong offset is an error
+SELECT ifn.err('SELECT 1 WHERE kafka_sink._cdc_position(''{"lsn": 1}'', NULL) IS NULL');
+SELECT ifn.err('SELECT 1 WHERE kafka_sink._cdc_position(''{"ts_ms": 1}'', -9223372036854775808) IS NULL');
 
 -- every C function of the extension is covered above, and none is PUBLIC
 -- (the name and the number of arguments: create_pipeline's grow with each release)

@@ -20,6 +20,7 @@
 
 #include "kafka_sink.h"
 #include "decode.h"
+#include "errclass.h"
 
 typedef struct KsBatchStats
 {

@@ -764,19 +764,8 @@ heap_rows(KsBatch *batch, HeapApplyState *st, int *rows, int nrows, bool deletes
 		batch->stats.heap_rows += nrows;
 		return 0;
 	}
-	switch (ERRCODE_TO_CATEGORY(edata->sqlerrcode))
-	{
-		case ERRCODE_DATA_EXCEPTION:
-		case ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION:
-		case ERRCODE_PROGRAM_LIMIT_EXCEEDED:
-		case ERRCODE_PLPGSQL_ERROR:
-		case ERRCODE_WITH_CHECK_OPTION_VIOLATION:
-		case ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION:
-		case ERRCODE_INSUFFICIENT_PRIVILEGE:
-			break;
-		default:
-			ReThrowError(edata);
-	}
+	if (!ks_err_may_be_row_fault(edata->sqlerrcode))
+		ReThrowError(edata);
 	FreeErrorData(edata);
 	batch->stats = before;
 	if (deletes)

@@ -20,6 +20,7 @@
 #include "sqlcall.h"
 #include "statements.h"
 #include "decode.h"
+#include "errclass.h"
 #include "apply.h"
 
 #include "access/xact.h"
@@ -309,9 +310,11 @@ counted_run(KsBatch *batch, const char *sql, int *rows, int nrows)
  * given (the statement is narrowed down to single rows, which are
  * quarantined with a reason, and the batch goes on) or of the system (the
  * error goes up to the worker, which retries a transient one and fails the
- * pipeline on a permanent one, see is_transient() in worker.c).  Decided by
- * class, so that every code of a class is treated alike; the few
- * exceptions are by code and by evidence, never by message text:
+ * pipeline on a permanent one).  The categories are errclass.c's, shared
+ * with decoding, the heap strategy and the worker; decided by class, so
+ * that every code of a class is treated alike; the few exceptions are by
+ * code and by evidence, never by message text.  What this file makes of
+ * them:
  *
  *   22 data exception, 23 integrity constraint  row: constraint_violation
  *      (but 23505 on the key index from a concurrent writer: transient)
@@ -326,7 +329,7 @@ counted_run(KsBatch *batch, const char *sql, int *rows, int nrows)
  *   42501 otherwise (a privilege is missing, or a function the statement
  *      ran lacks one)                             system, permanent
  *   everything else (42, 0A, 25, 2F, 38, 39, XX, ...)   system: transient
- *      or permanent as worker.c decides
+ *      or permanent as errclass.c says
  *
  * "Raised by the statement itself" versus "inside a function it ran" (a
  * trigger, a default, a policy expression) is read off the error's context:
@@ -382,24 +385,22 @@ owner_holds(Oid relid, AclMode needs)
 static KsReason
 row_fault(KsBatch *batch, ErrorData *edata, const char *sql, AclMode needs)
 {
-	int			code = edata->sqlerrcode;
-
-	switch (ERRCODE_TO_CATEGORY(code))
+	switch (ks_errclass(edata->sqlerrcode))
 	{
-		case ERRCODE_DATA_EXCEPTION:
-		case ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION:
+		case KS_ERR_BAD_VALUE:
 			return KS_CONSTRAINT_VIOLATION;
-		case ERRCODE_PROGRAM_LIMIT_EXCEEDED:
-			return code == ERRCODE_PROGRAM_LIMIT_EXCEEDED ? KS_VALUE_TOO_LARGE : KS_REJECTED_BY_TARGET;
-		case ERRCODE_PLPGSQL_ERROR:
-		case ERRCODE_WITH_CHECK_OPTION_VIOLATION:
-		case ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION:
+		case KS_ERR_TOO_LARGE:
+			return KS_VALUE_TOO_LARGE;
+		case KS_ERR_REJECTED:
 			return KS_REJECTED_BY_TARGET;
+		case KS_ERR_PRIVILEGE:
+			/* denied by the statement itself although granted: a policy */
+			if (!raised_in_function(edata, sql) && owner_holds(batch->target->relid, needs))
+				return KS_REJECTED_BY_TARGET;
+			return KS_OK;
+		default:
+			return KS_OK;
 	}
-	if (code == ERRCODE_INSUFFICIENT_PRIVILEGE && !raised_in_function(edata, sql) &&
-		owner_holds(batch->target->relid, needs))
-		return KS_REJECTED_BY_TARGET;
-	return KS_OK;
 }
 
 /*

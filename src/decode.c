@@ -28,6 +28,7 @@
 #include "kafka_sink.h"
 #include "catalog.h"
 #include "decode.h"
+#include "errclass.h"
 #include "envelope.h"
 #include "format.h"
 #include "jsonwalk.h"
@@ -103,7 +104,6 @@ ks_reason_name(KsReason r)
 /* Which column is being converted, for the error detail; see ks_decode_batch. */
 static volatile int converting_column = -1;
 
-static bool is_row_data_error(int sqlerrcode);
 
 /* the detail of a value its type's input function rejects (both paths) */
 static char *
@@ -426,7 +426,7 @@ convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
 			ErrorData  *edata = escontext.error_data;
 
 			converting_column = -1;
-			if (!is_row_data_error(edata->sqlerrcode))
+			if (!ks_err_is_bad_value(edata->sqlerrcode))
 				ThrowErrorData(edata);
 			row->reason = KS_INVALID_VALUE;
 			row->detail = invalid_value_detail(col, edata->message);
@@ -643,18 +643,6 @@ ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots)
 	}
 }
 
-
-static bool
-is_row_data_error(int sqlerrcode)
-{
-	int			cls = ERRCODE_TO_CATEGORY(sqlerrcode);
-
-	return cls == ERRCODE_DATA_EXCEPTION ||
-		cls == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION ||
-		sqlerrcode == ERRCODE_INVALID_TEXT_REPRESENTATION ||
-		sqlerrcode == ERRCODE_INVALID_BINARY_REPRESENTATION;
-}
-
 /* set once a supposedly soft input threw in this process (decode_batch) */
 static bool soft_path_failed = false;
 
@@ -702,7 +690,7 @@ decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
 			MemoryContextSwitchTo(cxt);
 			converting_column = -1;
 			edata = CopyErrorData();
-			if (!is_row_data_error(edata->sqlerrcode))
+			if (!ks_err_is_bad_value(edata->sqlerrcode))
 				PG_RE_THROW();
 			FlushErrorState();
 
@@ -728,7 +716,7 @@ decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows)
 		if (edata == NULL)
 			break;
 		converting_column = -1;
-		if (!is_row_data_error(edata->sqlerrcode))
+		if (!ks_err_is_bad_value(edata->sqlerrcode))
 			ReThrowError(edata);
 		rows[call.cur].reason = KS_INVALID_VALUE;
 		if (col >= 0)

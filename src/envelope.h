@@ -34,6 +34,8 @@ extern const KsEnvelope ks_envelope_plain;
 
 /* envelope_debezium.c */
 extern const KsEnvelope ks_envelope_debezium;
+/* a change event's source position as a numeric's text, or NULL */
+extern char *ks_cdc_position(JsonbContainer *source, int64 offset);
 
 /*
  * envelope_debezium_avro.c: whether the pipeline's value (is_key false) or

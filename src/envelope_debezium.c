@@ -498,10 +498,12 @@ bad:
  * The source position of an event (common-cdc.md #2), as a numeric's text:
  * PostgreSQL source.lsn; MySQL (binlog file number, pos, row) as
  * file * 10^26 + pos * 10^6 + row; else source.ts_ms * 10^19 + the Kafka
- * offset.  NULL when the event has none of them.
+ * offset (>= 0).  NULL when the event has none of them (source NULL or not
+ * an object included).  The one rule: message_fate's
+ * kafka_sink._cdc_position calls it too (lineage.c).
  */
-static char *
-cdc_position(JsonbContainer *source, KsMessage *m)
+char *
+ks_cdc_position(JsonbContainer *source, int64 offset)
 {
 	JsonbValue *lsn = get_key(source, "lsn");
 	JsonbValue *file = get_key(source, "file");
@@ -532,7 +534,7 @@ cdc_position(JsonbContainer *source, KsMessage *m)
 		int64		tv;
 
 		if (parse_int8(t, &tv) && tv >= 0)
-			return psprintf("%lld%019lld", (long long) tv, (long long) m->offset);
+			return psprintf("%lld%019lld", (long long) tv, (long long) offset);
 	}
 	return NULL;
 }
@@ -731,7 +733,7 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 		return;
 	}
 	source = get_object(payload, "source");
-	pos = cdc_position(source, m);
+	pos = ks_cdc_position(source, m->offset);
 	if (pos == NULL)
 	{
 		row->reason = KS_INVALID_ENVELOPE;

@@ -3,14 +3,15 @@
  * lineage.c
  *		What message_fate and message_fates (src/sql/60_observability.sql,
  *		70_lineage.sql) need from the worker's own code: the table a
- *		message is routed to, and a message key in Avro decoded through the
- *		schemas kept in kafka_sink.schemas.
+ *		message is routed to, a message key in Avro decoded through the
+ *		schemas kept in kafka_sink.schemas, and a change event's source
+ *		position.
  *
  * Both read the catalog with the caller's rights (row level security) and
  * never call a schema registry: a schema id the catalog does not hold is
  * an answer ("not stored"), not a fetch.  Nothing here writes.
  *
- * Owns: those two look-ups.  Must not: decide a fate (the SQL does).
+ * Owns: those three look-ups.  Must not: decide a fate (the SQL does).
  *
  *-------------------------------------------------------------------------
  */
@@ -18,6 +19,7 @@
 #include "apply.h"
 #include "avro_binary.h"
 #include "catalog.h"
+#include "envelope.h"
 #include "format.h"
 
 #include "catalog/pg_type.h"
@@ -266,4 +268,40 @@ kafka_sink_avro_key(PG_FUNCTION_ARGS)
 		nulls[1] = false;
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, out, nulls)));
+}
+
+/*
+ * kafka_sink._cdc_position(source, offset): the source position of a
+ * Debezium change event whose source block is source, read at offset, by
+ * the worker's own rule (ks_cdc_position); NULL when it has none, as for
+ * the worker, which quarantines such an event.  A source that is NULL or
+ * not an object has no position; offset must be a Kafka offset.
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_cdc_position);
+Datum
+kafka_sink_cdc_position(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *source;
+	int64		offset;
+	char	   *pos;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("offset cannot be null"),
+				 errhint("Pass the Kafka offset of the change event.")));
+	offset = PG_GETARG_INT64(1);
+	if (offset < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("offset %lld is not a Kafka offset", (long long) offset),
+				 errdetail("Kafka offsets are zero or more.")));
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	source = PG_GETARG_JSONB_P(0);
+	pos = ks_cdc_position(JB_ROOT_IS_OBJECT(source) ? &source->root : NULL, offset);
+	if (pos == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(DirectFunctionCall3(numeric_in, CStringGetDatum(pos),
+										ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
 }

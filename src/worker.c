@@ -32,6 +32,7 @@
 #include "catalog.h"
 #include "consumer.h"
 #include "decode.h"
+#include "errclass.h"
 #include "apply.h"
 #include "format.h"
 #include "bgworker.h"
@@ -140,19 +141,6 @@ bounded_done(KsWorkerState *ws)
 		proc_exit(0);
 	}
 	return true;
-}
-
-static bool
-is_transient(int sqlerrcode)
-{
-	int			cls = ERRCODE_TO_CATEGORY(sqlerrcode);
-
-	return cls == ERRCODE_TRANSACTION_ROLLBACK ||
-		cls == ERRCODE_INSUFFICIENT_RESOURCES ||
-		cls == ERRCODE_CONNECTION_EXCEPTION ||
-		sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
-		sqlerrcode == ERRCODE_QUERY_CANCELED ||
-		sqlerrcode == ERRCODE_ADMIN_SHUTDOWN;
 }
 
 /*
@@ -362,14 +350,14 @@ batch_rolled_back(KsWorkerState *ws, KsFill *f)
 
 	ks_fill_release(f);
 
-	if (edata->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE)
+	if (ks_errclass(edata->sqlerrcode) == KS_ERR_STOPPED)
 	{
 		/* stopped or dropped while we worked: nothing was written */
 		ereport(LOG, (errmsg("kafka_sink: pipeline \"%s\" is no longer running, worker exits",
 							 ws->pipeline->name)));
 		proc_exit(0);
 	}
-	if (!is_transient(edata->sqlerrcode))
+	if (ks_errclass(edata->sqlerrcode) != KS_ERR_TRANSIENT)
 		ks_worker_fail(ws, "permanent", edata->sqlerrcode, edata->message, edata->detail, edata->hint);
 
 	delay = ks_backoff_ms(ws->failures, 100, 30000);
@@ -540,13 +528,13 @@ ks_worker_main(Datum arg)
 		AbortOutOfAnyTransaction();
 		RESUME_INTERRUPTS();
 		pgstat_report_activity(STATE_IDLE, NULL);
-		if (edata->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE)
+		if (ks_errclass(edata->sqlerrcode) == KS_ERR_STOPPED)
 		{
 			ereport(LOG, (errmsg("kafka_sink: pipeline %lld is no longer running, worker exits",
 								 (long long) ws->args.pipeline_id)));
 			proc_exit(0);
 		}
-		ks_worker_fail(ws, is_transient(edata->sqlerrcode) ? "transient" : "permanent",
+		ks_worker_fail(ws, ks_errclass(edata->sqlerrcode) == KS_ERR_TRANSIENT ? "transient" : "permanent",
 					   edata->sqlerrcode, edata->message, edata->detail, edata->hint);
 	}
 	PG_END_TRY();

@@ -429,27 +429,16 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._avro_key(text, bytea, text[]) IS
 'Internal: a message key in Confluent''s wire format decoded with the Avro schema stored in kafka_sink.schemas for its id (the registry is never called), as a JSON object of the fields named; problem says why not (no key, not the wire format, an id not stored, not Avro, bytes that do not decode).';
 
--- A change event's source position, as envelope_debezium.c computes it:
--- PostgreSQL source.lsn; MySQL file's number * 10^26 + pos * 10^6 + row;
--- else source.ts_ms * 10^19 + the Kafka offset.  NULL when it has none.
+-- A change event's source position: envelope_debezium.c's own function
+-- (ks_cdc_position), so that message_fate and the worker order events by
+-- one rule.  NULL when the event has none (a NULL source included).
 CREATE FUNCTION kafka_sink._cdc_position(source jsonb, "offset" bigint)
 RETURNS numeric
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE
-        WHEN jsonb_typeof(source->'lsn') = 'number' THEN (source->>'lsn')::numeric
-        WHEN jsonb_typeof(source->'file') = 'string' AND jsonb_typeof(source->'pos') = 'number'
-             AND substring(source->>'file' from '\.([0-9]+)$') IS NOT NULL
-             AND (source->>'pos') ~ '^[0-9]+$' AND coalesce(source->>'row', '0') ~ '^[0-9]{1,6}$'
-             THEN substring(source->>'file' from '\.([0-9]+)$')::numeric * 10::numeric ^ 26
-                  + (source->>'pos')::numeric * 1000000 + coalesce(source->>'row', '0')::numeric
-        WHEN jsonb_typeof(source->'ts_ms') = 'number' AND (source->>'ts_ms') ~ '^[0-9]+$'
-             THEN (source->>'ts_ms')::numeric * 10::numeric ^ 19 + "offset"
-    END
-$$;
+AS 'MODULE_PATHNAME', 'kafka_sink_cdc_position'
+LANGUAGE C IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._cdc_position(jsonb, bigint) IS
-'Internal: the source position of a Debezium change event''s source block, as the worker orders events (PostgreSQL lsn; MySQL binlog file, pos and row; else ts_ms and the Kafka offset).';
+'Internal: the source position of a Debezium change event''s source block read at this Kafka offset, by the worker''s own rule (PostgreSQL lsn; MySQL binlog file number * 10^26 + pos * 10^6 + row; else ts_ms * 10^19 + the offset); NULL when it has none.';
 
 -- The fate of one read, not quarantined message of a merge pipeline that
 -- routes, reads change events or has Avro keys: the table it went to (or

@@ -56,7 +56,6 @@ for line in open(sys.argv[1]):
 PY
     "$PY" "$E2E_DIR/cdc_avro_produce.py" "$KS_BOOTSTRAP" "$REG" "$USERINFO" "$3" < "$1" >/dev/null
 }
-waitp() { check "$1 caught up" t "$(sql -c "SELECT kafka_sink.wait('$1', '90 s')")"; }
 rows() { sql -c "SELECT coalesce(string_agg(id || ':' || name || '@' || _kafka_source_position, ' ' ORDER BY id), '-') FROM e2e.$1"; }
 fates() {
     sql -c "SELECT coalesce(string_agg(q.reason || ':' || regexp_replace(q.detail, 'schema id [0-9]+', 'schema id N'), '|' ORDER BY q.message_offset), '-')
@@ -122,7 +121,7 @@ check "envelope debezium takes value_format avro" avro \
 ROUND="$KS_RUN/cdca_round_$SFX"
 step() {  # DESCRIPTION EXPECTED: the round in $ROUND to both, the tables equal and as expected
     twin "$ROUND" "${T}_json" "${T}_avro"
-    waitp "cdca_json_$SFX"; waitp "cdca_avro_$SFX"
+    check_caught_up "cdca_json_$SFX"; check_caught_up "cdca_avro_$SFX"
     check "json: $1" "$2" "$(rows cdca_json_$SFX)"
     check "avro: $1" "$2" "$(rows cdca_avro_$SFX)"
 }
@@ -150,7 +149,7 @@ step "an old create after a delete does not resurrect the row" "5:five@250"
 # ---- Avro's own bad frames ----------------------------------------------------------------
 printf 'not avro' | kcat -P -b "$KS_BOOTSTRAP" -t "${T}_avro"
 printf '\000\000\000\047\017xx' | kcat -P -b "$KS_BOOTSTRAP" -t "${T}_avro"
-waitp "cdca_avro_$SFX"
+check_caught_up "cdca_avro_$SFX"
 check "bad frames: not_wire_format, unknown_schema_id" "not_wire_format unknown_schema_id" \
       "$(sql -c "SELECT string_agg(q.reason, ' ' ORDER BY q.message_offset) FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id
                   WHERE p.name = 'cdca_avro_$SFX' AND q.reason IN ('not_wire_format', 'unknown_schema_id')")"
@@ -191,7 +190,7 @@ PY
     done
 done
 for v in $VARIANTS; do for tb in accounts products order_lines; do for f in json avro; do
-    waitp "enc_${v}_${tb}_${f}_$SFX"
+    check_caught_up "enc_${v}_${tb}_${f}_$SFX"
 done; done; done
 check "every fixture event applied, JSON and Avro" 0 \
       "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name LIKE 'enc\_%\_$SFX'")"
@@ -227,7 +226,7 @@ for f in json avro; do
             target => 'cdcr_${f}_$SFX.{source.table}', create_targets => true, starting_offsets => 'earliest',
             envelope => 'debezium'$fmt)" >/dev/null
 done
-for f in json avro; do waitp "routed_${f}_$SFX"; done
+for f in json avro; do check_caught_up "routed_${f}_$SFX"; done
 tabledef() {
     sql -c "SELECT string_agg(c.relname || ':' || (SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ',' ORDER BY attnum)
                                                     FROM pg_attribute WHERE attrelid = c.oid AND attnum > 0 AND NOT attisdropped)
@@ -291,7 +290,7 @@ print(json.dumps({"key": {"schema": KEY, "payload": {"id": 1}},
 PY
 twin "$ROUND" "${T}_types_json" "${T}_types_avro"
 for f in json avro; do pipeline "types_${f}_$SFX" "${T}_types_$f" "e2e.types_${f}_$SFX" $f; done
-for f in json avro; do waitp "types_${f}_$SFX"; done
+for f in json avro; do check_caught_up "types_${f}_$SFX"; done
 for f in json avro; do
     check "$f: bytea, Time in ms, Timestamp into timestamptz and timestamp(3), int16, double, boolean, Json, Uuid, Decimal" \
           '\xdeadbeef|12:34:56.789|2000-05-14 06:06:09.123+00|2000-05-14 06:06:09.123|-7|1.5e+300|t|{"a": [1, "ü"]}|5cd4710c-e5ff-4b91-811e-802c47df8832|2.00|7' \

@@ -15,32 +15,7 @@ T="e2e_cdc_$SFX"
 for t in "$T" "${T}_ign" "${T}_fail" "${T}_types"; do "$HARNESS" topic-create "$t" 1 >/dev/null 2>&1; done
 
 # ev OP ID LSN [NAME]: one change event line "key|value" (the key bare)
-ev() {
-    python3 - "$@" <<'PY'
-import json, sys
-op, id_ = sys.argv[1], int(sys.argv[2])
-lsn = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-name = sys.argv[4] if len(sys.argv) > 4 else "n%d@%d" % (id_, lsn)
-row = {"id": id_, "name": name, "qty": 5}
-src = {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000, "table": "t"}
-if op == "tomb":
-    print(json.dumps({"id": id_}) + "|")
-    sys.exit()
-v = {"before": None, "after": row, "source": src, "op": op}
-if op == "u":
-    v["before"] = None
-if op == "d":
-    v["before"] = {"id": id_, "name": None, "qty": 0}
-    v["after"] = None
-if op == "t":
-    v["after"] = None
-    print("|" + json.dumps(v))  # no key, as Debezium sends it
-    sys.exit()
-print(json.dumps({"id": id_}) + "|" + json.dumps(v))
-PY
-}
-round() { local topic="$1"; shift; kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -K '|' -Z; }
-waitp() { check "$1 caught up" t "$(sql -c "SELECT kafka_sink.wait('$1', '90 s')")"; }
+ev() { cdc_event "$1" "$2" "lsn=${3:-0}" ${4+--name "$4"} --extra '{"qty": 5}' --before-extra '{"qty": 0}'; }
 rows() { sql -c "SELECT coalesce(string_agg(id || ':' || name || '@' || _kafka_source_position, ' ' ORDER BY id), '-') FROM e2e.$1"; }
 
 sql >/dev/null <<SQL
@@ -70,8 +45,8 @@ SQL
     echo '{"id": 7}|{"op": "c", "after": null, "source": {"lsn": 2}}'
     echo '{"id": 7}|{"after": {"id": 7, "qty": 1}, "source": {"lsn": 3}}'
     echo '{"id": 7}|{"op": "c", "after": {"id": 7, "qty": 1}}'
-} | round "$T"
-waitp "cdc_$SFX"
+} | produce_batch "$T"
+check_caught_up "cdc_$SFX"
 check "c/r/u/d in one batch, the key change 3 -> 4" "1:a2@120 4:n4@140@140 5:n5@90@90" "$(rows cdc_$SFX)"
 check "bad envelopes quarantined with their reason" \
       "invalid_envelope:unknown op \"x\" (known: c, r, u, d, t)|invalid_envelope:the change event of op \"c\" has no \"after\" object|invalid_envelope:the change event has no \"op\" string|invalid_envelope:the change event's \"source\" has no position (lsn; file and pos; or ts_ms)" \
@@ -82,34 +57,34 @@ check "deleted keys recorded with their positions" '["2"]:130 ["3"]:140' \
       "$(sql -c "SELECT string_agg(d.key::text || ':' || d.position, ' ' ORDER BY d.key::text) FROM kafka_sink.cdc_deletions d JOIN kafka_sink.pipelines p ON p.id = d.pipeline_id WHERE p.name = 'cdc_$SFX'")"
 
 # round 2: a re-sent range (connector restart) and the d of a key change across batches
-{ ev c 1 100 a; ev c 2 110; ev c 3 105; ev u 1 120 a2; ev d 4 150; ev tomb 4; } | round "$T"
-waitp "cdc_$SFX"
+{ ev c 1 100 a; ev c 2 110; ev c 3 105; ev u 1 120 a2; ev d 4 150; ev tomb 4; } | produce_batch "$T"
+check_caught_up "cdc_$SFX"
 check "re-sent events do not regress or resurrect rows; 4 deleted" "1:a2@120 5:n5@90@90" "$(rows cdc_$SFX)"
 # round 3: the c of that key change, in the next batch
-{ ev c 6 150; } | round "$T"
-waitp "cdc_$SFX"
+{ ev c 6 150; } | produce_batch "$T"
+check_caught_up "cdc_$SFX"
 check "the key change across batches: 6 created" "1:a2@120 5:n5@90@90 6:n6@150@150" "$(rows cdc_$SFX)"
 
 # round 4: a truncate at 200 between a newer update and an older create
-{ ev u 5 250 five; ev t 0 200; ev c 8 190; } | round "$T"
-waitp "cdc_$SFX"
+{ ev u 5 250 five; ev t 0 200; ev c 8 190; } | produce_batch "$T"
+check_caught_up "cdc_$SFX"
 check "the truncate removes the older rows only; the older create after it is stale" "5:five@250" "$(rows cdc_$SFX)"
 # round 5: the truncate replayed (re-sent) after a newer create
-{ ev c 9 300; ev t 0 200; ev c 1 120 a2; } | round "$T"
-waitp "cdc_$SFX"
+{ ev c 9 300; ev t 0 200; ev c 1 120 a2; } | produce_batch "$T"
+check_caught_up "cdc_$SFX"
 check "a replayed truncate removes only rows older than it" "5:five@250 9:n9@300@300" "$(rows cdc_$SFX)"
 # rounds 6-8: delete 9, an old create of 9 after it, then a newer create
-{ ev d 9 310; ev tomb 9; } | round "$T"; waitp "cdc_$SFX"
-{ ev c 9 305 old; } | round "$T"; waitp "cdc_$SFX"
+{ ev d 9 310; ev tomb 9; } | produce_batch "$T"; check_caught_up "cdc_$SFX"
+{ ev c 9 305 old; } | produce_batch "$T"; check_caught_up "cdc_$SFX"
 check "an old create after a delete does not resurrect the row" "5:five@250" "$(rows cdc_$SFX)"
-{ ev c 9 320 new; } | round "$T"; waitp "cdc_$SFX"
+{ ev c 9 320 new; } | produce_batch "$T"; check_caught_up "cdc_$SFX"
 check "a newer create after a delete lands" "5:five@250 9:new@320" "$(rows cdc_$SFX)"
 
 # on_truncate ignore and fail
-{ ev c 1 10 one; ev t 0 20; } | round "${T}_ign"
-waitp "cdc_ign_$SFX"
+{ ev c 1 10 one; ev t 0 20; } | produce_batch "${T}_ign"
+check_caught_up "cdc_ign_$SFX"
 check "on_truncate ignore keeps the rows" "1:one@10" "$(rows cdc_ign_$SFX)"
-{ ev c 1 10 one; ev t 0 20; } | round "${T}_fail"
+{ ev c 1 10 one; ev t 0 20; } | produce_batch "${T}_fail"
 check "on_truncate fail: the pipeline fails" failed \
       "$(poll "SELECT state = 'failed' FROM kafka_sink.pipelines WHERE name = 'cdc_fail_$SFX'" 90; sql -c "SELECT state FROM kafka_sink.pipelines WHERE name = 'cdc_fail_$SFX'")"
 check "... with a clear error" t \
@@ -134,7 +109,7 @@ CREATE TABLE e2e.${tb}_${v}_$SFX (LIKE e2e.${tb}_$SFX INCLUDING ALL);
 ALTER TABLE e2e.${tb}_${v}_$SFX OWNER TO ks_e2e;
 SQL
         "$HARNESS" topic-create "${T}_${v}_$tb" 1 >/dev/null 2>&1
-        python3 - "$FIX/$v" "$tb" <<'PY' | round "${T}_${v}_$tb"
+        python3 - "$FIX/$v" "$tb" <<'PY' | produce_batch "${T}_${v}_$tb"
 import json, os, sys
 d, tb = sys.argv[1], sys.argv[2]
 for kind in ["r", "c", "u"]:
@@ -148,7 +123,7 @@ PY
                 envelope => 'debezium')" >/dev/null
     done
 done
-for v in $VARIANTS; do for tb in accounts products order_lines; do waitp "enc_${v}_${tb}_$SFX"; done; done
+for v in $VARIANTS; do for tb in accounts products order_lines; do check_caught_up "enc_${v}_${tb}_$SFX"; done; done
 for tb in accounts products order_lines; do
     check "$tb: every fixture event applied (json_schema)" 0 \
           "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name LIKE 'enc\_%\_$SFX'")"
@@ -190,11 +165,11 @@ SELECT kafka_sink.create_pipeline(name => 'types_$SFX', bootstrap_servers => '$K
        subscribe => ARRAY['${T}_types'], target => 'e2e.types_$SFX', starting_offsets => 'earliest',
        envelope => 'debezium');
 SQL
-cat <<'MSGS' | round "${T}_types"
+cat <<'MSGS' | produce_batch "${T}_types"
 {"id": 1}|{"op": "c", "source": {"lsn": 1}, "after": {"id": 1, "b": "3q2+7w==", "t3": 45296789, "t6": 45296789012, "ts3": 958284369123, "d": 1.5e300, "ok": true, "j": "\"a json string\"", "n": "AMg="}}
 {"id": 2}|{"op": "c", "source": {"lsn": 2}, "after": {"id": 2, "n": "not base64!"}}
 MSGS
-waitp "types_$SFX"
+check_caught_up "types_$SFX"
 check "bytea base64, time(3) in ms, time(6) in µs, timestamp(3) in ms, double, boolean, a JSON string scalar, precise at the column's scale" \
       '\xdeadbeef|12:34:56.789|12:34:56.789012|2000-05-14 06:06:09.123|1.5e+300|t|"a json string"|2.00' \
       "$(sql -c "SELECT concat_ws('|', b, t3, t6, ts3, d, ok, j, n) FROM e2e.types_$SFX WHERE id = 1")"
@@ -222,13 +197,13 @@ B='"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="'
     echo '{"id": 1}|{"op": "c", "source": {"lsn": 10}, "after": {"id": 1, "name": "a", "doc": "big document", "blob": "3q2+7w==", "tags": ["x", "y"]}}'
     echo '{"id": 2}|{"op": "c", "source": {"lsn": 11}, "after": {"id": 2, "name": "b", "doc": "second doc", "blob": null, "tags": null}}'
     echo "{\"id\": 2}|{\"op\": \"u\", \"source\": {\"lsn\": 12}, \"after\": {\"id\": 2, \"name\": \"b2\", \"doc\": $U, \"blob\": $B, \"tags\": [$U]}}"
-} | round "${T}_toast"
-waitp "toast_$SFX"
+} | produce_batch "${T}_toast"
+check_caught_up "toast_$SFX"
 {
     echo "{\"id\": 1}|{\"op\": \"u\", \"source\": {\"lsn\": 20}, \"after\": {\"id\": 1, \"name\": \"a2\", \"doc\": $U, \"blob\": $B, \"tags\": [$U]}}"
     echo "{\"id\": 3}|{\"op\": \"u\", \"source\": {\"lsn\": 21}, \"after\": {\"id\": 3, \"name\": \"c\", \"doc\": $U}}"
-} | round "${T}_toast"
-waitp "toast_$SFX"
+} | produce_batch "${T}_toast"
+check_caught_up "toast_$SFX"
 check "unavailable values keep the replica's (across batches and folded in one batch)" \
       '1|a2|big document|\xdeadbeef|{x,y}@20 2|b2|second doc@12' \
       "$(sql -c "SELECT string_agg(concat_ws('|', id, name, doc, blob, tags) || '@' || _kafka_source_position, ' ' ORDER BY id) FROM e2e.toast_$SFX")"

@@ -12,26 +12,7 @@ TR="e2e_cdclin_r_$SFX"
 for t in "$T" "$TR"; do "$HARNESS" topic-create "$t" 1 >/dev/null 2>&1; done
 
 # ev OP ID LSN [TABLE]: one change event line "key|value" (the key bare)
-ev() {
-    python3 - "$@" <<'PY'
-import json, sys
-op, id_ = sys.argv[1], int(sys.argv[2])
-lsn = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-table = sys.argv[4] if len(sys.argv) > 4 else "t"
-src = {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000, "table": table, "schema": "public"}
-if op == "tomb":
-    print(json.dumps({"id": id_}) + "|"); sys.exit()
-v = {"before": None, "after": {"id": id_, "name": "n%d@%d" % (id_, lsn)}, "source": src, "op": op}
-if op == "d":
-    v["before"] = {"id": id_, "name": None}; v["after"] = None
-if op == "t":
-    v["after"] = None
-    print("|" + json.dumps(v)); sys.exit()
-print(json.dumps({"id": id_}) + "|" + json.dumps(v))
-PY
-}
-round() { kcat -P -b "$KS_BOOTSTRAP" -t "$1" -K '|' -Z; }
-waitp() { check "$1 caught up" t "$(sql -c "SELECT kafka_sink.wait('$1', '90 s')")"; }
+ev() { cdc_event "$1" "$2" "lsn=${3:-0}" ${4+--table "$4"}; }
 fates() { sql -c "SET ROLE ks_e2e" -c "SELECT string_agg(\"offset\" || ':' || fate || ':' || coalesce(target, '-'), ' ' ORDER BY \"offset\") FROM kafka_sink.message_fates('$1')"; }
 LIN="_kafka_topic text, _kafka_partition int, _kafka_offset bigint, _kafka_batch_id bigint, _kafka_source_position numeric"
 
@@ -52,16 +33,16 @@ SELECT kafka_sink.create_pipeline(name => 'clr_$SFX', bootstrap_servers => '$KS_
 SQL
 
 # batch 1 (offsets 0-5): create 1, 2, 3; update 1; delete 2 and its tombstone
-{ ev c 1 100; ev c 2 110; ev c 3 120; ev u 1 130; ev d 2 140; ev tomb 2; } | round "$T"
-waitp "cl_$SFX"
+{ ev c 1 100; ev c 2 110; ev c 3 120; ev u 1 130; ev d 2 140; ev tomb 2; } | produce_batch "$T"
+check_caught_up "cl_$SFX"
 # batch 2 (offsets 6-8): a re-sent old create of 3 (stale by position), a
 # re-sent create of 2 older than its delete (stale: no row, not resurrected),
 # a truncate at 200
-{ ev c 3 115; ev c 2 105; ev t 0 200; } | round "$T"
-waitp "cl_$SFX"
+{ ev c 3 115; ev c 2 105; ev t 0 200; } | produce_batch "$T"
+check_caught_up "cl_$SFX"
 # batch 3 (offset 9): create 4 after the truncate
-{ ev c 4 210; } | round "$T"
-waitp "cl_$SFX"
+{ ev c 4 210; } | produce_batch "$T"
+check_caught_up "cl_$SFX"
 check "rows: only 4 survives the truncate" "4" "$(sql -c "SELECT string_agg(id::text, ',' ORDER BY id) FROM e2e.cl_$SFX")"
 check "message_fates of change events: the table and the fate of each" \
       "0:truncated:e2e.cl_$SFX 1:deleted:e2e.cl_$SFX 2:truncated:e2e.cl_$SFX 3:truncated:e2e.cl_$SFX 4:deleted:e2e.cl_$SFX 5:superseded:e2e.cl_$SFX 6:truncated:e2e.cl_$SFX 7:deleted:e2e.cl_$SFX 8:truncated:e2e.cl_$SFX 9:applied:e2e.cl_$SFX" \
@@ -78,15 +59,15 @@ check "the tombstone after a delete" \
       "$(sql -c "SET ROLE ks_e2e" -c "SELECT fate || '|' || detail FROM kafka_sink.message_fate('cl_$SFX', '$T', 0, 5)")"
 
 # a stale event that still meets its row: batch 4 re-sends create 4 at 205
-{ ev c 4 205; } | round "$T"
-waitp "cl_$SFX"
+{ ev c 4 205; } | produce_batch "$T"
+check_caught_up "cl_$SFX"
 check "a re-sent older create of a live row is stale, by source position" \
       "stale|the row for key {\"id\": 4} (from batch" \
       "$(sql -c "SET ROLE ks_e2e" -c "SELECT fate || '|' || split_part(detail, ')', 1) || ')' FROM kafka_sink.message_fate('cl_$SFX', '$T', 0, 10)" | sed 's/ [0-9]*)$//')"
 
 # the routed pipeline: two tables by source.table, one batch
-{ ev c 1 100 "cla_$SFX"; ev c 1 110 "clb_$SFX"; ev c 2 120 "cla_$SFX"; ev u 1 130 "cla_$SFX"; ev d 2 140 "cla_$SFX"; ev tomb 2; } | round "$TR"
-waitp "clr_$SFX"
+{ ev c 1 100 "cla_$SFX"; ev c 1 110 "clb_$SFX"; ev c 2 120 "cla_$SFX"; ev u 1 130 "cla_$SFX"; ev d 2 140 "cla_$SFX"; ev tomb 2; } | produce_batch "$TR"
+check_caught_up "clr_$SFX"
 check "message_fates of a routed pipeline names each message's table" \
       "0:superseded:e2e.cla_$SFX 1:applied:e2e.clb_$SFX 2:deleted:e2e.cla_$SFX 3:applied:e2e.cla_$SFX 4:deleted:e2e.cla_$SFX 5:superseded:-" \
       "$(fates clr_$SFX)"

@@ -13,37 +13,9 @@ T="e2e_cdcpos_$SFX"
 for t in "${T}_my" "${T}_ss"; do "$HARNESS" topic-create "$t" 1 >/dev/null 2>&1; done
 
 # my OP ID FILE POS ROW NAME: a MySQL change event "key|value"
-my() {
-    python3 - "$@" <<'PY'
-import json, sys
-op, id_, file_, pos, row, name = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
-src = {"connector": "mysql", "name": "m", "db": "inv", "table": "t", "server_id": 1,
-       "file": file_, "pos": pos, "row": row, "ts_ms": 1700000000000, "gtid": None}
-if op == "tomb":
-    print(json.dumps({"id": id_}) + "|"); sys.exit()
-after = {"id": id_, "name": name}
-v = {"before": None, "after": after, "source": src, "op": op, "ts_ms": 1700000000001}
-if op == "d":
-    v["before"], v["after"] = after, None
-print(json.dumps({"id": id_}) + "|" + json.dumps(v))
-PY
-}
+my() { cdc_event "$1" "$2" "mysql=$3:$4:$5" --name "$6"; }
 # ss OP ID TS_MS NAME: a SQL Server change event (change_lsn is a string: the ts_ms fallback)
-ss() {
-    python3 - "$@" <<'PY'
-import json, sys
-op, id_, ts, name = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-src = {"connector": "sqlserver", "name": "s", "db": "inv", "schema": "dbo", "table": "t",
-       "change_lsn": "00000025:00000d98:0002", "commit_lsn": "00000025:00000d98:0003", "event_serial_no": 1, "ts_ms": ts}
-after = {"id": id_, "name": name}
-v = {"before": None, "after": after, "source": src, "op": op, "ts_ms": ts + 5}
-if op == "d":
-    v["before"], v["after"] = after, None
-print(json.dumps({"id": id_}) + "|" + json.dumps(v))
-PY
-}
-round() { local topic="$1"; kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -K '|' -Z; }
-waitp() { check "$1 caught up" t "$(sql -c "SELECT kafka_sink.wait('$1', '90 s')")"; }
+ss() { cdc_event "$1" "$2" "ts=$3" --name "$4"; }
 rows() { sql -c "SELECT coalesce(string_agg(id || ':' || name, ' ' ORDER BY id), '-') FROM e2e.$1"; }
 quarantined() { sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name = '$1'"; }
 
@@ -68,8 +40,8 @@ B9=mysql-bin.000009; B10=mysql-bin.000010
 {
     my c 1 $B9 100 0 a; my c 2 $B9 100 1 b; my c 3 $B9 150 0 c
     my u 3 $B9 400 1 c-row1; my u 3 $B9 400 0 c-row0; my u 1 $B9 200 0 a2
-} | round "${T}_my"
-waitp "pos_my_$SFX"
+} | produce_batch "${T}_my"
+check_caught_up "pos_my_$SFX"
 check "MySQL: (file, pos, row) order within a batch; equal pos ordered by row, not by offset" \
       "1:a2 2:b 3:c-row1" "$(rows pos_my_$SFX)"
 check "MySQL: the position is file * 10^26 + pos * 10^6 + row" \
@@ -77,10 +49,10 @@ check "MySQL: the position is file * 10^26 + pos * 10^6 + row" \
 # round 2: the rollover: an update at a small pos of 000010, then events of
 # 000009 at greater positions (a connector re-sending its old file) in the
 # next batch
-{ my u 2 $B10 4 0 b-new; } | round "${T}_my"
-waitp "pos_my_$SFX"
-{ my u 2 $B9 900000 0 b-old-file; my u 2 $B9 100 1 b; } | round "${T}_my"
-waitp "pos_my_$SFX"
+{ my u 2 $B10 4 0 b-new; } | produce_batch "${T}_my"
+check_caught_up "pos_my_$SFX"
+{ my u 2 $B9 900000 0 b-old-file; my u 2 $B9 100 1 b; } | produce_batch "${T}_my"
+check_caught_up "pos_my_$SFX"
 check "MySQL: binlog rollover 000009 -> 000010: no later position of 000009 overwrites 000010's row" \
       "1:a2 2:b-new 3:c-row1" "$(rows pos_my_$SFX)"
 # round 3: a connector restart re-sends the whole range of round 1, and
@@ -88,20 +60,20 @@ check "MySQL: binlog rollover 000009 -> 000010: no later position of 000009 over
 {
     my c 1 $B9 100 0 a; my c 2 $B9 100 1 b; my c 3 $B9 150 0 c
     my u 3 $B9 400 1 c-row1; my u 3 $B9 400 0 c-row0; my u 1 $B9 200 0 a2
-} | round "${T}_my"
-waitp "pos_my_$SFX"
+} | produce_batch "${T}_my"
+check_caught_up "pos_my_$SFX"
 check "MySQL: a re-sent range regresses no row (equal positions included)" \
       "1:a2 2:b-new 3:c-row1" "$(rows pos_my_$SFX)"
 # round 4: delete 1 in 000010; then (next batch) its old create and update re-sent from 000009
-{ my d 1 $B10 50 0 x; my tomb 1 $B10 50 0 x; } | round "${T}_my"
-waitp "pos_my_$SFX"
-{ my c 1 $B9 100 0 a; my u 1 $B9 200 0 a2; } | round "${T}_my"
-waitp "pos_my_$SFX"
+{ my d 1 $B10 50 0 x; my tomb 1 $B10 50 0 x; } | produce_batch "${T}_my"
+check_caught_up "pos_my_$SFX"
+{ my c 1 $B9 100 0 a; my u 1 $B9 200 0 a2; } | produce_batch "${T}_my"
+check_caught_up "pos_my_$SFX"
 check "MySQL: re-sent creates of 000009 do not resurrect a row deleted in 000010" \
       "2:b-new 3:c-row1" "$(rows pos_my_$SFX)"
 # a create after the delete, later in 000010, lands
-{ my c 1 $B10 60 0 a3; } | round "${T}_my"
-waitp "pos_my_$SFX"
+{ my c 1 $B10 60 0 a3; } | produce_batch "${T}_my"
+check_caught_up "pos_my_$SFX"
 check "MySQL: a newer create after the delete lands" "1:a3 2:b-new 3:c-row1" "$(rows pos_my_$SFX)"
 check "MySQL: nothing quarantined" 0 "$(quarantined pos_my_$SFX)"
 check "MySQL: positions never decreased (each row's position is its last event's)" \
@@ -109,13 +81,13 @@ check "MySQL: positions never decreased (each row's position is its last event's
       "$(sql -c "SELECT string_agg(id || ':' || _kafka_source_position, ' ' ORDER BY id) FROM e2e.pos_my_$SFX")"
 
 # ---- SQL Server (ts_ms, then the offset) ----
-{ ss c 1 1000 a; ss c 2 1000 b; ss u 1 2000 a2; ss u 2 1000 b2; } | round "${T}_ss"
-waitp "pos_ss_$SFX"
+{ ss c 1 1000 a; ss c 2 1000 b; ss u 1 2000 a2; ss u 2 1000 b2; } | produce_batch "${T}_ss"
+check_caught_up "pos_ss_$SFX"
 check "ts_ms fallback: greater ts_ms wins; equal ts_ms: the later offset" "1:a2 2:b2" "$(rows pos_ss_$SFX)"
-{ ss c 1 1000 a; ss u 1 1500 a-mid; ss d 2 3000 x; } | round "${T}_ss"
-waitp "pos_ss_$SFX"
-{ ss c 2 2500 b-old; } | round "${T}_ss"
-waitp "pos_ss_$SFX"
+{ ss c 1 1000 a; ss u 1 1500 a-mid; ss d 2 3000 x; } | produce_batch "${T}_ss"
+check_caught_up "pos_ss_$SFX"
+{ ss c 2 2500 b-old; } | produce_batch "${T}_ss"
+check_caught_up "pos_ss_$SFX"
 check "ts_ms fallback: older re-sent events regress nothing, resurrect nothing" "1:a2" "$(rows pos_ss_$SFX)"
 check "ts_ms fallback: the position is ts_ms * 10^19 + the offset" \
       "20000000000000000000002" "$(sql -c "SELECT _kafka_source_position FROM e2e.pos_ss_$SFX WHERE id = 1")"

@@ -17,17 +17,7 @@ T1="e2e_rlin1_$SFX"
 for t in "$TR" "$T1"; do "$HARNESS" topic-create "$t" 1 >/dev/null 2>&1; done
 
 # ev OP ID LSN TABLE: one change event line "key|value"
-ev() {
-    python3 - "$@" <<'PY'
-import json, sys
-op, id_, lsn, table = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-src = {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000, "table": table, "schema": "public"}
-v = {"before": None, "after": {"id": id_, "name": "n%d@%d" % (id_, lsn)}, "source": src, "op": op}
-print(json.dumps({"id": id_}) + "|" + json.dumps(v))
-PY
-}
-round() { kcat -P -b "$KS_BOOTSTRAP" -t "$1" -K '|' -Z; }
-waitp() { check "$1 caught up" t "$(sql -c "SELECT kafka_sink.wait('$1', '90 s')")"; }
+ev() { cdc_event "$1" "$2" "lsn=$3" --table "$4"; }
 # err SQL: the error message (and its detail) of a statement run as ks_e2e
 err() { sql -c "SET ROLE ks_e2e" -c "$1" 2>&1 | sed -n 's/^\(ERROR\|DETAIL\):  //p' | paste -sd'|'; }
 as_owner() { sql -c "SET ROLE ks_e2e" -c "$1"; }
@@ -53,10 +43,10 @@ SELECT kafka_sink.create_pipeline(name => 'rl1_$SFX', bootstrap_servers => '$KS_
 SQL
 
 # offsets 0: 1 into rla; 1: 2 into rlb; 2: update of 1 in rla
-{ ev c 1 100 "rla_$SFX"; ev c 2 110 "rlb_$SFX"; ev u 1 120 "rla_$SFX"; } | round "$TR"
-{ ev c 5 100 x; ev u 5 110 x; } | round "$T1"
-waitp "rl_$SFX"
-waitp "rl1_$SFX"
+{ ev c 1 100 "rla_$SFX"; ev c 2 110 "rlb_$SFX"; ev u 1 120 "rla_$SFX"; } | produce_batch "$TR"
+{ ev c 5 100 x; ev u 5 110 x; } | produce_batch "$T1"
+check_caught_up "rl_$SFX"
+check_caught_up "rl1_$SFX"
 
 check "routed, no target: refused, naming the tables it wrote" \
       "pipeline \"rl_$SFX\" routes to many tables|It wrote e2e.rla_$SFX, e2e.rlb_$SFX." \

@@ -9,7 +9,8 @@
 #
 # Groups: env and names; SQL (sql, sql_at, as_role, poll, worker pids);
 # results (check, lines_with, finish); set-up (setup_owner); producing
-# (produce, produce_py, high_watermarks); exit hooks (at_exit); clusters
+# (produce, produce_py, produce_batch, cdc_event, check_caught_up,
+# high_watermarks); exit hooks (at_exit); clusters
 # of a script's own (own_cluster_start ...); processes of a script's own
 # (stop_process, own_broker_start); waiting (wait_for); ports (free_port).
 set -euo pipefail
@@ -158,6 +159,18 @@ produce() { local t="$1"; shift; kcat -P -b "$KS_BOOTSTRAP" -t "$t" -K '|' "$@";
 # produce_py TOPIC PYTHON [KCAT ARGS...]: the lines "key|value" that the
 # python code prints into TOPIC
 produce_py() { local t="$1" code="$2"; shift 2; python3 -c "$code" | produce "$t" "$@"; }
+
+# produce_batch TOPIC: stdin's lines "key|value" into TOPIC in one go, an
+# empty value as a tombstone (NULL); with check_caught_up after it, one
+# round is one batch
+produce_batch() { produce "$1" -Z; }
+
+# cdc_event OP ID POSITION [OPTIONS]: one Debezium change event as a line
+# "key|value" (test/lib/cdc_event.py says what OP, POSITION and OPTIONS are)
+cdc_event() { python3 "$KS_LIB_DIR/cdc_event.py" "$@"; }
+
+# check_caught_up PIPELINE: a check that kafka_sink.wait() saw it catch up
+check_caught_up() { check "$1 caught up" t "$(sql -c "SELECT kafka_sink.wait('$1', '90 s')")"; }
 
 # high_watermarks TOPIC: "P:OFFSET P:OFFSET ..." (partition order), the
 # offsets a caught-up checkpoint of every partition equals
