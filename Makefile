@@ -15,6 +15,7 @@ OBJS = \
 	src/producer.o \
 	src/kafka_options.o \
 	src/hosts.o \
+	src/role_guard.o \
 	src/target.o \
 	src/decode.o \
 	src/format.o \
