@@ -14,6 +14,8 @@ OBJS = \
 	src/consumer.o \
 	src/producer.o \
 	src/kafka_options.o \
+	src/hosts.o \
+	src/role_guard.o \
 	src/target.o \
 	src/decode.o \
 	src/format.o \

@@ -6064,3 +6064,368 @@ COMMENT ON FUNCTION kafka_sink._cdc_position(jsonb, bigint) IS
 'Internal: the source position of a Debezium change event''s source block read at this Kafka offset, by the worker''s own rule (PostgreSQL lsn; MySQL binlog file number * 10^26 + pos * 10^6 + row; else ts_ms * 10^19 + the offset); NULL when it has none.';
 
 -- ---- end of Review debts: one source-position rule ----
+
+-- ---- trust boundary: kafka_sink.allowed_hosts ----
+-- bootstrap_servers is checked against kafka_sink.allowed_hosts at create
+-- and alter time (and by the worker before it connects): a new internal C
+-- function, and the create/alter bodies that call it (same signatures:
+-- CREATE OR REPLACE keeps their privileges and comments).
+
+CREATE FUNCTION kafka_sink._check_bootstrap_servers(servers text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_check_bootstrap_servers'
+LANGUAGE C STRICT
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._check_bootstrap_servers(text) IS
+'Internal: raises unless every broker of a bootstrap_servers list is a well-formed host that kafka_sink.allowed_hosts allows.';
+REVOKE ALL ON FUNCTION kafka_sink._check_bootstrap_servers(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._check_bootstrap_servers(text) TO kafka_sink_admin;
+
+CREATE OR REPLACE FUNCTION kafka_sink._api_create_pipeline(
+    name                  text,
+    bootstrap_servers     text,
+    target                text DEFAULT NULL,
+    subscribe             text[] DEFAULT NULL,
+    subscribe_pattern     text DEFAULT NULL,
+    assign                jsonb DEFAULT NULL,
+    key_columns           text[] DEFAULT NULL,
+    order_column          text DEFAULT NULL,
+    mode                  text DEFAULT 'merge',
+    batch_function        regprocedure DEFAULT NULL,
+    starting_offsets      text DEFAULT 'latest',
+    fail_on_data_loss     boolean DEFAULT true,
+    max_offsets_per_batch bigint DEFAULT 100000,
+    max_batch_bytes       bigint DEFAULT 67108864,
+    trigger_interval      interval DEFAULT '100 ms',
+    workers               integer DEFAULT 1,
+    kafka_options         jsonb DEFAULT '{}',
+    start                 boolean DEFAULT true,
+    columns               jsonb DEFAULT NULL,
+    key_format            text DEFAULT 'none',
+    delete_on_tombstone   boolean DEFAULT false,
+    schema_version_field  text DEFAULT NULL,
+    schema_versions       jsonb DEFAULT NULL,
+    event_id              text DEFAULT NULL,
+    event_id_retention    interval DEFAULT '7 days',
+    bronze                text DEFAULT NULL,
+    ending_offsets        text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT 0,
+    max_trigger_delay     interval DEFAULT '15 min',
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT 'json',
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT 'plain',
+    on_truncate           text DEFAULT 'apply',
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT false,
+    evolve                text DEFAULT 'none')
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    target_oid regclass;
+    bronze_oid regclass;
+    new_id bigint;
+    plain_options jsonb;
+    -- routing: a target with {placeholders} is a template, kept apart
+    template text := CASE WHEN strpos(target, '{') > 0 THEN target END;
+    routed boolean := coalesce(strpos(target, '{') > 0, false) OR targets IS NOT NULL;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    IF name IS NULL OR name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,62}$' THEN
+        RAISE EXCEPTION 'invalid pipeline name "%"', name
+            USING ERRCODE = 'invalid_name',
+                  HINT = 'A pipeline name starts with a letter or "_" and has at most 63 letters, digits, "_", "." or "-".';
+    END IF;
+    IF EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.name = _api_create_pipeline.name) THEN
+        RAISE EXCEPTION 'pipeline "%" already exists', name
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Choose another name, or drop the pipeline first with kafka_sink.drop_pipeline.';
+    END IF;
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+       AND NOT coalesce(current_setting('kafka_sink.allow_superuser_pipelines', true), 'off')::boolean THEN
+        RAISE EXCEPTION 'pipelines cannot be owned by a superuser'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A pipeline runs with its owner''s privileges.',
+                  HINT = 'Create the pipeline as an ordinary role that is a member of kafka_sink_admin (SET ROLE), or set kafka_sink.allow_superuser_pipelines.';
+    END IF;
+    IF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = current_user) THEN
+        RAISE EXCEPTION 'role "%" cannot own a pipeline because it cannot log in', current_user
+            USING ERRCODE = 'invalid_authorization_specification',
+                  DETAIL = 'Pipeline workers connect as the pipeline''s owner.',
+                  HINT = format('ALTER ROLE %I LOGIN', current_user);
+    END IF;
+    IF bootstrap_servers IS NULL OR btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    PERFORM kafka_sink._check_bootstrap_servers(bootstrap_servers);
+    PERFORM kafka_sink._check_source(subscribe, subscribe_pattern, assign);
+
+    IF mode IS NULL OR mode NOT IN ('merge', 'append', 'function') THEN
+        RAISE EXCEPTION 'invalid mode "%"', mode
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'mode is one of ''merge'', ''append'' or ''function''.';
+    END IF;
+    IF create_targets IS NULL OR evolve IS NULL THEN
+        RAISE EXCEPTION 'create_targets and evolve cannot be null'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Pass create_targets => false and evolve => ''none'' (the defaults).';
+    END IF;
+    IF routed OR create_targets OR evolve <> 'none' THEN
+        PERFORM kafka_sink._check_routing(template, targets, create_targets, evolve, mode, value_format);
+    END IF;
+    IF template IS NOT NULL THEN
+        target := NULL;         -- expanded per message by the worker (route.c)
+    END IF;
+    IF target IS NULL AND bronze IS NULL AND NOT routed THEN
+        RAISE EXCEPTION 'target cannot be null'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass target => ''schema.table''; in mode function it gives the rows'' type. A bronze-only pipeline passes bronze => ''schema.raw_table'' instead.';
+    END IF;
+    IF bronze IS NOT NULL THEN
+        bronze_oid := kafka_sink._bronze_table(bronze);
+    END IF;
+    IF target IS NOT NULL THEN
+        target_oid := to_regclass(target);
+        IF target_oid IS NULL THEN
+            RAISE EXCEPTION 'target table "%" does not exist', target
+                USING ERRCODE = 'undefined_table',
+                      HINT = 'Create the table first, and schema-qualify its name.';
+        END IF;
+        -- envelope debezium: the order column takes the source position
+        order_column := kafka_sink._check_envelope(envelope, on_truncate, target_oid, order_column, mode,
+                                                   value_format);
+        key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
+        -- Avro keys decode to the same fields as JSON keys (format.h)
+        PERFORM kafka_sink._check_contract(target_oid, key_columns, columns,
+                                           CASE key_format WHEN 'avro' THEN 'json' ELSE key_format END,
+                                           delete_on_tombstone, schema_version_field,
+                                           schema_versions, event_id, mode);
+    ELSIF routed THEN
+        -- each routed target is checked where it is used, as the worker
+        -- opens it (kafka_sink._check_target, route.c); the options only
+        -- need to be well-formed here
+        order_column := kafka_sink._check_envelope(envelope, on_truncate, NULL, order_column, mode,
+                                                   value_format);
+        IF key_columns IS NOT NULL AND (cardinality(key_columns) = 0 OR array_position(key_columns, NULL) IS NOT NULL) THEN
+            RAISE EXCEPTION 'key_columns must be a non-empty list of column names'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass key_columns => ARRAY[''order_id''], or leave it out to key each target on its primary key.';
+        END IF;
+    ELSIF num_nonnulls(key_columns, order_column, columns, schema_version_field, event_id) > 0
+          OR delete_on_tombstone OR key_format <> 'none' OR mode <> 'merge'
+          OR envelope IS DISTINCT FROM 'plain' OR on_truncate IS DISTINCT FROM 'apply' THEN
+        RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
+    END IF;
+    IF mode = 'function' THEN
+        IF batch_function IS NULL THEN
+            RAISE EXCEPTION 'mode function needs a batch_function'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass batch_function => ''my_schema.my_fn(bigint, my_schema.my_table[])''.';
+        END IF;
+        PERFORM kafka_sink._check_batch_function(batch_function, target_oid);
+    ELSIF batch_function IS NOT NULL THEN
+        RAISE EXCEPTION 'batch_function needs mode function'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass mode => ''function'' as well.';
+    END IF;
+
+    PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+    IF ending_offsets IS NOT NULL THEN
+        IF ending_offsets = 'earliest' THEN
+            RAISE EXCEPTION 'ending_offsets cannot be earliest'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A backfill ends at ''latest'' (the high watermarks when it starts), a timestamp, or per-partition JSON.';
+        END IF;
+        PERFORM kafka_sink._check_starting_offsets(ending_offsets);
+    END IF;
+    PERFORM kafka_sink._check_limits(max_offsets_per_batch, max_batch_bytes, trigger_interval, workers,
+                                     min_offsets_per_batch, max_trigger_delay);
+    IF fail_on_data_loss IS NULL OR start IS NULL THEN
+        RAISE EXCEPTION 'fail_on_data_loss and start cannot be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
+    END IF;
+    IF kafka_options IS NULL THEN
+        kafka_options := '{}';
+    END IF;
+    PERFORM kafka_sink._check_kafka_options(kafka_options);
+    PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, subscribe, subscribe_pattern, assign, target_oid);
+    PERFORM kafka_sink._check_formats(value_format, key_format, value_schema, schema_registry);
+
+    INSERT INTO kafka_sink.pipeline_definitions AS p
+        (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, kafka_options, columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets,
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
+         value_format, value_schema, schema_registry, envelope, on_truncate,
+         target_template, targets, create_targets, evolve)
+    VALUES
+        (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
+         CASE WHEN start THEN 'running' ELSE 'stopped' END,
+         bootstrap_servers, subscribe, subscribe_pattern, assign,
+         target_oid, key_columns, order_column, mode, batch_function, starting_offsets,
+         fail_on_data_loss, max_offsets_per_batch, max_batch_bytes, trigger_interval,
+         workers, '{}', columns, key_format, delete_on_tombstone,
+         schema_version_field, schema_versions, event_id, event_id_retention, bronze_oid, ending_offsets,
+         min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
+         -- the registry's options by _set_schema_registry below (its secret apart)
+         value_format, value_schema, CASE WHEN schema_registry IS NOT NULL THEN '{}'::jsonb END,
+         envelope, on_truncate, template, targets, create_targets, evolve)
+    RETURNING p.id INTO new_id;
+
+    plain_options := kafka_sink._split_secrets(new_id, kafka_options);
+    UPDATE kafka_sink.pipeline_definitions p SET kafka_options = plain_options WHERE p.id = new_id;
+    PERFORM kafka_sink._set_schema_registry(new_id, schema_registry);
+    PERFORM kafka_sink._wake_launcher();
+    RETURN new_id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION kafka_sink._api_alter_pipeline(
+    name                  text,
+    max_offsets_per_batch bigint DEFAULT NULL,
+    max_batch_bytes       bigint DEFAULT NULL,
+    trigger_interval      interval DEFAULT NULL,
+    workers               integer DEFAULT NULL,
+    kafka_options         jsonb DEFAULT NULL,
+    starting_offsets      text DEFAULT NULL,
+    fail_on_data_loss     boolean DEFAULT NULL,
+    bootstrap_servers     text DEFAULT NULL,
+    min_offsets_per_batch bigint DEFAULT NULL,
+    max_trigger_delay     interval DEFAULT NULL,
+    dead_letter_topic     text DEFAULT NULL,
+    value_format          text DEFAULT NULL,
+    key_format            text DEFAULT NULL,
+    value_schema          text DEFAULT NULL,
+    schema_registry       jsonb DEFAULT NULL,
+    envelope              text DEFAULT NULL,
+    on_truncate           text DEFAULT NULL,
+    targets               jsonb DEFAULT NULL,
+    create_targets        boolean DEFAULT NULL,
+    evolve                text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    k text;
+    new_order_column text;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(name, true);
+    -- the limits as the pipeline will have them (a new value, or the current one)
+    PERFORM kafka_sink._check_limits(coalesce(_api_alter_pipeline.max_offsets_per_batch, p.max_offsets_per_batch),
+                                     coalesce(_api_alter_pipeline.max_batch_bytes, p.max_batch_bytes),
+                                     coalesce(_api_alter_pipeline.trigger_interval, p.trigger_interval),
+                                     coalesce(_api_alter_pipeline.workers, p.workers),
+                                     coalesce(_api_alter_pipeline.min_offsets_per_batch, p.min_offsets_per_batch),
+                                     coalesce(_api_alter_pipeline.max_trigger_delay, p.max_trigger_delay));
+    IF bootstrap_servers IS NOT NULL AND btrim(bootstrap_servers) = '' THEN
+        RAISE EXCEPTION 'bootstrap_servers cannot be empty'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
+    END IF;
+    PERFORM kafka_sink._check_bootstrap_servers(bootstrap_servers);
+    IF starting_offsets IS NOT NULL THEN
+        PERFORM kafka_sink._check_starting_offsets(starting_offsets);
+        IF EXISTS (SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = p.id) THEN
+            RAISE NOTICE 'starting_offsets only applies to partitions with no checkpoint'
+                USING DETAIL = 'Partitions that already have a checkpoint keep reading from it.',
+                      HINT = 'Stop the pipeline and use kafka_sink.reset_offsets to move a checkpoint.';
+        END IF;
+    END IF;
+    -- '' removes the dead-letter topic (NULL leaves it as it is)
+    IF dead_letter_topic <> '' THEN
+        PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, p.subscribe, p.subscribe_pattern,
+                                                    p.assign, p.target);
+    END IF;
+    IF kafka_options IS NOT NULL THEN
+        PERFORM kafka_sink._check_kafka_options(kafka_options);
+        -- a key with a JSON null value removes the option
+        FOR k IN SELECT key FROM jsonb_each(kafka_options) WHERE jsonb_typeof(value) = 'null' LOOP
+            DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id AND s.name = k;
+            p.kafka_options := p.kafka_options - k;
+        END LOOP;
+        p.kafka_options := p.kafka_options ||
+            kafka_sink._split_secrets(p.id, jsonb_strip_nulls(kafka_options));
+    END IF;
+
+    -- routing: targets => '{}' removes the map (the pipeline keeps its target);
+    -- checked again when the value format changes (value fields need json)
+    IF num_nonnulls(targets, create_targets, evolve, value_format) > 0 THEN
+        IF targets = '{}' THEN
+            p.targets := NULL;
+        ELSIF targets IS NOT NULL THEN
+            p.targets := targets;
+        END IF;
+        p.create_targets := coalesce(_api_alter_pipeline.create_targets, p.create_targets);
+        p.evolve := coalesce(_api_alter_pipeline.evolve, p.evolve);
+        IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL AND p.bronze IS NULL THEN
+            RAISE EXCEPTION 'pipeline "%" would have no target', name
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A pipeline without a target or a target template keeps a non-empty targets map.';
+        END IF;
+        IF p.target_template IS NOT NULL OR p.targets IS NOT NULL OR p.create_targets OR p.evolve <> 'none' THEN
+            PERFORM kafka_sink._check_routing(p.target_template, p.targets, p.create_targets, p.evolve,
+                                              p.mode, coalesce(_api_alter_pipeline.value_format, p.value_format));
+        END IF;
+    END IF;
+
+    IF num_nonnulls(value_format, key_format, value_schema, schema_registry) > 0 THEN
+        PERFORM kafka_sink._alter_formats(p, value_format, key_format, value_schema, schema_registry);
+    END IF;
+
+    -- envelope and on_truncate as the pipeline will have them, with its
+    -- (possibly just changed) value format
+    new_order_column := p.order_column;
+    IF num_nonnulls(envelope, on_truncate) > 0 THEN
+        IF p.target IS NULL THEN
+            RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
+        END IF;
+        new_order_column := kafka_sink._check_envelope(
+            coalesce(_api_alter_pipeline.envelope, p.envelope),
+            coalesce(_api_alter_pipeline.on_truncate,
+                     CASE WHEN _api_alter_pipeline.envelope = 'plain' THEN 'apply' ELSE p.on_truncate END),
+            p.target, p.order_column, p.mode,
+            (SELECT x.value_format FROM kafka_sink.pipeline_definitions x WHERE x.id = p.id));
+        PERFORM kafka_sink._check_target(p.target, p.key_columns, new_order_column, p.mode);
+    END IF;
+
+    UPDATE kafka_sink.pipeline_definitions x SET
+        envelope = coalesce(_api_alter_pipeline.envelope, x.envelope),
+        on_truncate = coalesce(_api_alter_pipeline.on_truncate,
+                               CASE WHEN _api_alter_pipeline.envelope = 'plain' THEN 'apply' ELSE x.on_truncate END),
+        order_column = new_order_column,
+        max_offsets_per_batch = coalesce(_api_alter_pipeline.max_offsets_per_batch, x.max_offsets_per_batch),
+        max_batch_bytes = coalesce(_api_alter_pipeline.max_batch_bytes, x.max_batch_bytes),
+        trigger_interval = coalesce(_api_alter_pipeline.trigger_interval, x.trigger_interval),
+        workers = coalesce(_api_alter_pipeline.workers, x.workers),
+        kafka_options = p.kafka_options,
+        starting_offsets = coalesce(_api_alter_pipeline.starting_offsets, x.starting_offsets),
+        fail_on_data_loss = coalesce(_api_alter_pipeline.fail_on_data_loss, x.fail_on_data_loss),
+        bootstrap_servers = coalesce(_api_alter_pipeline.bootstrap_servers, x.bootstrap_servers),
+        min_offsets_per_batch = coalesce(_api_alter_pipeline.min_offsets_per_batch, x.min_offsets_per_batch),
+        max_trigger_delay = coalesce(_api_alter_pipeline.max_trigger_delay, x.max_trigger_delay),
+        dead_letter_topic = CASE WHEN _api_alter_pipeline.dead_letter_topic IS NULL THEN x.dead_letter_topic
+                                 ELSE nullif(_api_alter_pipeline.dead_letter_topic, '') END,
+        targets = p.targets,
+        create_targets = p.create_targets,
+        evolve = p.evolve,
+        generation = x.generation + 1,
+        updated_at = now()
+    WHERE x.id = p.id;
+    PERFORM kafka_sink._wake_launcher();
+END
+$$;
+
+-- ---- end of trust boundary: kafka_sink.allowed_hosts ----

@@ -27,6 +27,7 @@
  */
 #include "kafka_sink.h"
 #include "kafka_options.h"
+#include "hosts.h"
 #include "catalog.h"
 #include "consumer.h"
 #include "producer.h"
@@ -46,6 +47,7 @@
 
 PG_FUNCTION_INFO_V1(kafka_sink_check_kafka_options);
 PG_FUNCTION_INFO_V1(kafka_sink_is_secret_option);
+PG_FUNCTION_INFO_V1(kafka_sink_check_bootstrap_servers);
 PG_FUNCTION_INFO_V1(kafka_sink_produce);
 PG_FUNCTION_INFO_V1(kafka_sink_watermarks);
 PG_FUNCTION_INFO_V1(kafka_sink_wake_launcher);
@@ -123,6 +125,18 @@ kafka_sink_check_kafka_options(PG_FUNCTION_ARGS)
 	/* the pipeline's owner is the calling role (create_pipeline) */
 	ks_options_check(options, GetUserId(), KS_USE_CONSUMER);
 	ks_check_options(options);
+	PG_RETURN_VOID();
+}
+
+/*
+ * _check_bootstrap_servers(servers): STRICT; raises unless every broker
+ * parses as a host and kafka_sink.allowed_hosts allows it (the worker
+ * checks again before it connects).  Touches nothing else.
+ */
+Datum
+kafka_sink_check_bootstrap_servers(PG_FUNCTION_ARGS)
+{
+	ks_hosts_check_brokers("bootstrap_servers", text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	PG_RETURN_VOID();
 }
 

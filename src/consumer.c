@@ -21,6 +21,7 @@
  */
 #include "kafka_sink.h"
 #include "kafka_options.h"
+#include "hosts.h"
 #include "consumer.h"
 #include "producer.h"
 
@@ -234,6 +235,7 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	 * rd_kafka_conf_new, so that a refused option never touches librdkafka.
 	 */
 	ks_options_check(p->options, p->owner, KS_USE_CONSUMER);
+	ks_hosts_check_brokers("bootstrap_servers", p->bootstrap_servers);
 
 	c = palloc0(sizeof(KsConsumer));
 	conf = rd_kafka_conf_new();

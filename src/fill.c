@@ -29,6 +29,8 @@
 #include "worker.h"
 #include "catalog.h"
 #include "consumer.h"
+#include "hosts.h"
+#include "kafka_options.h"
 
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -76,6 +78,16 @@ ks_wait_for_kafka(KsWorkerState *ws, long timeout_ms)
 	{
 		ConfigReloadPending = false;
 		ProcessConfigFile(PGC_SIGHUP);
+
+		/*
+		 * A narrowed kafka_sink.allowed_hosts stops a running client too,
+		 * not only the next one: the consumer keeps its connections open.
+		 */
+		if (ws->pipeline)
+		{
+			ks_hosts_check_brokers("bootstrap_servers", ws->pipeline->bootstrap_servers);
+			ks_options_check(ws->pipeline->options, ws->pipeline->owner, KS_USE_CONSUMER);
+		}
 	}
 }
 

@@ -10,6 +10,7 @@
  */
 #include "kafka_sink.h"
 #include "apply_heap.h"
+#include "hosts.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -157,6 +158,21 @@ ks_guc_init(void)
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: only a superuser (or a role a superuser granted SET on it)
+	 * widens it, for a session, a role or a database, or the server.  "*"
+	 * by default: 0.1.0 pipelines keep connecting where they did
+	 * ("kafka_sink.allowed_hosts" in docs/design-notes.md).
+	 */
+	DefineCustomStringVariable("kafka_sink.allowed_hosts",
+							   "Hosts a pipeline may make the server connect to: brokers, OAuth token endpoints, schema registries.",
+							   "A comma-separated list of host names, *.domain suffixes, IP addresses and CIDR ranges, each with an optional :port; * allows any host.",
+							   &ks_allowed_hosts,
+							   "*",
+							   PGC_SUSET,
+							   GUC_LIST_INPUT,
+							   ks_allowed_hosts_check, NULL, NULL);
 
 	DefineCustomIntVariable("kafka_sink.outbox_retention",
 							"How long delivered outbox rows are kept.",

@@ -27,6 +27,7 @@
  */
 #include "kafka_sink.h"
 #include "kafka_options.h"
+#include "hosts.h"
 
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
@@ -543,6 +544,9 @@ ks_options_check(List *options, Oid owner, KsOptionUse use)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid value for Kafka option \"%s\"", o->name),
 					 errhint("Use an https:// (or http://) URL.")));
+		/* librdkafka connects there: the server's network, the owner's choice */
+		if (d->flags & OPT_HTTP_URL)
+			ks_hosts_check_url(psprintf("Kafka option \"%s\"", o->name), o->value);
 		if (d->flags & OPT_GROUP_NAME)
 			check_group_name(o->name, o->value);
 		if (d->flags & OPT_MECHANISM)
@@ -646,6 +650,7 @@ ks_registry_options_check(List *options, Oid owner)
 							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							 errmsg("invalid value for schema registry option \"url\""),
 							 errhint("Use http:// or https:// URLs, separated by commas, without a user name or password in them (those go in basic.auth.user.info).")));
+				ks_hosts_check_url("schema registry option \"url\"", tok);
 			}
 			if (n == 0)
 				ereport(ERROR,

@@ -279,6 +279,9 @@ extern void ks_catalog_writes_for_worker(void);
 extern bool ks_catalog_writes_allowed(void);
 extern void ks_catalog_guard_init(void);
 
+/* ---- role_guard.c ---- */
+extern void ks_role_guard_init(void);
+
 /* ---- small conversions everyone needs ---- */
 
 /* Unix epoch milliseconds (Kafka's timestamps) <-> TimestampTz */

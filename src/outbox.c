@@ -30,6 +30,7 @@
 #include "consumer.h"
 #include "producer.h"
 #include "bgworker.h"
+#include "hosts.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -111,11 +112,13 @@ relay_wait(long ms)
 	if (ConfigReloadPending)
 	{
 		char	   *servers = pstrdup(ks_outbox_servers);
+		char	   *allowed = pstrdup(ks_allowed_hosts);
 
 		ConfigReloadPending = false;
 		ProcessConfigFile(PGC_SIGHUP);
-		if (strcmp(servers, ks_outbox_servers) != 0)
-			proc_exit(0);		/* the launcher starts a relay with the new servers */
+		/* the launcher starts a relay with the new servers, checked anew */
+		if (strcmp(servers, ks_outbox_servers) != 0 || strcmp(allowed, ks_allowed_hosts) != 0)
+			proc_exit(0);
 	}
 }
 

@@ -13,6 +13,7 @@
 #include "kafka_sink.h"
 #include "kafka_client.h"
 #include "kafka_options.h"
+#include "hosts.h"
 #include "producer.h"
 
 #include "miscadmin.h"
@@ -54,8 +55,12 @@ get_producer(const char *servers)
 	rd_kafka_conf_t *conf;
 	char		errstr[512];
 
+	/* the cached client too: kafka_sink.allowed_hosts may have changed */
 	if (producer && strcmp(producer_servers, servers) == 0)
+	{
+		ks_hosts_check_brokers("bootstrap_servers", servers);
 		return producer;
+	}
 	if (producer)
 	{
 		rd_kafka_flush(producer, 1000);
@@ -65,6 +70,7 @@ get_producer(const char *servers)
 	}
 	/* produce() takes no Kafka options: its client is all kafka_sink's own */
 	ks_options_check(NIL, GetUserId(), KS_USE_PRODUCER);
+	ks_hosts_check_brokers("bootstrap_servers", servers);
 	conf = rd_kafka_conf_new();
 	ks_rd_conf_set(conf, "bootstrap.servers", servers);
 	ks_rd_conf_set(conf, "client.id", "kafka_sink.produce");
@@ -201,6 +207,7 @@ ks_producer_create(const char *servers, List *options)
 
 	/* the relay's options come from its own configuration */
 	ks_options_check(options, GetUserId(), KS_USE_PRODUCER);
+	ks_hosts_check_brokers("kafka_sink.outbox_bootstrap_servers", servers);
 	p = palloc0(sizeof(KsProducer));
 	conf = rd_kafka_conf_new();
 	ks_rd_conf_set(conf, "bootstrap.servers", servers);

@@ -32,6 +32,7 @@
 #include "format.h"
 #include "avro_binary.h"
 #include "kafka_options.h"
+#include "hosts.h"
 
 #include <curl/curl.h>
 
@@ -185,8 +186,17 @@ fetch_one(KsRegistryConf *reg, const char *base, int32 id, char **type, char **t
 	curl_easy_setopt(h, CURLOPT_URL, url);
 #if LIBCURL_VERSION_NUM >= 0x075500
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
+	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);	/* never a signal in a backend */
+
+	/*
+	 * Never follow a redirect: its target is a host nobody checked against
+	 * kafka_sink.allowed_hosts.  A 3xx is an outage (HTTP 302 in the error).
+	 */
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long) reg->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long) reg->timeout_ms);
@@ -259,6 +269,8 @@ fetch_quiet(KsRegistryConf *reg, int32 id, char **type, char **text, char **why)
 		check = list_make1(o);
 	}
 	ks_registry_options_check(check, reg->owner);
+	foreach(lc, reg->urls)
+		ks_hosts_check_url("schema registry option \"url\"", lfirst(lc));
 	if (!curl_ready)
 	{
 		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)

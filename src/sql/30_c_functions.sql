@@ -10,6 +10,14 @@ AS 'MODULE_PATHNAME', 'kafka_sink_check_kafka_options'
 LANGUAGE C STRICT
 SET search_path = pg_catalog, pg_temp;
 
+CREATE FUNCTION kafka_sink._check_bootstrap_servers(servers text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_check_bootstrap_servers'
+LANGUAGE C STRICT
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._check_bootstrap_servers(text) IS
+'Internal: raises unless every broker of a bootstrap_servers list is a well-formed host that kafka_sink.allowed_hosts allows.';
+
 CREATE FUNCTION kafka_sink._is_secret_option(name text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'kafka_sink_is_secret_option'

@@ -88,6 +88,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
     END IF;
+    PERFORM kafka_sink._check_bootstrap_servers(bootstrap_servers);
     PERFORM kafka_sink._check_source(subscribe, subscribe_pattern, assign);
 
     IF mode IS NULL OR mode NOT IN ('merge', 'append', 'function') THEN

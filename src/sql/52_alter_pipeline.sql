@@ -47,6 +47,7 @@ BEGIN
         RAISE EXCEPTION 'bootstrap_servers cannot be empty'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass bootstrap_servers => ''localhost:9092''.';
     END IF;
+    PERFORM kafka_sink._check_bootstrap_servers(bootstrap_servers);
     IF starting_offsets IS NOT NULL THEN
         PERFORM kafka_sink._check_starting_offsets(starting_offsets);
         IF EXISTS (SELECT 1 FROM kafka_sink.offsets o WHERE o.pipeline_id = p.id) THEN
