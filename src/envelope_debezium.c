@@ -37,7 +37,9 @@
 #include "format.h"
 
 #include "catalog/pg_type.h"
+#include "avro_binary.h"
 #include "common/base64.h"
+#include "common/hashfn.h"
 #include "common/jsonapi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -50,119 +52,396 @@
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
+#if PG_VERSION_NUM >= 160000
+#define KS_JSON_RETURN JsonParseErrorType
+#define KS_JSON_OK return JSON_SUCCESS
+#else
+#define KS_JSON_RETURN void
+#define KS_JSON_OK return
+#endif
+
+/* ---- one parse per change event ----
+ *
+ * A change event is parsed once, by PostgreSQL's JSON parser with
+ * semantic actions, into a small tree (EvNode): no validation parse
+ * before it, no jsonb (whose keys are sorted and numbers converted to
+ * numeric and back).  What the old jsonb gave is kept exactly: the last
+ * of duplicate keys wins, a number reads as numeric_out(numeric_in(its
+ * token)) (ev_number_text), a composite as jsonb's text of it
+ * (ev_composite_text).  A text the tree parse refuses goes through the
+ * old parse (parse_json) for the very same reason and detail as before.
+ *
+ * The embedded "schema" of {"schema", "payload"} is the same text for
+ * every event of a table until the table changes (~80% of the event's
+ * bytes): its interpretation (the fields of the envelope's after and
+ * before and of a key: their semantic name, scale, bytes) is cached by
+ * its text (SchemaEntry), and an event whose schema is a cached text is
+ * not parsed again: only its payload is (parse_fast).
+ */
+typedef struct EvNode
+{
+	KsJsonKind	kind;
+	char	   *str;			/* string (unescaped), number token, true/false */
+	int			n;				/* elements, members */
+	int			cap;
+	char	  **keys;			/* object member names */
+	struct EvNode **items;
+	const char *start;			/* containers: the value's text ... */
+	int			len;			/* ... and its length */
+} EvNode;
+
+typedef struct EvParse
+{
+	JsonLexContext *lex;
+	EvNode	  **stack;
+	int			depth;
+	int			cap;
+	EvNode	   *root;
+	char	   *pending_key;
+} EvParse;
+
+static void
+ev_attach(EvParse *e, EvNode *node)
+{
+	EvNode	   *parent;
+
+	if (e->depth == 0)
+	{
+		e->root = node;
+		return;
+	}
+	parent = e->stack[e->depth - 1];
+	if (parent->n == parent->cap)
+	{
+		parent->cap = parent->cap == 0 ? 8 : parent->cap * 2;
+		parent->items = parent->items ? repalloc(parent->items, sizeof(EvNode *) * parent->cap) :
+			palloc(sizeof(EvNode *) * parent->cap);
+		if (parent->kind == KS_J_OBJECT)
+			parent->keys = parent->keys ? repalloc(parent->keys, sizeof(char *) * parent->cap) :
+				palloc(sizeof(char *) * parent->cap);
+	}
+	if (parent->kind == KS_J_OBJECT)
+		parent->keys[parent->n] = e->pending_key;
+	parent->items[parent->n++] = node;
+}
+
+static KS_JSON_RETURN
+ev_container_start(EvParse *e, KsJsonKind kind)
+{
+	EvNode	   *j = palloc0(sizeof(EvNode));
+
+	j->kind = kind;
+	j->start = e->lex->token_start;
+	ev_attach(e, j);
+	if (e->depth == e->cap)
+	{
+		e->cap = e->cap == 0 ? 16 : e->cap * 2;
+		e->stack = e->stack ? repalloc(e->stack, sizeof(EvNode *) * e->cap) :
+			palloc(sizeof(EvNode *) * e->cap);
+	}
+	e->stack[e->depth++] = j;
+	KS_JSON_OK;
+}
+
+static KS_JSON_RETURN
+ev_object_start(void *state)
+{
+	return ev_container_start(state, KS_J_OBJECT);
+}
+
+static KS_JSON_RETURN
+ev_array_start(void *state)
+{
+	return ev_container_start(state, KS_J_ARRAY);
+}
+
+static KS_JSON_RETURN
+ev_end(void *state)
+{
+	EvParse    *e = state;
+	EvNode	   *j = e->stack[--e->depth];
+
+	/* the closing bracket was the token before the current one */
+	j->len = e->lex->prev_token_terminator - j->start;
+	KS_JSON_OK;
+}
+
+static KS_JSON_RETURN
+ev_field_start(void *state, char *fname, bool isnull)
+{
+	(void) isnull;
+	((EvParse *) state)->pending_key = fname;
+	KS_JSON_OK;
+}
+
+static KS_JSON_RETURN
+ev_scalar(void *state, char *token, JsonTokenType type)
+{
+	EvNode	   *j = palloc0(sizeof(EvNode));
+
+	j->kind = type == JSON_TOKEN_STRING ? KS_J_STRING :
+		type == JSON_TOKEN_NUMBER ? KS_J_NUMBER :
+		(type == JSON_TOKEN_TRUE || type == JSON_TOKEN_FALSE) ? KS_J_BOOL : KS_J_NULL;
+	j->str = token;
+	ev_attach(state, j);
+	KS_JSON_OK;
+}
+
+/* text (len bytes, NUL-terminated, in encoding enc) as a tree, or NULL */
+static EvNode *
+ev_parse(char *text, int len, int enc)
+{
+	EvParse		e;
+	JsonSemAction sem;
+
+	memset(&e, 0, sizeof(e));
+#if PG_VERSION_NUM >= 170000
+	e.lex = makeJsonLexContextCstringLen(NULL, text, len, enc, true);
+#else
+	e.lex = makeJsonLexContextCstringLen(text, len, enc, true);
+#endif
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &e;
+	sem.object_start = ev_object_start;
+	sem.object_end = ev_end;
+	sem.array_start = ev_array_start;
+	sem.array_end = ev_end;
+	sem.object_field_start = ev_field_start;
+	sem.scalar = ev_scalar;
+	if (pg_parse_json(e.lex, &sem) != JSON_SUCCESS)
+		return NULL;
+	return e.root;
+}
+
+/* member key of object o (the last of duplicates, as jsonb), or NULL */
+static EvNode *
+ev_get(const EvNode *o, const char *key)
+{
+	if (o == NULL || o->kind != KS_J_OBJECT)
+		return NULL;
+	for (int i = o->n - 1; i >= 0; i--)
+		if (strcmp(o->keys[i], key) == 0)
+			return o->items[i];
+	return NULL;
+}
+
+static EvNode *
+ev_object(const EvNode *o, const char *key)
+{
+	EvNode	   *v = ev_get(o, key);
+
+	return v != NULL && v->kind == KS_J_OBJECT ? v : NULL;
+}
+
+static char *
+ev_string(const EvNode *o, const char *key)
+{
+	EvNode	   *v = ev_get(o, key);
+
+	return v != NULL && v->kind == KS_J_STRING ? v->str : NULL;
+}
+
+/*
+ * A number's text as jsonb printed it: numeric_out(numeric_in(token)).
+ * A plain integer token is that text already.
+ */
+static char *
+ev_number_text(const EvNode *v)
+{
+	const char *s = v->str;
+	const char *d = s[0] == '-' ? s + 1 : s;
+	bool		plain = d[0] != '\0' && (d[0] != '0' || (d[1] == '\0' && d == s));
+
+	for (const char *c = d; plain && *c; c++)
+		plain = isdigit((unsigned char) *c);
+	if (plain)
+		return v->str;
+	return DatumGetCString(DirectFunctionCall1(numeric_out,
+											   DirectFunctionCall3(numeric_in, CStringGetDatum(s),
+																   ObjectIdGetDatum(InvalidOid),
+																   Int32GetDatum(-1))));
+}
+
+/* a composite's text as jsonb prints it (keys sorted, numbers normalized) */
+static char *
+ev_composite_text(const EvNode *v)
+{
+	Jsonb	   *j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+													   CStringGetDatum(pnstrdup(v->start, v->len))));
+
+	return JsonbToCString(NULL, &j->root, VARSIZE(j));
+}
+
+/* ---- the embedded schemas, interpreted once per distinct text ---- */
+
+/* One field of a struct schema: what read_field needs of it. */
+typedef struct SchemaField
+{
+	char	   *name;
+	char	   *semantic;		/* its "name" */
+	char	   *scale;			/* parameters.scale, as text */
+	bool		bytes;			/* type bytes */
+} SchemaField;
+
+typedef struct SchemaStruct
+{
+	int			nfields;
+	SchemaField *fields;
+} SchemaStruct;
+
+/* An embedded schema with a "type": the event (or key) is {"schema", "payload"}. */
+typedef struct SchemaEntry
+{
+	uint32		hash;
+	int			len;
+	char	   *text;			/* the schema's text: compared in full */
+	SchemaStruct self;			/* its own fields (a key's columns) */
+	SchemaStruct after;			/* the fields of its "after" field's struct */
+	SchemaStruct before;
+	struct SchemaEntry *next;
+} SchemaEntry;
+
+/* bounded: past either limit the cache starts over */
+#define KS_CDC_SCHEMAS_MAX 256
+#define KS_CDC_SCHEMA_BYTES_MAX (8 * 1024 * 1024)
+
+static MemoryContext schema_cxt = NULL;
+static SchemaEntry *schemas = NULL;
+static int	nschemas = 0;
+static Size schema_bytes = 0;
+
+static SchemaEntry *
+schema_lookup(const char *text, int len, uint32 hash)
+{
+	for (SchemaEntry *s = schemas; s; s = s->next)
+		if (s->hash == hash && s->len == len && memcmp(s->text, text, len) == 0)
+			return s;
+	return NULL;
+}
+
+/* The fields of struct schema st (NULL: none), in their order. */
+static void
+index_fields(const EvNode *st, SchemaStruct *out)
+{
+	EvNode	   *fields = ev_get(st, "fields");
+
+	out->nfields = 0;
+	out->fields = NULL;
+	if (fields == NULL || fields->kind != KS_J_ARRAY)
+		return;
+	out->fields = palloc(sizeof(SchemaField) * Max(fields->n, 1));
+	for (int i = 0; i < fields->n; i++)
+	{
+		EvNode	   *fs = fields->items[i];
+		SchemaField *f = &out->fields[out->nfields];
+		EvNode	   *params;
+		char	   *type;
+		char	   *s;
+
+		if (fs->kind != KS_J_OBJECT || (s = ev_string(fs, "field")) == NULL)
+			continue;
+		f->name = pstrdup(s);
+		s = ev_string(fs, "name");
+		f->semantic = s ? pstrdup(s) : NULL;
+		type = ev_string(fs, "type");
+		f->bytes = type && strcmp(type, "bytes") == 0;
+		params = ev_object(fs, "parameters");
+		s = params ? ev_string(params, "scale") : NULL;
+		f->scale = s ? pstrdup(s) : NULL;
+		out->nfields++;
+	}
+}
+
+/* the schema of field name of struct st (first match), or NULL */
+static EvNode *
+field_schema(const EvNode *st, const char *name)
+{
+	EvNode	   *fields = ev_get(st, "fields");
+
+	if (fields == NULL || fields->kind != KS_J_ARRAY)
+		return NULL;
+	for (int i = 0; i < fields->n; i++)
+	{
+		char	   *f = ev_string(fields->items[i], "field");
+
+		if (f != NULL && strcmp(f, name) == 0)
+			return fields->items[i];
+	}
+	return NULL;
+}
+
+/* The entry of schema s (its text in the parsed buffer), interpreted if new. */
+static SchemaEntry *
+schema_entry(const EvNode *s)
+{
+	uint32		hash = hash_bytes((const unsigned char *) s->start, s->len);
+	SchemaEntry *e = schema_lookup(s->start, s->len, hash);
+	MemoryContext old;
+
+	if (e != NULL)
+		return e;
+	if (schema_cxt == NULL)
+		schema_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink debezium schemas",
+										   ALLOCSET_DEFAULT_SIZES);
+	if (nschemas >= KS_CDC_SCHEMAS_MAX || schema_bytes >= KS_CDC_SCHEMA_BYTES_MAX)
+	{
+		MemoryContextReset(schema_cxt);
+		schemas = NULL;
+		nschemas = 0;
+		schema_bytes = 0;
+	}
+	old = MemoryContextSwitchTo(schema_cxt);
+	e = palloc0(sizeof(SchemaEntry));
+	e->hash = hash;
+	e->len = s->len;
+	e->text = pnstrdup(s->start, s->len);
+	index_fields(s, &e->self);
+	/* the envelope's after and before: the first field of the name, as Connect has one */
+	index_fields(field_schema(s, "after"), &e->after);
+	index_fields(field_schema(s, "before"), &e->before);
+	e->next = schemas;
+	schemas = e;
+	nschemas++;
+	schema_bytes += s->len;
+	MemoryContextSwitchTo(old);
+	return e;
+}
+
 /* One field of a change event, as a format reads it. */
 typedef struct KsCdcField
 {
 	KsSlotKind	kind;
 	char	   *text;			/* string unescaped, scalar token, composite JSON */
-	JsonbValue *composite;		/* KS_SLOT_COMPOSITE: the value itself (JSON) */
+	EvNode	   *composite;		/* KS_SLOT_COMPOSITE: the value itself (JSON) */
 	const char *semantic;		/* the schema's name, e.g. io.debezium.time.Date */
 	int			scale;			/* org.apache.kafka.connect.data.Decimal: scale, else -1 */
 	bool		bytes;			/* the schema says bytes (base64 in JSON) */
 } KsCdcField;
 
-/* A struct of the event (after, before, the key) and its schema, if any. */
+/* A struct of the event (after, before, the key) and its schema's fields, if any. */
 typedef struct CdcStruct
 {
-	JsonbContainer *value;		/* NULL: absent or null */
-	JsonbContainer *schema;		/* its struct schema, or NULL */
-	/* the schema's fields, listed once (index_fields) */
-	bool		indexed;
-	int			nfields;
+	EvNode	   *value;			/* NULL: absent or null */
+	SchemaStruct *schema;		/* its struct schema's fields, or NULL */
 	int			last;			/* where the previous lookup matched */
-	char	  **names;
-	JsonbContainer **schemas;
 } CdcStruct;
 
-static JsonbValue *
-get_key(JsonbContainer *c, const char *key)
-{
-	JsonbValue	k;
-
-	if (c == NULL || !JsonContainerIsObject(c))
-		return NULL;
-	k.type = jbvString;
-	k.val.string.val = (char *) key;
-	k.val.string.len = strlen(key);
-	return findJsonbValueFromContainer(c, JB_FOBJECT, &k);
-}
-
-static JsonbContainer *
-get_object(JsonbContainer *c, const char *key)
-{
-	JsonbValue *v = get_key(c, key);
-
-	if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
-		return NULL;
-	return v->val.binary.data;
-}
-
-static char *
-get_string(JsonbContainer *c, const char *key)
-{
-	JsonbValue *v = get_key(c, key);
-
-	if (v == NULL || v->type != jbvString)
-		return NULL;
-	return pnstrdup(v->val.string.val, v->val.string.len);
-}
-
-/*
- * The schemas of struct st's fields, listed once per event: looking each
- * column up by walking the schema's "fields" array was quadratic in the
- * columns, with a string copy per comparison.  The envelope's own schema
- * (its after and before fields) is looked up the same way.
- */
-static void
-index_fields(CdcStruct *st)
-{
-	JsonbValue *fields = get_key(st->schema, "fields");
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	int			cap;
-
-	st->indexed = true;
-	st->nfields = 0;
-	st->last = 0;
-	if (fields == NULL || fields->type != jbvBinary || !JsonContainerIsArray(fields->val.binary.data))
-		return;
-	cap = Max(JsonContainerSize(fields->val.binary.data), 1);
-	st->names = palloc(sizeof(char *) * cap);
-	st->schemas = palloc(sizeof(JsonbContainer *) * cap);
-	it = JsonbIteratorInit(fields->val.binary.data);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		char	   *f;
-
-		if (tok != WJB_ELEM || v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
-			continue;
-		f = get_string(v.val.binary.data, "field");
-		if (f == NULL || st->nfields >= cap)
-			continue;
-		st->names[st->nfields] = f;
-		st->schemas[st->nfields++] = v.val.binary.data;
-	}
-}
-
 /* The schema of field name of struct st, or NULL */
-static JsonbContainer *
+static SchemaField *
 struct_field_schema(CdcStruct *st, const char *name)
 {
-	if (st->schema == NULL)
-		return NULL;
-	if (!st->indexed)
-		index_fields(st);
+	int			n = st->schema ? st->schema->nfields : 0;
+
 	/* columns mostly come in the order of the fields: start after the last match */
-	for (int k = 0; k < st->nfields; k++)
+	for (int k = 0; k < n; k++)
 	{
-		int			i = (st->last + k) % st->nfields;
+		int			i = (st->last + k) % n;
 
 		/* Connect's schemas have unique field names (SchemaBuilder refuses duplicates) */
-		if (strcmp(st->names[i], name) == 0)
+		if (strcmp(st->schema->fields[i].name, name) == 0)
 		{
 			st->last = i + 1;
-			return st->schemas[i];
+			return &st->schema->fields[i];
 		}
 	}
 	return NULL;
@@ -172,51 +451,45 @@ struct_field_schema(CdcStruct *st, const char *name)
 static void
 read_field(CdcStruct *st, const char *name, KsCdcField *f)
 {
-	JsonbValue *v = get_key(st->value, name);
-	JsonbContainer *fs = struct_field_schema(st, name);
+	EvNode	   *v = ev_get(st->value, name);
+	SchemaField *fs = struct_field_schema(st, name);
 
 	memset(f, 0, sizeof(*f));
 	f->scale = -1;
 	if (fs)
 	{
-		JsonbContainer *params = get_object(fs, "parameters");
-		char	   *type = get_string(fs, "type");
-		char	   *sc = params ? get_string(params, "scale") : NULL;
-
-		f->semantic = get_string(fs, "name");
-		f->bytes = type && strcmp(type, "bytes") == 0;
-		if (sc)
-			f->scale = pg_strtoint32(sc);
+		f->semantic = fs->semantic;
+		f->bytes = fs->bytes;
+		if (fs->scale)
+			f->scale = pg_strtoint32(fs->scale);
 	}
 	if (v == NULL)
 	{
 		f->kind = KS_SLOT_ABSENT;
 		return;
 	}
-	switch (v->type)
+	switch (v->kind)
 	{
-		case jbvNull:
+		case KS_J_NULL:
 			f->kind = KS_SLOT_NULL;
 			break;
-		case jbvString:
+		case KS_J_STRING:
 			f->kind = KS_SLOT_STRING;
-			f->text = pnstrdup(v->val.string.val, v->val.string.len);
+			f->text = v->str;
 			break;
-		case jbvNumeric:
+		case KS_J_NUMBER:
 			f->kind = KS_SLOT_SCALAR;
-			f->text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+			f->text = ev_number_text(v);
 			break;
-		case jbvBool:
+		case KS_J_BOOL:
 			f->kind = KS_SLOT_SCALAR;
-			f->text = pstrdup(v->val.boolean ? "true" : "false");
+			f->text = v->str;
 			break;
-		case jbvBinary:
+		case KS_J_ARRAY:
+		case KS_J_OBJECT:
+			/* its text (a jsonb round trip) only when used: convert_cdc */
 			f->kind = KS_SLOT_COMPOSITE;
 			f->composite = v;
-			f->text = JsonbToCString(NULL, v->val.binary.data, v->val.binary.len);
-			break;
-		default:
-			f->kind = KS_SLOT_NULL;
 			break;
 	}
 }
@@ -375,9 +648,16 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 {
 	KsColumn   *col = &t->columns[c];
 	Oid			base = getBaseType(col->typid);
-	KsSlotValue sv = {.kind = f->kind, .text = f->text};
+	KsSlotValue sv;
 	int64		iv;
 	bool		is_int = f->kind == KS_SLOT_SCALAR && parse_int8(f->text, &iv);
+
+	/* a composite's text, but for a variable scale decimal's {scale, value} */
+	if (f->kind == KS_SLOT_COMPOSITE && f->text == NULL &&
+		!(f->semantic ? is_semantic(f, "io.debezium.data.VariableScaleDecimal") : base == NUMERICOID))
+		f->text = ev_composite_text(f->composite);
+	sv.kind = f->kind;
+	sv.text = f->text;
 
 	if (f->kind == KS_SLOT_ABSENT || f->kind == KS_SLOT_NULL)
 	{
@@ -451,16 +731,19 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 variable_scale:
 	{
 		/* {"scale": s, "value": base64 of the unscaled integer} */
-		JsonbContainer *o = f->composite->val.binary.data;
-		JsonbValue *s = get_key(o, "scale");
-		char	   *v = get_string(o, "value");
+		EvNode	   *o = f->composite;
+		EvNode	   *s = ev_get(o, "scale");
+		char	   *v = ev_string(o, "value");
 		char	   *b;
 		int			n;
 		int			scale;
 
-		if (s == NULL || s->type != jbvNumeric || v == NULL || !b64(v, &b, &n))
+		if (s == NULL || s->kind != KS_J_NUMBER || v == NULL || !b64(v, &b, &n))
 			goto bad;
-		scale = DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(s->val.numeric)));
+		scale = DatumGetInt32(DirectFunctionCall1(numeric_int4,
+												  DirectFunctionCall3(numeric_in, CStringGetDatum(s->str),
+																	  ObjectIdGetDatum(InvalidOid),
+																	  Int32GetDatum(-1))));
 		sv.kind = KS_SLOT_SCALAR;
 		sv.text = unscaled_to_text(b, n, scale);
 		convert_out(t, row, c, &sv);
@@ -486,6 +769,8 @@ bytes:
 	}
 
 bad:
+	if (f->text == NULL && f->kind == KS_SLOT_COMPOSITE)
+		f->text = ev_composite_text(f->composite);
 	row->reason = KS_INVALID_VALUE;
 	row->detail = psprintf("field \"%s\" is not a valid %s: \"%s\" is not base64%s",
 						   col->name, col->type_sql, f->text,
@@ -502,24 +787,23 @@ bad:
  * an object included).  The one rule: message_fate's
  * kafka_sink._cdc_position calls it too (lineage.c).
  */
-char *
-ks_cdc_position(JsonbContainer *source, int64 offset)
+static char *
+cdc_position(EvNode *source, int64 offset)
 {
-	JsonbValue *lsn = get_key(source, "lsn");
-	JsonbValue *file = get_key(source, "file");
-	JsonbValue *pos = get_key(source, "pos");
-	JsonbValue *ts = get_key(source, "ts_ms");
+	EvNode	   *lsn = ev_get(source, "lsn");
+	EvNode	   *file = ev_get(source, "file");
+	EvNode	   *pos = ev_get(source, "pos");
+	EvNode	   *ts = ev_get(source, "ts_ms");
 
-	if (lsn && lsn->type == jbvNumeric)
-		return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(lsn->val.numeric)));
-	if (file && file->type == jbvString && pos && pos->type == jbvNumeric)
+	if (lsn && lsn->kind == KS_J_NUMBER)
+		return ev_number_text(lsn);
+	if (file && file->kind == KS_J_STRING && pos && pos->kind == KS_J_NUMBER)
 	{
-		char	   *f = pnstrdup(file->val.string.val, file->val.string.len);
+		char	   *f = pstrdup(file->str);
 		char	   *dot = strrchr(f, '.');
-		JsonbValue *row = get_key(source, "row");
-		char	   *p = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(pos->val.numeric)));
-		char	   *r = row && row->type == jbvNumeric ?
-			DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(row->val.numeric))) : "0";
+		EvNode	   *row = ev_get(source, "row");
+		char	   *p = ev_number_text(pos);
+		char	   *r = row && row->kind == KS_J_NUMBER ? ev_number_text(row) : "0";
 		int64		fileno,
 					pv,
 					rv;
@@ -528,9 +812,9 @@ ks_cdc_position(JsonbContainer *source, int64 offset)
 			fileno >= 0 && pv >= 0 && rv >= 0 && rv < 1000000)
 			return psprintf("%lld%020lld%06lld", (long long) fileno, (long long) pv, (long long) rv);
 	}
-	if (ts && ts->type == jbvNumeric)
+	if (ts && ts->kind == KS_J_NUMBER)
 	{
-		char	   *t = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(ts->val.numeric)));
+		char	   *t = ev_number_text(ts);
 		int64		tv;
 
 		if (parse_int8(t, &tv) && tv >= 0)
@@ -539,18 +823,37 @@ ks_cdc_position(JsonbContainer *source, int64 offset)
 	return NULL;
 }
 
-/* {"schema", "payload"} (JsonConverter schemas.enable=true): both parts; else the value itself */
-static void
-unwrap(JsonbContainer *root, JsonbContainer **payload, JsonbContainer **schema)
+/*
+ * The same rule for a source block given as JSON text in the server's
+ * encoding (message_fate's kafka_sink._cdc_position, lineage.c): NULL when
+ * it is not a JSON object.
+ */
+char *
+ks_cdc_position(const char *source_json, int64 offset)
 {
-	JsonbContainer *s = get_object(root, "schema");
-	JsonbValue *p = get_key(root, "payload");
+	EvNode	   *source = ev_parse(pstrdup(source_json), (int) strlen(source_json),
+								  GetDatabaseEncoding());
 
-	if (s && p && get_string(s, "type"))
+	if (source == NULL || source->kind != KS_J_OBJECT)
+		return NULL;
+	return cdc_position(source, offset);
+}
+
+/*
+ * {"schema", "payload"} (JsonConverter schemas.enable=true): the payload
+ * (NULL when not an object) and the schema's entry; else the value itself
+ * and no schema.
+ */
+static void
+unwrap(EvNode *root, EvNode **payload, SchemaEntry **schema)
+{
+	EvNode	   *s = ev_object(root, "schema");
+	EvNode	   *p = ev_get(root, "payload");
+
+	if (s && p && ev_string(s, "type"))
 	{
-		*schema = s;
-		*payload = (p->type == jbvBinary && JsonContainerIsObject(p->val.binary.data)) ?
-			p->val.binary.data : NULL;
+		*schema = schema_entry(s);
+		*payload = p->kind == KS_J_OBJECT ? p : NULL;
 	}
 	else
 	{
@@ -588,6 +891,168 @@ parse_json(const char *data, size_t len, char **detail)
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
 }
 
+static const char *
+skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/*
+ * The end of the object or array at p, by its brackets outside strings,
+ * or NULL.  Only a guess: what it delimits is compared with a cached
+ * schema or parsed.
+ */
+static const char *
+value_end(const char *p, const char *end)
+{
+	int			depth = 0;
+
+	for (; p < end; p++)
+	{
+		if (*p == '"')
+		{
+			for (p++; p < end && *p != '"'; p++)
+				if (*p == '\\')
+					p++;
+			if (p >= end)
+				return NULL;
+		}
+		else if (*p == '{' || *p == '[')
+			depth++;
+		else if ((*p == '}' || *p == ']') && --depth == 0)
+			return p + 1;
+	}
+	return NULL;
+}
+
+/* the literal lit (with its quotes) at p, then a colon: what follows, or NULL */
+static const char *
+expect_key(const char *p, const char *end, const char *lit)
+{
+	size_t		n = strlen(lit);
+
+	p = skip_ws(p, end);
+	if ((size_t) (end - p) < n || memcmp(p, lit, n) != 0)
+		return NULL;
+	p = skip_ws(p + n, end);
+	if (p == end || *p != ':')
+		return NULL;
+	return skip_ws(p + 1, end);
+}
+
+/*
+ * The fast path (a UTF-8 database): data is exactly {"schema": S,
+ * "payload": P} with S the text of a cached schema (so valid JSON, and
+ * UTF-8, when it was parsed first) and P an object, which alone is
+ * checked and parsed.  False when anything differs: the full parse then
+ * decides.
+ */
+static bool
+parse_fast(const char *data, size_t len, EvNode **payload, SchemaEntry **schema)
+{
+	const char *end = data + len;
+	const char *p = skip_ws(data, end);
+	const char *s0,
+			   *s1,
+			   *p0,
+			   *p1;
+	SchemaEntry *e;
+	EvNode	   *root;
+
+	if (schemas == NULL || p == end || *p != '{')
+		return false;
+	if ((s0 = expect_key(p + 1, end, "\"schema\"")) == NULL || s0 == end || *s0 != '{')
+		return false;
+
+	/*
+	 * The cached schema the text goes on with (memcmp: no scan of the
+	 * schema's 3-4 kB byte by byte); a text that starts with a whole valid
+	 * JSON object has that object there.  The one found moves to the front.
+	 */
+	for (SchemaEntry **prev = &schemas; (e = *prev) != NULL; prev = &e->next)
+		if ((size_t) e->len < (size_t) (end - s0) && memcmp(s0, e->text, e->len) == 0)
+		{
+			*prev = e->next;
+			e->next = schemas;
+			schemas = e;
+			break;
+		}
+	if (e == NULL)
+		return false;
+	s1 = s0 + e->len;
+	p = skip_ws(s1, end);
+	if (p == end || *p != ',')
+		return false;
+	if ((p0 = expect_key(p + 1, end, "\"payload\"")) == NULL || p0 == end || *p0 != '{' ||
+		(p1 = value_end(p0, end)) == NULL)
+		return false;
+	p = skip_ws(p1, end);
+	if (p == end || *p != '}' || skip_ws(p + 1, end) != end)
+		return false;
+	if (memchr(p0, '\0', p1 - p0) != NULL ||
+		pg_encoding_verifymbstr(PG_UTF8, p0, p1 - p0) != p1 - p0)
+		return false;
+	root = ev_parse(pnstrdup(p0, p1 - p0), p1 - p0, PG_UTF8);
+	if (root == NULL || root->kind != KS_J_OBJECT)
+		return false;
+	*payload = root;
+	*schema = e;
+	return true;
+}
+
+/*
+ * A change event (or key) as its payload and schema (unwrap): KS_OK,
+ * KS_INVALID_JSON with *detail, or KS_NOT_AN_OBJECT.  data is the
+ * message's UTF-8, or with server_text an Avro event's JSON twin in the
+ * database's encoding.  What the tree parse refuses is refused in the
+ * words (or with the ERROR) of the parse before it: parse_json, jsonb_in.
+ */
+static KsReason
+read_event(const char *data, size_t len, bool server_text, EvNode **payload,
+		   SchemaEntry **schema, char **detail)
+{
+	char	   *text;
+	EvNode	   *root;
+
+	if (GetDatabaseEncoding() == PG_UTF8 && parse_fast(data, len, payload, schema))
+		return KS_OK;
+	if (server_text)
+	{
+		text = pnstrdup(data, len);
+		root = ev_parse(text, len, GetDatabaseEncoding());
+		if (root == NULL)
+		{
+			(void) DirectFunctionCall1(jsonb_in, CStringGetDatum(text));
+			*detail = pstrdup("the text is not valid JSON");
+			return KS_INVALID_JSON;
+		}
+	}
+	else
+	{
+		text = pnstrdup(data, len);
+		if (pg_encoding_verifymbstr(PG_UTF8, text, (int) len) != (int) len || strlen(text) != len)
+		{
+			*detail = pstrdup("the text is not valid UTF-8");
+			return KS_INVALID_JSON;
+		}
+		if (GetDatabaseEncoding() != PG_UTF8)
+			text = pg_any_to_server(text, len, PG_UTF8);
+		root = ev_parse(text, strlen(text), GetDatabaseEncoding());
+		if (root == NULL)
+		{
+			if (parse_json(data, len, detail) != NULL)
+				*detail = pstrdup("the text is not valid JSON");
+			return KS_INVALID_JSON;
+		}
+	}
+	if (root->kind != KS_J_OBJECT)
+		return KS_NOT_AN_OBJECT;
+	unwrap(root, payload, schema);
+	return KS_OK;
+}
+
 /* The key columns of a delete: the message key's fields, else before's. */
 static void
 delete_key(KsTarget *t, KsPipeline *p, KsRow *row, CdcStruct *before)
@@ -600,19 +1065,28 @@ delete_key(KsTarget *t, KsPipeline *p, KsRow *row, CdcStruct *before)
 	{
 		char	   *detail = NULL;
 		KsReason	reason = KS_INVALID_JSON;
-		Jsonb	   *kj = ks_cdc_avro(p, true) ?
-			ks_cdc_avro_event(p, true, m->key, m->key_len, &reason, &detail) :
-			parse_json(m->key, m->key_len, &detail);
+		char	   *avro = NULL;
+		EvNode	   *payload;
+		SchemaEntry *schema;
 
-		if (kj == NULL)
+		if (ks_cdc_avro(p, true))
+		{
+			avro = ks_cdc_avro_event_text(p, true, m->key, m->key_len, &reason, &detail);
+			if (avro != NULL)
+				reason = read_event(avro, strlen(avro), true, &payload, &schema, &detail);
+		}
+		else
+			reason = read_event(m->key, m->key_len, false, &payload, &schema, &detail);
+		if (reason != KS_OK && reason != KS_NOT_AN_OBJECT)
 		{
 			row->reason = reason;
 			row->detail = psprintf("message key: %s", detail);
 			return;
 		}
-		if (JB_ROOT_IS_OBJECT(kj))
+		if (reason == KS_OK)
 		{
-			unwrap(&kj->root, &key.value, &key.schema);
+			key.value = payload;
+			key.schema = schema ? &schema->self : NULL;
 			from = "the message key";
 		}
 	}
@@ -656,14 +1130,17 @@ set_position(KsTarget *t, KsRow *row, const char *pos)
 static bool
 is_unavailable(const KsCdcField *f)
 {
+	/* an array of it: what jsonb printed as ["<placeholder>"] */
+	if (f->kind == KS_SLOT_COMPOSITE)
+		return f->composite->kind == KS_J_ARRAY && f->composite->n == 1 &&
+			f->composite->items[0]->kind == KS_J_STRING &&
+			(strcmp(f->composite->items[0]->str, KS_DBZ_UNAVAILABLE) == 0 ||
+			 strcmp(f->composite->items[0]->str, KS_DBZ_UNAVAILABLE_B64) == 0);
 	if (f->text == NULL)
 		return false;
 	if (f->kind == KS_SLOT_STRING)
 		return strcmp(f->text, KS_DBZ_UNAVAILABLE) == 0 ||
 			strcmp(f->text, KS_DBZ_UNAVAILABLE_B64) == 0;
-	if (f->kind == KS_SLOT_COMPOSITE)
-		return strcmp(f->text, "[\"" KS_DBZ_UNAVAILABLE "\"]") == 0 ||
-			strcmp(f->text, "[\"" KS_DBZ_UNAVAILABLE_B64 "\"]") == 0;
 	return false;
 }
 
@@ -671,16 +1148,16 @@ static void
 decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 {
 	KsMessage  *m = row->msg;
-	Jsonb	   *root;
-	JsonbContainer *payload;
-	JsonbContainer *schema;
-	JsonbContainer *source;
+	EvNode	   *payload;
+	SchemaEntry *schema;
+	EvNode	   *source;
 	char	   *detail = NULL;
 	char	   *op;
 	char	   *pos;
 	CdcStruct	after;
 	CdcStruct	before;
 	bool	   *unavailable = NULL;
+	KsReason	reason;
 
 	if (m->value == NULL)
 	{
@@ -693,15 +1170,15 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 	if (ks_cdc_avro(p, false))
 	{
 		/* Avro (AvroConverter): read as the JSON twin it translates into */
-		KsReason	reason;
+		char	   *text = ks_cdc_avro_event_text(p, false, m->value, m->value_len, &reason, &detail);
 
-		root = ks_cdc_avro_event(p, false, m->value, m->value_len, &reason, &detail);
-		if (root == NULL)
+		if (text == NULL)
 		{
 			row->reason = reason;
 			row->detail = detail;
 			return;
 		}
+		reason = read_event(text, strlen(text), true, &payload, &schema, &detail);
 	}
 	else if (strcmp(p->value_fmt ? p->value_fmt->name : "json", "json") != 0)
 		ereport(ERROR,
@@ -709,31 +1186,28 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 				 errmsg("envelope debezium does not read value_format %s", p->value_fmt->name),
 				 errhint("Use value_format json (JsonConverter) or avro (AvroConverter).")));
 	else
-	{
-		root = parse_json(m->value, m->value_len, &detail);
-		if (root == NULL)
-		{
-			row->reason = KS_INVALID_JSON;
-			row->detail = detail;
-			return;
-		}
-	}
-	if (!JB_ROOT_IS_OBJECT(root))
+		reason = read_event(m->value, m->value_len, false, &payload, &schema, &detail);
+	if (reason == KS_NOT_AN_OBJECT)
 	{
 		row->reason = KS_NOT_AN_OBJECT;
 		row->detail = pstrdup("the change event is not a JSON object");
 		return;
 	}
-	unwrap(&root->root, &payload, &schema);
-	op = get_string(payload, "op");
+	if (reason != KS_OK)
+	{
+		row->reason = reason;
+		row->detail = detail;
+		return;
+	}
+	op = ev_string(payload, "op");
 	if (op == NULL)
 	{
 		row->reason = KS_INVALID_ENVELOPE;
 		row->detail = pstrdup("the change event has no \"op\" string");
 		return;
 	}
-	source = get_object(payload, "source");
-	pos = ks_cdc_position(source, m->offset);
+	source = ev_object(payload, "source");
+	pos = cdc_position(source, m->offset);
 	if (pos == NULL)
 	{
 		row->reason = KS_INVALID_ENVELOPE;
@@ -742,18 +1216,14 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 	}
 	memset(&after, 0, sizeof(after));
 	memset(&before, 0, sizeof(before));
-	after.value = get_object(payload, "after");
+	after.value = ev_object(payload, "after");
 	if (schema != NULL)
 	{
-		/* the envelope's own struct: its fields listed once for both */
-		CdcStruct	env;
-
-		memset(&env, 0, sizeof(env));
-		env.schema = schema;
-		after.schema = struct_field_schema(&env, "after");
-		before.schema = struct_field_schema(&env, "before");
+		/* the envelope's own struct: its after and before fields, interpreted once per schema text */
+		after.schema = &schema->after;
+		before.schema = &schema->before;
 	}
-	before.value = get_object(payload, "before");
+	before.value = ev_object(payload, "before");
 
 	if (strcmp(op, "c") == 0 || strcmp(op, "r") == 0 || strcmp(op, "u") == 0)
 	{

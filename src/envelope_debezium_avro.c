@@ -626,14 +626,14 @@ ks_cdc_avro(KsPipeline *p, bool is_key)
 }
 
 /*
- * The change event (or key) in data as JsonConverter's {"schema",
- * "payload"} jsonb; NULL with *reason and *detail when it is no Avro
+ * The change event (or key) in data as the text (in the database's
+ * encoding) of JsonConverter's {"schema", "payload"}; NULL with *reason and *detail when it is no Avro
  * record of a known schema.  A registry out of reach raises the ERROR the
  * worker retries (schema_registry.c).
  */
-Jsonb *
-ks_cdc_avro_event(KsPipeline *p, bool is_key, const char *data, size_t len,
-				  KsReason *reason, char **detail)
+char *
+ks_cdc_avro_event_text(KsPipeline *p, bool is_key, const char *data, size_t len,
+					   KsReason *reason, char **detail)
 {
 	const char *what = is_key ? "the key" : "the value";
 	KsSchemaEntry *e;
@@ -743,5 +743,17 @@ ks_cdc_avro_event(KsPipeline *p, bool is_key, const char *data, size_t len,
 	if (GetDatabaseEncoding() != PG_UTF8)
 		text = pg_any_to_server(text, b.len, PG_UTF8);
 	*reason = KS_OK;
+	return text;
+}
+
+/* the same as jsonb (routing, create_targets) */
+Jsonb *
+ks_cdc_avro_event(KsPipeline *p, bool is_key, const char *data, size_t len,
+				  KsReason *reason, char **detail)
+{
+	char	   *text = ks_cdc_avro_event_text(p, is_key, data, len, reason, detail);
+
+	if (text == NULL)
+		return NULL;
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
 }

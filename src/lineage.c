@@ -299,7 +299,9 @@ kafka_sink_cdc_position(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	source = PG_GETARG_JSONB_P(0);
-	pos = ks_cdc_position(JB_ROOT_IS_OBJECT(source) ? &source->root : NULL, offset);
+	if (!JB_ROOT_IS_OBJECT(source))
+		PG_RETURN_NULL();
+	pos = ks_cdc_position(JsonbToCString(NULL, &source->root, VARSIZE(source)), offset);
 	if (pos == NULL)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(DirectFunctionCall3(numeric_in, CStringGetDatum(pos),
