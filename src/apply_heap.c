@@ -688,9 +688,18 @@ heap_call(void *arg)
 		call->scan = KS_INDEX_BEGINSCAN(rel, index, estate->es_snapshot, st->nixkeys);
 		if (st->buffer_inserts)
 		{
+			/*
+			 * Over a copy of the descriptor, which is not reference counted:
+			 * a thousand slots over the relation's own descriptor pinned it a
+			 * thousand times in the resource owner, whose array of one value
+			 * made every later pin and release (btree's unique check makes a
+			 * slot per checked entry) walk a long probe chain.
+			 */
+			TupleDesc	copy = CreateTupleDescCopy(desc);
+
 			call->ins = palloc(sizeof(TupleTableSlot *) * HEAP_INSERT_BUFFER);
 			for (int i = 0; i < HEAP_INSERT_BUFFER; i++)
-				call->ins[i] = table_slot_create(rel, NULL);
+				call->ins[i] = MakeSingleTupleTableSlot(copy, &TTSOpsHeapTuple);
 		}
 	}
 	MemoryContextSwitchTo(oldcxt);

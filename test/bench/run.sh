@@ -81,7 +81,7 @@ LAT_SECONDS="${BENCH_LAT_SECONDS:-30}"
 LAT_WARMUP="${BENCH_LAT_WARMUP:-5}"
 PROFILE="${BENCH_PROFILE:-1}"
 PROFILE_SECONDS="${BENCH_PROFILE_SECONDS:-20}"
-PROFILE_STRATEGY="${BENCH_PROFILE_STRATEGY:-sql}"   # auto: profile the direct heap apply
+PROFILE_STRATEGY="${BENCH_PROFILE_STRATEGY:-default}"   # sql: profile the MERGE instead
 PEERS="${BENCH_PEERS:-1}"
 REPEAT="${BENCH_REPEAT:-2}"
 BUILD="${BENCH_BUILD:-1}"
@@ -547,10 +547,11 @@ direct_values() {
     psu -c "SELECT pg_reload_conf()" >/dev/null
     sleep 0.5
 }
-# kafka_sink.apply_strategy around one run: auto = the direct heap strategy
+# kafka_sink.apply_strategy around one run: sql (the MERGE), auto (the
+# direct heap strategy where it is exact, the default), or default (RESET)
 apply_strategy() {
-    if [ "$1" = auto ]; then psu -c "ALTER SYSTEM SET kafka_sink.apply_strategy = auto" >/dev/null
-    else psu -c "ALTER SYSTEM RESET kafka_sink.apply_strategy" >/dev/null; fi
+    if [ "$1" = default ]; then psu -c "ALTER SYSTEM RESET kafka_sink.apply_strategy" >/dev/null
+    else psu -c "ALTER SYSTEM SET kafka_sink.apply_strategy = $1" >/dev/null; fi
     psu -c "SELECT pg_reload_conf()" >/dev/null
     sleep 0.5
 }
@@ -563,10 +564,10 @@ has_part orders && for r in $(seq 1 "$REPEAT"); do
         ours "m100k_text.r$r" 100000 0
         direct_values on
     fi
-    if only m100k_heap; then
-        apply_strategy auto
-        ours "m100k_heap.r$r" 100000 0
+    if only m100k_sql; then
         apply_strategy sql
+        ours "m100k_sql.r$r" 100000 0
+        apply_strategy default
     fi
     if only bronze; then ours "bronze.r$r" 50000 1; fi
     if only w2; then ours "w2.r$r" 100000 0 2; fi
@@ -693,7 +694,7 @@ SQL
     put profile.committed "$(psu -c "SELECT sum(o.next_offset) FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id WHERE p.name = 'bench_profile'")"
     pso -c "SELECT kafka_sink.drop_pipeline('bench_profile')" > /dev/null
     pso -c "DROP TABLE bench.orders"
-    apply_strategy sql
+    apply_strategy default
     if [ -s "$W/perf.data" ]; then
         # self time by function; self time by library; inclusive time (children)
         perf report -i "$W/perf.data" --stdio --no-children --sort dso,symbol -g none --percent-limit 0.4 \

@@ -92,14 +92,27 @@ caught_up() {
 }
 
 # ---- the owner dropped: REASSIGN OWNED, DROP OWNED, DROP ROLE ----------------
+# DROP ROLE of an owner is refused (role_guard.c) in the pipelines' database
+# and, for running pipelines, in any other; it can still happen from another
+# database while the pipeline is stopped, and the restarted pipeline must
+# then fail visibly.
 new_case dropped
 caught_up dropped
+out="$(sql -c "DROP ROLE fv_dropped_$SFX" 2>&1 || true)"
+check "dropped: DROP ROLE of a pipeline's owner is refused, naming the pipeline" t \
+      "$([[ "$out" == *"owns kafka_sink pipelines"* && "$out" == *"dropped_$SFX"* ]] && echo t || echo "f: $out")"
+out="$(PGDATABASE=postgres sql -c "DROP ROLE fv_dropped_$SFX" 2>&1 || true)"
+check "dropped: ... and from another database while its worker runs" t \
+      "$([[ "$out" == *"owns kafka_sink pipelines"* ]] && echo t || echo "f: $out")"
+sql -c "SELECT kafka_sink.stop('dropped_$SFX')" >/dev/null
+poll "SELECT coalesce(workers, 0) = 0 FROM kafka_sink.status WHERE name = 'dropped_$SFX'" 30 || true
 sql >/dev/null <<SQL
 SET client_min_messages = warning;
 REASSIGN OWNED BY fv_dropped_$SFX TO ks_e2e;
 DROP OWNED BY fv_dropped_$SFX;
-DROP ROLE fv_dropped_$SFX;
 SQL
+PGDATABASE=postgres sql -c "DROP ROLE fv_dropped_$SFX" >/dev/null
+sql -c "SELECT kafka_sink.start('dropped_$SFX')" >/dev/null
 failed_visibly dropped 'owner of pipeline .* no longer exists'
 check "dropped: the hint says what to do" t \
       "$(sql -c "SELECT detail ~ 'drop the pipeline and create it again' FROM kafka_sink.errors e JOIN kafka_sink.pipelines p ON p.id = e.pipeline_id WHERE p.name = 'dropped_$SFX' ORDER BY e.id DESC LIMIT 1")"
