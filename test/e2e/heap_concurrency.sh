@@ -26,7 +26,13 @@
 #      applies on top of the holder's row, no quarantine;
 #   6. 30 keys (20 existing, 10 new), one of them locked by a holder UPDATE
 #      v = 1000: the rest apply, the locked one is stale after the commit;
-#   7. holder UPDATE b (committed) while a tombstone arrives: deleted.
+#   7. holder UPDATE b (committed) while a tombstone arrives: deleted;
+#   8. holder UPDATE of the key (8 -> 800): the MERGE's EvalPlanQual finds
+#      the join no longer true and inserts key 8 (800 stays);
+#   9. holder INSERT of a key, uncommitted, while its tombstone arrives: the
+#      DELETE's snapshot does not see the row, so it neither waits nor
+#      deletes; the row stays once the holder commits (here the script waits
+#      for the batch, not for a blocked worker).
 # sink.applyRows proves the way: with auto the heap applied every scenario's
 # rows but the 5th's, which went through the SQL fallback; with sql the heap
 # applied none.
@@ -41,6 +47,7 @@ setup_owner
 W="$KS_RUN/heap_concurrency.$SFX"
 mkdir -p "$W"
 TIMEOUT="${KS_HEAP_CONC_TIMEOUT:-120}"
+PRE=26  # the messages writing the rows the scenarios start from
 HOLDER_PID=""
 HOLDER="hc_holder_$SFX"
 cleanup() {
@@ -118,7 +125,7 @@ delta() {
 # "key|" a tombstone) while the holder's transaction blocks the worker
 declare -A got counts_of
 scenario() {
-    local num="$1" hsql="$2" end="$3" msgs="$4" before after m
+    local num="$1" hsql="$2" end="$3" msgs="$4" wait="${5:-blocked}" before after m
     before="$(counts "$NAME")"
     if ! holder_begin "$num" "$hsql"; then
         check "$NAME scenario $num: the holder's transaction is open" t f
@@ -127,7 +134,13 @@ scenario() {
     m="$(printf '%s\n' "$msgs" | grep -c .)"
     printf '%s\n' "$msgs" | kcat -P -b "$KS_BOOTSTRAP" -t "$TOPIC" -p 0 -K '|' -Z
     NMSG=$((NMSG + m))
-    if blocked "$NAME"; then got["$num.$ST"]=t; else got["$num.$ST"]=f; fi
+    if [ "$wait" = blocked ]; then
+        if blocked "$NAME"; then got["$num.$ST"]=t; else got["$num.$ST"]=f; fi
+    elif poll "$(done_sql "$NAME" "$NMSG")" 30; then
+        got["$num.$ST"]=t
+    else
+        got["$num.$ST"]=f
+    fi
     holder_end "$end"
     if ! poll "$(done_sql "$NAME" "$NMSG")" "$TIMEOUT"; then
         check "$NAME scenario $num: consumed" t f
@@ -155,9 +168,9 @@ SELECT kafka_sink.create_pipeline(name => '$NAME', bootstrap_servers => '$KS_BOO
     bronze => 'e2e.${NAME}_raw', trigger_interval => '0');
 SQL
     # the rows the scenarios start from, written by the pipeline (lineage)
-    { range 1 4 '{"v": 10, "a": "pre"}'; range 7 7 '{"v": 10, "a": "pre"}'
+    { range 1 4 '{"v": 10, "a": "pre"}'; range 7 8 '{"v": 10, "a": "pre"}'
       range 100 119 '{"v": 10, "a": "pre"}'; } | kcat -P -b "$KS_BOOTSTRAP" -t "$TOPIC" -p 0 -K '|'
-    NMSG=25
+    NMSG=$PRE
     if ! poll "$(done_sql "$NAME" "$NMSG")" "$TIMEOUT"; then
         check "$NAME: the first rows applied" t f
         continue
@@ -170,6 +183,8 @@ SQL
     scenario 6 "UPDATE e2e.$NAME SET v = 1000, b = 'user6' WHERE id = 110;" COMMIT \
         "$(range 100 129 '{"v": 20, "a": "ev6"}')"
     scenario 7 "UPDATE e2e.$NAME SET b = 'user7' WHERE id = 7;" COMMIT '7|'
+    scenario 8 "UPDATE e2e.$NAME SET id = 800 WHERE id = 8;" COMMIT '8|{"v": 20, "a": "ev8"}'
+    scenario 9 "INSERT INTO e2e.$NAME (id, v, a, b) VALUES (9, 50, 'user9', 'user9');" COMMIT '9|' consumed
     sql -c "SET ROLE ks_e2e; SELECT kafka_sink.stop('$NAME')" > /dev/null
     sql -c "COPY (SELECT id, v, a, b FROM e2e.$NAME ORDER BY id) TO STDOUT" > "$W/table.$ST"
     # lineage: which message is each row's source (offsets are the same in both topics)
@@ -183,9 +198,11 @@ done
 # the MERGE under READ COMMITTED (PostgreSQL 15+), written down
 {
     printf '1\t1000\tpre\tuser1\n2\t20\tev2\tuser2\n3\t20\tev3\tdflt\n4\t20\tev4\tdflt\n5\t20\tev5\tuser5\n'
+    printf '8\t20\tev8\tdflt\n9\t50\tuser9\tuser9\n'
     for k in $(seq 100 129); do
         if [ "$k" = 110 ]; then printf '110\t1000\tpre\tuser6\n'; else printf '%s\t20\tev6\tdflt\n' "$k"; fi
     done
+    printf '800\t10\tpre\tdflt\n'
 } > "$W/table.expected"
 declare -A expect_counts=(
     [1]="ins=0 upd=0 del=0 stale=1 superseded=0 quarantined=0"
@@ -195,25 +212,37 @@ declare -A expect_counts=(
     [5]="ins=0 upd=1 del=0 stale=0 superseded=0 quarantined=0"
     [6]="ins=10 upd=19 del=0 stale=1 superseded=0 quarantined=0"
     [7]="ins=0 upd=0 del=1 stale=0 superseded=0 quarantined=0"
+    [8]="ins=1 upd=0 del=0 stale=0 superseded=0 quarantined=0"
+    [9]="ins=0 upd=0 del=0 stale=0 superseded=0 quarantined=0"
 )
-# the fate of each scenario's messages (offsets 25..): 1 stale, 2-5 applied,
-# 6 applied but key 110's, stale, 7 (a tombstone) deleted
+# the fate of each scenario's messages (offsets PRE..): 1 stale, 2-5 applied,
+# 6 applied but key 110's, stale, 7 (a tombstone) deleted, 8 applied, 9
+# "deleted" (message_fate's word for a tombstone whose key has no row with
+# lineage: the holder's row has none)
 {
-    echo "25 stale"; for o in 26 27 28 29; do echo "$o applied"; done
+    echo "$PRE stale"; for o in 1 2 3 4; do echo "$((PRE + o)) applied"; done
     for k in $(seq 100 129); do
-        if [ "$k" = 110 ]; then echo "$((30 + k - 100)) stale"; else echo "$((30 + k - 100)) applied"; fi
+        if [ "$k" = 110 ]; then echo "$((PRE + 5 + k - 100)) stale"; else echo "$((PRE + 5 + k - 100)) applied"; fi
     done
-    echo "60 deleted"
+    echo "$((PRE + 35)) deleted"; echo "$((PRE + 36)) applied"; echo "$((PRE + 37)) deleted"
 } > "$W/fates.expected"
 
-for num in 1 2 3 4 5 6 7; do
+for num in 1 2 3 4 5 6 7 8 9; do
     for st in sql auto; do
-        check "$st, scenario $num: the worker waited for the holder's transaction" t "${got[$num.$st]:-f}"
+        if [ "$num" = 9 ]; then
+            check "$st, scenario $num: the batch went through while the holder's transaction was open" t "${got[$num.$st]:-f}"
+        else
+            check "$st, scenario $num: the worker waited for the holder's transaction" t "${got[$num.$st]:-f}"
+        fi
         check "$st, scenario $num: batch counts as the MERGE's" "${expect_counts[$num]}" \
             "${counts_of[$num.$st]%%|*}"
     done
     # rows applied by "heap sql": sql never the heap; auto the heap, but 5 (fallback)
-    if [ "$num" = 5 ]; then want_auto="0 1"; elif [ "$num" = 7 ]; then want_auto="1 0"; else want_auto="heap"; fi
+    case "$num" in
+        5) want_auto="0 1" ;;
+        7 | 9) want_auto="1 0" ;;
+        *) want_auto=heap ;;
+    esac
     h="${counts_of[$num.auto]#*|}"
     s="${counts_of[$num.sql]#*|}"
     check "sql, scenario $num: the MERGE applied the rows ($s)" t \
@@ -232,7 +261,7 @@ for st in sql auto; do
         check "$st: the table is the MERGE's" same differs
         head -30 "$W/diff.table.$st"
     fi
-    if diff -u "$W/fates.expected" <(awk -F'\t' '$1 >= 25 {print $1, $2}' "$W/fates.$st") > "$W/diff.fates.$st"; then
+    if diff -u "$W/fates.expected" <(awk -F'\t' -v pre="$PRE" '$1 >= pre {print $1, $2}' "$W/fates.$st") > "$W/diff.fates.$st"; then
         check "$st: the messages' fates are the MERGE's" same same
     else
         check "$st: the messages' fates are the MERGE's" same differs
