@@ -37,6 +37,7 @@
 #include "catalog/pg_index.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
+#include "catalog/pg_publication.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -51,7 +52,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-int			ks_apply_strategy = KS_APPLY_STRATEGY_SQL;
+int			ks_apply_strategy = KS_APPLY_STRATEGY_AUTO;
 
 typedef struct HeapApplyState
 {
@@ -151,7 +152,8 @@ key_probe(KsBatchTarget *bt, HeapApplyState *st)
  * (the MERGE casts), a key index that is not the primary key or replica
  * identity index (RelationFindReplTupleByIndex compares whole tuples for
  * other indexes on 16+), an order column without a strict >= and <, and
- * missing table privileges (the MERGE checks them; the helpers do not).
+ * missing table privileges (the MERGE checks them; the helpers do not),
+ * and a publication of its updates or deletes (the replica identity check).
  */
 static bool
 heap_eligible(KsBatchTarget *bt, Relation rel, HeapApplyState *st)
@@ -163,12 +165,21 @@ heap_eligible(KsBatchTarget *bt, Relation rel, HeapApplyState *st)
 	ListCell   *lc;
 	bool		ok = true;
 	bool		others_unique = false;
+	PublicationDesc pubdesc;
 
 	if (bt->mode != KS_MODE_MERGE || t->key_index_name == NULL || t->nkeys == 0)
 		return false;
 	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relispartition ||
 		rel->trigdesc != NULL || rel->rd_rules != NULL || rel->rd_rel->relhasrules ||
 		rel->rd_rel->relhastriggers || rel->rd_rel->relrowsecurity)
+		return false;
+	/*
+	 * A table published for updates or deletes: whether its replica
+	 * identity allows them is checked by the executor where the MERGE
+	 * checks it; it keeps the MERGE.
+	 */
+	RelationBuildPublicationDesc(rel, &pubdesc);
+	if (pubdesc.pubactions.pubupdate || pubdesc.pubactions.pubdelete)
 		return false;
 	for (int a = 0; a < desc->natts; a++)
 	{
@@ -575,14 +586,51 @@ insert_row(HeapCall *call, KsRow *row, bool buffer)
 		flush_inserts(call);
 }
 
-/* one row, with the row locked first (a delete, or after a concurrent update) */
+/* the DELETE's condition on the found row: the key; a change event's only an older row */
+static bool
+delete_guard(HeapCall *call, KsRow *row)
+{
+	HeapApplyState *st = call->st;
+	KsTarget   *t = call->batch->target;
+	int			o = t->order_index;
+	bool		tnull;
+	Datum		tv;
+
+	if (o < 0 || !t->cdc)
+		return true;
+	tv = slot_getattr(call->found, t->columns[o].attnum, &tnull);
+	return tnull || (!row->nulls[o] &&
+					 DatumGetBool(FunctionCall2Coll(&st->lt, st->order_coll, tv, row->values[o])));
+}
+
+/*
+ * ExecSimpleRelationDelete's work on a tuple that is not locked.  The
+ * result of table_tuple_delete: TM_Updated when a concurrent transaction
+ * updated the row since the snapshot (the caller locks the newest version
+ * and decides again, as the DELETE's EvalPlanQual does), TM_Deleted when
+ * one deleted it (the DELETE then skips it too).
+ */
+static TM_Result
+delete_unlocked(HeapCall *call)
+{
+	Relation	rel = call->rri->ri_RelationDesc;
+	TM_FailureData tmfd;
+	TM_Result	res;
+
+	CheckCmdReplicaIdentity(rel, CMD_DELETE);
+	res = table_tuple_delete(rel, &call->found->tts_tid, call->estate->es_output_cid,
+							 call->estate->es_snapshot, InvalidSnapshot, true, &tmfd, false);
+	if (res != TM_Ok && res != TM_Updated && res != TM_Deleted)
+		elog(ERROR, "unexpected table_tuple_delete status: %u", res);
+	return res;
+}
+
+/* one row, with the row locked first (after a concurrent update) */
 static void
 apply_locked(HeapCall *call, KsRow *row)
 {
 	KsBatch    *batch = call->batch;
 	HeapApplyState *st = call->st;
-	KsTarget   *t = batch->target;
-	int			o = t->order_index;
 	bool		exists;
 
 	search_key(call, row);
@@ -591,16 +639,7 @@ apply_locked(HeapCall *call, KsRow *row)
 										  call->search, call->found);
 	if (call->deletes)
 	{
-		/* the DELETE: the key; a change event's only an older row */
-		if (exists && o >= 0 && t->cdc)
-		{
-			bool		tnull;
-			Datum		tv = slot_getattr(call->found, t->columns[o].attnum, &tnull);
-
-			exists = tnull || (!row->nulls[o] &&
-							   DatumGetBool(FunctionCall2Coll(&st->lt, st->order_coll, tv, row->values[o])));
-		}
-		if (exists)
+		if (exists && delete_guard(call, row))
 		{
 			ExecSimpleRelationDelete(call->rri, call->estate, NULL, call->found);
 			batch->stats.deleted++;
@@ -641,6 +680,31 @@ prefetch_rows(HeapCall *call, int i)
 	}
 }
 
+/*
+ * The tombstones' DELETE: the row its snapshot sees, as the DELETE's join
+ * (a row a concurrent transaction inserted is not there, even once it
+ * commits: the locking probe alone would wait for it and delete it), then
+ * deleted unless a concurrent update makes the newest version the one to
+ * decide on.
+ */
+static void
+delete_row(HeapCall *call, KsRow *row)
+{
+	if (!probe(call, row) || !delete_guard(call, row))
+		return;
+	switch (delete_unlocked(call))
+	{
+		case TM_Ok:
+			call->batch->stats.deleted++;
+			break;
+		case TM_Updated:
+			apply_locked(call, row);
+			break;
+		default:
+			break;				/* deleted meanwhile: nothing to delete */
+	}
+}
+
 static void
 heap_call(void *arg)
 {
@@ -672,35 +736,32 @@ heap_call(void *arg)
 	call->search = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	call->found = table_slot_create(rel, NULL);
 	call->next = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
-	if (!call->deletes)
+	for (int i = 0; i < call->rri->ri_NumIndices; i++)
+		if (RelationGetRelid(call->rri->ri_IndexRelationDescs[i]) == st->key_index)
+			index = call->rri->ri_IndexRelationDescs[i];
+	if (index == NULL)
+		elog(ERROR, "key index %u of \"%s\" is not open", st->key_index, RelationGetRelationName(rel));
+	call->skey = palloc0(sizeof(ScanKeyData) * st->nixkeys);
+	for (int i = 0; i < st->nixkeys; i++)
 	{
-		for (int i = 0; i < call->rri->ri_NumIndices; i++)
-			if (RelationGetRelid(call->rri->ri_IndexRelationDescs[i]) == st->key_index)
-				index = call->rri->ri_IndexRelationDescs[i];
-		if (index == NULL)
-			elog(ERROR, "key index %u of \"%s\" is not open", st->key_index, RelationGetRelationName(rel));
-		call->skey = palloc0(sizeof(ScanKeyData) * st->nixkeys);
-		for (int i = 0; i < st->nixkeys; i++)
-		{
-			ScanKeyInit(&call->skey[i], i + 1, BTEqualStrategyNumber, st->eq_proc[i], (Datum) 0);
-			call->skey[i].sk_collation = index->rd_indcollation[i];
-		}
-		call->scan = KS_INDEX_BEGINSCAN(rel, index, estate->es_snapshot, st->nixkeys);
-		if (st->buffer_inserts)
-		{
-			/*
-			 * Over a copy of the descriptor, which is not reference counted:
-			 * a thousand slots over the relation's own descriptor pinned it a
-			 * thousand times in the resource owner, whose array of one value
-			 * made every later pin and release (btree's unique check makes a
-			 * slot per checked entry) walk a long probe chain.
-			 */
-			TupleDesc	copy = CreateTupleDescCopy(desc);
+		ScanKeyInit(&call->skey[i], i + 1, BTEqualStrategyNumber, st->eq_proc[i], (Datum) 0);
+		call->skey[i].sk_collation = index->rd_indcollation[i];
+	}
+	call->scan = KS_INDEX_BEGINSCAN(rel, index, estate->es_snapshot, st->nixkeys);
+	if (st->buffer_inserts && !call->deletes)
+	{
+		/*
+		 * Over a copy of the descriptor, which is not reference counted: a
+		 * thousand slots over the relation's own descriptor pinned it a
+		 * thousand times in the resource owner, whose array of one value
+		 * made every later pin and release (btree's unique check makes a
+		 * slot per checked entry) walk a long probe chain.
+		 */
+		TupleDesc	copy = CreateTupleDescCopy(desc);
 
-			call->ins = palloc(sizeof(TupleTableSlot *) * HEAP_INSERT_BUFFER);
-			for (int i = 0; i < HEAP_INSERT_BUFFER; i++)
-				call->ins[i] = MakeSingleTupleTableSlot(copy, &TTSOpsHeapTuple);
-		}
+		call->ins = palloc(sizeof(TupleTableSlot *) * HEAP_INSERT_BUFFER);
+		for (int i = 0; i < HEAP_INSERT_BUFFER; i++)
+			call->ins[i] = MakeSingleTupleTableSlot(copy, &TTSOpsHeapTuple);
 	}
 	MemoryContextSwitchTo(oldcxt);
 
@@ -714,7 +775,7 @@ heap_call(void *arg)
 		prefetch_rows(call, i);
 		oldcxt = MemoryContextSwitchTo(GetPerTupleMemoryContext(estate));
 		if (call->deletes)
-			apply_locked(call, row);
+			delete_row(call, row);
 		else if (!probe(call, row))
 			insert_row(call, row, true);
 		else if (updated_row(call, row))

@@ -14,7 +14,8 @@
 typedef enum KsApplyStrategyChoice
 {
 	KS_APPLY_STRATEGY_SQL = 0,	/* always the MERGE through SPI */
-	KS_APPLY_STRATEGY_AUTO		/* the heap strategy where it is exact */
+	KS_APPLY_STRATEGY_AUTO		/* the heap strategy where it is exact (the
+								 * default) */
 } KsApplyStrategyChoice;
 
 extern int	ks_apply_strategy;

@@ -126,7 +126,7 @@ ks_guc_init(void)
 							 "How merge-mode batches are written to their target.",
 							 "sql: the MERGE through SPI. auto: directly through the heap and its indexes (probe the key index, compare the order column, update or insert) for plain targets where that is exactly what the MERGE does; other targets keep the MERGE.",
 							 &ks_apply_strategy,
-							 KS_APPLY_STRATEGY_SQL,
+							 KS_APPLY_STRATEGY_AUTO,
 							 apply_strategy_options,
 							 PGC_SIGHUP,
 							 0,

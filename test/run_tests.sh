@@ -39,7 +39,10 @@
 #                                  (test/tools/librdkafka.sh), PostgreSQL 15
 #                                  again with KS_RDKAFKA_TESTS (default
 #                                  "regress tap e2e") and KS_RDKAFKA_SCRIPTS
-#                                  (default "broker_security").
+#                                  (default "broker_security"), with
+#                                  kafka_sink.apply_strategy =
+#                                  KS_RDKAFKA_APPLY_STRATEGY (default sql:
+#                                  the MERGE for every target).
 #   KS_RDKAFKA=2.12.1              build everything against that librdkafka.
 # Env: KS_PRIVATE_PG=1 installs into a private copy of Debian's PostgreSQL
 # under the repo (.pginst) instead of into it (several clones can test at
@@ -363,6 +366,10 @@ for v in "${rdk_matrix[@]}"; do
     setup_step pg-start "$H" pg-start
     load_env
     export KS_SCRIPTS="${KS_RDKAFKA_SCRIPTS:-broker_security}"
+    # this pass also keeps the MERGE covered on its own: every merge-mode
+    # target through the SQL strategy (the default, auto, writes plain
+    # tables through the heap strategy everywhere else)
+    export KS_APPLY_STRATEGY="${KS_RDKAFKA_APPLY_STRATEGY-sql}"
     read -r -a rdk_parts <<< "${KS_RDKAFKA_TESTS:-regress tap e2e}"
     run_parts "${rdk_parts[@]}"
 done

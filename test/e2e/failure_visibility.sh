@@ -91,6 +91,22 @@ caught_up() {
     check "$1: caught up first" t "$(sql -c "SELECT kafka_sink.wait('$1_$SFX', '60 s')")"
 }
 
+# drop_owner CASE: the pipeline stopped, its owner's objects reassigned and
+# the role dropped from another database (where the guard only sees running
+# workers), then the pipeline started again
+drop_owner() {
+    local p="$1_$SFX" r="fv_$1_$SFX"
+    sql -c "SELECT kafka_sink.stop('$p')" >/dev/null
+    poll "SELECT coalesce(workers, 0) = 0 FROM kafka_sink.status WHERE name = '$p'" 30 || true
+    sql >/dev/null <<SQL
+SET client_min_messages = warning;
+REASSIGN OWNED BY $r TO ks_e2e;
+DROP OWNED BY $r;
+SQL
+    PGDATABASE=postgres sql -c "DROP ROLE $r" >/dev/null
+    sql -c "SELECT kafka_sink.start('$p')" >/dev/null
+}
+
 # ---- the owner dropped: REASSIGN OWNED, DROP OWNED, DROP ROLE ----------------
 # DROP ROLE of an owner is refused (role_guard.c) in the pipelines' database
 # and, for running pipelines, in any other; it can still happen from another
@@ -104,15 +120,7 @@ check "dropped: DROP ROLE of a pipeline's owner is refused, naming the pipeline"
 out="$(PGDATABASE=postgres sql -c "DROP ROLE fv_dropped_$SFX" 2>&1 || true)"
 check "dropped: ... and from another database while its worker runs" t \
       "$([[ "$out" == *"owns kafka_sink pipelines"* ]] && echo t || echo "f: $out")"
-sql -c "SELECT kafka_sink.stop('dropped_$SFX')" >/dev/null
-poll "SELECT coalesce(workers, 0) = 0 FROM kafka_sink.status WHERE name = 'dropped_$SFX'" 30 || true
-sql >/dev/null <<SQL
-SET client_min_messages = warning;
-REASSIGN OWNED BY fv_dropped_$SFX TO ks_e2e;
-DROP OWNED BY fv_dropped_$SFX;
-SQL
-PGDATABASE=postgres sql -c "DROP ROLE fv_dropped_$SFX" >/dev/null
-sql -c "SELECT kafka_sink.start('dropped_$SFX')" >/dev/null
+drop_owner dropped
 failed_visibly dropped 'owner of pipeline .* no longer exists'
 check "dropped: the hint says what to do" t \
       "$(sql -c "SELECT detail ~ 'drop the pipeline and create it again' FROM kafka_sink.errors e JOIN kafka_sink.pipelines p ON p.id = e.pipeline_id WHERE p.name = 'dropped_$SFX' ORDER BY e.id DESC LIMIT 1")"
@@ -121,12 +129,7 @@ check "dropped: the hint says what to do" t \
 "$HARNESS" topic-create "${T}_empty" 1 >/dev/null 2>&1
 new_case empty "" "${T}_empty"
 check "empty: caught up first" t "$(sql -c "SELECT kafka_sink.wait('empty_$SFX', '60 s')")"
-sql >/dev/null <<SQL
-SET client_min_messages = warning;
-REASSIGN OWNED BY fv_empty_$SFX TO ks_e2e;
-DROP OWNED BY fv_empty_$SFX;
-DROP ROLE fv_empty_$SFX;
-SQL
+drop_owner empty
 failed_visibly empty 'owner of pipeline .* no longer exists'
 
 # ---- the owner made NOLOGIN --------------------------------------------------
