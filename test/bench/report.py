@@ -370,16 +370,24 @@ def main():
     if vb("w4p16") is not None and vb("w2p16") is not None:
         t.append("- workers 4 on 16 partitions no slower than workers 2: %s vs %s (workers 1: %s): %s"
                  % (fmt(vb("w4p16")), fmt(vb("w2p16")), fmt(vb("w1p16")), verdict(vb("w4p16") >= vb("w2p16"))))
+    # a peer's ratio: one worker's, and the best of two workers' (4 or 16
+    # partitions); "met with two workers" when only the second reaches it
+    def peer_goal(rate, goal):
+        best1 = max(R[k]["msgs_per_s"] for k in one) / rate
+        w2s = [R[k]["msgs_per_s"] / rate for k in ("w2", "w2p16") if k in R and R[k].get("msgs_per_s")]
+        best2 = max(w2s) if w2s else None
+        if best1 >= goal:
+            v = "met"
+        elif best2 is not None and best2 >= goal:
+            v = "met with two workers, not with one"
+        else:
+            v = "NOT met"
+        return "%s (one worker; workers 2: %s): %s" % (fmt(best1), fmt(best2) if best2 is not None else "-", v)
     if py_rate and one:
-        best1 = max(R[k]["msgs_per_s"] for k in one)
-        t.append("- >= 3x the Python consumer: %s (one worker; workers 2: %s): %s"
-                 % (fmt(best1 / py_rate), fmt(R["w2"]["msgs_per_s"] / py_rate) if "w2" in R else "-",
-                    verdict(best1 / py_rate >= 3)))
+        t.append("- >= 3x the Python consumer: " + peer_goal(py_rate, 3))
     dz = R.get("debezium")
     if dz and dz.get("msgs_per_s") and one:
-        best1 = max(R[k]["msgs_per_s"] for k in one)
-        t.append("- >= 10x Kafka Connect + Debezium JDBC sink: %s: %s"
-                 % (fmt(best1 / dz["msgs_per_s"]), verdict(best1 / dz["msgs_per_s"] >= 10)))
+        t.append("- >= 10x Kafka Connect + Debezium JDBC sink: " + peer_goal(dz["msgs_per_s"], 10))
     d = res["latency"].get("lat")
     if d and d["p99_written_ms"] is not None:
         t.append("- p99 <= 150 ms written at %s msgs/s, trigger_interval 100 ms: %.0f ms (committed %.0f ms): %s"
