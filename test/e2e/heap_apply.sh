@@ -125,4 +125,42 @@ for s in $(seq 1 "$SEEDS"); do
 done
 check "with auto, row faults ($total_q quarantined) went through the SQL strategy ($total_sql rows)" t \
     "$([ "$total_q" -gt 0 ] && [ "$total_sql" -gt 0 ] && echo t || echo f)"
+
+# ---- targets the heap strategy must leave to the MERGE (heap_eligible) ----
+# with auto: a plain table goes through the heap, each of these through SQL
+strategy auto
+topic="heap_${SFX}_refused"
+for i in 1 2 3 4 5; do printf '%s\t{"id": %s, "v": %s}\n' "$i" "$i" "$i"; done |
+    kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
+refused_case() { # NAME EXPECT(heap|sql) SETUP-SQL: a target, a pipeline, which strategy wrote it
+    local name="hr${SFX}_$1"
+    sql > /dev/null <<SQL
+SET client_min_messages = warning;
+CREATE TABLE e2e.$name (id bigint PRIMARY KEY, v bigint);
+ALTER TABLE e2e.$name OWNER TO ks_e2e;
+$3
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => '$name', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['$topic'], target => 'e2e.$name', order_column => 'v',
+    key_format => 'string', starting_offsets => 'earliest', trigger_interval => '0');
+SQL
+    poll "$(done_sql "$name" 5)" 60 || true
+    read -r h_heap h_sql _ <<< "$(applied_rows "$name")"
+    if [ "$2" = heap ]; then
+        check "$1: with auto the heap strategy writes it ($h_heap rows, $h_sql by the MERGE)" t \
+            "$([ "${h_heap:-0}" -gt 0 ] && [ "${h_sql:-1}" -eq 0 ] && echo t || echo f)"
+    else
+        check "$1: with auto the MERGE writes it ($h_sql rows, $h_heap by the heap)" t \
+            "$([ "${h_heap:-1}" -eq 0 ] && [ "${h_sql:-0}" -gt 0 ] && echo t || echo f)"
+    fi
+    check "$1: every message applied" 5 "$(sql -Atc "SELECT count(*) FROM e2e.$name")"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+}
+refused_case plain heap ""
+refused_case trigger sql "CREATE FUNCTION e2e.noop_${SFX}() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN RETURN NEW; END\$\$;
+CREATE TRIGGER t BEFORE INSERT ON e2e.hr${SFX}_trigger FOR EACH ROW EXECUTE FUNCTION e2e.noop_${SFX}();"
+refused_case published sql "CREATE PUBLICATION hr${SFX}_pub FOR TABLE e2e.hr${SFX}_published WITH (publish = 'insert, update');"
+refused_case insert_only_publication heap "CREATE PUBLICATION hr${SFX}_pubi FOR TABLE e2e.hr${SFX}_insert_only_publication WITH (publish = 'insert');"
+refused_case deferrable sql "ALTER TABLE e2e.hr${SFX}_deferrable ADD UNIQUE (v) DEFERRABLE;"
+sql -c "DROP PUBLICATION hr${SFX}_pub, hr${SFX}_pubi" > /dev/null
 finish
