@@ -343,6 +343,11 @@ check_lock(LockStmt *stmt)
 	}
 }
 
+/*
+ * kafka_sink's one ProcessUtility hook, chained after whatever hook was
+ * there: a LOCK of the catalog (above), DROP ROLE of a pipeline's owner
+ * (role_guard.c).
+ */
 static void
 ks_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				   ProcessUtilityContext context, ParamListInfo params,
@@ -350,6 +355,8 @@ ks_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 {
 	if (IsA(pstmt->utilityStmt, LockStmt))
 		check_lock((LockStmt *) pstmt->utilityStmt);
+	else if (IsA(pstmt->utilityStmt, DropRoleStmt))
+		ks_role_guard_check_drop((DropRoleStmt *) pstmt->utilityStmt);
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
 							 queryEnv, dest, qc);

@@ -37,7 +37,6 @@ _PG_init(void)
 
 	ks_guc_init();
 	ks_catalog_guard_init();
-	ks_role_guard_init();
 
 	/* pg_upgrade runs the server without workers; reserve nothing else */
 	if (IsBinaryUpgrade)

@@ -280,7 +280,8 @@ extern bool ks_catalog_writes_allowed(void);
 extern void ks_catalog_guard_init(void);
 
 /* ---- role_guard.c ---- */
-extern void ks_role_guard_init(void);
+struct DropRoleStmt;
+extern void ks_role_guard_check_drop(struct DropRoleStmt *stmt);
 
 /* ---- small conversions everyone needs ---- */
 

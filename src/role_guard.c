@@ -9,8 +9,8 @@
  * does not fit rows of an extension's table: DROP ROLE, DROP OWNED and
  * REASSIGN OWNED describe or act on each dependent object by its catalog,
  * and fail on a class they do not know ("unrecognized object class").
- * So a ProcessUtility hook (chained after whatever hook was there) looks
- * before DROP ROLE runs:
+ * So kafka_sink's ProcessUtility hook (catalog_guard.c, the one hook of the
+ * library) calls ks_role_guard_check_drop before DROP ROLE runs, which looks:
  *  - in the current database, if kafka_sink is installed there, every
  *    pipeline of the catalog, whatever its state, read directly (row level
  *    security would hide other owners' pipelines from the caller);
@@ -36,14 +36,11 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
-#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
-
-static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /* Appends the names of this database's pipelines owned by role to names. */
 static int
@@ -142,8 +139,8 @@ remote_pipelines(Oid role, StringInfo names, int n)
 	return n;
 }
 
-static void
-check_drop_role(DropRoleStmt *stmt)
+void
+ks_role_guard_check_drop(DropRoleStmt *stmt)
 {
 	ListCell   *lc;
 
@@ -171,26 +168,4 @@ check_drop_role(DropRoleStmt *stmt)
 					 errdetail_plural("It owns pipeline %s.", "It owns pipelines %s.", n, names.data),
 					 errhint("Drop the pipelines with kafka_sink.drop_pipeline() first; a pipeline runs as its owner.")));
 	}
-}
-
-static void
-ks_role_guard_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
-					  ProcessUtilityContext context, ParamListInfo params,
-					  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
-{
-	if (IsA(pstmt->utilityStmt, DropRoleStmt))
-		check_drop_role((DropRoleStmt *) pstmt->utilityStmt);
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
-							 queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-								queryEnv, dest, qc);
-}
-
-void
-ks_role_guard_init(void)
-{
-	prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = ks_role_guard_utility;
 }
