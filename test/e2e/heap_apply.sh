@@ -27,15 +27,11 @@ cleanup() {
     local rc=$?
     set +e
     trap - EXIT
-    sql -c "ALTER SYSTEM RESET kafka_sink.apply_strategy" -c "SELECT pg_reload_conf()" >/dev/null 2>&1
+    set_apply_strategy RESET 2>/dev/null
     exit $rc
 }
 trap cleanup EXIT
 
-strategy() {
-    sql -c "ALTER SYSTEM SET kafka_sink.apply_strategy = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
-    sleep 1
-}
 
 table_sql() {
     cat <<SQL
@@ -53,11 +49,6 @@ SELECT kafka_sink.create_pipeline(name => '$1', bootstrap_servers => '$KS_BOOTST
 SQL
 }
 
-done_sql() { # NAME N
-    echo "SELECT coalesce((SELECT sum(o.next_offset) FROM kafka_sink.offsets o
-                    JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id
-                   WHERE p.name = '$1'), 0) >= $2"
-}
 
 dump() { # NAME: the table, each batch's counts, the quarantine
     sql -c "COPY (SELECT id, v, a, b, c, _kafka_offset, _kafka_partition, _kafka_topic, _kafka_timestamp
@@ -93,9 +84,9 @@ for s in $(seq 1 "$SEEDS"); do
     max=$((RANDOM % 30 + 3))
     for st in sql auto; do
         name="h${SFX}_${s}_$st"
-        strategy "$st"
+        set_apply_strategy "$st"
         table_sql "$name" "$topic" "$max" | sql > /dev/null
-        if ! poll "$(done_sql "$name" "$n")" "${KS_HEAP_APPLY_TIMEOUT:-120}"; then
+        if ! poll "$(checkpoint_covers_sql "$name" "$n")" "${KS_HEAP_APPLY_TIMEOUT:-120}"; then
             check "seed $seed: $name consumed the topic" "t" "f"
             continue
         fi
@@ -128,7 +119,7 @@ check "with auto, row faults ($total_q quarantined) went through the SQL strateg
 
 # ---- targets the heap strategy must leave to the MERGE (heap_eligible) ----
 # with auto: a plain table goes through the heap, each of these through SQL
-strategy auto
+set_apply_strategy auto
 topic="heap_${SFX}_refused"
 for i in 1 2 3 4 5; do printf '%s\t{"id": %s, "v": %s}\n' "$i" "$i" "$i"; done |
     kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
@@ -144,7 +135,7 @@ SELECT kafka_sink.create_pipeline(name => '$name', bootstrap_servers => '$KS_BOO
     subscribe => ARRAY['$topic'], target => 'e2e.$name', order_column => 'v',
     key_format => 'string', starting_offsets => 'earliest', trigger_interval => '0');
 SQL
-    poll "$(done_sql "$name" 5)" 60 || true
+    poll "$(checkpoint_covers_sql "$name" 5)" 60 || true
     read -r h_heap h_sql _ <<< "$(applied_rows "$name")"
     if [ "$2" = heap ]; then
         check "$1: with auto the heap strategy writes it ($h_heap rows, $h_sql by the MERGE)" t \

@@ -56,21 +56,12 @@ cleanup() {
     trap - EXIT
     exec 7>&- 2>/dev/null
     stop_process "$HOLDER_PID" 2
-    sql -c "ALTER SYSTEM RESET kafka_sink.apply_strategy" -c "SELECT pg_reload_conf()" >/dev/null 2>&1
+    set_apply_strategy RESET 2>/dev/null
     exit $rc
 }
 trap cleanup EXIT
 
-strategy() {
-    sql -c "ALTER SYSTEM SET kafka_sink.apply_strategy = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
-    sleep 1
-}
 
-done_sql() { # NAME N: the pipeline's checkpoint covers N messages
-    echo "SELECT coalesce((SELECT sum(o.next_offset) FROM kafka_sink.offsets o
-                    JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id
-                   WHERE p.name = '$1'), 0) >= $2"
-}
 
 # holder_begin MARK SQL: a session of its own runs SQL in an open transaction
 # (returns once SQL has run: its last statement is the mark)
@@ -136,13 +127,13 @@ scenario() {
     NMSG=$((NMSG + m))
     if [ "$wait" = blocked ]; then
         if blocked "$NAME"; then got["$num.$ST"]=t; else got["$num.$ST"]=f; fi
-    elif poll "$(done_sql "$NAME" "$NMSG")" 30; then
+    elif poll "$(checkpoint_covers_sql "$NAME" "$NMSG")" 30; then
         got["$num.$ST"]=t
     else
         got["$num.$ST"]=f
     fi
     holder_end "$end"
-    if ! poll "$(done_sql "$NAME" "$NMSG")" "$TIMEOUT"; then
+    if ! poll "$(checkpoint_covers_sql "$NAME" "$NMSG")" "$TIMEOUT"; then
         check "$NAME scenario $num: consumed" t f
     fi
     after="$(counts "$NAME")"
@@ -155,7 +146,7 @@ for ST in sql auto; do
     NAME="hc_${SFX}_$ST"
     TOPIC="hc_${SFX}_$ST"
     NMSG=0
-    strategy "$ST"
+    set_apply_strategy "$ST"
     "$HARNESS" topic-create "$TOPIC" 1 >/dev/null 2>&1
     sql >/dev/null <<SQL
 SET ROLE ks_e2e;
@@ -171,7 +162,7 @@ SQL
     { range 1 4 '{"v": 10, "a": "pre"}'; range 7 8 '{"v": 10, "a": "pre"}'
       range 100 119 '{"v": 10, "a": "pre"}'; } | kcat -P -b "$KS_BOOTSTRAP" -t "$TOPIC" -p 0 -K '|'
     NMSG=$PRE
-    if ! poll "$(done_sql "$NAME" "$NMSG")" "$TIMEOUT"; then
+    if ! poll "$(checkpoint_covers_sql "$NAME" "$NMSG")" "$TIMEOUT"; then
         check "$NAME: the first rows applied" t f
         continue
     fi
@@ -308,7 +299,7 @@ PY
 for st in sql auto; do
     NAME="hcp_${SFX}_$st"
     TOPIC="hcp_${SFX}_$st"
-    strategy "$st"
+    set_apply_strategy "$st"
     "$HARNESS" topic-create "$TOPIC" 2 >/dev/null 2>&1
     for p in 0 1; do
         awk -F'\t' -v p="$p" '$1 == p {print $2}' "$W/pmsgs" | kcat -P -b "$KS_BOOTSTRAP" -t "$TOPIC" -p "$p" -K '|'
@@ -322,7 +313,7 @@ SELECT kafka_sink.create_pipeline(name => '$NAME', bootstrap_servers => '$KS_BOO
     key_format => 'string', starting_offsets => 'earliest', workers => 2,
     max_offsets_per_batch => 7, trigger_interval => '0');
 SQL
-    if poll "$(done_sql "$NAME" "$PMSG")" "$TIMEOUT"; then
+    if poll "$(checkpoint_covers_sql "$NAME" "$PMSG")" "$TIMEOUT"; then
         sql -c "SET ROLE ks_e2e; SELECT kafka_sink.stop('$NAME')" > /dev/null
         sql -c "COPY (SELECT id, v, a FROM e2e.$NAME ORDER BY id) TO STDOUT" > "$W/ptable.$st"
         if diff -u "$W/pmodel" "$W/ptable.$st" > "$W/diff.ptable.$st"; then

@@ -12,7 +12,8 @@
 # (produce, produce_py, produce_batch, cdc_event, check_caught_up,
 # high_watermarks); exit hooks (at_exit); clusters
 # of a script's own (own_cluster_start ...); processes of a script's own
-# (stop_process, own_broker_start); waiting (wait_for); ports (free_port).
+# (stop_process, own_broker_start); waiting (wait_for); ports (free_port);
+# the apply strategy (set_apply_strategy, checkpoint_covers_sql).
 set -euo pipefail
 KS_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$KS_LIB_DIR/../.." && pwd)"
@@ -290,3 +291,24 @@ as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u "${KS_PGOSUSER:-kstest}" -- "$@
 
 # free_port [NOT...]: a free loopback port, none of NOT
 free_port() { "$HARNESS" free-port "$@"; }
+
+# ---------------------------------------------------------------- apply strategy
+
+# set_apply_strategy sql|auto: kafka_sink.apply_strategy for the whole cluster
+# (a reload; workers read it per batch); reset it with "RESET" in a trap
+set_apply_strategy() {
+    if [ "$1" = RESET ]; then
+        sql -c "ALTER SYSTEM RESET kafka_sink.apply_strategy" -c "SELECT pg_reload_conf()" >/dev/null
+    else
+        sql -c "ALTER SYSTEM SET kafka_sink.apply_strategy = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
+        sleep 1
+    fi
+}
+
+# checkpoint_covers_sql NAME N: a query, true once pipeline NAME's checkpoint
+# holds N offsets (for poll)
+checkpoint_covers_sql() {
+    echo "SELECT coalesce((SELECT sum(o.next_offset) FROM kafka_sink.offsets o
+                    JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id
+                   WHERE p.name = '$1'), 0) >= $2"
+}
