@@ -25,6 +25,7 @@ OBJS = \
 	src/envelope_debezium_avro.o \
 	src/cdc_guard.o \
 	src/jsonwalk.o \
+	src/jsontree.o \
 	src/apply.o \
 	src/route.o \
 	src/lineage.o \

@@ -54,149 +54,11 @@
 #include "utils/timestamp.h"
 #endif
 
-#if PG_VERSION_NUM >= 160000
-#define KS_JSON_RETURN JsonParseErrorType
-#define KS_JSON_OK return JSON_SUCCESS
-#else
-#define KS_JSON_RETURN void
-#define KS_JSON_OK return
-#endif
-
 #define AV_MAX_DEPTH 64
 
 /* ================================================================
- * A JSON tree through pg_parse_json
+ * The schema's JSON tree (jsontree.c) with the Avro parse's checks
  * ================================================================ */
-
-typedef struct TreeState
-{
-	KsJson	   *stack[AV_MAX_DEPTH + 2];
-	int			depth;
-	KsJson	   *root;
-	char	   *pending_key;
-	int		   *caps;			/* capacity of each open container */
-} TreeState;
-
-static void
-tree_attach(TreeState *t, KsJson *node)
-{
-	KsJson	   *parent;
-	int			cap;
-
-	if (t->depth == 0)
-	{
-		t->root = node;
-		return;
-	}
-	parent = t->stack[t->depth - 1];
-	cap = t->caps[t->depth - 1];
-	if (parent->n == cap)
-	{
-		cap = cap == 0 ? 4 : cap * 2;
-		if (parent->items)
-			parent->items = repalloc(parent->items, sizeof(KsJson *) * cap);
-		else
-			parent->items = palloc(sizeof(KsJson *) * cap);
-		if (parent->kind == KS_J_OBJECT)
-		{
-			if (parent->keys)
-				parent->keys = repalloc(parent->keys, sizeof(char *) * cap);
-			else
-				parent->keys = palloc(sizeof(char *) * cap);
-		}
-		t->caps[t->depth - 1] = cap;
-	}
-	if (parent->kind == KS_J_OBJECT)
-	{
-		parent->keys[parent->n] = t->pending_key;
-		t->pending_key = NULL;
-	}
-	parent->items[parent->n++] = node;
-}
-
-static KsJson *
-tree_node(KsJsonKind kind)
-{
-	KsJson	   *j = palloc0(sizeof(KsJson));
-
-	j->kind = kind;
-	return j;
-}
-
-static KS_JSON_RETURN
-tree_container_start(void *state, KsJsonKind kind)
-{
-	TreeState  *t = state;
-	KsJson	   *j = tree_node(kind);
-
-	tree_attach(t, j);
-	/* the caller checked the nesting; this is a backstop */
-	if (t->depth <= AV_MAX_DEPTH)
-	{
-		t->caps[t->depth] = 0;
-		t->stack[t->depth++] = j;
-	}
-	KS_JSON_OK;
-}
-
-static KS_JSON_RETURN
-tree_object_start(void *state)
-{
-	return tree_container_start(state, KS_J_OBJECT);
-}
-
-static KS_JSON_RETURN
-tree_array_start(void *state)
-{
-	return tree_container_start(state, KS_J_ARRAY);
-}
-
-static KS_JSON_RETURN
-tree_end(void *state)
-{
-	TreeState  *t = state;
-
-	if (t->depth > 0)
-		t->depth--;
-	KS_JSON_OK;
-}
-
-static KS_JSON_RETURN
-tree_field_start(void *state, char *fname, bool isnull)
-{
-	TreeState  *t = state;
-
-	(void) isnull;
-	t->pending_key = fname;
-	KS_JSON_OK;
-}
-
-static KS_JSON_RETURN
-tree_scalar(void *state, char *token, JsonTokenType type)
-{
-	TreeState  *t = state;
-	KsJson	   *j;
-
-	switch (type)
-	{
-		case JSON_TOKEN_STRING:
-			j = tree_node(KS_J_STRING);
-			break;
-		case JSON_TOKEN_NUMBER:
-			j = tree_node(KS_J_NUMBER);
-			break;
-		case JSON_TOKEN_TRUE:
-		case JSON_TOKEN_FALSE:
-			j = tree_node(KS_J_BOOL);
-			break;
-		default:
-			j = tree_node(KS_J_NULL);
-			break;
-	}
-	j->str = token;
-	tree_attach(t, j);
-	KS_JSON_OK;
-}
 
 /* Whether brackets outside strings nest deeper than limit. */
 static bool
@@ -232,12 +94,7 @@ too_deep(const char *s, size_t len, int limit)
 KsJson *
 ks_json_parse(const char *text, size_t len, char **errmsg)
 {
-	TreeState	t;
-	JsonSemAction sem;
-	JsonLexContext *lex;
-	JsonParseErrorType err;
 	char	   *copy;
-	int			caps[AV_MAX_DEPTH + 2];
 
 	*errmsg = NULL;
 	if (pg_encoding_verifymbstr(PG_UTF8, text, (int) len) != (int) len)
@@ -256,41 +113,7 @@ ks_json_parse(const char *text, size_t len, char **errmsg)
 		*errmsg = pstrdup("contains a NUL byte");
 		return NULL;
 	}
-#if PG_VERSION_NUM >= 170000
-	lex = makeJsonLexContextCstringLen(NULL, copy, len, PG_UTF8, true);
-#else
-	lex = makeJsonLexContextCstringLen(copy, len, PG_UTF8, true);
-#endif
-	memset(&t, 0, sizeof(t));
-	t.caps = caps;
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &t;
-	sem.object_start = tree_object_start;
-	sem.object_end = tree_end;
-	sem.array_start = tree_array_start;
-	sem.array_end = tree_end;
-	sem.object_field_start = tree_field_start;
-	sem.scalar = tree_scalar;
-	err = pg_parse_json(lex, &sem);
-	if (err != JSON_SUCCESS)
-	{
-		*errmsg = psprintf("invalid JSON: %s", json_errdetail(err, lex));
-		return NULL;
-	}
-	return t.root;
-}
-
-KsJson *
-ks_json_get(const KsJson *obj, const char *key)
-{
-	KsJson	   *found = NULL;
-
-	if (obj == NULL || obj->kind != KS_J_OBJECT)
-		return NULL;
-	for (int i = 0; i < obj->n; i++)
-		if (strcmp(obj->keys[i], key) == 0)
-			found = obj->items[i];	/* the last duplicate wins */
-	return found;
+	return ks_json_tree(copy, len, PG_UTF8, errmsg);
 }
 
 /* ================================================================

@@ -11,6 +11,7 @@
 #define KS_AVRO_BINARY_H
 
 #include "jsonwalk.h"
+#include "jsontree.h"
 
 typedef struct KsAvroSchema KsAvroSchema;
 
@@ -56,28 +57,12 @@ extern KsAvroResult ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *pat
 /* typid itself when ks_avro_decode can build its values directly, else InvalidOid */
 extern Oid	ks_avro_direct_type(Oid typid, int32 typmod);
 
-/* ---- a small JSON tree, for schemas and registry answers ---- */
-typedef enum KsJsonKind
-{
-	KS_J_NULL,
-	KS_J_BOOL,
-	KS_J_NUMBER,
-	KS_J_STRING,
-	KS_J_ARRAY,
-	KS_J_OBJECT
-} KsJsonKind;
+/* ---- the JSON tree (jsontree.h) of schemas and registry answers ---- */
 
-typedef struct KsJson
-{
-	KsJsonKind	kind;
-	char	   *str;			/* string, number text, "true"/"false" */
-	int			n;				/* array elements, object members */
-	char	  **keys;			/* object member names */
-	struct KsJson **items;
-} KsJson;
-
-/* Parses JSON text (at most 64 levels deep); NULL with *errmsg if invalid. */
+/*
+ * Parses JSON text (valid UTF-8, no NUL byte, at most 64 levels deep)
+ * into a tree; NULL with *errmsg if it is not.
+ */
 extern KsJson *ks_json_parse(const char *text, size_t len, char **errmsg);
-extern KsJson *ks_json_get(const KsJson *obj, const char *key);
 
 #endif

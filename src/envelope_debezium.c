@@ -37,7 +37,7 @@
 #include "format.h"
 
 #include "catalog/pg_type.h"
-#include "avro_binary.h"
+#include "jsontree.h"
 #include "common/base64.h"
 #include "common/hashfn.h"
 #include "common/jsonapi.h"
@@ -52,18 +52,11 @@
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
-#if PG_VERSION_NUM >= 160000
-#define KS_JSON_RETURN JsonParseErrorType
-#define KS_JSON_OK return JSON_SUCCESS
-#else
-#define KS_JSON_RETURN void
-#define KS_JSON_OK return
-#endif
-
 /* ---- one parse per change event ----
  *
  * A change event is parsed once, by PostgreSQL's JSON parser with
- * semantic actions, into a small tree (EvNode): no validation parse
+ * semantic actions, into the extension's JSON tree (KsJson, jsontree.c,
+ * with no depth limit of its own): no validation parse
  * before it, no jsonb (whose keys are sorted and numbers converted to
  * numeric and back).  What the old jsonb gave is kept exactly: the last
  * of duplicate keys wins, a number reads as numeric_out(numeric_in(its
@@ -78,165 +71,19 @@
  * its text (SchemaEntry), and an event whose schema is a cached text is
  * not parsed again: only its payload is (parse_fast).
  */
-typedef struct EvNode
+
+static KsJson *
+ev_object(const KsJson *o, const char *key)
 {
-	KsJsonKind	kind;
-	char	   *str;			/* string (unescaped), number token, true/false */
-	int			n;				/* elements, members */
-	int			cap;
-	char	  **keys;			/* object member names */
-	struct EvNode **items;
-	const char *start;			/* containers: the value's text ... */
-	int			len;			/* ... and its length */
-} EvNode;
-
-typedef struct EvParse
-{
-	JsonLexContext *lex;
-	EvNode	  **stack;
-	int			depth;
-	int			cap;
-	EvNode	   *root;
-	char	   *pending_key;
-} EvParse;
-
-static void
-ev_attach(EvParse *e, EvNode *node)
-{
-	EvNode	   *parent;
-
-	if (e->depth == 0)
-	{
-		e->root = node;
-		return;
-	}
-	parent = e->stack[e->depth - 1];
-	if (parent->n == parent->cap)
-	{
-		parent->cap = parent->cap == 0 ? 8 : parent->cap * 2;
-		parent->items = parent->items ? repalloc(parent->items, sizeof(EvNode *) * parent->cap) :
-			palloc(sizeof(EvNode *) * parent->cap);
-		if (parent->kind == KS_J_OBJECT)
-			parent->keys = parent->keys ? repalloc(parent->keys, sizeof(char *) * parent->cap) :
-				palloc(sizeof(char *) * parent->cap);
-	}
-	if (parent->kind == KS_J_OBJECT)
-		parent->keys[parent->n] = e->pending_key;
-	parent->items[parent->n++] = node;
-}
-
-static KS_JSON_RETURN
-ev_container_start(EvParse *e, KsJsonKind kind)
-{
-	EvNode	   *j = palloc0(sizeof(EvNode));
-
-	j->kind = kind;
-	j->start = e->lex->token_start;
-	ev_attach(e, j);
-	if (e->depth == e->cap)
-	{
-		e->cap = e->cap == 0 ? 16 : e->cap * 2;
-		e->stack = e->stack ? repalloc(e->stack, sizeof(EvNode *) * e->cap) :
-			palloc(sizeof(EvNode *) * e->cap);
-	}
-	e->stack[e->depth++] = j;
-	KS_JSON_OK;
-}
-
-static KS_JSON_RETURN
-ev_object_start(void *state)
-{
-	return ev_container_start(state, KS_J_OBJECT);
-}
-
-static KS_JSON_RETURN
-ev_array_start(void *state)
-{
-	return ev_container_start(state, KS_J_ARRAY);
-}
-
-static KS_JSON_RETURN
-ev_end(void *state)
-{
-	EvParse    *e = state;
-	EvNode	   *j = e->stack[--e->depth];
-
-	/* the closing bracket was the token before the current one */
-	j->len = e->lex->prev_token_terminator - j->start;
-	KS_JSON_OK;
-}
-
-static KS_JSON_RETURN
-ev_field_start(void *state, char *fname, bool isnull)
-{
-	(void) isnull;
-	((EvParse *) state)->pending_key = fname;
-	KS_JSON_OK;
-}
-
-static KS_JSON_RETURN
-ev_scalar(void *state, char *token, JsonTokenType type)
-{
-	EvNode	   *j = palloc0(sizeof(EvNode));
-
-	j->kind = type == JSON_TOKEN_STRING ? KS_J_STRING :
-		type == JSON_TOKEN_NUMBER ? KS_J_NUMBER :
-		(type == JSON_TOKEN_TRUE || type == JSON_TOKEN_FALSE) ? KS_J_BOOL : KS_J_NULL;
-	j->str = token;
-	ev_attach(state, j);
-	KS_JSON_OK;
-}
-
-/* text (len bytes, NUL-terminated, in encoding enc) as a tree, or NULL */
-static EvNode *
-ev_parse(char *text, int len, int enc)
-{
-	EvParse		e;
-	JsonSemAction sem;
-
-	memset(&e, 0, sizeof(e));
-#if PG_VERSION_NUM >= 170000
-	e.lex = makeJsonLexContextCstringLen(NULL, text, len, enc, true);
-#else
-	e.lex = makeJsonLexContextCstringLen(text, len, enc, true);
-#endif
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &e;
-	sem.object_start = ev_object_start;
-	sem.object_end = ev_end;
-	sem.array_start = ev_array_start;
-	sem.array_end = ev_end;
-	sem.object_field_start = ev_field_start;
-	sem.scalar = ev_scalar;
-	if (pg_parse_json(e.lex, &sem) != JSON_SUCCESS)
-		return NULL;
-	return e.root;
-}
-
-/* member key of object o (the last of duplicates, as jsonb), or NULL */
-static EvNode *
-ev_get(const EvNode *o, const char *key)
-{
-	if (o == NULL || o->kind != KS_J_OBJECT)
-		return NULL;
-	for (int i = o->n - 1; i >= 0; i--)
-		if (strcmp(o->keys[i], key) == 0)
-			return o->items[i];
-	return NULL;
-}
-
-static EvNode *
-ev_object(const EvNode *o, const char *key)
-{
-	EvNode	   *v = ev_get(o, key);
+	KsJson	   *v = ks_json_get(o, key);
 
 	return v != NULL && v->kind == KS_J_OBJECT ? v : NULL;
 }
 
 static char *
-ev_string(const EvNode *o, const char *key)
+ev_string(const KsJson *o, const char *key)
 {
-	EvNode	   *v = ev_get(o, key);
+	KsJson	   *v = ks_json_get(o, key);
 
 	return v != NULL && v->kind == KS_J_STRING ? v->str : NULL;
 }
@@ -246,7 +93,7 @@ ev_string(const EvNode *o, const char *key)
  * A plain integer token is that text already.
  */
 static char *
-ev_number_text(const EvNode *v)
+ev_number_text(const KsJson *v)
 {
 	const char *s = v->str;
 	const char *d = s[0] == '-' ? s + 1 : s;
@@ -264,7 +111,7 @@ ev_number_text(const EvNode *v)
 
 /* a composite's text as jsonb prints it (keys sorted, numbers normalized) */
 static char *
-ev_composite_text(const EvNode *v)
+ev_composite_text(const KsJson *v)
 {
 	Jsonb	   *j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
 													   CStringGetDatum(pnstrdup(v->start, v->len))));
@@ -321,9 +168,9 @@ schema_lookup(const char *text, int len, uint32 hash)
 
 /* The fields of struct schema st (NULL: none), in their order. */
 static void
-index_fields(const EvNode *st, SchemaStruct *out)
+index_fields(const KsJson *st, SchemaStruct *out)
 {
-	EvNode	   *fields = ev_get(st, "fields");
+	KsJson	   *fields = ks_json_get(st, "fields");
 
 	out->nfields = 0;
 	out->fields = NULL;
@@ -332,9 +179,9 @@ index_fields(const EvNode *st, SchemaStruct *out)
 	out->fields = palloc(sizeof(SchemaField) * Max(fields->n, 1));
 	for (int i = 0; i < fields->n; i++)
 	{
-		EvNode	   *fs = fields->items[i];
+		KsJson	   *fs = fields->items[i];
 		SchemaField *f = &out->fields[out->nfields];
-		EvNode	   *params;
+		KsJson	   *params;
 		char	   *type;
 		char	   *s;
 
@@ -353,10 +200,10 @@ index_fields(const EvNode *st, SchemaStruct *out)
 }
 
 /* the schema of field name of struct st (first match), or NULL */
-static EvNode *
-field_schema(const EvNode *st, const char *name)
+static KsJson *
+field_schema(const KsJson *st, const char *name)
 {
-	EvNode	   *fields = ev_get(st, "fields");
+	KsJson	   *fields = ks_json_get(st, "fields");
 
 	if (fields == NULL || fields->kind != KS_J_ARRAY)
 		return NULL;
@@ -372,7 +219,7 @@ field_schema(const EvNode *st, const char *name)
 
 /* The entry of schema s (its text in the parsed buffer), interpreted if new. */
 static SchemaEntry *
-schema_entry(const EvNode *s)
+schema_entry(const KsJson *s)
 {
 	uint32		hash = hash_bytes((const unsigned char *) s->start, s->len);
 	SchemaEntry *e = schema_lookup(s->start, s->len, hash);
@@ -412,7 +259,7 @@ typedef struct KsCdcField
 {
 	KsSlotKind	kind;
 	char	   *text;			/* string unescaped, scalar token, composite JSON */
-	EvNode	   *composite;		/* KS_SLOT_COMPOSITE: the value itself (JSON) */
+	KsJson	   *composite;		/* KS_SLOT_COMPOSITE: the value itself (JSON) */
 	const char *semantic;		/* the schema's name, e.g. io.debezium.time.Date */
 	int			scale;			/* org.apache.kafka.connect.data.Decimal: scale, else -1 */
 	bool		bytes;			/* the schema says bytes (base64 in JSON) */
@@ -421,7 +268,7 @@ typedef struct KsCdcField
 /* A struct of the event (after, before, the key) and its schema's fields, if any. */
 typedef struct CdcStruct
 {
-	EvNode	   *value;			/* NULL: absent or null */
+	KsJson	   *value;			/* NULL: absent or null */
 	SchemaStruct *schema;		/* its struct schema's fields, or NULL */
 	int			last;			/* where the previous lookup matched */
 } CdcStruct;
@@ -451,7 +298,7 @@ struct_field_schema(CdcStruct *st, const char *name)
 static void
 read_field(CdcStruct *st, const char *name, KsCdcField *f)
 {
-	EvNode	   *v = ev_get(st->value, name);
+	KsJson	   *v = ks_json_get(st->value, name);
 	SchemaField *fs = struct_field_schema(st, name);
 
 	memset(f, 0, sizeof(*f));
@@ -731,8 +578,8 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 variable_scale:
 	{
 		/* {"scale": s, "value": base64 of the unscaled integer} */
-		EvNode	   *o = f->composite;
-		EvNode	   *s = ev_get(o, "scale");
+		KsJson	   *o = f->composite;
+		KsJson	   *s = ks_json_get(o, "scale");
 		char	   *v = ev_string(o, "value");
 		char	   *b;
 		int			n;
@@ -788,12 +635,12 @@ bad:
  * kafka_sink._cdc_position calls it too (lineage.c).
  */
 static char *
-cdc_position(EvNode *source, int64 offset)
+cdc_position(KsJson *source, int64 offset)
 {
-	EvNode	   *lsn = ev_get(source, "lsn");
-	EvNode	   *file = ev_get(source, "file");
-	EvNode	   *pos = ev_get(source, "pos");
-	EvNode	   *ts = ev_get(source, "ts_ms");
+	KsJson	   *lsn = ks_json_get(source, "lsn");
+	KsJson	   *file = ks_json_get(source, "file");
+	KsJson	   *pos = ks_json_get(source, "pos");
+	KsJson	   *ts = ks_json_get(source, "ts_ms");
 
 	if (lsn && lsn->kind == KS_J_NUMBER)
 		return ev_number_text(lsn);
@@ -801,7 +648,7 @@ cdc_position(EvNode *source, int64 offset)
 	{
 		char	   *f = pstrdup(file->str);
 		char	   *dot = strrchr(f, '.');
-		EvNode	   *row = ev_get(source, "row");
+		KsJson	   *row = ks_json_get(source, "row");
 		char	   *p = ev_number_text(pos);
 		char	   *r = row && row->kind == KS_J_NUMBER ? ev_number_text(row) : "0";
 		int64		fileno,
@@ -831,8 +678,8 @@ cdc_position(EvNode *source, int64 offset)
 char *
 ks_cdc_position(const char *source_json, int64 offset)
 {
-	EvNode	   *source = ev_parse(pstrdup(source_json), (int) strlen(source_json),
-								  GetDatabaseEncoding());
+	KsJson	   *source = ks_json_tree(pstrdup(source_json), (int) strlen(source_json),
+								  GetDatabaseEncoding(), NULL);
 
 	if (source == NULL || source->kind != KS_J_OBJECT)
 		return NULL;
@@ -845,10 +692,10 @@ ks_cdc_position(const char *source_json, int64 offset)
  * and no schema.
  */
 static void
-unwrap(EvNode *root, EvNode **payload, SchemaEntry **schema)
+unwrap(KsJson *root, KsJson **payload, SchemaEntry **schema)
 {
-	EvNode	   *s = ev_object(root, "schema");
-	EvNode	   *p = ev_get(root, "payload");
+	KsJson	   *s = ev_object(root, "schema");
+	KsJson	   *p = ks_json_get(root, "payload");
 
 	if (s && p && ev_string(s, "type"))
 	{
@@ -950,7 +797,7 @@ expect_key(const char *p, const char *end, const char *lit)
  * decides.
  */
 static bool
-parse_fast(const char *data, size_t len, EvNode **payload, SchemaEntry **schema)
+parse_fast(const char *data, size_t len, KsJson **payload, SchemaEntry **schema)
 {
 	const char *end = data + len;
 	const char *p = skip_ws(data, end);
@@ -959,7 +806,7 @@ parse_fast(const char *data, size_t len, EvNode **payload, SchemaEntry **schema)
 			   *p0,
 			   *p1;
 	SchemaEntry *e;
-	EvNode	   *root;
+	KsJson	   *root;
 
 	if (schemas == NULL || p == end || *p != '{')
 		return false;
@@ -994,7 +841,7 @@ parse_fast(const char *data, size_t len, EvNode **payload, SchemaEntry **schema)
 	if (memchr(p0, '\0', p1 - p0) != NULL ||
 		pg_encoding_verifymbstr(PG_UTF8, p0, p1 - p0) != p1 - p0)
 		return false;
-	root = ev_parse(pnstrdup(p0, p1 - p0), p1 - p0, PG_UTF8);
+	root = ks_json_tree(pnstrdup(p0, p1 - p0), p1 - p0, PG_UTF8, NULL);
 	if (root == NULL || root->kind != KS_J_OBJECT)
 		return false;
 	*payload = root;
@@ -1010,18 +857,18 @@ parse_fast(const char *data, size_t len, EvNode **payload, SchemaEntry **schema)
  * words (or with the ERROR) of the parse before it: parse_json, jsonb_in.
  */
 static KsReason
-read_event(const char *data, size_t len, bool server_text, EvNode **payload,
+read_event(const char *data, size_t len, bool server_text, KsJson **payload,
 		   SchemaEntry **schema, char **detail)
 {
 	char	   *text;
-	EvNode	   *root;
+	KsJson	   *root;
 
 	if (GetDatabaseEncoding() == PG_UTF8 && parse_fast(data, len, payload, schema))
 		return KS_OK;
 	if (server_text)
 	{
 		text = pnstrdup(data, len);
-		root = ev_parse(text, len, GetDatabaseEncoding());
+		root = ks_json_tree(text, len, GetDatabaseEncoding(), NULL);
 		if (root == NULL)
 		{
 			(void) DirectFunctionCall1(jsonb_in, CStringGetDatum(text));
@@ -1039,7 +886,7 @@ read_event(const char *data, size_t len, bool server_text, EvNode **payload,
 		}
 		if (GetDatabaseEncoding() != PG_UTF8)
 			text = pg_any_to_server(text, len, PG_UTF8);
-		root = ev_parse(text, strlen(text), GetDatabaseEncoding());
+		root = ks_json_tree(text, strlen(text), GetDatabaseEncoding(), NULL);
 		if (root == NULL)
 		{
 			if (parse_json(data, len, detail) != NULL)
@@ -1066,7 +913,7 @@ delete_key(KsTarget *t, KsPipeline *p, KsRow *row, CdcStruct *before)
 		char	   *detail = NULL;
 		KsReason	reason = KS_INVALID_JSON;
 		char	   *avro = NULL;
-		EvNode	   *payload;
+		KsJson	   *payload;
 		SchemaEntry *schema;
 
 		if (ks_cdc_avro(p, true))
@@ -1148,9 +995,9 @@ static void
 decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 {
 	KsMessage  *m = row->msg;
-	EvNode	   *payload;
+	KsJson	   *payload;
 	SchemaEntry *schema;
-	EvNode	   *source;
+	KsJson	   *source;
 	char	   *detail = NULL;
 	char	   *op;
 	char	   *pos;

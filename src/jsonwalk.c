@@ -35,14 +35,7 @@
 #endif
 
 #include "jsonwalk.h"
-
-#if PG_VERSION_NUM >= 160000
-#define KS_JSON_RETURN JsonParseErrorType
-#define KS_JSON_OK return JSON_SUCCESS
-#else
-#define KS_JSON_RETURN void
-#define KS_JSON_OK return
-#endif
+#include "jsontree.h"		/* KS_JSON_RETURN, KS_JSON_OK */
 
 /* The two paths on their own are exported for test/fuzz (jsonwalk.h). */
 #ifdef FRONTEND

@@ -37,6 +37,6 @@ mkdir -p "$WORK"
 # the same event from Avro (bench_avro.c): it must cost no more than from JSON
 "$CC_BIN" -O2 -DFRONTEND -D_GNU_SOURCE "${DEFS[@]}" -Wall -Wextra \
     -isystem "$PG_INC" -I"$REPO/src" \
-    "$HERE/bench_avro.c" "$REPO/src/avro_binary.c" "$REPO/src/jsonwalk.c" \
+    "$HERE/bench_avro.c" "$REPO/src/avro_binary.c" "$REPO/src/jsontree.c" "$REPO/src/jsonwalk.c" \
     "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a" -lm -o "$WORK/bench_avro"
 "$WORK/bench_avro" "$@"

@@ -94,7 +94,7 @@ NAME="$1"
 case "$NAME" in
     fuzz_jsonwalk) SRCS=("$HERE/fuzz_jsonwalk.c" "$REPO/src/jsonwalk.c"); XLIBS=(); SEEDS="$HERE/corpus"
                    DICT=(-dict="$HERE/json.dict") ;;
-    fuzz_avro)     SRCS=("$HERE/fuzz_avro.c" "$REPO/src/avro_binary.c" "$REPO/src/jsonwalk.c")
+    fuzz_avro)     SRCS=("$HERE/fuzz_avro.c" "$REPO/src/avro_binary.c" "$REPO/src/jsontree.c" "$REPO/src/jsonwalk.c")
                    XLIBS=($(pkg-config --libs avro-c 2>/dev/null || echo -lavro)); SEEDS="$HERE/corpus_avro"; DICT=() ;;
     *) fail "unknown target $NAME" ;;
 esac
