@@ -56,11 +56,9 @@ get_producer(const char *servers)
 	char		errstr[512];
 
 	/* the cached client too: kafka_sink.allowed_hosts may have changed */
+	ks_hosts_check_brokers("bootstrap_servers", servers);
 	if (producer && strcmp(producer_servers, servers) == 0)
-	{
-		ks_hosts_check_brokers("bootstrap_servers", servers);
 		return producer;
-	}
 	if (producer)
 	{
 		rd_kafka_flush(producer, 1000);
@@ -70,7 +68,6 @@ get_producer(const char *servers)
 	}
 	/* produce() takes no Kafka options: its client is all kafka_sink's own */
 	ks_options_check(NIL, GetUserId(), KS_USE_PRODUCER);
-	ks_hosts_check_brokers("bootstrap_servers", servers);
 	conf = rd_kafka_conf_new();
 	ks_rd_conf_set(conf, "bootstrap.servers", servers);
 	ks_rd_conf_set(conf, "client.id", "kafka_sink.produce");
