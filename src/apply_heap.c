@@ -24,6 +24,7 @@
 #include "apply.h"
 #include "apply_heap.h"
 #include "apply_sql.h"
+#include "bronze.h"
 #include "catalog.h"
 #include "decode.h"
 
@@ -318,6 +319,7 @@ typedef struct HeapCall
 	TupleTableSlot *next;
 	TupleTableSlot **ins;		/* inserts waiting for table_multi_insert */
 	int			nins;
+	int			insmax;			/* ... at most (the buffer's slots) */
 } HeapCall;
 
 /* column c of a (folded) winner: from the message that supplies it */
@@ -490,11 +492,7 @@ update_unlocked(HeapCall *call)
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
 	TM_Result	res;
-#if PG_VERSION_NUM >= 160000
-	TU_UpdateIndexes update_indexes;
-#else
-	bool		update_indexes;
-#endif
+	KsUpdateIndexes update_indexes;
 
 	if (rel->rd_att->constr)
 		ExecConstraints(rri, call->next, call->estate);
@@ -505,31 +503,20 @@ update_unlocked(HeapCall *call)
 		return false;
 	if (res != TM_Ok)
 		elog(ERROR, "unexpected table_tuple_update status: %u", res);
-#if PG_VERSION_NUM >= 160000
-	if (rri->ri_NumIndices > 0 && update_indexes != TU_None)
-		(void) ExecInsertIndexTuples(rri, call->next, call->estate, true, false, NULL, NIL,
-									 update_indexes == TU_Summarizing);
-#else
-	if (rri->ri_NumIndices > 0 && update_indexes)
-		(void) ExecInsertIndexTuples(rri, call->next, call->estate, true, false, NULL, NIL);
-#endif
+	if (rri->ri_NumIndices > 0)
+		KS_UPDATE_INDEX_TUPLES(rri, call->next, call->estate, update_indexes);
 	return true;
 }
 
-/* the waiting inserts: one table_multi_insert, then their index entries */
+/* the waiting inserts, as COPY writes them (bronze.c) */
 static void
 flush_inserts(HeapCall *call)
 {
 	if (call->nins == 0)
 		return;
-	table_multi_insert(call->rri->ri_RelationDesc, call->ins, call->nins,
-					   call->estate->es_output_cid, 0, NULL);
+	ks_insert_slots(call->rri, call->estate, call->ins, call->nins, call->estate->es_output_cid, NULL);
 	for (int i = 0; i < call->nins; i++)
-	{
-		if (call->rri->ri_NumIndices > 0)
-			(void) KS_EXEC_INSERT_INDEX_TUPLES(call->rri, call->ins[i], call->estate);
 		ExecClearTuple(call->ins[i]);
-	}
 	call->nins = 0;
 }
 
@@ -582,7 +569,7 @@ insert_row(HeapCall *call, KsRow *row, bool buffer)
 		ExecConstraints(call->rri, slot, call->estate);
 	/* its own copy: the defaults' memory is reset after each row */
 	ExecMaterializeSlot(slot);
-	if (++call->nins == HEAP_INSERT_BUFFER)
+	if (++call->nins == call->insmax)
 		flush_inserts(call);
 }
 
@@ -768,8 +755,10 @@ heap_call(void *arg)
 		 */
 		TupleDesc	copy = CreateTupleDescCopy(desc);
 
-		call->ins = palloc(sizeof(TupleTableSlot *) * HEAP_INSERT_BUFFER);
-		for (int i = 0; i < HEAP_INSERT_BUFFER; i++)
+		/* no more slots than the call has rows: small batches are the common case */
+		call->insmax = Min(call->nrows, HEAP_INSERT_BUFFER);
+		call->ins = palloc(sizeof(TupleTableSlot *) * call->insmax);
+		for (int i = 0; i < call->insmax; i++)
 			call->ins[i] = MakeSingleTupleTableSlot(copy, &TTSOpsHeapTuple);
 	}
 	MemoryContextSwitchTo(oldcxt);
@@ -806,9 +795,8 @@ heap_call(void *arg)
 	ExecDropSingleTupleTableSlot(call->search);
 	ExecDropSingleTupleTableSlot(call->found);
 	ExecDropSingleTupleTableSlot(call->next);
-	if (call->ins != NULL)
-		for (int i = 0; i < HEAP_INSERT_BUFFER; i++)
-			ExecDropSingleTupleTableSlot(call->ins[i]);
+	for (int i = 0; i < call->insmax; i++)
+		ExecDropSingleTupleTableSlot(call->ins[i]);
 	ExecCloseIndices(call->rri);
 	FreeExecutorState(estate);
 	PopActiveSnapshot();

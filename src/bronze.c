@@ -134,6 +134,34 @@ not_null_error(Relation rel, int attindex)
 }
 
 /*
+ * n filled slots into rri's table as COPY FROM writes them: one
+ * table_multi_insert (one WAL record per page rather than per row), then
+ * each row's index entries.  The table has no deferrable or exclusion
+ * index (both callers refuse those), so nothing is left to recheck.  Also
+ * the heap apply strategy's inserts (apply_heap.c).
+ */
+void
+ks_insert_slots(ResultRelInfo *rri, EState *estate, TupleTableSlot **slots, int n,
+				CommandId cid, BulkInsertState bistate)
+{
+	ExprContext *econtext = GetPerTupleExprContext(estate);
+
+	table_multi_insert(rri->ri_RelationDesc, slots, n, cid, 0, bistate);
+	if (rri->ri_NumIndices == 0)
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		List	   *recheck;
+
+		econtext->ecxt_scantuple = slots[i];
+		recheck = KS_EXEC_INSERT_INDEX_TUPLES(rri, slots[i], estate);
+		Assert(recheck == NIL);
+		list_free(recheck);
+		ResetPerTupleExprContext(estate);
+	}
+}
+
+/*
  * Lands the batch in bronze the way COPY FROM does: table_multi_insert()
  * per chunk of rows (one WAL record per page rather than per row), then
  * the index entries, with no SQL statement, no plan and no set-returning
@@ -276,18 +304,7 @@ bronze_fast_path(KsBatch *batch)
 					not_null_error(rel, a);
 			ExecStoreVirtualTuple(slot);
 		}
-		table_multi_insert(rel, slots, n, cid, 0, bistate);
-		for (int i = 0; i < n; i++)
-		{
-			List	   *recheck;
-
-			econtext->ecxt_scantuple = slots[i];
-			recheck = KS_EXEC_INSERT_INDEX_TUPLES(rri, slots[i], estate);
-			/* no deferrable or exclusion index, so nothing to recheck */
-			Assert(recheck == NIL);
-			list_free(recheck);
-			ResetPerTupleExprContext(estate);
-		}
+		ks_insert_slots(rri, estate, slots, n, cid, bistate);
 		MemoryContextSwitchTo(oldcxt);
 		for (int i = 0; i < n; i++)
 			ExecClearTuple(slots[i]);

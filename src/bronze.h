@@ -11,7 +11,14 @@
 
 #include "apply.h"
 
+#include "access/heapam.h"
+#include "nodes/execnodes.h"
+
 extern void ks_write_bronze(KsBatch *batch);
+
+/* filled slots into a table as COPY FROM writes them, index entries too */
+extern void ks_insert_slots(ResultRelInfo *rri, EState *estate, TupleTableSlot **slots, int n,
+							CommandId cid, BulkInsertState bistate);
 
 /* whether the bronze write of a batch is running in this process */
 extern bool ks_batch_messages_active(void);

@@ -65,6 +65,23 @@
 #endif
 
 /*
+ * 16 made table_tuple_update's "update the indexes" an enum (TU_None,
+ * TU_All, TU_Summarizing: only the summarizing indexes, after a HOT
+ * update); KS_UPDATE_INDEX_TUPLES adds an updated tuple's index entries
+ * when it says so.
+ */
+#if PG_VERSION_NUM >= 160000
+#define KsUpdateIndexes TU_UpdateIndexes /* access/tableam.h, where it is used */
+#define KS_UPDATE_INDEX_TUPLES(rri, slot, estate, u) \
+	((u) != TU_None ? (void) ExecInsertIndexTuples((rri), (slot), (estate), true, false, NULL, NIL, \
+												   (u) == TU_Summarizing) : (void) 0)
+#else
+#define KsUpdateIndexes bool
+#define KS_UPDATE_INDEX_TUPLES(rri, slot, estate, u) \
+	((u) ? (void) ExecInsertIndexTuples((rri), (slot), (estate), true, false, NULL, NIL) : (void) 0)
+#endif
+
+/*
  * 18: RelationGetPrimaryKeyIndex takes deferrable_ok (false: a deferrable
  * primary key does not count, as before 18, where it was never one)
  */
