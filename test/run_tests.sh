@@ -35,7 +35,7 @@
 #                                  KS_MATRIX_CHAOS_ENV (a smaller exactly_once;
 #                                  it still kills workers and the postmaster).
 #                                  Their suites are named "pgNN: ...".
-#   KS_RDKAFKA_MATRIX="2.12.1"     then, for each of these librdkafka versions
+#   KS_RDKAFKA_MATRIX="2.12.1 2.15.1" then, for each of these librdkafka versions
 #                                  (test/tools/librdkafka.sh), PostgreSQL 15
 #                                  again with KS_RDKAFKA_TESTS (default
 #                                  "regress tap e2e") and KS_RDKAFKA_SCRIPTS
