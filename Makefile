@@ -49,16 +49,27 @@ OBJS = \
 	src/avro_binary.o \
 	src/schema_registry.o
 
-# 0.1.0 is released and stays as it was.  The install script of this
-# version is built from the parts in src/sql/, joined in the order listed
-# here (as timescaledb keeps its SQL in parts; each part may use what the
-# parts before it define).  The upgrade script from 0.1.0 is written by hand
-# and must end in the same schema (test/e2e/upgrade.sh compares them).
-EXTVERSION = 0.2.0
+# SQL is written once (src/sql/README.md).  0.1.0's install script and the
+# 0.1.0 -> 0.2.0 step are released and stay as they were.  From 0.2.0 on,
+# make assembles the scripts from the parts (src/sql/assemble.sh):
+#  - the install script: SQL_PRE_INSTALL (tables, types, roles, policies:
+#    what exists once), then SQL_PARTS (every function, procedure, view,
+#    trigger, grant and comment, each once, as CREATE OR REPLACE);
+#  - an update script from each older version of SQL_VERSIONS: the
+#    hand-written schema changes of each step (src/sql/updates/<a>--<b>.sql:
+#    tables, columns, constraints, types, data, the DROP of a released
+#    signature), then the same SQL_PARTS.
+# test/tools/check_sql_scripts.sh refuses definitions in the hand-written
+# files; test/e2e/upgrade.sh compares upgraded and fresh schemas.
+EXTVERSION = 0.3.0
+SQL_VERSIONS = 0.2.0 0.3.0
+SQL_PRE_INSTALL = \
+	src/sql/pre_install/00_roles.sql \
+	src/sql/pre_install/10_tables.sql \
+	src/sql/pre_install/20_access.sql \
+	src/sql/pre_install/70_types.sql
 SQL_PARTS = \
-	src/sql/00_roles.sql \
-	src/sql/10_tables.sql \
-	src/sql/20_security.sql \
+	src/sql/20_catalog_guard.sql \
 	src/sql/30_c_functions.sql \
 	src/sql/40_validators.sql \
 	src/sql/50_api.sql \
@@ -68,13 +79,18 @@ SQL_PARTS = \
 	src/sql/70_lineage.sql \
 	src/sql/80_metrics.sql \
 	src/sql/90_grants.sql
-# a part that is not listed would silently be left out of the install script
-SQL_PARTS_UNLISTED := $(filter-out $(SQL_PARTS),$(wildcard src/sql/*.sql))
+SQL_UPDATES = $(wildcard src/sql/updates/*.sql)
+# a part that is not listed would silently be left out of the scripts
+SQL_PARTS_UNLISTED := $(filter-out $(SQL_PARTS) $(SQL_PRE_INSTALL),$(wildcard src/sql/*.sql src/sql/pre_install/*.sql))
 ifneq ($(SQL_PARTS_UNLISTED),)
-$(error src/sql parts not listed in SQL_PARTS: $(SQL_PARTS_UNLISTED))
+$(error src/sql parts not listed in SQL_PARTS or SQL_PRE_INSTALL: $(SQL_PARTS_UNLISTED))
 endif
+ifneq ($(lastword $(SQL_VERSIONS)),$(EXTVERSION))
+$(error SQL_VERSIONS must end with EXTVERSION ($(EXTVERSION)))
+endif
+UPDATE_SCRIPTS = $(foreach v,$(filter-out $(EXTVERSION),$(SQL_VERSIONS)),kafka_sink--$(v)--$(EXTVERSION).sql)
 DATA = kafka_sink--0.1.0.sql kafka_sink--0.1.0--0.2.0.sql
-DATA_built = kafka_sink--$(EXTVERSION).sql
+DATA_built = kafka_sink--$(EXTVERSION).sql $(UPDATE_SCRIPTS)
 PGFILEDESC = "kafka_sink - exactly-once Kafka sink"
 
 REGRESS = create validation kafka_options versions create_refusals internal_functions lineage batching_knobs dead_letter comments review_outbox_status review_unserved_database review_catalog_lock cdc_envelope routing cdc_typmods cdc_statements cdc_position
@@ -121,10 +137,11 @@ SHLIB_LINK = $(RDKAFKA_LIBS) $(CURL_LIBS)
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-kafka_sink--$(EXTVERSION).sql: $(SQL_PARTS) Makefile
-	{ echo '-- kafka_sink $(EXTVERSION): built by make from src/sql/ (SQL_PARTS in the Makefile); edit those.'; \
-	  echo; printf '%s\n' '\echo Use "CREATE EXTENSION kafka_sink" to load this file. \quit'; \
-	  for f in $(SQL_PARTS); do echo; echo "-- ---- $$f ----"; echo; cat $$f; done; } > $@
+kafka_sink--$(EXTVERSION).sql: $(SQL_PRE_INSTALL) $(SQL_PARTS) src/sql/assemble.sh Makefile
+	sh src/sql/assemble.sh install $(EXTVERSION) $(SQL_PRE_INSTALL) -- $(SQL_PARTS) > $@.tmp && mv $@.tmp $@
+
+kafka_sink--%--$(EXTVERSION).sql: $(SQL_UPDATES) $(SQL_PARTS) src/sql/assemble.sh Makefile
+	sh src/sql/assemble.sh update $* $(EXTVERSION) "$(SQL_VERSIONS)" -- $(SQL_PARTS) > $@.tmp && mv $@.tmp $@
 
 # (PGXS's own installcheck recipe plus a temporary instance; pg_regress
 # refuses to run initdb as root, so run it as an ordinary user)

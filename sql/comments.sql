@@ -1,7 +1,7 @@
 -- Every object of the extension has a comment (issue 14, "every catalog
 -- object has a comment"): tables, views, sequences, types, functions and
--- procedures, whether created by the install script or brought to 0.2.0 by
--- the upgrade script (test/e2e/upgrade.sh compares the two, comments
+-- procedures, whether created by the install script or brought up to date by
+-- an update script (test/e2e/upgrade.sh compares the two, comments
 -- included).  A new object without COMMENT ON shows up here.
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS kafka_sink;

@@ -6,7 +6,7 @@ RESET client_min_messages;
 
 -- a version string, the same one in the view
 SELECT kafka_sink.librdkafka_version() ~ '^[0-9]+\.[0-9]+\.[0-9]+' AS looks_like_a_version;
-SELECT kafka_sink = '0.2.0' AS ext,
+SELECT kafka_sink = '0.3.0' AS ext,
        librdkafka = kafka_sink.librdkafka_version() AS same_librdkafka,
        librdkafka_features = kafka_sink.librdkafka_features() AS same_features,
        postgresql = current_setting('server_version') AS pg

@@ -19,7 +19,7 @@
 
 /* 18 shows the module's name and version in pg_get_loaded_modules() */
 #ifdef PG_MODULE_MAGIC_EXT
-PG_MODULE_MAGIC_EXT(.name = "kafka_sink", .version = "0.2.0");
+PG_MODULE_MAGIC_EXT(.name = "kafka_sink", .version = "0.3.0");
 #else
 PG_MODULE_MAGIC;
 #endif

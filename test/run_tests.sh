@@ -9,7 +9,8 @@
 # Installs the OS packages, builds and installs the extension, fetches and
 # starts an Apache Kafka broker and a throwaway PostgreSQL cluster
 # (test/harness.sh; PostgreSQL 15 unless told otherwise), then runs the suites:
-#   regress  make installcheck (pg_regress: sql/ + expected/)
+#   regress  test/tools/check_sql_scripts.sh (the rule of src/sql/README.md),
+#            then make installcheck (pg_regress: sql/ + expected/)
 #   tap      pg_prove over test/t/*.sql, one suite per file
 #   e2e      every executable test/e2e/*.sh, one suite per script
 #   chaos    every executable test/chaos/*.sh, one suite per script
@@ -282,6 +283,14 @@ run_parts() {
     has() { local p; for p in "${ps[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
     if has regress; then
+        # the SQL is written once (src/sql/README.md): no definitions in the
+        # hand-written update files, CREATE OR REPLACE in the parts
+        begin "regress: sql scripts"
+        if run_limited bash test/tools/check_sql_scripts.sh; then
+            pass "sql scripts"
+        else
+            fail "sql scripts"
+        fi
         begin "regress: make installcheck"
         rm -f regression.diffs regression.out
         if run_limited make installcheck PG_CONFIG="$PG_CONFIG"; then

@@ -4,13 +4,13 @@
 -- points of the API (kafka_sink_api_call) are beside their SQL bodies in
 -- 50_api.sql, 51_create_pipeline.sql and 52_alter_pipeline.sql.
 
-CREATE FUNCTION kafka_sink._check_kafka_options(options jsonb)
+CREATE OR REPLACE FUNCTION kafka_sink._check_kafka_options(options jsonb)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_check_kafka_options'
 LANGUAGE C STRICT
 SET search_path = pg_catalog, pg_temp;
 
-CREATE FUNCTION kafka_sink._check_bootstrap_servers(servers text)
+CREATE OR REPLACE FUNCTION kafka_sink._check_bootstrap_servers(servers text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_check_bootstrap_servers'
 LANGUAGE C STRICT
@@ -18,7 +18,7 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._check_bootstrap_servers(text) IS
 'Internal: raises unless every broker of a bootstrap_servers list is a well-formed host that kafka_sink.allowed_hosts allows.';
 
-CREATE FUNCTION kafka_sink._is_secret_option(name text)
+CREATE OR REPLACE FUNCTION kafka_sink._is_secret_option(name text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'kafka_sink_is_secret_option'
 LANGUAGE C IMMUTABLE STRICT;
@@ -27,7 +27,7 @@ COMMENT ON FUNCTION kafka_sink._check_kafka_options(jsonb) IS
 COMMENT ON FUNCTION kafka_sink._is_secret_option(text) IS
 'Internal: whether a librdkafka property is a secret (kept in kafka_sink.secrets, never shown).';
 
-CREATE FUNCTION kafka_sink.produce(
+CREATE OR REPLACE FUNCTION kafka_sink.produce(
     bootstrap_servers text,
     topic             text,
     key               text,
@@ -43,7 +43,7 @@ COMMENT ON FUNCTION kafka_sink.produce(text, text, text, text, jsonb, integer) I
 
 -- The broker's watermarks of every partition a pipeline reads, asked now;
 -- with at, also the first offset at or after that time (-1: none).
-CREATE FUNCTION kafka_sink._watermarks(pipeline text, at timestamptz DEFAULT NULL)
+CREATE OR REPLACE FUNCTION kafka_sink._watermarks(pipeline text, at timestamptz DEFAULT NULL)
 RETURNS TABLE (topic text, partition integer, low bigint, high bigint, at_offset bigint)
 AS 'MODULE_PATHNAME', 'kafka_sink_watermarks'
 LANGUAGE C VOLATILE
@@ -53,18 +53,18 @@ COMMENT ON FUNCTION kafka_sink._watermarks(text, timestamp with time zone) IS
 
 -- The staged batch of the calling pipeline worker, as records.  Only a
 -- kafka_sink worker has a batch; anywhere else this raises an error.
-CREATE FUNCTION kafka_sink._batch_rows()
+CREATE OR REPLACE FUNCTION kafka_sink._batch_rows()
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'kafka_sink_batch_rows'
 LANGUAGE C VOLATILE;
 
 -- The raw messages of the calling worker's batch, for the bronze table.
-CREATE FUNCTION kafka_sink._batch_messages()
+CREATE OR REPLACE FUNCTION kafka_sink._batch_messages()
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'kafka_sink_batch_messages'
 LANGUAGE C VOLATILE;
 
-CREATE FUNCTION kafka_sink._replay(pipeline_id bigint, ids bigint[])
+CREATE OR REPLACE FUNCTION kafka_sink._replay(pipeline_id bigint, ids bigint[])
 RETURNS TABLE (replayed bigint, still_failing bigint)
 AS 'MODULE_PATHNAME', 'kafka_sink_replay'
 LANGUAGE C VOLATILE STRICT
@@ -76,7 +76,7 @@ COMMENT ON FUNCTION kafka_sink._batch_messages() IS
 COMMENT ON FUNCTION kafka_sink._replay(bigint, bigint[]) IS
 'Internal: applies quarantined messages again by id, in offset order; the body of replay_quarantine.';
 
-CREATE FUNCTION kafka_sink._partition_stats()
+CREATE OR REPLACE FUNCTION kafka_sink._partition_stats()
 RETURNS TABLE (pipeline_id bigint, topic text, partition integer, worker integer, pid integer,
                log_start_offset bigint, high_watermark bigint, watermarks_at timestamptz,
                avg_message_bytes float8, messages_per_second float8)
@@ -84,21 +84,21 @@ AS 'MODULE_PATHNAME', 'kafka_sink_partition_stats'
 LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 
-CREATE FUNCTION kafka_sink._wake_launcher()
+CREATE OR REPLACE FUNCTION kafka_sink._wake_launcher()
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_wake_launcher'
 LANGUAGE C VOLATILE;
 
 -- The writer's side of the batches' fence (src/checkpoint.c): waits for the
 -- pipeline's batches in flight and holds new ones back until commit.
-CREATE FUNCTION kafka_sink._fence_batches(pipeline_id bigint)
+CREATE OR REPLACE FUNCTION kafka_sink._fence_batches(pipeline_id bigint)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_fence_batches'
 LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION kafka_sink._fence_batches(bigint) IS
 'Internal: waits until no batch of the pipeline is in flight and holds new ones back until commit (stop, drop, alter, reset_offsets, ...); only inside the API.';
 
-CREATE FUNCTION kafka_sink._worker_pids()
+CREATE OR REPLACE FUNCTION kafka_sink._worker_pids()
 RETURNS TABLE (pipeline_id bigint, worker integer, pid integer, state text, detail text)
 AS 'MODULE_PATHNAME', 'kafka_sink_worker_pids'
 LANGUAGE C VOLATILE
@@ -113,7 +113,7 @@ COMMENT ON FUNCTION kafka_sink._worker_pids() IS
 -- Whether a mapping path is valid, by the parser the workers decode with
 -- (src/jsonwalk.c, ks_path_parse): fields separated by dots, a backslash
 -- taking the next character literally ("a\.b" is the field "a.b").
-CREATE FUNCTION kafka_sink._json_path_valid(path text)
+CREATE OR REPLACE FUNCTION kafka_sink._json_path_valid(path text)
 RETURNS boolean
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'kafka_sink_json_path_valid';
@@ -123,7 +123,7 @@ COMMENT ON FUNCTION kafka_sink._json_path_valid(text) IS
 -- One parser of offsets specs: the C function the worker uses (src/offsets.c).
 -- what names the spec in messages: starting_offsets, ending_offsets or
 -- reset_offsets; with start, an ending_offsets is checked against it.
-CREATE FUNCTION kafka_sink._check_offsets(spec text, what text, start text DEFAULT NULL)
+CREATE OR REPLACE FUNCTION kafka_sink._check_offsets(spec text, what text, start text DEFAULT NULL)
 RETURNS void
 LANGUAGE C
 AS 'MODULE_PATHNAME', 'kafka_sink_check_offsets';
@@ -131,7 +131,7 @@ COMMENT ON FUNCTION kafka_sink._check_offsets(text, text, text) IS
     'Raises unless an offsets spec is one the pipeline workers can use (the same parser as theirs).';
 
 -- The statements a batch runs, as built by the worker's own code (C).
-CREATE FUNCTION kafka_sink._pipeline_statements(pipeline_id bigint)
+CREATE OR REPLACE FUNCTION kafka_sink._pipeline_statements(pipeline_id bigint)
 RETURNS TABLE (step integer, target regclass, kind text, strategy text, statement text, by_hand text, note text)
 AS 'MODULE_PATHNAME', 'kafka_sink_pipeline_statements'
 LANGUAGE C VOLATILE
@@ -142,14 +142,14 @@ COMMENT ON FUNCTION kafka_sink._pipeline_statements(bigint) IS
 -- kafka_sink can be built against another librdkafka than the system's
 -- (PKG_CONFIG_PATH, with an rpath); what the dynamic linker loaded is what
 -- counts (SCRAM against Kafka 4.x needs >= 2.6.1, OIDC needs libcurl).
-CREATE FUNCTION kafka_sink.librdkafka_version()
+CREATE OR REPLACE FUNCTION kafka_sink.librdkafka_version()
 RETURNS text
 LANGUAGE c STABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'kafka_sink_librdkafka_version';
 COMMENT ON FUNCTION kafka_sink.librdkafka_version() IS
 'The version of the librdkafka loaded by the server (rd_kafka_version_str()), which can differ from the one kafka_sink was compiled against.';
 
-CREATE FUNCTION kafka_sink.librdkafka_features()
+CREATE OR REPLACE FUNCTION kafka_sink.librdkafka_features()
 RETURNS text[]
 LANGUAGE c STABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'kafka_sink_librdkafka_features';
@@ -159,14 +159,14 @@ COMMENT ON FUNCTION kafka_sink.librdkafka_features() IS
 -- The schema registry's options (schema_registry => '{"url": ...}'): an
 -- allow-list as for kafka_options (src/kafka_options.c); its secret
 -- (basic.auth.user.info) is kept in kafka_sink.secrets.
-CREATE FUNCTION kafka_sink._check_registry_options(options jsonb)
+CREATE OR REPLACE FUNCTION kafka_sink._check_registry_options(options jsonb)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_check_registry_options'
 LANGUAGE C;
 COMMENT ON FUNCTION kafka_sink._check_registry_options(jsonb) IS
 'Internal: raises unless every schema_registry option is allowed (its allow-list in src/kafka_options.c, as _check_kafka_options for Kafka options) and a url is given.';
 
-CREATE FUNCTION kafka_sink._is_secret_registry_option(name text)
+CREATE OR REPLACE FUNCTION kafka_sink._is_secret_registry_option(name text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'kafka_sink_is_secret_registry_option'
 LANGUAGE C IMMUTABLE STRICT;
@@ -174,7 +174,7 @@ COMMENT ON FUNCTION kafka_sink._is_secret_registry_option(text) IS
 'Internal: whether a schema_registry option is a secret (kept in kafka_sink.secrets as schema_registry.<option>, never shown).';
 
 -- value_schema, parsed by the parser decoding uses (src/avro_binary.c)
-CREATE FUNCTION kafka_sink._check_avro_schema(schema text)
+CREATE OR REPLACE FUNCTION kafka_sink._check_avro_schema(schema text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_check_avro_schema'
 LANGUAGE C;
@@ -182,7 +182,7 @@ COMMENT ON FUNCTION kafka_sink._check_avro_schema(text) IS
 'Internal: raises unless value_schema is a valid Avro record schema, parsed as decoding parses it.';
 
 -- Routing (route.c): the parser of target templates that the worker uses.
-CREATE FUNCTION kafka_sink._check_target_template(template text)
+CREATE OR REPLACE FUNCTION kafka_sink._check_target_template(template text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_check_target_template'
 LANGUAGE C STRICT

@@ -3,7 +3,7 @@
 -- create_pipeline and alter_pipeline call them from 51_ and 52_; a new
 -- option gets its check here, as a function of its own.
 
-CREATE FUNCTION kafka_sink._require_admin()
+CREATE OR REPLACE FUNCTION kafka_sink._require_admin()
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -17,7 +17,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION kafka_sink._get_pipeline(name text, for_update boolean DEFAULT false)
+CREATE OR REPLACE FUNCTION kafka_sink._get_pipeline(name text, for_update boolean DEFAULT false)
 RETURNS kafka_sink.pipeline_definitions
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -53,7 +53,7 @@ COMMENT ON FUNCTION kafka_sink._require_admin() IS
 COMMENT ON FUNCTION kafka_sink._get_pipeline(text, boolean) IS
 'Internal: the definition of a pipeline the current role can see, by name (optionally locked), or an error naming it.';
 
-CREATE FUNCTION kafka_sink._check_source(subscribe text[], subscribe_pattern text, assign jsonb)
+CREATE OR REPLACE FUNCTION kafka_sink._check_source(subscribe text[], subscribe_pattern text, assign jsonb)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -120,7 +120,7 @@ COMMENT ON FUNCTION kafka_sink._check_source(text[], text, jsonb) IS
 
 -- starting_offsets: 'earliest', 'latest', a timestamp, or per-partition JSON
 -- such as {"orders.v1": {"0": 42, "1": -2}} (-2 earliest, -1 latest).
-CREATE FUNCTION kafka_sink._check_starting_offsets(starting_offsets text)
+CREATE OR REPLACE FUNCTION kafka_sink._check_starting_offsets(starting_offsets text)
 RETURNS void
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
@@ -133,7 +133,7 @@ COMMENT ON FUNCTION kafka_sink._check_starting_offsets(text) IS
 -- The definition as a whole, whoever writes it (the API or a superuser's
 -- UPDATE): the offsets specs parse as the worker parses them, and a backfill
 -- does not end before it starts.
-CREATE FUNCTION kafka_sink._check_definition()
+CREATE OR REPLACE FUNCTION kafka_sink._check_definition()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -148,14 +148,14 @@ END
 $$;
 COMMENT ON FUNCTION kafka_sink._check_definition() IS
     'Trigger: refuses a pipeline definition whose offsets specs a worker could not use.';
-CREATE TRIGGER check_definition
+CREATE OR REPLACE TRIGGER check_definition
     BEFORE INSERT OR UPDATE OF starting_offsets, ending_offsets ON kafka_sink.pipeline_definitions
     FOR EACH ROW EXECUTE FUNCTION kafka_sink._check_definition();
 
 -- A table a pipeline writes (target or bronze) must be a table of the user's
 -- own that a worker can see: not a temporary table (a worker is another
 -- session), not a table of the extension or of another extension.
-CREATE FUNCTION kafka_sink._check_user_table(rel regclass, what text)
+CREATE OR REPLACE FUNCTION kafka_sink._check_user_table(rel regclass, what text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -186,7 +186,7 @@ COMMENT ON FUNCTION kafka_sink._check_user_table(regclass, text) IS
 
 -- A key, order or mapped column must be one the worker writes: generated
 -- columns and GENERATED ALWAYS identity columns are left out of its rows.
-CREATE FUNCTION kafka_sink._check_writable_column(target regclass, col text, what text)
+CREATE OR REPLACE FUNCTION kafka_sink._check_writable_column(target regclass, col text, what text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -215,7 +215,7 @@ COMMENT ON FUNCTION kafka_sink._check_writable_column(regclass, text, text) IS
 
 -- The lineage columns the worker fills from the message's coordinates must
 -- have types those values fit, or every batch would fail.
-CREATE FUNCTION kafka_sink._check_lineage_columns(target regclass)
+CREATE OR REPLACE FUNCTION kafka_sink._check_lineage_columns(target regclass)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -257,7 +257,7 @@ COMMENT ON FUNCTION kafka_sink._check_lineage_columns(regclass) IS
 -- Checks the target (or the row type of a function-mode pipeline), its key
 -- and order columns and the caller's privileges.  Returns the key columns,
 -- defaulted to the primary key.
-CREATE FUNCTION kafka_sink._check_target(target regclass, key_columns text[], order_column text, mode text)
+CREATE OR REPLACE FUNCTION kafka_sink._check_target(target regclass, key_columns text[], order_column text, mode text)
 RETURNS text[]
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -362,7 +362,7 @@ COMMENT ON FUNCTION kafka_sink._check_target(regclass, text[], text, text) IS
 'Internal: checks a pipeline''s target, key and order columns and the caller''s privileges on it; returns the key columns (by default the primary key).';
 
 -- One column mapping: a path string, or {"path": ..., "scale": n}.
-CREATE FUNCTION kafka_sink._check_mapping(target regclass, col text, spec jsonb, what text)
+CREATE OR REPLACE FUNCTION kafka_sink._check_mapping(target regclass, col text, spec jsonb, what text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -400,7 +400,7 @@ COMMENT ON FUNCTION kafka_sink._check_mapping(regclass, text, jsonb, text) IS
 
 -- The data contract's options: column mappings, key format, tombstones,
 -- schema versions and event ids.
-CREATE FUNCTION kafka_sink._check_contract(target regclass, key_columns text[], columns jsonb,
+CREATE OR REPLACE FUNCTION kafka_sink._check_contract(target regclass, key_columns text[], columns jsonb,
                                                       key_format text, delete_on_tombstone boolean,
                                                       schema_version_field text, schema_versions jsonb,
                                                       event_id text, mode text)
@@ -483,7 +483,7 @@ COMMENT ON FUNCTION kafka_sink._check_contract(regclass, text[], jsonb, text, bo
 -- over exactly the key columns, the primary key first) must be a btree
 -- whose equality operators have hash support: the worker reduces a batch
 -- by hashing keys with the index's equality and collation.
-CREATE FUNCTION kafka_sink._check_key_index(target regclass, key_columns text[])
+CREATE OR REPLACE FUNCTION kafka_sink._check_key_index(target regclass, key_columns text[])
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -529,7 +529,7 @@ $$;
 COMMENT ON FUNCTION kafka_sink._check_key_index(regclass, text[]) IS
     'Internal: refuses a merge key whose unique index compares keys in a way the reduce cannot hash';
 
-CREATE FUNCTION kafka_sink._check_batch_function(fn regprocedure, target regclass)
+CREATE OR REPLACE FUNCTION kafka_sink._check_batch_function(fn regprocedure, target regclass)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -568,7 +568,7 @@ COMMENT ON FUNCTION kafka_sink._check_batch_function(regprocedure, regclass) IS
 'Internal: checks a function-mode pipeline''s batch function: a plain function of the user''s taking (bigint, rows[]), executable by the caller.';
 
 -- Stores options: secrets go to kafka_sink.secrets, the rest is returned.
-CREATE FUNCTION kafka_sink._split_secrets(p_pipeline_id bigint, options jsonb)
+CREATE OR REPLACE FUNCTION kafka_sink._split_secrets(p_pipeline_id bigint, options jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -596,7 +596,7 @@ COMMENT ON FUNCTION kafka_sink._split_secrets(bigint, jsonb) IS
 'Internal: stores the secret kafka_options of a pipeline in kafka_sink.secrets and returns the others.';
 
 -- existing one has the standard columns.  Returns it.
-CREATE FUNCTION kafka_sink._bronze_table(name text)
+CREATE OR REPLACE FUNCTION kafka_sink._bronze_table(name text)
 RETURNS regclass
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -662,7 +662,7 @@ COMMENT ON FUNCTION kafka_sink._bronze_table(text) IS
 -- the current one.  The one place these errors are raised; the table's
 -- CHECKs stay as the catalog's own invariant (for a superuser's direct
 -- write).
-CREATE FUNCTION kafka_sink._check_limits(max_offsets_per_batch bigint, max_batch_bytes bigint,
+CREATE OR REPLACE FUNCTION kafka_sink._check_limits(max_offsets_per_batch bigint, max_batch_bytes bigint,
                                          trigger_interval interval, workers integer,
                                          min_offsets_per_batch bigint, max_trigger_delay interval)
 RETURNS void
@@ -707,7 +707,7 @@ COMMENT ON FUNCTION kafka_sink._check_limits(bigint, bigint, interval, integer, 
 
 -- Whether kafka_sink.outbox_bootstrap_servers is set (a superuser-only
 -- setting: its value may name internal hosts, so only this is told).
-CREATE FUNCTION kafka_sink._outbox_relay_configured()
+CREATE OR REPLACE FUNCTION kafka_sink._outbox_relay_configured()
 RETURNS boolean
 LANGUAGE sql STABLE
 SECURITY DEFINER
@@ -724,7 +724,7 @@ COMMENT ON FUNCTION kafka_sink._outbox_relay_configured() IS
 -- quarantine its own dead letters again, forever).  Without a relay the
 -- messages wait in the outbox: a warning, since the relay may be set up
 -- after the pipeline (a reload), and nothing is lost meanwhile.
-CREATE FUNCTION kafka_sink._check_dead_letter_topic(dead_letter_topic text, subscribe text[],
+CREATE OR REPLACE FUNCTION kafka_sink._check_dead_letter_topic(dead_letter_topic text, subscribe text[],
                                                      subscribe_pattern text, assign jsonb, target regclass)
 RETURNS void
 LANGUAGE plpgsql
@@ -764,7 +764,7 @@ COMMENT ON FUNCTION kafka_sink._check_dead_letter_topic(text, text[], text, json
 
 -- The formats of create_pipeline and alter_pipeline (issue 15), checked
 -- together: value_format, key_format avro, value_schema, schema_registry.
-CREATE FUNCTION kafka_sink._check_formats(value_format text, key_format text, value_schema text,
+CREATE OR REPLACE FUNCTION kafka_sink._check_formats(value_format text, key_format text, value_schema text,
                                           schema_registry jsonb)
 RETURNS void
 LANGUAGE plpgsql
@@ -806,7 +806,7 @@ COMMENT ON FUNCTION kafka_sink._check_formats(text, text, text, jsonb) IS
 
 -- Stores schema_registry: its secret in kafka_sink.secrets, the rest in
 -- the definition.  NULL removes the registry.
-CREATE FUNCTION kafka_sink._set_schema_registry(p_pipeline_id bigint, registry jsonb)
+CREATE OR REPLACE FUNCTION kafka_sink._set_schema_registry(p_pipeline_id bigint, registry jsonb)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -837,7 +837,7 @@ COMMENT ON FUNCTION kafka_sink._set_schema_registry(bigint, jsonb) IS
 
 -- alter_pipeline's formats: a new schema_registry replaces the old one
 -- whole, and a JSON null removes it.
-CREATE FUNCTION kafka_sink._alter_formats(p kafka_sink.pipeline_definitions, new_value_format text,
+CREATE OR REPLACE FUNCTION kafka_sink._alter_formats(p kafka_sink.pipeline_definitions, new_value_format text,
                                           new_key_format text, new_value_schema text, new_registry jsonb)
 RETURNS void
 LANGUAGE plpgsql
@@ -887,7 +887,7 @@ COMMENT ON FUNCTION kafka_sink._alter_formats(kafka_sink.pipeline_definitions, t
 -- column, _kafka_source_position unless order_column names another one.
 -- Returns the order column the pipeline gets.  The worker checks the same
 -- again when it opens the target (target.c).
-CREATE FUNCTION kafka_sink._check_envelope(envelope text, on_truncate text, target regclass,
+CREATE OR REPLACE FUNCTION kafka_sink._check_envelope(envelope text, on_truncate text, target regclass,
                                            order_column text, mode text, value_format text)
 RETURNS text
 LANGUAGE plpgsql
@@ -955,7 +955,7 @@ COMMENT ON FUNCTION kafka_sink._check_envelope(text, text, regclass, text, text,
 -- and evolve, as create_pipeline gets them.  The worker parses and checks
 -- them again where it uses them (route.c); each routed table is checked
 -- with kafka_sink._check_target when the worker first writes it.
-CREATE FUNCTION kafka_sink._check_routing(template text, targets jsonb, create_targets boolean,
+CREATE OR REPLACE FUNCTION kafka_sink._check_routing(template text, targets jsonb, create_targets boolean,
                                           evolve text, mode text, value_format text)
 RETURNS void
 LANGUAGE plpgsql
@@ -1028,7 +1028,7 @@ COMMENT ON FUNCTION kafka_sink._check_routing(text, jsonb, boolean, text, text, 
 -- Debezium's and Connect's semantic types first.  Only these type names
 -- reach DDL: nothing of the message is spliced but quoted identifiers and
 -- checked integers.
-CREATE FUNCTION kafka_sink._connect_type(field jsonb)
+CREATE OR REPLACE FUNCTION kafka_sink._connect_type(field jsonb)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -1073,7 +1073,7 @@ COMMENT ON FUNCTION kafka_sink._connect_type(jsonb) IS
 -- The row's struct in an embedded value schema: a Debezium envelope's
 -- "after" (or "before") field, else the schema itself; NULL when neither
 -- is a struct with fields.
-CREATE FUNCTION kafka_sink._row_schema(value_schema jsonb)
+CREATE OR REPLACE FUNCTION kafka_sink._row_schema(value_schema jsonb)
 RETURNS jsonb
 LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -1097,7 +1097,7 @@ COMMENT ON FUNCTION kafka_sink._row_schema(jsonb) IS
 -- fields of a JSON object key), else key_columns.  Returns NULL when it
 -- created the table, else why it cannot (the message is quarantined as
 -- no_target).  Raises when the owner may not create there.
-CREATE FUNCTION kafka_sink._create_target(schema_name text, table_name text, value text, msg_key text,
+CREATE OR REPLACE FUNCTION kafka_sink._create_target(schema_name text, table_name text, value text, msg_key text,
                                           key_columns text[], mode text)
 RETURNS text
 LANGUAGE plpgsql
@@ -1183,7 +1183,7 @@ COMMENT ON FUNCTION kafka_sink._create_target(text, text, text, text, text[], te
 -- compared: a field without a stated precision or length is taken, as
 -- before (a value that does not fit is then the row's own error).
 -- Evolve never alters a column, so a wider field is refused, not widened.
-CREATE FUNCTION kafka_sink._typmod_loses(field jsonb, want text, have_type oid, have_mod integer)
+CREATE OR REPLACE FUNCTION kafka_sink._typmod_loses(field jsonb, want text, have_type oid, have_mod integer)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -1226,7 +1226,7 @@ COMMENT ON FUNCTION kafka_sink._typmod_loses(jsonb, text, oid, integer) IS
 
 -- The field's type as evolve's refusal shows it: with the source column's
 -- length when Debezium sends it.
-CREATE FUNCTION kafka_sink._connect_type_shown(field jsonb, want text)
+CREATE OR REPLACE FUNCTION kafka_sink._connect_type_shown(field jsonb, want text)
 RETURNS text
 LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -1244,7 +1244,7 @@ COMMENT ON FUNCTION kafka_sink._connect_type_shown(jsonb, text) IS
 -- Returns NULL when the target takes the schema (after adding columns),
 -- else why not (the messages with that schema are quarantined as
 -- schema_change_refused).  add false: only checks.
-CREATE FUNCTION kafka_sink._evolve_target(target regclass, value_schema text, add boolean)
+CREATE OR REPLACE FUNCTION kafka_sink._evolve_target(target regclass, value_schema text, add boolean)
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp

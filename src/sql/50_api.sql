@@ -10,7 +10,7 @@
 
 -- Moves a pipeline from one of the states in "from" to "to", or explains
 -- why it cannot; wakes the launcher at commit.
-CREATE FUNCTION kafka_sink._transition(name text, "from" text[], "to" text, hint text)
+CREATE OR REPLACE FUNCTION kafka_sink._transition(name text, "from" text[], "to" text, hint text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -34,7 +34,7 @@ $$;
 COMMENT ON FUNCTION kafka_sink._transition(text, text[], text, text) IS
 'Internal: moves a pipeline from one of the given states to another (start, stop, pause, resume), or explains why it cannot.';
 
-CREATE FUNCTION kafka_sink._api_start(name text)
+CREATE OR REPLACE FUNCTION kafka_sink._api_start(name text)
 RETURNS void
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
@@ -43,7 +43,7 @@ AS $$
                                   'A paused pipeline can also be resumed with kafka_sink.resume.')
 $$;
 
-CREATE FUNCTION kafka_sink.start(name text)
+CREATE OR REPLACE FUNCTION kafka_sink.start(name text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
@@ -52,7 +52,7 @@ GRANT EXECUTE ON FUNCTION kafka_sink.start(text) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.start(text) IS
 'Starts a stopped, failed, finished or paused pipeline from its checkpoint.';
 
-CREATE FUNCTION kafka_sink._api_stop(name text)
+CREATE OR REPLACE FUNCTION kafka_sink._api_stop(name text)
 RETURNS void
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
@@ -61,7 +61,7 @@ AS $$
                                   'The pipeline is already stopped.')
 $$;
 
-CREATE FUNCTION kafka_sink.stop(name text)
+CREATE OR REPLACE FUNCTION kafka_sink.stop(name text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
@@ -73,7 +73,7 @@ COMMENT ON FUNCTION kafka_sink.stop(text) IS
 -- pause keeps the workers and their assignment metadata, applies nothing,
 -- and keeps the watermarks (and so the lag) up to date; stop ends the
 -- workers.  Both keep the checkpoint; resume and start continue from it.
-CREATE FUNCTION kafka_sink._api_pause(name text)
+CREATE OR REPLACE FUNCTION kafka_sink._api_pause(name text)
 RETURNS void
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
@@ -81,7 +81,7 @@ AS $$
     SELECT kafka_sink._transition(name, ARRAY['running'], 'paused', 'Only a running pipeline can be paused.')
 $$;
 
-CREATE FUNCTION kafka_sink.pause(name text)
+CREATE OR REPLACE FUNCTION kafka_sink.pause(name text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
@@ -90,7 +90,7 @@ GRANT EXECUTE ON FUNCTION kafka_sink.pause(text) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.pause(text) IS
 'Pauses a running pipeline: its workers stay, apply nothing, and keep the lag up to date.';
 
-CREATE FUNCTION kafka_sink._api_resume(name text)
+CREATE OR REPLACE FUNCTION kafka_sink._api_resume(name text)
 RETURNS void
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
@@ -99,7 +99,7 @@ AS $$
                                   'Use kafka_sink.start for a stopped or failed pipeline.')
 $$;
 
-CREATE FUNCTION kafka_sink.resume(name text)
+CREATE OR REPLACE FUNCTION kafka_sink.resume(name text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
@@ -108,7 +108,7 @@ GRANT EXECUTE ON FUNCTION kafka_sink.resume(text) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.resume(text) IS
 'Resumes a paused pipeline from its checkpoint.';
 
-CREATE FUNCTION kafka_sink._api_drop_pipeline(name text, if_exists boolean DEFAULT false)
+CREATE OR REPLACE FUNCTION kafka_sink._api_drop_pipeline(name text, if_exists boolean DEFAULT false)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -125,7 +125,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION kafka_sink.drop_pipeline(name text, if_exists boolean DEFAULT false)
+CREATE OR REPLACE FUNCTION kafka_sink.drop_pipeline(name text, if_exists boolean DEFAULT false)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
@@ -142,7 +142,7 @@ COMMENT ON FUNCTION kafka_sink.drop_pipeline(text, boolean) IS
 -- the caller's pg_temp, where the caller could have put one with a trigger
 -- or a rule of their own, run with the catalog writes allowed.  Every named
 -- partition must be one the pipeline reads, and every offset within its log.
-CREATE FUNCTION kafka_sink._api_reset_offsets(pipeline text, "to" text)
+CREATE OR REPLACE FUNCTION kafka_sink._api_reset_offsets(pipeline text, "to" text)
 RETURNS TABLE (topic text, partition integer, old_offset bigint, new_offset bigint)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -235,7 +235,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION kafka_sink.reset_offsets(pipeline text, "to" text)
+CREATE OR REPLACE FUNCTION kafka_sink.reset_offsets(pipeline text, "to" text)
 RETURNS TABLE (topic text, partition integer, old_offset bigint, new_offset bigint)
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
@@ -247,7 +247,7 @@ COMMENT ON FUNCTION kafka_sink.reset_offsets(text, text) IS
 -- Queues a message for Kafka in the caller's transaction: it is published
 -- by the outbox relay only if the transaction commits.  Returns its stable
 -- event id, which the relay sends as the header "event_id".
-CREATE FUNCTION kafka_sink._api_outbox_send(topic text, key text, value text, headers jsonb DEFAULT NULL)
+CREATE OR REPLACE FUNCTION kafka_sink._api_outbox_send(topic text, key text, value text, headers jsonb DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -272,7 +272,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION kafka_sink.outbox_send(topic text, key text, value text, headers jsonb DEFAULT NULL)
+CREATE OR REPLACE FUNCTION kafka_sink.outbox_send(topic text, key text, value text, headers jsonb DEFAULT NULL)
 RETURNS uuid
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
@@ -287,7 +287,7 @@ COMMENT ON FUNCTION kafka_sink.outbox_send(text, text, text, jsonb) IS
 -- Messages that apply now are marked replayed (replayed_at); the others
 -- stay, with their new reason.  target: only the messages routed (or
 -- meant) for that table, a schema-qualified SQL name (quarantine.target).
-CREATE FUNCTION kafka_sink._api_replay_quarantine(
+CREATE OR REPLACE FUNCTION kafka_sink._api_replay_quarantine(
     pipeline    text,
     reason      text DEFAULT NULL,
     topic       text DEFAULT NULL,
@@ -352,7 +352,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION kafka_sink.replay_quarantine(
+CREATE OR REPLACE FUNCTION kafka_sink.replay_quarantine(
     pipeline    text,
     reason      text DEFAULT NULL,
     topic       text DEFAULT NULL,

@@ -7,7 +7,7 @@
 -- (60_observability.sql).  The upgrade script then drops and creates both
 -- functions again (the signature changes); see kafka_sink--0.1.0--0.2.0.sql.
 
-CREATE FUNCTION kafka_sink._api_create_pipeline(
+CREATE OR REPLACE FUNCTION kafka_sink._api_create_pipeline(
     name                  text,
     bootstrap_servers     text,
     target                text DEFAULT NULL,
@@ -215,7 +215,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION kafka_sink.create_pipeline(
+CREATE OR REPLACE FUNCTION kafka_sink.create_pipeline(
     name                  text,
     bootstrap_servers     text,
     target                text DEFAULT NULL,

@@ -3,7 +3,7 @@
 -- pipeline will have them.  A new parameter: as for create_pipeline
 -- (51_create_pipeline.sql).
 
-CREATE FUNCTION kafka_sink._api_alter_pipeline(
+CREATE OR REPLACE FUNCTION kafka_sink._api_alter_pipeline(
     name                  text,
     max_offsets_per_batch bigint DEFAULT NULL,
     max_batch_bytes       bigint DEFAULT NULL,
@@ -142,7 +142,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION kafka_sink.alter_pipeline(
+CREATE OR REPLACE FUNCTION kafka_sink.alter_pipeline(
     name                  text,
     max_offsets_per_batch bigint DEFAULT NULL,
     max_batch_bytes       bigint DEFAULT NULL,

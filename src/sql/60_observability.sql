@@ -4,7 +4,7 @@
 
 -- The progress record of the last batch(es), shaped like Spark's
 -- StreamingQueryProgress.
-CREATE FUNCTION kafka_sink.last_progress(pipeline text)
+CREATE OR REPLACE FUNCTION kafka_sink.last_progress(pipeline text)
 RETURNS jsonb
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -15,7 +15,7 @@ AS $$
      ORDER BY b.batch_id DESC LIMIT 1
 $$;
 
-CREATE FUNCTION kafka_sink.recent_progress(pipeline text, n integer DEFAULT 10)
+CREATE OR REPLACE FUNCTION kafka_sink.recent_progress(pipeline text, n integer DEFAULT 10)
 RETURNS SETOF jsonb
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -35,7 +35,7 @@ COMMENT ON FUNCTION kafka_sink.recent_progress(text, integer) IS
 -- wait() and wait_for(): the high watermarks to reach, taken once ...
 -- A pipeline in a database the launcher does not serve cannot run: the
 -- state is computed where it is read (status, wait).
-CREATE FUNCTION kafka_sink._database_served()
+CREATE OR REPLACE FUNCTION kafka_sink._database_served()
 RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -47,7 +47,7 @@ COMMENT ON FUNCTION kafka_sink._database_served() IS
 
 -- Raises for a running pipeline that no worker will ever run; wait() and
 -- wait_for() call it before they contact the broker and at every look.
-CREATE FUNCTION kafka_sink._require_served(p kafka_sink.pipeline_definitions)
+CREATE OR REPLACE FUNCTION kafka_sink._require_served(p kafka_sink.pipeline_definitions)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -64,7 +64,7 @@ $$;
 COMMENT ON FUNCTION kafka_sink._require_served(kafka_sink.pipeline_definitions) IS
     'Internal: raises when a running pipeline is in a database whose pipelines kafka_sink does not run';
 
-CREATE FUNCTION kafka_sink._wait_marks(pipeline text)
+CREATE OR REPLACE FUNCTION kafka_sink._wait_marks(pipeline text)
 RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -84,7 +84,7 @@ COMMENT ON FUNCTION kafka_sink._wait_marks(text) IS
 
 -- wait() and wait_for() raise for a failed pipeline first: a pipeline that
 -- failed before reading anything has nothing "behind" and is not caught up.
-CREATE FUNCTION kafka_sink._wait_check(pipeline text, marks jsonb, deadline timestamptz)
+CREATE OR REPLACE FUNCTION kafka_sink._wait_check(pipeline text, marks jsonb, deadline timestamptz)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -127,7 +127,7 @@ COMMENT ON FUNCTION kafka_sink._wait_check(text, jsonb, timestamp with time zone
 -- watermarks seen when it was called.  Returns false on timeout.  One
 -- statement: its snapshot holds back the cleanup of dead rows while it
 -- waits (wait_for() does not).
-CREATE FUNCTION kafka_sink.wait(pipeline text, timeout interval DEFAULT '60 s')
+CREATE OR REPLACE FUNCTION kafka_sink.wait(pipeline text, timeout interval DEFAULT '60 s')
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -151,7 +151,7 @@ $$;
 -- no snapshot while it waits: CALL kafka_sink.wait_for('orders', '10 min').
 -- It must be called outside a transaction block.  (A procedure that
 -- commits cannot have a SET clause, so everything here is qualified.)
-CREATE PROCEDURE kafka_sink.wait_for(pipeline text, timeout interval DEFAULT '60 s',
+CREATE OR REPLACE PROCEDURE kafka_sink.wait_for(pipeline text, timeout interval DEFAULT '60 s',
                                      INOUT caught_up boolean DEFAULT NULL)
 LANGUAGE plpgsql
 AS $$
@@ -175,7 +175,7 @@ COMMENT ON PROCEDURE kafka_sink.wait_for(text, interval, boolean) IS
 -- lineage(pipeline, key, target): in 70_lineage.sql (it takes routed
 -- pipelines' tables since 0.2.0)
 
-CREATE FUNCTION kafka_sink._bronze_message(bronze regclass, topic text, partition integer, "offset" bigint)
+CREATE OR REPLACE FUNCTION kafka_sink._bronze_message(bronze regclass, topic text, partition integer, "offset" bigint)
 RETURNS TABLE (ts timestamptz, key bytea, value bytea)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -201,7 +201,7 @@ COMMENT ON FUNCTION kafka_sink._bronze_message(regclass, text, integer, bigint) 
 -- Telling superseded, stale, overwritten and deleted apart needs the lineage
 -- columns on the target and the raw message in bronze; without them the
 -- answer is 'applied or superseded'.
-CREATE FUNCTION kafka_sink.message_fate(pipeline text, topic text, partition integer, "offset" bigint)
+CREATE OR REPLACE FUNCTION kafka_sink.message_fate(pipeline text, topic text, partition integer, "offset" bigint)
 RETURNS TABLE (fate text, batch_id bigint, detail text, target text)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -318,7 +318,7 @@ COMMENT ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) IS
 'What happened to one message: pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, truncated, duplicate, appended or landed, with the batch, a detail and the table it went to (for a routed pipeline the table its routing names; for Debezium change events judged by source position; Avro keys decoded through kafka_sink.schemas).';
 
 -- The wire format's schema id of a raw value (bronze, quarantine), or NULL.
-CREATE FUNCTION kafka_sink.wire_schema_id(value bytea)
+CREATE OR REPLACE FUNCTION kafka_sink.wire_schema_id(value bytea)
 RETURNS integer
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -332,7 +332,7 @@ COMMENT ON FUNCTION kafka_sink.wire_schema_id(bytea) IS
 
 -- ---- views ----
 
-CREATE VIEW kafka_sink.pipelines WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW kafka_sink.pipelines WITH (security_invoker = true) AS
 SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
        p.subscribe, p.subscribe_pattern, p.assign, p.target, p.key_columns,
        p.order_column, p.mode, p.batch_function, p.starting_offsets,
@@ -357,7 +357,7 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
 
 -- One row per topic-partition: the committed checkpoint beside the
 -- watermarks the owning worker last saw (no broker round trip per query).
-CREATE VIEW kafka_sink.progress WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW kafka_sink.progress WITH (security_invoker = true) AS
 SELECT p.name AS pipeline, o.topic, o.partition,
        o.next_offset AS committed_offset,
        s.log_start_offset, s.high_watermark,
@@ -374,7 +374,7 @@ SELECT p.name AS pipeline, o.topic, o.partition,
 -- One row per pipeline.  hot_partition names the partition holding more
 -- than half of the lag, when there are at least two partitions and at least
 -- 100 messages of lag.
-CREATE VIEW kafka_sink.status WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW kafka_sink.status WITH (security_invoker = true) AS
 SELECT p.name, p.state,
        w.workers, w.worker_pids, w.worker_detail,
        p.last_batch_id,
@@ -427,7 +427,7 @@ SELECT p.name, p.state,
                       ORDER BY x.occurred_at DESC, x.id DESC LIMIT 1) e ON true;
 
 -- The outbox relay at a glance.
-CREATE VIEW kafka_sink.outbox_status AS
+CREATE OR REPLACE VIEW kafka_sink.outbox_status AS
 SELECT (SELECT count(*) FROM kafka_sink.outbox WHERE delivered_at IS NULL) AS pending,
        (SELECT clock_timestamp() - min(created_at) FROM kafka_sink.outbox WHERE delivered_at IS NULL)
            AS oldest_pending_age,
@@ -459,7 +459,7 @@ COMMENT ON VIEW kafka_sink.outbox_status IS
 'The outbox relay at a glance: rows pending (every role''s), the age of the oldest, the delivery rate, the relay''s pid and its last error (an error of a pending row only to members of the role that queued it); bootstrap_servers only for roles that may read kafka_sink.outbox_bootstrap_servers (superusers, pg_read_all_settings), NULL for others.';
 
 
-CREATE VIEW kafka_sink.versions AS
+CREATE OR REPLACE VIEW kafka_sink.versions AS
 SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'kafka_sink') AS kafka_sink,
        kafka_sink.librdkafka_version() AS librdkafka,
        kafka_sink.librdkafka_features() AS librdkafka_features,

@@ -11,7 +11,7 @@
 -- A filter on pipeline and batch_id uses that key; a filter on topic,
 -- partition or offset alone reads every retained batch of the pipeline
 -- (kafka_sink.keep_batches, keep_batches_for) and expands its ranges.
-CREATE VIEW kafka_sink.batch_ranges WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW kafka_sink.batch_ranges WITH (security_invoker = true) AS
 SELECT p.name AS pipeline, b.pipeline_id, b.batch_id, b.worker, r.topic, r.partition,
        r.start AS start_offset, r."end" AS end_offset, r.messages,
        b.started_at, b.committed_at,
@@ -31,7 +31,7 @@ COMMENT ON VIEW kafka_sink.batch_ranges IS
 -- pipeline gets the target's rows with NULL batch columns rather than an
 -- error.  Owned by the extension's owner, hence not security_invoker;
 -- security_barrier keeps a caller's functions from seeing filtered rows.
-CREATE VIEW kafka_sink._lineage_ranges WITH (security_barrier = true) AS
+CREATE OR REPLACE VIEW kafka_sink._lineage_ranges WITH (security_barrier = true) AS
 SELECT b.pipeline_id, p.name AS pipeline, b.batch_id, r.topic, r.partition,
        r.start AS start_offset, r."end" AS end_offset, b.committed_at
   FROM kafka_sink.batches b
@@ -51,7 +51,7 @@ COMMENT ON VIEW kafka_sink._lineage_ranges IS
 -- after the target's columns change.  security_invoker: the querying role
 -- needs SELECT on the target (and on bronze when raw), its row level
 -- security applies, and SELECT on the view itself is granted to PUBLIC.
-CREATE FUNCTION kafka_sink.create_lineage_view(pipeline text, target regclass DEFAULT NULL,
+CREATE OR REPLACE FUNCTION kafka_sink.create_lineage_view(pipeline text, target regclass DEFAULT NULL,
                                                view_name text DEFAULT NULL, raw boolean DEFAULT true)
 RETURNS regclass
 LANGUAGE plpgsql
@@ -185,13 +185,8 @@ COMMENT ON FUNCTION kafka_sink.create_lineage_view(text, regclass, text, boolean
 -- statement runs per message.
 -- (Its rows are a named type: a RETURNS TABLE column may not share the
 -- name of a parameter, and topic and partition are both.)
-CREATE TYPE kafka_sink.message_fate_row AS (topic text, partition integer, "offset" bigint, fate text,
-                                            batch_id bigint, detail text);
--- (added by the CDC lineage piece, last, as the upgrade's ALTER TYPE leaves it)
-ALTER TYPE kafka_sink.message_fate_row ADD ATTRIBUTE target text;
-COMMENT ON TYPE kafka_sink.message_fate_row IS
-'A row of kafka_sink.message_fates: a message''s coordinates, its fate, the batch that read it (or quarantined it), a detail and the table it went to.';
-CREATE FUNCTION kafka_sink.message_fates(pipeline text, topic text DEFAULT NULL, partition integer DEFAULT NULL,
+-- (kafka_sink.message_fate_row is a type: src/sql/pre_install/70_types.sql)
+CREATE OR REPLACE FUNCTION kafka_sink.message_fates(pipeline text, topic text DEFAULT NULL, partition integer DEFAULT NULL,
                                          from_offset bigint DEFAULT NULL, to_offset bigint DEFAULT NULL)
 RETURNS SETOF kafka_sink.message_fate_row
 LANGUAGE plpgsql
@@ -391,7 +386,7 @@ COMMENT ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint
 'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, truncated, appended, landed, or applied or superseded (without lineage columns and bronze), with the table each message went to (routed pipelines: the table its routing names; change events judged by source position). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message.';
 
 
-CREATE FUNCTION kafka_sink.pipeline_statements(pipeline text)
+CREATE OR REPLACE FUNCTION kafka_sink.pipeline_statements(pipeline text)
 RETURNS TABLE (step integer, target regclass, kind text, strategy text, statement text, by_hand text, note text)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -414,7 +409,7 @@ COMMENT ON FUNCTION kafka_sink.pipeline_statements(text) IS
 -- position, judged against the row's position and kafka_sink.cdc_deletions
 -- (docs/design-notes.md, "CDC: message fates of change events").
 
-CREATE FUNCTION kafka_sink._message_target(pipeline_id bigint, topic text, value bytea)
+CREATE OR REPLACE FUNCTION kafka_sink._message_target(pipeline_id bigint, topic text, value bytea)
 RETURNS text
 AS 'MODULE_PATHNAME', 'kafka_sink_message_target'
 LANGUAGE C
@@ -422,7 +417,7 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._message_target(bigint, text, bytea) IS
 'Internal: the quoted, qualified name of the table a message of topic with this value goes to by the pipeline''s routing (its target template, targets map or target), by the worker''s own rules; NULL when none can be named. The table need not exist.';
 
-CREATE FUNCTION kafka_sink._avro_key(registry text, key bytea, fields text[], OUT key jsonb, OUT problem text)
+CREATE OR REPLACE FUNCTION kafka_sink._avro_key(registry text, key bytea, fields text[], OUT key jsonb, OUT problem text)
 AS 'MODULE_PATHNAME', 'kafka_sink_avro_key'
 LANGUAGE C
 SET search_path = pg_catalog, pg_temp;
@@ -432,7 +427,7 @@ COMMENT ON FUNCTION kafka_sink._avro_key(text, bytea, text[]) IS
 -- A change event's source position: envelope_debezium.c's own function
 -- (ks_cdc_position), so that message_fate and the worker order events by
 -- one rule.  NULL when the event has none (a NULL source included).
-CREATE FUNCTION kafka_sink._cdc_position(source jsonb, "offset" bigint)
+CREATE OR REPLACE FUNCTION kafka_sink._cdc_position(source jsonb, "offset" bigint)
 RETURNS numeric
 AS 'MODULE_PATHNAME', 'kafka_sink_cdc_position'
 LANGUAGE C IMMUTABLE PARALLEL SAFE
@@ -445,7 +440,7 @@ COMMENT ON FUNCTION kafka_sink._cdc_position(jsonb, bigint) IS
 -- would have), its fate and a detail.  b_id: the batch that read it; key
 -- and value: the raw message from bronze (NULL value: a tombstone), has_msg
 -- false when bronze does not hold it.
-CREATE FUNCTION kafka_sink._traced_fate(p kafka_sink.pipeline_definitions, topic text, partition integer,
+CREATE OR REPLACE FUNCTION kafka_sink._traced_fate(p kafka_sink.pipeline_definitions, topic text, partition integer,
                                         "offset" bigint, b_id bigint, has_msg boolean, msg_key bytea, msg_value bytea,
                                         OUT target text, OUT fate text, OUT detail text)
 LANGUAGE plpgsql
@@ -645,7 +640,7 @@ COMMENT ON FUNCTION kafka_sink._traced_fate(kafka_sink.pipeline_definitions, tex
 -- the function is never a way to read some other table.  It runs with the
 -- caller's rights (no SECURITY DEFINER): the caller's SELECT on the table
 -- applies as for any query.
-CREATE FUNCTION kafka_sink._pipeline_written_tables(p kafka_sink.pipeline_definitions)
+CREATE OR REPLACE FUNCTION kafka_sink._pipeline_written_tables(p kafka_sink.pipeline_definitions)
 RETURNS text[]
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -663,7 +658,7 @@ $$;
 COMMENT ON FUNCTION kafka_sink._pipeline_written_tables(kafka_sink.pipeline_definitions) IS
 'Internal: the tables a pipeline writes as far as its definition (target, targets map) and its retained batches'' progress records name them, for lineage().';
 
-CREATE FUNCTION kafka_sink.lineage(pipeline text, key jsonb, target regclass DEFAULT NULL)
+CREATE OR REPLACE FUNCTION kafka_sink.lineage(pipeline text, key jsonb, target regclass DEFAULT NULL)
 RETURNS TABLE (topic text, partition integer, "offset" bigint, batch_id bigint,
                batch_committed_at timestamptz, message_ts timestamptz,
                message_key bytea, message_value bytea)

@@ -13,7 +13,7 @@
 -- turns them into metrics for prometheus-postgres-exporter.
 GRANT USAGE ON SCHEMA kafka_sink TO pg_monitor;
 
-CREATE FUNCTION kafka_sink.metrics_pipelines()
+CREATE OR REPLACE FUNCTION kafka_sink.metrics_pipelines()
 RETURNS TABLE (pipeline text, state text, workers integer,
                lag_messages bigint, lag_bytes bigint,
                input_rows_per_second float8, processed_rows_per_second float8,
@@ -39,7 +39,7 @@ $$;
 COMMENT ON FUNCTION kafka_sink.metrics_pipelines() IS
 'Per pipeline numbers of kafka_sink.status for monitoring (every pipeline, no text but the name and state); EXECUTE is granted to pg_monitor. lag_messages is the sum of kafka_sink.progress.lag_messages (which reads 0 while no worker has seen the watermarks; lag_bytes is NULL then); batches is last_batch_id, a counter that survives the pruning of kafka_sink.batches.';
 
-CREATE FUNCTION kafka_sink.metrics_partitions()
+CREATE OR REPLACE FUNCTION kafka_sink.metrics_partitions()
 RETURNS TABLE (pipeline text, topic text, partition integer,
                committed_offset bigint, log_start_offset bigint, high_watermark bigint,
                lag_messages bigint, lag_bytes bigint, messages_per_second float8)
@@ -53,7 +53,7 @@ $$;
 COMMENT ON FUNCTION kafka_sink.metrics_partitions() IS
 'Per partition numbers of kafka_sink.progress for monitoring (every pipeline); EXECUTE is granted to pg_monitor. Watermarks, lag_bytes and the rate are NULL while no worker has seen the watermarks (lag_messages then reads 0, as in the view).';
 
-CREATE FUNCTION kafka_sink.metrics_quarantine()
+CREATE OR REPLACE FUNCTION kafka_sink.metrics_quarantine()
 RETURNS TABLE (pipeline text, reason text, messages bigint, pending bigint)
 LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -66,7 +66,7 @@ $$;
 COMMENT ON FUNCTION kafka_sink.metrics_quarantine() IS
 'Quarantine rows held per pipeline and reason (all, and not yet replayed) for monitoring; no message contents or detail. EXECUTE is granted to pg_monitor.';
 
-CREATE FUNCTION kafka_sink.metrics_errors()
+CREATE OR REPLACE FUNCTION kafka_sink.metrics_errors()
 RETURNS TABLE (pipeline text, kind text, recorded bigint, last_timestamp_seconds float8)
 LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -79,7 +79,7 @@ $$;
 COMMENT ON FUNCTION kafka_sink.metrics_errors() IS
 'Errors held in kafka_sink.errors (the last 100 of each pipeline) per pipeline and kind, and when the last one occurred; no message text. EXECUTE is granted to pg_monitor.';
 
-CREATE FUNCTION kafka_sink.metrics_outbox()
+CREATE OR REPLACE FUNCTION kafka_sink.metrics_outbox()
 RETURNS TABLE (pending bigint, oldest_pending_age_seconds float8,
                delivered_per_second float8, relay_running integer)
 LANGUAGE sql VOLATILE SECURITY DEFINER

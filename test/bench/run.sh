@@ -135,6 +135,8 @@ PY="$VENV/bin/python"
 # clone's concurrent `make install` into /usr cannot swap the kafka_sink.so
 # or the extension script under the benchmark.  BENCH_PRIVATE_PG=0 uses the
 # system tree (make install) instead.
+# the version being built (its install script: kafka_sink--<version>.sql)
+EXTV="$(sed -n "s/^EXTVERSION = //p" Makefile)"
 if [ "${BENCH_PRIVATE_PG:-1}" = 1 ]; then
     PGP="$KS_RUN/pginst"
     sysbin="$("$PG_CONFIG" --bindir)"; syspkglib="$("$PG_CONFIG" --pkglibdir)"; sysshare="$("$PG_CONFIG" --sharedir)"
@@ -147,11 +149,11 @@ if [ "${BENCH_PRIVATE_PG:-1}" = 1 ]; then
     fi
     export KS_PGBIN="$PGP$sysbin"
     INSTALLED_SO="$PGP$syspkglib/kafka_sink.so"
-    INSTALLED_SQL="$PGP$sysshare/extension/kafka_sink--0.2.0.sql"
+    INSTALLED_SQL="$PGP$sysshare/extension/kafka_sink--$EXTV.sql"
     INSTALL_ARGS=(DESTDIR="$PGP")
 else
     INSTALLED_SO="$("$PG_CONFIG" --pkglibdir)/kafka_sink.so"
-    INSTALLED_SQL="$("$PG_CONFIG" --sharedir)/extension/kafka_sink--0.2.0.sql"
+    INSTALLED_SQL="$("$PG_CONFIG" --sharedir)/extension/kafka_sink--$EXTV.sql"
     INSTALL_ARGS=()
 fi
 if [ "$BUILD" = 1 ]; then
@@ -159,7 +161,7 @@ if [ "$BUILD" = 1 ]; then
     make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >> "$LOG" 2>&1 || die "make failed (see $LOG)"
     # unchanged: keep the file a running cluster has mapped (perf needs it)
     if ! cmp -s kafka_sink.so "$INSTALLED_SO" \
-       || ! cmp -s kafka_sink--0.2.0.sql "$INSTALLED_SQL"; then
+       || ! cmp -s kafka_sink--$EXTV.sql "$INSTALLED_SQL"; then
         make -s install PG_CONFIG="$PG_CONFIG" "${INSTALL_ARGS[@]}" >> "$LOG" 2>&1 || die "make install failed (see $LOG)"
     fi
 fi

@@ -1,30 +1,50 @@
 #!/usr/bin/env bash
-# upgrade: from the released 0.1.0 to this version with ALTER EXTENSION UPDATE.
-# On a cluster of its own, running a private copy of the PostgreSQL under
-# test (the shared cluster and its installation are left alone):
-#  - kafka_sink 0.1.0 as released (built from the release commit in git
-#    history) ingests a merge and an append pipeline;
-#  - this version's library and scripts are installed and the cluster is
-#    restarted: while the catalog is still at 0.1.0, no worker runs (nothing
-#    is applied) and the log says to run ALTER EXTENSION kafka_sink UPDATE;
-#  - after the UPDATE and a restart, the pipelines carry on: the same
-#    definitions, the checkpoint continues (the append target holds every
-#    message exactly once, the merge target equals the model), batch ids go
-#    on from where 0.1.0 left them, without a gap;
-#  - an upgraded database and a fresh CREATE EXTENSION have the same schema
-#    (every member object, its definition, privileges and comment).
-# Env: KS_RELEASED_COMMIT (the 0.1.0 release commit).
+# upgrade: from each released version to this one with ALTER EXTENSION
+# UPDATE, a live pipeline carried through every step.  Two paths, each on a
+# cluster of its own running a private copy of the PostgreSQL under test
+# (the shared cluster and its installation are left alone):
+#   0.1.0 -> 0.2.0 -> this version   (0.1.0's install, the released
+#                                      0.1.0--0.2.0 step, then the generated
+#                                      0.2.0--<this> script)
+#   0.2.0 -> this version
+# On each path:
+#  - the first version, as released (built from its release commit in git
+#    history), ingests a merge and an append pipeline;
+#  - at each step the next version's library and scripts are installed and
+#    the cluster is restarted: while the catalog is still at the older
+#    version, no worker runs (nothing is applied) and the log says to run
+#    ALTER EXTENSION kafka_sink UPDATE;
+#  - after ALTER EXTENSION UPDATE (TO that version) and a restart, the
+#    pipelines carry on: the same definitions, the checkpoint continues (the
+#    append target holds every message exactly once, the merge target equals
+#    the model), batch ids go on from where the older version left them,
+#    without a gap;
+#  - at the end, the upgraded database and a fresh CREATE EXTENSION have the
+#    same schema (every member object, its definition, privileges and
+#    comment).
+# Env: KS_UPGRADE_PATHS (default "0.1.0,0.2.0 0.2.0": each path's released
+# versions, comma-separated, oldest first); KS_RELEASE_<v with _> (a
+# version's release commit, e.g. KS_RELEASE_0_2_0).
 . "$(dirname "$0")/../lib/common.sh"
-REL="${KS_RELEASED_COMMIT:-123256e99b78bd8fc0d04681ce5b6caf1d63f712}"
+# the release commits: 0.1.0 as tagged in history, 0.2.0 the last commit
+# before 0.3.0's development (src/sql/README.md)
+release_commit() {
+    local var="KS_RELEASE_${1//./_}"
+    case "$1" in
+        0.1.0) echo "${!var:-123256e99b78bd8fc0d04681ce5b6caf1d63f712}" ;;
+        0.2.0) echo "${!var:-1a90f08fed693579c9dd4408752327e4558c308d}" ;;
+        *) echo "not ok - no release commit known for $1" >&2; return 1 ;;
+    esac
+}
+THIS_V="$(sed -n 's/^EXTVERSION = //p' "$REPO/Makefile")"
+read -r -a PATHS <<< "${KS_UPGRADE_PATHS:-0.1.0,0.2.0 0.2.0}"
 U="$KS_RUN/upgrade_$SFX"
 T="e2e_upgrade_$SFX"
-# at exit: the cluster (own_cluster_start, with the private tree's
+# at exit: the clusters (own_cluster_start, with the private tree's
 # binaries), then all of $U
 cleanup() { rm -rf "$U"; }
 at_exit cleanup
-mkdir -p "$U/src" "$U/run"
-git -C "$REPO" cat-file -e "$REL^{commit}" 2>/dev/null \
-    || { echo "not ok - the release commit $REL is not in this clone's history"; exit 1; }
+mkdir -p "$U"
 
 # ---- a private copy of the PostgreSQL under test ----------------------------------------------
 PGC0="$KS_PGBIN/pg_config"
@@ -36,104 +56,43 @@ cp -a "$sharedir" "$TREE$(dirname "$sharedir")/"
 chmod -R o+rX "$U"
 PGB="$TREE$bindir"
 PGC="$PGB/pg_config"
-# headers (Debian keeps them outside the bin/lib tree) for building 0.1.0
+# headers (Debian keeps them outside the bin/lib tree) for building releases
 inc0="$("$PGC0" --pkgincludedir)"; inc="$("$PGC" --pkgincludedir)"
 if [ ! -d "$("$PGC" --includedir-server)" ]; then
     mkdir -p "$inc" && cp -a "$inc0/." "$inc/"
 fi
-rm -f "$("$PGC" --pkglibdir)/kafka_sink.so" "$("$PGC" --sharedir)"/extension/kafka_sink*
-
-# ---- 0.1.0 as released ------------------------------------------------------------------------
-git -C "$REPO" archive "$REL" | tar -x -C "$U/src"
-# 0.1.0 predates PostgreSQL 16+'s hidden symbol visibility: build it with
-# the default visibility (CFLAGS_SL_MODULE is where PGXS puts the flag)
-if ! make -C "$U/src" -s -j"$(nproc)" PG_CONFIG="$PGC" CFLAGS_SL_MODULE= > "$U/build-0.1.0.log" 2>&1 \
-   || ! make -C "$U/src" -s install PG_CONFIG="$PGC" >> "$U/build-0.1.0.log" 2>&1; then
-    tail -n 30 "$U/build-0.1.0.log"
-    echo "not ok - build and install kafka_sink 0.1.0 from $REL"; exit 1
-fi
-check "kafka_sink 0.1.0 built from the release commit" "'0.1.0'" \
-      "$(sed -n "s/^default_version = //p" "$("$PGC" --sharedir)/extension/kafka_sink.control")"
-
+uninstall() { rm -f "$("$PGC" --pkglibdir)/kafka_sink.so" "$("$PGC" --sharedir)"/extension/kafka_sink*; }
 export KS_PGBIN="$PGB"
-own_cluster_start "$U/run" || exit 1
-PORT="$(own_port "$U/run")"
-PGLOGF="$U/run/logs/postgresql.log"
-s() { sql_at "$PORT" "$@"; }
-PGPORT="$PORT" setup_owner >/dev/null
-check "the extension is at 0.1.0" "0.1.0" "$(s -c "SELECT extversion FROM pg_extension WHERE extname = 'kafka_sink'")"
 
-"$HARNESS" topic-create "$T" 2 >/dev/null 2>&1
-NEXT=1
-produce_upto() {  # message n: key n % 40, {"k": k, "n": n}
-    produce_py "$T" "
-for n in range($NEXT, $1 + 1):
-    print('%d|{\"k\":%d,\"n\":%d}' % (n % 40, n % 40, n))"
-    NEXT=$(($1 + 1))
+# install_version V: a released version's library and scripts (built once
+# from its release commit), or "this" (the checkout)
+install_version() {
+    local v="$1" rel src
+    if [ "$v" = this ]; then
+        make -C "$REPO" -s install PG_CONFIG="$PGC" > "$U/install-this.log" 2>&1 \
+            || { tail -n 30 "$U/install-this.log"; echo "not ok - make install of this version"; return 1; }
+        return 0
+    fi
+    src="$U/src-$v"
+    if [ ! -f "$src/kafka_sink.so" ]; then
+        rel="$(release_commit "$v")" || return 1
+        git -C "$REPO" cat-file -e "$rel^{commit}" 2>/dev/null \
+            || { echo "not ok - the release commit $rel of $v is not in this clone's history"; return 1; }
+        mkdir -p "$src"
+        git -C "$REPO" archive "$rel" | tar -x -C "$src"
+        # 0.1.0 predates PostgreSQL 16+'s hidden symbol visibility: build it
+        # with the default visibility (CFLAGS_SL_MODULE is where PGXS puts the flag)
+        local extra=()
+        [ "$v" = 0.1.0 ] && extra=(CFLAGS_SL_MODULE=)
+        make -C "$src" -s -j"$(nproc)" PG_CONFIG="$PGC" "${extra[@]}" > "$U/build-$v.log" 2>&1 \
+            || { tail -n 30 "$U/build-$v.log"; echo "not ok - build kafka_sink $v from $rel"; return 1; }
+    fi
+    make -C "$src" -s install PG_CONFIG="$PGC" >> "$U/build-$v.log" 2>&1 \
+        || { tail -n 30 "$U/build-$v.log"; echo "not ok - install kafka_sink $v"; return 1; }
+    check "kafka_sink $v built from its release commit" "'$v'" \
+          "$(sed -n "s/^default_version = //p" "$("$PGC" --sharedir)/extension/kafka_sink.control")"
 }
-produce_upto 1500
-s >/dev/null <<SQL
-CREATE TABLE e2e.up_cur_$SFX (k int PRIMARY KEY, n int NOT NULL);
-CREATE TABLE e2e.up_log_$SFX (k int, n int, _kafka_partition int, _kafka_offset bigint);
-ALTER TABLE e2e.up_cur_$SFX OWNER TO ks_e2e;
-ALTER TABLE e2e.up_log_$SFX OWNER TO ks_e2e;
-SET ROLE ks_e2e;
-SELECT kafka_sink.create_pipeline(name => 'up_cur', bootstrap_servers => '$KS_BOOTSTRAP',
-       subscribe => ARRAY['$T'], target => 'e2e.up_cur_$SFX', order_column => 'n',
-       starting_offsets => 'earliest', max_offsets_per_batch => 200,
-       kafka_options => '{"client.id": "upgrade-test", "fetch.wait.max.ms": 50}');
-SELECT kafka_sink.create_pipeline(name => 'up_log', bootstrap_servers => '$KS_BOOTSTRAP',
-       subscribe => ARRAY['$T'], target => 'e2e.up_log_$SFX', mode => 'append',
-       starting_offsets => 'earliest', max_offsets_per_batch => 150);
-SQL
-check "0.1.0: both pipelines catch up" "t|t" \
-      "$(s -c "SELECT kafka_sink.wait('up_cur', '90 s')")|$(s -c "SELECT kafka_sink.wait('up_log', '90 s')")"
-DEFS_Q="SELECT string_agg(format('%s %s %s %s %s %s %s %s', id, name, owner, target, kafka_options, max_offsets_per_batch, mode, starting_offsets), ';' ORDER BY id) FROM kafka_sink.pipeline_definitions"
-defs_before="$(s -c "$DEFS_Q")"
-max_batch_before="$(s -c "SELECT string_agg(p.name || '=' || (SELECT max(batch_id) FROM kafka_sink.batches b WHERE b.pipeline_id = p.id), ',' ORDER BY p.name) FROM kafka_sink.pipeline_definitions p")"
-own_cluster_stop "$U/run"
 
-# ---- this version's library and scripts, catalog still at 0.1.0 -------------------------------
-make -C "$REPO" -s install PG_CONFIG="$PGC" > "$U/install.log" 2>&1 \
-    || { tail -n 30 "$U/install.log"; echo "not ok - make install of this version"; exit 1; }
-own_cluster_start "$U/run" || exit 1
-produce_upto 3000
-sleep 6
-check "new library, old catalog: nothing applied" "1500" "$(s -c "SELECT count(*) FROM e2e.up_log_$SFX")"
-check "new library, old catalog: the log says to run ALTER EXTENSION kafka_sink UPDATE" t \
-      "$(grep -q 'Run ALTER EXTENSION kafka_sink UPDATE' "$PGLOGF" && echo t || echo f)"
-check "new library, old catalog: no pipeline worker started" 0 \
-      "$(s -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'kafka_sink worker%'")"
-
-# ---- ALTER EXTENSION UPDATE, restart -----------------------------------------------------------
-s -c "ALTER EXTENSION kafka_sink UPDATE" >/dev/null
-check "ALTER EXTENSION kafka_sink UPDATE reaches the default version" \
-      "$(s -c "SELECT default_version FROM pg_available_extensions WHERE name = 'kafka_sink'")" \
-      "$(s -c "SELECT extversion FROM pg_extension WHERE extname = 'kafka_sink'")"
-own_cluster_stop "$U/run"
-own_cluster_start "$U/run" || exit 1
-produce_upto 4000
-check "after the upgrade: both pipelines catch up" "t|t" \
-      "$(s -c "SELECT kafka_sink.wait('up_cur', '90 s')")|$(s -c "SELECT kafka_sink.wait('up_log', '90 s')")"
-check "definitions unchanged by the upgrade" "$defs_before" "$(s -c "$DEFS_Q")"
-check "append target: every message exactly once (4000 rows, 4000 distinct offsets per partition pair)" "4000|4000" \
-      "$(s -c "SELECT count(*) || '|' || count(DISTINCT (_kafka_partition, _kafka_offset)) FROM e2e.up_log_$SFX")"
-check "append target: messages 1..4000, none missing" "1|4000|4000" \
-      "$(s -c "SELECT min(n) || '|' || max(n) || '|' || count(DISTINCT n) FROM e2e.up_log_$SFX")"
-model="$(python3 -c "
-last = {}
-for n in range(1, 4001): last[n % 40] = n
-print(','.join('%d:%d' % (k, last[k]) for k in sorted(last)))")"
-check "merge target equals the model" "$model" "$(s -c "SELECT string_agg(k || ':' || n, ',' ORDER BY k) FROM e2e.up_cur_$SFX")"
-check "checkpoints reach the high watermarks" "$("$HARNESS" topic-offsets "$T" | awk '{s += $2} END {print s}')|$("$HARNESS" topic-offsets "$T" | awk '{s += $2} END {print s}')" \
-      "$(s -c "SELECT string_agg(sum::text, '|' ORDER BY name) FROM (SELECT p.name, sum(o.next_offset) FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id GROUP BY p.name) x")"
-for p in up_cur up_log; do
-    before="$(tr ',' '\n' <<<"$max_batch_before" | sed -n "s/^$p=//p")"
-    check "$p: batch ids go on after the upgrade without a gap (contiguous from 1, the first new one is $((before + 1)))" "true|true" \
-          "$(s -c "SELECT (max(batch_id) = count(*))::text || '|' || bool_or(batch_id = $before + 1)::text FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions d ON d.id = b.pipeline_id WHERE d.name = '$p'")"
-done
-
-# ---- an upgraded schema equals a fresh install ------------------------------------------------
 SCHEMA_Q="$(cat <<'SQL'
 WITH m AS (
     SELECT d.classid, d.objid, d.objsubid FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
@@ -178,16 +137,130 @@ SELECT string_agg(line, E'\n' ORDER BY line) FROM (
 ) x
 SQL
 )"
-s -c "CREATE DATABASE fresh_$SFX" >/dev/null
-PGDATABASE="fresh_$SFX" s -c "CREATE EXTENSION kafka_sink" >/dev/null
-s -c "$SCHEMA_Q" > "$U/schema-upgraded.txt"
-PGDATABASE="fresh_$SFX" s -c "$SCHEMA_Q" > "$U/schema-fresh.txt"
-if ! diff -u "$U/schema-fresh.txt" "$U/schema-upgraded.txt" > "$U/schema.diff"; then
-    head -n 60 "$U/schema.diff"
-fi
-check "an upgraded database and a fresh install have the same schema ($(wc -l < "$U/schema-fresh.txt") lines compared)" "" \
-      "$(cat "$U/schema.diff")"
-check "the schema comparison is not empty" t "$([ "$(wc -l < "$U/schema-fresh.txt")" -gt 100 ] && echo t || echo f)"
 
-own_cluster_stop "$U/run"
+DEFS_Q="SELECT string_agg(format('%s %s %s %s %s %s %s %s', id, name, owner, target, kafka_options, max_offsets_per_batch, mode, starting_offsets), ';' ORDER BY id) FROM kafka_sink.pipeline_definitions"
+BATCHES_Q="SELECT string_agg(p.name || '=' || (SELECT max(batch_id) FROM kafka_sink.batches b WHERE b.pipeline_id = p.id), ',' ORDER BY p.name) FROM kafka_sink.pipeline_definitions p"
+
+# upgrade_path V1,V2,...: a cluster started at V1 with two live pipelines,
+# brought through each later version to this one
+upgrade_path() {
+    local -a vs
+    IFS=, read -r -a vs <<< "$1"
+    local tag="${vs[0]//./}" run="$U/run-${vs[0]}" topic="${T}_${vs[0]//./}"
+    local db up_cur up_log
+    up_cur="up_cur_$tag" up_log="up_log_$tag"
+    say_path="${vs[*]} -> $THIS_V"
+    echo "# path: $say_path"
+    uninstall
+    install_version "${vs[0]}" || return 1
+    own_cluster_start "$run" || return 1
+    PORT="$(own_port "$run")"
+    PGLOGF="$run/logs/postgresql.log"
+    PGPORT="$PORT" setup_owner >/dev/null
+    check "[$say_path] the extension is at ${vs[0]}" "${vs[0]}" "$(s -c "SELECT extversion FROM pg_extension WHERE extname = 'kafka_sink'")"
+
+    "$HARNESS" topic-create "$topic" 2 >/dev/null 2>&1
+    NEXT=1
+    produce_upto() {  # message n: key n % 40, {"k": k, "n": n}
+        produce_py "$topic" "
+for n in range($NEXT, $1 + 1):
+    print('%d|{\"k\":%d,\"n\":%d}' % (n % 40, n % 40, n))"
+        NEXT=$(($1 + 1))
+    }
+    produce_upto 1500
+    s >/dev/null <<SQL
+CREATE TABLE e2e.$up_cur (k int PRIMARY KEY, n int NOT NULL);
+CREATE TABLE e2e.$up_log (k int, n int, _kafka_partition int, _kafka_offset bigint);
+ALTER TABLE e2e.$up_cur OWNER TO ks_e2e;
+ALTER TABLE e2e.$up_log OWNER TO ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => '$up_cur', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$topic'], target => 'e2e.$up_cur', order_column => 'n',
+       starting_offsets => 'earliest', max_offsets_per_batch => 200,
+       kafka_options => '{"client.id": "upgrade-test", "fetch.wait.max.ms": 50}');
+SELECT kafka_sink.create_pipeline(name => '$up_log', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$topic'], target => 'e2e.$up_log', mode => 'append',
+       starting_offsets => 'earliest', max_offsets_per_batch => 150);
+SQL
+    check "[$say_path] ${vs[0]}: both pipelines catch up" "t|t" \
+          "$(s -c "SELECT kafka_sink.wait('$up_cur', '90 s')")|$(s -c "SELECT kafka_sink.wait('$up_log', '90 s')")"
+    local defs_before
+    defs_before="$(s -c "$DEFS_Q")"
+
+    local i next upto=1500 max_batch_before cur="${vs[0]}"
+    for ((i = 1; i <= ${#vs[@]}; i++)); do
+        next="${vs[i]:-this}" nl="${vs[i]:-$THIS_V}"
+        max_batch_before="$(s -c "$BATCHES_Q")"
+        own_cluster_stop "$run"
+        # ---- the next version's library and scripts, catalog still at $cur ----
+        install_version "$next" || return 1
+        : > "$PGLOGF"
+        own_cluster_start "$run" || return 1
+        produce_upto $((upto + 1500))
+        sleep 6
+        check "[$say_path] $nl's library, $cur's catalog: nothing applied" "$upto" "$(s -c "SELECT count(*) FROM e2e.$up_log")"
+        check "[$say_path] $nl's library, $cur's catalog: the log says to run ALTER EXTENSION kafka_sink UPDATE" t \
+              "$(grep -q 'Run ALTER EXTENSION kafka_sink UPDATE' "$PGLOGF" && echo t || echo f)"
+        check "[$say_path] $nl's library, $cur's catalog: no pipeline worker started" 0 \
+              "$(s -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'kafka_sink worker%'")"
+        # ---- ALTER EXTENSION UPDATE, restart ----
+        if [ "$next" = this ]; then
+            s -c "ALTER EXTENSION kafka_sink UPDATE" >/dev/null
+            check "[$say_path] ALTER EXTENSION kafka_sink UPDATE reaches the default version" \
+                  "$(s -c "SELECT default_version FROM pg_available_extensions WHERE name = 'kafka_sink'")" \
+                  "$(s -c "SELECT extversion FROM pg_extension WHERE extname = 'kafka_sink'")"
+        else
+            s -c "ALTER EXTENSION kafka_sink UPDATE TO '$next'" >/dev/null
+            check "[$say_path] ALTER EXTENSION kafka_sink UPDATE TO '$nl'" "$next" \
+                  "$(s -c "SELECT extversion FROM pg_extension WHERE extname = 'kafka_sink'")"
+        fi
+        own_cluster_stop "$run"
+        own_cluster_start "$run" || return 1
+        upto=$((upto + 2500))
+        produce_upto "$upto"
+        check "[$say_path] after the update to $nl: both pipelines catch up" "t|t" \
+              "$(s -c "SELECT kafka_sink.wait('$up_cur', '90 s')")|$(s -c "SELECT kafka_sink.wait('$up_log', '90 s')")"
+        check "[$say_path] $nl: definitions unchanged by the update" "$defs_before" "$(s -c "$DEFS_Q")"
+        check "[$say_path] $nl: append target: every message exactly once ($upto rows, $upto distinct offsets)" "$upto|$upto" \
+              "$(s -c "SELECT count(*) || '|' || count(DISTINCT (_kafka_partition, _kafka_offset)) FROM e2e.$up_log")"
+        check "[$say_path] $nl: append target: messages 1..$upto, none missing" "1|$upto|$upto" \
+              "$(s -c "SELECT min(n) || '|' || max(n) || '|' || count(DISTINCT n) FROM e2e.$up_log")"
+        local model
+        model="$(python3 -c "
+last = {}
+for n in range(1, $upto + 1): last[n % 40] = n
+print(','.join('%d:%d' % (k, last[k]) for k in sorted(last)))")"
+        check "[$say_path] $nl: merge target equals the model" "$model" "$(s -c "SELECT string_agg(k || ':' || n, ',' ORDER BY k) FROM e2e.$up_cur")"
+        local hw
+        hw="$("$HARNESS" topic-offsets "$topic" | awk '{s += $2} END {print s}')"
+        check "[$say_path] $nl: checkpoints reach the high watermarks" "$hw|$hw" \
+              "$(s -c "SELECT string_agg(sum::text, '|' ORDER BY name) FROM (SELECT p.name, sum(o.next_offset) FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id GROUP BY p.name) x")"
+        local p before
+        for p in "$up_cur" "$up_log"; do
+            before="$(tr ',' '\n' <<<"$max_batch_before" | sed -n "s/^$p=//p")"
+            check "[$say_path] $nl: $p: batch ids go on without a gap (contiguous from 1, the first new one is $((before + 1)))" "true|true" \
+                  "$(s -c "SELECT (max(batch_id) = count(*))::text || '|' || bool_or(batch_id = $before + 1)::text FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions d ON d.id = b.pipeline_id WHERE d.name = '$p'")"
+        done
+        cur="$nl"
+    done
+
+    # ---- an upgraded schema equals a fresh install ----
+    db="fresh_${tag}_$SFX"
+    s -c "CREATE DATABASE $db" >/dev/null
+    PGDATABASE="$db" s -c "CREATE EXTENSION kafka_sink" >/dev/null
+    s -c "$SCHEMA_Q" > "$U/schema-upgraded-$tag.txt"
+    PGDATABASE="$db" s -c "$SCHEMA_Q" > "$U/schema-fresh-$tag.txt"
+    if ! diff -u "$U/schema-fresh-$tag.txt" "$U/schema-upgraded-$tag.txt" > "$U/schema-$tag.diff"; then
+        head -n 60 "$U/schema-$tag.diff"
+    fi
+    check "[$say_path] an upgraded database and a fresh install have the same schema ($(wc -l < "$U/schema-fresh-$tag.txt") lines compared)" "" \
+          "$(cat "$U/schema-$tag.diff")"
+    check "[$say_path] the schema comparison is not empty" t "$([ "$(wc -l < "$U/schema-fresh-$tag.txt")" -gt 100 ] && echo t || echo f)"
+    own_cluster_stop "$run"
+}
+s() { sql_at "$PORT" "$@"; }
+
+for path in "${PATHS[@]}"; do
+    upgrade_path "$path" || { FAILED=$((FAILED + 1)); echo "not ok - upgrade path $path"; break; }
+done
 finish

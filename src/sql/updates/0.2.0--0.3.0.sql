@@ -1,0 +1,3 @@
+-- kafka_sink 0.2.0 -> 0.3.0: the schema changes of this step (src/sql/README.md).
+-- Every function, procedure, view, trigger, grant and comment comes after
+-- this file from the parts in src/sql/, as in a fresh install.
