@@ -3,7 +3,7 @@
 #
 #   test/run_tests.sh [regress] [tap] [e2e] [chaos] [fuzz]   (default: all)
 #   KS_TESTS="tap" test/run_tests.sh              (same, by env var)
-#   KS_TAP_FILES="test/t/01_produce.sql" test/run_tests.sh tap
+#   KS_TAP_FILES="test/pgtap/01_produce.sql" test/run_tests.sh tap
 #   KS_SCRIPTS="kafka_semantics" test/run_tests.sh e2e   (only these scripts)
 #
 # Installs the OS packages, builds and installs the extension, fetches and
@@ -11,7 +11,7 @@
 # (test/harness.sh; PostgreSQL 15 unless told otherwise), then runs the suites:
 #   regress  test/tools/check_sql_scripts.sh (the rule of src/sql/README.md),
 #            then make installcheck (pg_regress: sql/ + expected/)
-#   tap      pg_prove over test/t/*.sql, one suite per file
+#   tap      pg_prove over test/pgtap/*.sql, one suite per file
 #   e2e      every executable test/e2e/*.sh, one suite per script
 #   chaos    every executable test/chaos/*.sh, one suite per script
 #            (e2e and chaos scripts get the harness env exported; broker and
@@ -309,7 +309,7 @@ run_parts() {
         if [ -n "${KS_TAP_FILES:-}" ]; then
             read -r -a tap_files <<< "$KS_TAP_FILES"
         else
-            tap_files=(test/t/*.sql)
+            tap_files=(test/pgtap/*.sql)
         fi
         local f
         for f in "${tap_files[@]}"; do

@@ -3,7 +3,7 @@
 -- client, so the test does not trust the extension to report on itself.
 --
 -- Needs KS_BOOTSTRAP in the environment (test/run_tests.sh exports it; by
--- hand: eval "$(test/harness.sh env)"; pg_prove test/t/01_produce.sql).
+-- hand: eval "$(test/harness.sh env)"; pg_prove test/pgtap/01_produce.sql).
 -- Messages sent to Kafka stay there (produce is not transactional); each run
 -- uses a fresh topic, auto-created by the broker with one partition.
 \set ON_ERROR_STOP 1
