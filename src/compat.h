@@ -5,8 +5,12 @@
  *		in one place (included by kafka_sink.h; see docs/design-notes.md,
  *		"Version support").
  *
- * jsonwalk.c keeps its own guard for the JSON parser callbacks' return type
- * (16+), as it is also built without the backend headers for test/fuzz.
+ * Every PG_VERSION_NUM test of the extension is here, as a wrapper that
+ * takes the newest signature (timescaledb's _compat style) or a feature
+ * macro; the modules call the wrappers.  Only macros: jsontree.c and
+ * jsonwalk.c, which test/fuzz builds without the backend (-DFRONTEND),
+ * include it too, and a wrapper's dependencies are included where it is
+ * used.
  *
  *-------------------------------------------------------------------------
  */
@@ -99,6 +103,76 @@
 #if PG_VERSION_NUM >= 160000
 #define KS_HAVE_SOFT_INPUT_ERRORS 1
 #include "nodes/miscnodes.h"
+#endif
+
+/*
+ * The JSON lexer (common/jsonapi.h).  17 takes a context to fill (NULL:
+ * allocate one) and frees it with freeJsonLexContext; before 17 it always
+ * allocated and had no free (the lexer and its string buffer are freed by
+ * hand).  KS_JSON_LEXER makes one over len bytes that collects field names
+ * and strings (need_escapes).
+ */
+#if PG_VERSION_NUM >= 170000
+#define KS_JSON_LEXER(json, len, enc) makeJsonLexContextCstringLen(NULL, (json), (len), (enc), true)
+#define KS_JSON_LEXER_FREE(lex) freeJsonLexContext(lex)
+#else
+#define KS_JSON_LEXER(json, len, enc) \
+	makeJsonLexContextCstringLen((char *) (json), (int) (len), (enc), true)
+#define KS_JSON_LEXER_FREE(lex) \
+	do { \
+		JsonLexContext *ks_lex_ = (lex); \
+		if (ks_lex_->strval) \
+		{ \
+			pfree(ks_lex_->strval->data); \
+			pfree(ks_lex_->strval); \
+		} \
+		pfree(ks_lex_); \
+	} while (0)
+#endif
+
+/*
+ * The return of a JsonSemAction callback: void before 16, JsonParseErrorType
+ * since.  Every semantic action of the extension (jsontree.c, jsonwalk.c) is
+ * written with these.
+ */
+#if PG_VERSION_NUM >= 160000
+#define KS_JSON_RETURN JsonParseErrorType
+#define KS_JSON_OK return JSON_SUCCESS
+#else
+#define KS_JSON_RETURN void
+#define KS_JSON_OK return
+#endif
+
+/*
+ * 16: DecodeDateTime reports the details of an error in a
+ * DateTimeErrorExtra (utils/datetime.h); declare a KsDateTimeErrorExtra and
+ * pass its address, which 15 ignores.
+ */
+#if PG_VERSION_NUM >= 160000
+#define KsDateTimeErrorExtra DateTimeErrorExtra
+#define KS_DECODE_DATETIME(field, ftype, nf, dtype, tm, fsec, tz, extra) \
+	DecodeDateTime((field), (ftype), (nf), (dtype), (tm), (fsec), (tz), (extra))
+#else
+#define KsDateTimeErrorExtra int
+#define KS_DECODE_DATETIME(field, ftype, nf, dtype, tm, fsec, tz, extra) \
+	((void) (extra), DecodeDateTime((field), (ftype), (nf), (dtype), (tm), (fsec), (tz)))
+#endif
+
+/* 16: one object_aclcheck for every kind of object (catalog/pg_namespace.h) */
+#if PG_VERSION_NUM >= 160000
+#define KS_NAMESPACE_ACLCHECK(nsp, role, mode) object_aclcheck(NamespaceRelationId, (nsp), (role), (mode))
+#else
+#define KS_NAMESPACE_ACLCHECK(nsp, role, mode) pg_namespace_aclcheck((nsp), (role), (mode))
+#endif
+
+/*
+ * 17: named custom wait events (WaitEventExtensionNew, utils/wait_event.h);
+ * before 17 every wait of an extension is "Extension".
+ */
+#if PG_VERSION_NUM >= 170000
+#define KS_WAIT_EVENT_EXTENSION_NEW(name) WaitEventExtensionNew(name)
+#else
+#define KS_WAIT_EVENT_EXTENSION_NEW(name) ((void) (name), (uint32) PG_WAIT_EXTENSION)
 #endif
 
 /*

@@ -724,11 +724,7 @@ parse_json(const char *data, size_t len, char **detail)
 	}
 	if (GetDatabaseEncoding() != PG_UTF8)
 		text = pg_any_to_server(text, len, PG_UTF8);
-#if PG_VERSION_NUM >= 170000
-	lex = makeJsonLexContextCstringLen(NULL, text, strlen(text), GetDatabaseEncoding(), true);
-#else
-	lex = makeJsonLexContextCstringLen(text, strlen(text), GetDatabaseEncoding(), true);
-#endif
+	lex = KS_JSON_LEXER(text, strlen(text), GetDatabaseEncoding());
 	err = pg_parse_json(lex, &nullSemAction);
 	if (err != JSON_SUCCESS)
 	{

@@ -133,11 +133,7 @@ ks_json_tree(char *text, size_t len, int enc, char **errmsg)
 	JsonParseErrorType err;
 
 	memset(&t, 0, sizeof(t));
-#if PG_VERSION_NUM >= 170000
-	t.lex = makeJsonLexContextCstringLen(NULL, text, len, enc, true);
-#else
-	t.lex = makeJsonLexContextCstringLen(text, (int) len, enc, true);
-#endif
+	t.lex = KS_JSON_LEXER(text, len, enc);
 	memset(&sem, 0, sizeof(sem));
 	sem.semstate = &t;
 	sem.object_start = tree_object_start;

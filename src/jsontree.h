@@ -13,19 +13,7 @@
 #define KS_JSONTREE_H
 
 #include "common/jsonapi.h"
-
-/*
- * The return of a JsonSemAction callback: void before PostgreSQL 16,
- * JsonParseErrorType since.  Every semantic action of the extension
- * (jsontree.c, jsonwalk.c) is written with these.
- */
-#if PG_VERSION_NUM >= 160000
-#define KS_JSON_RETURN JsonParseErrorType
-#define KS_JSON_OK return JSON_SUCCESS
-#else
-#define KS_JSON_RETURN void
-#define KS_JSON_OK return
-#endif
+#include "compat.h"				/* KS_JSON_RETURN, KS_JSON_OK, KS_JSON_LEXER */
 
 typedef enum KsJsonKind
 {

@@ -285,11 +285,7 @@ ks_json_walk_slow(const KsWalkPaths *paths, const char *data, size_t len,
 		*detail = pstrdup("the value contains a NUL byte");
 		return KS_WALK_INVALID_JSON;
 	}
-#if PG_VERSION_NUM >= 170000
-	lex = makeJsonLexContextCstringLen(NULL, copy, len, PG_UTF8, true);
-#else
-	lex = makeJsonLexContextCstringLen(copy, len, PG_UTF8, true);
-#endif
+	lex = KS_JSON_LEXER(copy, len, PG_UTF8);
 	memset(&w, 0, sizeof(w));
 	memset(&sem, 0, sizeof(sem));
 	w.paths = paths;
@@ -317,16 +313,7 @@ ks_json_walk_slow(const KsWalkPaths *paths, const char *data, size_t len,
 	}
 
 	/* the captured values are copies: the lexer and the input can go */
-#if PG_VERSION_NUM >= 170000
-	freeJsonLexContext(lex);
-#else
-	if (lex->strval)
-	{
-		pfree(lex->strval->data);
-		pfree(lex->strval);
-	}
-	pfree(lex);
-#endif
+	KS_JSON_LEXER_FREE(lex);
 	pfree(copy);
 	return result;
 }

@@ -55,7 +55,6 @@ _PG_init(void)
 uint32
 ks_wait_event(KsWaitEvent which)
 {
-#if PG_VERSION_NUM >= 170000
 	static uint32 ids[KS_WAIT_NUM];
 	static const char *const names[KS_WAIT_NUM] = {
 		[KS_WAIT_LAUNCHER_NAP] = "KafkaSinkLauncherNap",
@@ -65,10 +64,6 @@ ks_wait_event(KsWaitEvent which)
 
 	Assert(which >= 0 && which < KS_WAIT_NUM);
 	if (ids[which] == 0)
-		ids[which] = WaitEventExtensionNew(names[which]);
+		ids[which] = KS_WAIT_EVENT_EXTENSION_NEW(names[which]);
 	return ids[which];
-#else
-	(void) which;
-	return PG_WAIT_EXTENSION;
-#endif
 }

@@ -101,13 +101,9 @@ parse_timestamp(const char *what, const char *spec)
 	dterr = ParseDateTime(spec, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf);
 	if (dterr == 0)
 	{
-#if PG_VERSION_NUM >= 160000
-		DateTimeErrorExtra extra;
+		KsDateTimeErrorExtra extra;
 
-		dterr = DecodeDateTime(field, ftype, nf, &dtype, tm, &fsec, &tz, &extra);
-#else
-		dterr = DecodeDateTime(field, ftype, nf, &dtype, tm, &fsec, &tz);
-#endif
+		dterr = KS_DECODE_DATETIME(field, ftype, nf, &dtype, tm, &fsec, &tz, &extra);
 	}
 	if (dterr != 0)
 		invalid_spec(what, spec, "It is neither earliest, latest, per-partition JSON nor a valid timestamp.");
@@ -149,11 +145,7 @@ parse_json(const char *what, const char *spec)
 	char	   *pkey = NULL;
 
 	/* check the syntax first, without raising: our message, not jsonb_in's */
-#if PG_VERSION_NUM >= 170000
-	lex = makeJsonLexContextCstringLen(NULL, spec, strlen(spec), GetDatabaseEncoding(), true);
-#else
-	lex = makeJsonLexContextCstringLen(unconstify(char *, spec), strlen(spec), GetDatabaseEncoding(), true);
-#endif
+	lex = KS_JSON_LEXER(spec, strlen(spec), GetDatabaseEncoding());
 	jerr = pg_parse_json(lex, &nullSemAction);
 	if (jerr != JSON_SUCCESS)
 		ereport(ERROR,

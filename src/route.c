@@ -752,11 +752,7 @@ target_error_detail(ErrorData *edata)
 static AclResult
 namespace_usage(Oid nsp)
 {
-#if PG_VERSION_NUM >= 160000
-	return object_aclcheck(NamespaceRelationId, nsp, GetUserId(), ACL_USAGE);
-#else
-	return pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE);
-#endif
+	return KS_NAMESPACE_ACLCHECK(nsp, GetUserId(), ACL_USAGE);
 }
 
 static Oid
