@@ -6429,3 +6429,471 @@ END
 $$;
 
 -- ---- end of trust boundary: kafka_sink.allowed_hosts ----
+
+-- ---- issue 23: one message never disables a table (schema-driven DDL) ----
+
+-- create_targets and evolve (issue 23): whether a column a message's
+-- schema asks for may be made.  Never one of the pipeline's own names,
+-- however the field spells it (case, double quotes, blanks): the lineage
+-- columns and the source position (every name beginning with _kafka_),
+-- the names reserved for soft deletes and history, a variant of a key or
+-- order column (pipeline_columns); never a name PostgreSQL would cut to
+-- NAMEDATALEN - 1 bytes (it could become one of those).  NULL when the
+-- column may be made, else why not.
+CREATE FUNCTION kafka_sink._refused_column_name(n text, pipeline_columns text[])
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    norm text := lower(regexp_replace(n, '["[:space:]]', '', 'g'));
+    pc text;
+BEGIN
+    IF n IS NULL OR n = '' THEN
+        RETURN 'The embedded schema has a field without a name.';
+    END IF;
+    IF octet_length(n) >= 64 THEN
+        RETURN format('Field %s is longer than 63 bytes: PostgreSQL would cut it into another name.',
+                      quote_literal(left(n, 80)));
+    END IF;
+    IF norm LIKE '\_kafka\_%' THEN
+        RETURN format('Field %s would make column %I: names beginning with _kafka_ are the pipeline''s own (lineage columns, the source position).',
+                      quote_literal(n), n);
+    END IF;
+    IF norm IN ('_deleted', '_deleted_at', '_valid_from', '_valid_to', '_is_current') THEN
+        RETURN format('Field %s would make column %I: %s is reserved for soft deletes and history.',
+                      quote_literal(n), n, norm);
+    END IF;
+    FOREACH pc IN ARRAY coalesce(pipeline_columns, '{}') LOOP
+        IF pc IS DISTINCT FROM n AND lower(regexp_replace(pc, '["[:space:]]', '', 'g')) = norm THEN
+            RETURN format('Field %s would make column %I, which differs only by case or quotes from column %I that the pipeline keys or orders by.',
+                          quote_literal(n), n, pc);
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._refused_column_name(text, text[]) IS
+'Internal (create_targets, evolve): NULL when a column of that name may be made from a message''s schema, else why not (the pipeline''s own names, reserved names, variants of the key or order columns, names longer than 63 bytes).';
+REVOKE ALL ON FUNCTION kafka_sink._refused_column_name(text, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._refused_column_name(text, text[]) TO kafka_sink_admin;
+
+-- create_targets: creates schema_name.table_name as the caller (the
+-- pipeline's owner, in the batch's transaction) from a message's embedded
+-- schema; the key is the message key's fields (its embedded schema, or the
+-- fields of a JSON object key), else key_columns.  Returns NULL when it
+-- created the table, else why it cannot (no schema, no key: the message is
+-- quarantined as no_target).  Raises when the schema asks for columns the
+-- pipeline will not make (kafka_sink._refused_column_name, more than 1600;
+-- the worker quarantines that message as schema_change_refused) and when
+-- the owner may not create there.
+CREATE OR REPLACE FUNCTION kafka_sink._create_target(schema_name text, table_name text, value text, msg_key text,
+                                          key_columns text[], mode text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v jsonb;
+    k jsonb;
+    s jsonb;
+    cols text[] := '{}';
+    names text[] := '{}';
+    keys text[] := key_columns;
+    f jsonb;
+    n text;
+    why text;
+BEGIN
+    BEGIN
+        v := value::jsonb;
+        k := msg_key::jsonb;
+    EXCEPTION WHEN invalid_text_representation THEN
+        IF v IS NULL THEN
+            RETURN 'The value is not JSON: there is no embedded schema to create the target from.';
+        END IF;
+        k := NULL;
+    END;
+    s := kafka_sink._row_schema(CASE WHEN jsonb_typeof(v) = 'object' THEN v->'schema' END);
+    IF s IS NULL THEN
+        RETURN 'The value has no embedded schema (Kafka Connect''s JsonConverter with schemas.enable) to create the target from.';
+    END IF;
+    IF keys IS NULL AND jsonb_typeof(k) = 'object' AND jsonb_typeof(k->'schema'->'fields') = 'array' THEN
+        SELECT array_agg(x->>'field' ORDER BY i) INTO keys
+          FROM jsonb_array_elements(k->'schema'->'fields') WITH ORDINALITY AS e(x, i);
+    ELSIF keys IS NULL AND jsonb_typeof(k) = 'object' AND NOT k ? 'schema' THEN
+        SELECT array_agg(x ORDER BY x) INTO keys FROM jsonb_object_keys(k) x;
+    END IF;
+    IF keys IS NULL AND mode = 'merge' THEN
+        RETURN 'The message key is not a JSON object naming the key fields, and the pipeline has no key_columns: the target''s primary key is unknown.';
+    END IF;
+    -- the message's schema asks for columns the pipeline will not make:
+    -- raised, so that the message is quarantined as schema_change_refused
+    FOR f IN SELECT x FROM jsonb_array_elements(s->'fields') x LOOP
+        n := f->>'field';
+        why := coalesce(kafka_sink._refused_column_name(n, keys),
+                        CASE WHEN n = ANY (names) THEN format('Field %s appears twice in the embedded schema.', quote_literal(n)) END);
+        IF why IS NOT NULL THEN
+            RAISE EXCEPTION 'the embedded schema cannot make table %.%', quote_ident(schema_name), quote_ident(table_name)
+                USING ERRCODE = 'invalid_column_definition', DETAIL = why;
+        END IF;
+        names := names || n;
+        cols := cols || format('%I %s', n, kafka_sink._connect_type(f));
+    END LOOP;
+    IF cardinality(cols) = 0 THEN
+        RETURN 'The embedded schema has no fields.';
+    END IF;
+    IF cardinality(cols) + 1 > 1600 THEN
+        RAISE EXCEPTION 'the embedded schema cannot make table %.%', quote_ident(schema_name), quote_ident(table_name)
+            USING ERRCODE = 'too_many_columns',
+                  DETAIL = format('It has %s fields; with _kafka_source_position a table has at most 1600 columns.', cardinality(cols));
+    END IF;
+    IF keys IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(keys) x WHERE x IS NULL OR NOT x = ANY (names)) THEN
+        RETURN format('The key fields %s are not all fields of the value''s schema.', keys);
+    END IF;
+    cols := cols || '_kafka_source_position numeric'::text;
+    -- never in kafka_sink's or the system's schemas, nor a temporary one
+    -- (a superuser-owned pipeline could create there)
+    IF schema_name IN ('kafka_sink', 'pg_catalog', 'information_schema')
+       OR schema_name LIKE 'pg\_toast%' OR schema_name LIKE 'pg\_temp%' THEN
+        RAISE EXCEPTION 'create_targets does not create tables in schema %', schema_name
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'A pipeline writes a table of your own, in a schema of your own.';
+    END IF;
+    IF NOT has_schema_privilege(schema_name, 'CREATE') THEN
+        RAISE EXCEPTION 'permission denied for schema %', schema_name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'create_targets creates a missing target as the pipeline''s owner, in a schema where the owner has CREATE.';
+    END IF;
+    EXECUTE format('CREATE TABLE %I.%I (%s%s)', schema_name, table_name, array_to_string(cols, ', '),
+                   CASE WHEN keys IS NOT NULL
+                        THEN format(', PRIMARY KEY (%s)', (SELECT string_agg(format('%I', x), ', ') FROM unnest(keys) x)) ELSE '' END);
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._create_target(text, text, text, text, text[], text) IS
+'Internal (create_targets): creates a missing routed target as the caller from a message''s embedded schema, keyed on the message key''s fields; returns NULL, or why it cannot.';
+
+DROP FUNCTION kafka_sink._evolve_target(regclass, text, boolean);
+-- evolve => 'add_columns': adds a nullable column for each field of the
+-- embedded schema the target lacks, all in one ALTER TABLE, or none.
+-- Never drops or narrows: a field whose type is neither the column's nor
+-- implicitly cast to it is refused; so is a new column the pipeline will
+-- not make (kafka_sink._refused_column_name, with the key columns, by
+-- default the primary key, and the order column), more than
+-- max_new_columns new columns (kafka_sink.max_new_columns) or more than a
+-- table's 1600 (dropped columns count).  Returns NULL when the target
+-- takes the schema (after adding columns), else why not (the messages with
+-- that schema are quarantined as schema_change_refused).  add false: only
+-- checks.
+CREATE FUNCTION kafka_sink._evolve_target(target regclass, value_schema text, add boolean,
+                                          key_columns text[] DEFAULT NULL, order_column text DEFAULT NULL,
+                                          max_new_columns integer DEFAULT 100)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s jsonb;
+    f jsonb;
+    n text;
+    why text;
+    want text;
+    want_oid oid;
+    have pg_attribute;
+    names text[] := '{}';
+    adds text[] := '{}';
+    pcols text[];
+    natts integer;
+BEGIN
+    BEGIN
+        s := kafka_sink._row_schema(value_schema::jsonb);
+    EXCEPTION WHEN invalid_text_representation THEN
+        s := NULL;
+    END;
+    IF s IS NULL THEN
+        RETURN NULL;            -- no embedded schema: nothing to evolve
+    END IF;
+    pcols := coalesce(key_columns,
+                      (SELECT array_agg(a.attname::text) FROM pg_index i
+                         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+                        WHERE i.indrelid = target AND i.indisprimary), '{}')
+             || CASE WHEN order_column IS NOT NULL THEN ARRAY[order_column] ELSE '{}' END;
+    FOR f IN SELECT x FROM jsonb_array_elements(s->'fields') x LOOP
+        n := f->>'field';
+        IF n = ANY (names) THEN
+            RETURN format('Field %s appears twice in the embedded schema.', quote_literal(n));
+        END IF;
+        names := names || n;
+        want := kafka_sink._connect_type(f);
+        want_oid := want::regtype;
+        SELECT * INTO have FROM pg_attribute WHERE attrelid = target AND attname = n AND attnum > 0 AND NOT attisdropped;
+        IF NOT FOUND THEN
+            why := kafka_sink._refused_column_name(n, pcols);
+            IF why IS NOT NULL THEN
+                RETURN why;
+            END IF;
+            -- IF NOT EXISTS: another worker's batch may add it first
+            adds := adds || format('ADD COLUMN IF NOT EXISTS %I %s', n, want);
+        ELSIF have.atttypid <> want_oid
+              AND NOT EXISTS (SELECT 1 FROM pg_cast c WHERE c.castsource = want_oid AND c.casttarget = have.atttypid
+                                 AND c.castcontext = 'i') THEN
+            RETURN format('Field %I is now %s, which column %I of %s (%s) does not take: evolve never narrows or changes a column.',
+                          n, want, n, target, format_type(have.atttypid, have.atttypmod));
+        ELSIF kafka_sink._typmod_loses(f, want, have.atttypid, have.atttypmod) THEN
+            RETURN format('Field %I is now %s, wider than column %I of %s (%s): evolve never widens or changes a column.',
+                          n, kafka_sink._connect_type_shown(f, want), n, target, format_type(have.atttypid, have.atttypmod));
+        END IF;
+    END LOOP;
+    IF cardinality(adds) = 0 THEN
+        RETURN NULL;
+    END IF;
+    IF cardinality(adds) > max_new_columns THEN
+        RETURN format('The embedded schema adds %s columns to %s; evolve adds at most %s for one message (kafka_sink.max_new_columns).',
+                      cardinality(adds), target, max_new_columns);
+    END IF;
+    SELECT count(*) INTO natts FROM pg_attribute WHERE attrelid = target AND attnum > 0;
+    IF natts + cardinality(adds) > 1600 THEN
+        RETURN format('The embedded schema adds %s columns to %s, which has %s (dropped ones included): a table has at most 1600.',
+                      cardinality(adds), target, natts);
+    END IF;
+    IF add THEN
+        EXECUTE format('ALTER TABLE %s %s', target, array_to_string(adds, ', '));
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean, text[], text, integer) IS
+'Internal (evolve => add_columns): adds a nullable column for each new field of an embedded schema, all or none; returns NULL, or why a change is refused.';
+REVOKE ALL ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean, text[], text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean, text[], text, integer) TO kafka_sink_admin;
+
+COMMENT ON FUNCTION kafka_sink._pipeline_written_tables(kafka_sink.pipeline_definitions) IS
+'Internal: the tables a pipeline writes as far as its definition (target, targets map) and its retained batches'' progress records name them, for lineage() and create_lineage_view().';
+
+-- The table of pipeline p that target names, the one rule of lineage()
+-- and create_lineage_view(): p's own target when target is NULL or the
+-- same; for a routed pipeline a table it writes (_pipeline_written_tables;
+-- its target when none is named).  Raises for any other table; NULL when
+-- p has no target and names none.
+CREATE FUNCTION kafka_sink._pipeline_target(p kafka_sink.pipeline_definitions, target regclass)
+RETURNS regclass
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    written text[];
+BEGIN
+    IF p.target_template IS NULL AND p.targets IS NULL THEN
+        IF target IS NOT NULL AND target IS DISTINCT FROM p.target THEN
+            RAISE EXCEPTION 'pipeline "%" does not write %', p.name, target
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = CASE WHEN p.target IS NULL THEN 'It has no target.' ELSE format('Its target is %s.', p.target) END;
+        END IF;
+        RETURN p.target;
+    END IF;
+    target := coalesce(target, p.target);
+    written := kafka_sink._pipeline_written_tables(p);
+    IF target IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" routes to many tables', p.name
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = CASE WHEN cardinality(written) = 0
+                                THEN 'Its retained batches name no table it wrote.'
+                                ELSE format('It wrote %s.', array_to_string(written, ', ')) END,
+                  HINT = 'Name the table: target => ''schema.table''.';
+    END IF;
+    -- compared as regclass: the names come quoted and qualified, the
+    -- argument however the caller spelled it
+    IF NOT EXISTS (SELECT 1 FROM unnest(written) w WHERE to_regclass(w) = target) THEN
+        RAISE EXCEPTION 'pipeline "%" does not write %', p.name, target
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = CASE WHEN cardinality(written) = 0
+                                THEN 'Its retained batches name no table it wrote.'
+                                ELSE format('It wrote %s.', array_to_string(written, ', ')) END,
+                  HINT = 'Name one of the tables it wrote.';
+    END IF;
+    RETURN target;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._pipeline_target(kafka_sink.pipeline_definitions, regclass) IS
+'Internal: the table of a pipeline that lineage() and create_lineage_view() trace: its target, or for a routed pipeline one of the tables it writes; raises for any other.';
+REVOKE ALL ON FUNCTION kafka_sink._pipeline_target(kafka_sink.pipeline_definitions, regclass) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._pipeline_target(kafka_sink.pipeline_definitions, regclass) TO kafka_sink_admin;
+
+CREATE OR REPLACE FUNCTION kafka_sink.create_lineage_view(pipeline text, target regclass DEFAULT NULL,
+                                               view_name text DEFAULT NULL, raw boolean DEFAULT true)
+RETURNS regclass
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    tgt regclass;
+    parsed text[];
+    vschema text;
+    vname text;
+    existing regclass;
+    missing text;
+    has_ts boolean;
+    use_raw boolean;
+    marker text;
+    v regclass;
+BEGIN
+    PERFORM kafka_sink._require_admin();
+    p := kafka_sink._get_pipeline(pipeline);
+    IF raw IS NULL THEN
+        RAISE EXCEPTION 'raw cannot be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
+    END IF;
+    -- a routed pipeline (target template, targets map) writes many tables:
+    -- the caller names one it writes, as for lineage()
+    tgt := kafka_sink._pipeline_target(p, create_lineage_view.target);
+    IF tgt IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" has no target', pipeline
+            USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline writes no rows to trace; query its bronze table.';
+    END IF;
+    IF p.mode = 'function' THEN
+        RAISE EXCEPTION 'pipeline "%" passes its rows to a batch function', pipeline
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'The batch function decides what it writes; the pipeline cannot trace it.';
+    END IF;
+    SELECT string_agg(c, ', ') INTO missing
+      FROM unnest(ARRAY['_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id']) c
+     WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tgt AND a.attname = c
+                          AND a.attnum > 0 AND NOT a.attisdropped);
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'target % has no lineage columns %', tgt, missing
+            USING ERRCODE = 'undefined_column',
+                  HINT = 'Add _kafka_topic text, _kafka_partition int, _kafka_offset bigint and _kafka_batch_id bigint (and optionally _kafka_timestamp timestamptz) to the target; the pipeline fills them.';
+    END IF;
+    has_ts := EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tgt AND a.attname = '_kafka_timestamp'
+                        AND a.attnum > 0 AND NOT a.attisdropped);
+    use_raw := raw AND p.bronze IS NOT NULL;
+
+    SELECT n.nspname, c.relname || '_lineage' INTO vschema, vname
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tgt;
+    IF view_name IS NOT NULL THEN
+        BEGIN
+            parsed := parse_ident(view_name);
+        EXCEPTION WHEN invalid_parameter_value THEN
+            parsed := NULL;
+        END;
+        IF parsed IS NULL OR cardinality(parsed) NOT IN (1, 2) THEN
+            RAISE EXCEPTION 'invalid view name "%"', view_name
+                USING ERRCODE = 'invalid_name', HINT = 'Pass a name such as ''orders_lineage'' or ''reporting.orders_lineage''.';
+        END IF;
+        vname := parsed[cardinality(parsed)];
+        IF cardinality(parsed) = 2 THEN
+            vschema := parsed[1];
+        END IF;
+    END IF;
+
+    -- a lineage view made before is made again; anything else is kept
+    marker := format('kafka_sink lineage view of pipeline %s (id %s), target %s', p.name, p.id, tgt);
+    existing := to_regclass(format('%I.%I', vschema, vname));
+    IF existing IS NOT NULL THEN
+        IF (SELECT relkind FROM pg_class WHERE oid = existing) <> 'v'
+           OR coalesce(obj_description(existing, 'pg_class'), '') NOT LIKE 'kafka_sink lineage view of %' THEN
+            RAISE EXCEPTION 'relation % already exists', existing
+                USING ERRCODE = 'duplicate_table',
+                      HINT = 'Pass view_name => another name; only a lineage view made by create_lineage_view is replaced.';
+        END IF;
+        EXECUTE format('DROP VIEW %s', existing);
+    END IF;
+
+    EXECUTE format(
+        'CREATE VIEW %I.%I WITH (security_invoker = true) AS'
+        ' SELECT t.*, lr.pipeline AS _kafka_pipeline, lr.committed_at AS _kafka_committed_at%s,'
+        ' %s AS _kafka_key, %s AS _kafka_value, %s AS _kafka_headers'
+        ' FROM %s t'
+        ' LEFT JOIN LATERAL (SELECT x.pipeline, x.committed_at FROM kafka_sink._lineage_ranges x'
+        '   WHERE x.pipeline_id = %s AND x.batch_id = t._kafka_batch_id'
+        '     AND x.topic = t._kafka_topic AND x.partition = t._kafka_partition'
+        '     AND t._kafka_offset >= x.start_offset AND t._kafka_offset < x.end_offset) lr ON true%s',
+        vschema, vname,
+        CASE WHEN has_ts THEN '' WHEN use_raw THEN ', br.ts AS _kafka_timestamp' ELSE ', NULL::timestamptz AS _kafka_timestamp' END,
+        CASE WHEN use_raw THEN 'br.key' ELSE 'NULL::bytea' END,
+        CASE WHEN use_raw THEN 'br.value' ELSE 'NULL::bytea' END,
+        CASE WHEN use_raw THEN 'br.headers' ELSE 'NULL::jsonb' END,
+        tgt, p.id,
+        CASE WHEN use_raw THEN
+            format(' LEFT JOIN %s br ON br.topic = t._kafka_topic COLLATE "C" AND br.partition = t._kafka_partition'
+                   ' AND br."offset" = t._kafka_offset', p.bronze)
+        ELSE '' END);
+    v := format('%I.%I', vschema, vname)::regclass;
+    EXECUTE format('COMMENT ON VIEW %s IS %L', v,
+                   marker || ': each row of the target with the pipeline, the commit time of the batch that wrote it'
+                   || CASE WHEN use_raw THEN ' and the raw message from ' || p.bronze::text ELSE '' END
+                   || '. _kafka_pipeline and _kafka_committed_at are NULL for a role that is not a member of the pipeline''s owner,'
+                   || ' for a batch no longer retained, and for rows written by replay_quarantine (_kafka_batch_id 0).'
+                   || ' Made by kafka_sink.create_lineage_view; call it again after the target''s columns change.');
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', v);
+    RETURN v;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION kafka_sink.lineage(pipeline text, key jsonb, target regclass DEFAULT NULL)
+RETURNS TABLE (topic text, partition integer, "offset" bigint, batch_id bigint,
+               batch_committed_at timestamptz, message_ts timestamptz,
+               message_key bytea, message_value bytea)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p kafka_sink.pipeline_definitions;
+    routed boolean;
+    tgt regclass;
+    keycols text[];
+    cond text;
+    r record;
+BEGIN
+    p := kafka_sink._get_pipeline(pipeline);
+    routed := p.target_template IS NOT NULL OR p.targets IS NOT NULL;
+    IF p.target IS NULL AND NOT routed THEN
+        RAISE EXCEPTION 'pipeline "%" has no keyed target', pipeline
+            USING ERRCODE = 'wrong_object_type', HINT = 'Lineage by key needs a merge pipeline.';
+    END IF;
+    tgt := kafka_sink._pipeline_target(p, lineage.target);
+    IF (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = tgt AND NOT a.attisdropped AND a.attnum > 0
+          AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset')) < 3 THEN
+        RAISE EXCEPTION 'target % has no lineage columns', tgt
+            USING ERRCODE = 'undefined_column',
+                  HINT = 'Add _kafka_topic text, _kafka_partition int, _kafka_offset bigint and _kafka_batch_id bigint to the target; the pipeline fills them.';
+    END IF;
+    -- key_columns; a merge pipeline that routes or reads change events
+    -- keys each table on its primary key when it has none (as the worker)
+    keycols := p.key_columns;
+    IF keycols IS NULL AND p.mode = 'merge' AND (routed OR p.envelope = 'debezium') THEN
+        keycols := (SELECT array_agg(a.attname::text ORDER BY x.n)
+                      FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS x(att, n)
+                      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = x.att
+                     WHERE i.indrelid = tgt AND i.indisprimary);
+    END IF;
+    IF keycols IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" has no keyed target', pipeline
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = format('Lineage by key needs a merge pipeline keyed on key_columns or the primary key of %s.', tgt);
+    END IF;
+    IF key IS NULL OR jsonb_typeof(key) <> 'object' THEN
+        RAISE EXCEPTION 'key must be a JSON object of the key columns'
+            USING ERRCODE = 'invalid_parameter_value', HINT = format('For example %s.', jsonb_build_object(keycols[1], 42));
+    END IF;
+    SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(keycols) c;
+    EXECUTE format('SELECT t._kafka_topic AS topic, t._kafka_partition AS partition, t._kafka_offset AS "offset"'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', tgt, tgt, cond)
+       INTO r USING key;
+    IF r IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT r.topic, r.partition, r."offset", b.batch_id, b.committed_at, br.ts, br.key, br.value
+      FROM (SELECT 1) one
+      LEFT JOIN LATERAL (SELECT x.batch_id, x.committed_at FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
+                          WHERE x.pipeline_id = p.id AND g->>'topic' = r.topic
+                            AND (g->>'partition')::int = r.partition
+                            AND r."offset" >= (g->>'start')::bigint AND r."offset" < (g->>'end')::bigint
+                          LIMIT 1) b ON true
+      LEFT JOIN LATERAL (SELECT * FROM kafka_sink._bronze_message(p.bronze, r.topic, r.partition, r."offset")) br ON true;
+END
+$$;
+
+-- ---- end of issue 23 ----
