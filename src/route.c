@@ -737,21 +737,21 @@ run_users(void (*fn) (void *arg), void *arg)
 
 /*
  * run_users for DDL a message asks for (create_targets, evolve): its lock
- * waits bounded by kafka_sink.ddl_lock_timeout, so that a table another
- * session holds costs that message (quarantined, replayable), not the
- * pipeline.
+ * waits bounded by timeout_ms (kafka_sink.ddl_lock_timeout; 0: the
+ * session's lock_timeout), so that a table another session holds costs
+ * that message (quarantined, replayable), not the pipeline.
  */
 static ErrorData *
-run_ddl(void (*fn) (void *arg), void *arg)
+run_ddl(void (*fn) (void *arg), void *arg, int timeout_ms)
 {
 	int			level = NewGUCNestLevel();
 	ErrorData  *edata;
 
-	if (ks_ddl_lock_timeout_ms > 0)
+	if (timeout_ms > 0)
 	{
 		char		ms[32];
 
-		snprintf(ms, sizeof(ms), "%d", ks_ddl_lock_timeout_ms);
+		snprintf(ms, sizeof(ms), "%d", timeout_ms);
 		(void) set_config_option("lock_timeout", ms, PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
 	}
@@ -863,7 +863,7 @@ create_from(KsBatch *batch, KsRouteEntry *e, int i, KsReason *mreason, char **md
 	}
 	else if (!pg_verify_mbstr(GetDatabaseEncoding(), c.m->value, c.m->value_len, true))
 		c.why = pstrdup("The value is not text in the database encoding: there is no embedded schema to create the target from.");
-	if (c.why == NULL && (edata = run_ddl(create_target, &c)) != NULL)
+	if (c.why == NULL && (edata = run_ddl(create_target, &c, ks_ddl_lock_timeout_ms)) != NULL)
 	{
 		/*
 		 * Another worker of the pipeline created it meanwhile: our CREATE
@@ -977,6 +977,12 @@ resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas,
 	{
 		bool	   *done = palloc0(sizeof(bool) * batch->nmsgs);
 
+		/*
+		 * once one ALTER of this table timed out, the batch's next ones do
+		 * not wait again: many schemas must not add up to a long stall
+		 */
+		int			timeout = ks_ddl_lock_timeout_ms;
+
 		for (int i = e->first; i < batch->nmsgs; i++)
 		{
 			EvolveArgs	ev;
@@ -988,9 +994,13 @@ resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas,
 			ev.relid = relid;
 			ev.schema_json = schemas[i];
 			ev.why = NULL;
-			if ((edata = run_ddl(evolve_target, &ev)) != NULL)
+			if ((edata = run_ddl(evolve_target, &ev, timeout)) != NULL)
+			{
+				if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+					timeout = 1;
 				why = psprintf("Adding the columns of this message's schema to %s failed: %s",
 							   e->name, ddl_error_detail(edata));
+			}
 			else
 				why = ev.why;
 			for (int j = i; j < batch->nmsgs; j++)
