@@ -15,7 +15,8 @@
 #    good events before and after them, of the same table and of others,
 #    apply; a good new field still becomes a column;
 #  - a table the owner may write but not alter: the event that needs a
-#    column is quarantined, the others apply;
+#    column is quarantined, the others apply; replay lands it once the
+#    table is the owner's;
 #  - a table another session holds locked: the events whose ALTER waits past
 #    kafka_sink.ddl_lock_timeout are quarantined (the batch waits once, not
 #    once per schema), the rest applies; once the lock is gone,
@@ -157,6 +158,9 @@ sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application
 wait "$HOLDER" 2>/dev/null || true
 check "replay once the lock is gone: the event lands, its column added" "5|0|v40" \
       "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '|' || still_failing FROM kafka_sink.replay_quarantine('$P', target => '$S.tb')")|$(sql -c "SELECT extra FROM $S.tb WHERE id = 4")"
+sql -c "ALTER TABLE $S.notmine OWNER TO ks_e2e" >/dev/null
+check "replay once the table is the owner's: the event lands, its column added" "1|0|v34" \
+      "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '|' || still_failing FROM kafka_sink.replay_quarantine('$P', target => '$S.notmine')")|$(sql -c "SELECT added FROM $S.notmine WHERE id = 2")"
 check "the pipeline is still running" "running|" \
       "$(sql -c "SELECT state || '|' || coalesce(last_error, '') FROM kafka_sink.status WHERE name = '$P'")"
 
