@@ -243,6 +243,18 @@ SELECT kafka_sink._evolve_target('route.made2', format('{"type": "struct", "fiel
 SELECT count(*) FROM pg_attribute a WHERE a.attrelid = 'route.made2'::regclass AND a.attnum > 0
    AND (lower(a.attname) IN ('fine', '_kafka_partition', '_valid_to', 'ord', 'a', 'b', 'c') OR a.attname = 'K');
 
+-- a key or order column takes its own type or a narrower integer only:
+-- not a float, not a date into a timestamp (an implicit cast all the same)
+CREATE TABLE route.keyed (id bigint PRIMARY KEY, at timestamptz);
+SELECT kafka_sink._evolve_target('route.keyed', '{"type": "struct", "fields": [{"field": "id", "type": "int32"},
+           {"field": "at", "type": "int32", "name": "io.debezium.time.Date"}]}', false) AS narrower_key_date_not_ordered;
+CREATE TABLE route.fkeyed (id double precision PRIMARY KEY);
+SELECT kafka_sink._evolve_target('route.fkeyed', '{"type": "struct", "fields": [{"field": "id", "type": "int64"}]}', false) AS int_into_float_key;
+SELECT kafka_sink._evolve_target('route.keyed', '{"type": "struct", "fields": [{"field": "id", "type": "int64"},
+           {"field": "at", "type": "int32", "name": "io.debezium.time.Date"}]}', false, NULL, 'at') AS date_order;
+SELECT kafka_sink._evolve_target('route.keyed', '{"type": "struct", "fields": [{"field": "id", "type": "int64"},
+           {"field": "at", "type": "string", "name": "io.debezium.time.ZonedTimestamp"}]}', false, NULL, 'at') AS same_types;
+
 -- lineage: a routed pipeline names the table whose lineage view to make
 CREATE TABLE route.lin (id bigint PRIMARY KEY, v text, _kafka_topic text, _kafka_partition int,
                         _kafka_offset bigint, _kafka_batch_id bigint);

@@ -1297,7 +1297,8 @@ COMMENT ON FUNCTION kafka_sink._connect_type_shown(jsonb, text) IS
 -- evolve => 'add_columns': adds a nullable column for each field of the
 -- embedded schema the target lacks, all in one ALTER TABLE, or none.
 -- Never drops or narrows: a field whose type is neither the column's nor
--- implicitly cast to it is refused; so is a new column the pipeline will
+-- implicitly cast to it is refused (for a key or order column: neither its
+-- own type nor a narrower integer); so is a new column the pipeline will
 -- not make (kafka_sink._refused_column_name, with the key columns, by
 -- default the primary key, and the order column), more than
 -- max_new_columns new columns (kafka_sink.max_new_columns) or more than a
@@ -1358,6 +1359,15 @@ BEGIN
               AND NOT EXISTS (SELECT 1 FROM pg_cast c WHERE c.castsource = want_oid AND c.casttarget = have.atttypid
                                  AND c.castcontext = 'i') THEN
             RETURN format('Field %I is now %s, which column %I of %s (%s) does not take: evolve never narrows or changes a column.',
+                          n, want, n, target, format_type(have.atttypid, have.atttypmod));
+        -- a key or order column takes its own type or a wider exact number:
+        -- an implicit cast into float, or of a date into a timestamp (a
+        -- time zone's), would change what equal and newer mean
+        ELSIF n = ANY (pcols) AND have.atttypid <> want_oid
+              AND NOT ((want_oid = 'int2'::regtype AND have.atttypid IN ('int4'::regtype, 'int8'::regtype, 'numeric'::regtype))
+                       OR (want_oid = 'int4'::regtype AND have.atttypid IN ('int8'::regtype, 'numeric'::regtype))
+                       OR (want_oid = 'int8'::regtype AND have.atttypid = 'numeric'::regtype)) THEN
+            RETURN format('Field %I is now %s; column %I of %s (%s) is one the pipeline keys or orders by, which takes only its own type or a narrower integer.',
                           n, want, n, target, format_type(have.atttypid, have.atttypmod));
         ELSIF kafka_sink._typmod_loses(f, want, have.atttypid, have.atttypmod) THEN
             RETURN format('Field %I is now %s, wider than column %I of %s (%s): evolve never widens or changes a column.',
