@@ -840,10 +840,12 @@ lookup(const char *schema, const char *table, Oid *nsp)
  * create_targets: creates e's missing table from message i.  Returns the
  * table, or InvalidOid with message i's reason and detail set (its schema
  * or key cannot make the table) or with e's own (the owner may not create
- * there: no message of e can).
+ * there: no message of e can).  *timeout_ms: the lock wait of its DDL,
+ * 1 ms after one timed out.
  */
 static Oid
-create_from(KsBatch *batch, KsRouteEntry *e, int i, KsReason *mreason, char **mdetail)
+create_from(KsBatch *batch, KsRouteEntry *e, int i, KsReason *mreason, char **mdetail,
+			int *timeout_ms)
 {
 	KsPipeline *p = batch->pipeline;
 	CreateArgs	c = {p, e->schema, e->table, batch->msgs[i], NULL, NULL, NULL};
@@ -863,7 +865,7 @@ create_from(KsBatch *batch, KsRouteEntry *e, int i, KsReason *mreason, char **md
 	}
 	else if (!pg_verify_mbstr(GetDatabaseEncoding(), c.m->value, c.m->value_len, true))
 		c.why = pstrdup("The value is not text in the database encoding: there is no embedded schema to create the target from.");
-	if (c.why == NULL && (edata = run_ddl(create_target, &c, ks_ddl_lock_timeout_ms)) != NULL)
+	if (c.why == NULL && (edata = run_ddl(create_target, &c, *timeout_ms)) != NULL)
 	{
 		/*
 		 * Another worker of the pipeline created it meanwhile: our CREATE
@@ -892,6 +894,8 @@ create_from(KsBatch *batch, KsRouteEntry *e, int i, KsReason *mreason, char **md
 			e->detail = target_error_detail(edata);
 			return InvalidOid;
 		}
+		if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			*timeout_ms = 1;	/* the next attempts do not wait again */
 		mreason[i] = KS_SCHEMA_CHANGE_REFUSED;
 		mdetail[i] = psprintf("The target table %s does not exist and cannot be created from this message: %s",
 							  e->name, ddl_error_detail(edata));
@@ -930,6 +934,7 @@ resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas,
 	if (!OidIsValid(relid) && OidIsValid(nsp) && p->create_targets)
 	{
 		int			attempts = 0;
+		int			timeout = ks_ddl_lock_timeout_ms;
 
 		for (int i = e->first; i < batch->nmsgs && !OidIsValid(relid); i++)
 		{
@@ -942,7 +947,7 @@ resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas,
 									 e->name, KS_CREATE_ATTEMPTS);
 				return;
 			}
-			relid = create_from(batch, e, i, mreason, mdetail);
+			relid = create_from(batch, e, i, mreason, mdetail, &timeout);
 			if (e->reason != KS_OK)
 				return;
 		}

@@ -21,6 +21,9 @@
 #    kafka_sink.ddl_lock_timeout are quarantined (the batch waits once, not
 #    once per schema), the rest applies; once the lock is gone,
 #    replay_quarantine lands them (their columns added);
+#  - create_targets behind a lock (a test event trigger locks a table another
+#    session holds): each event is quarantined, the batch waits once, not
+#    once per attempt; replay makes the table once the lock is gone;
 #  - the pipeline stays running throughout.
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
@@ -158,6 +161,47 @@ sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application
 wait "$HOLDER" 2>/dev/null || true
 check "replay once the lock is gone: the event lands, its column added" "5|0|v40" \
       "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '|' || still_failing FROM kafka_sink.replay_quarantine('$P', target => '$S.tb')")|$(sql -c "SELECT extra FROM $S.tb WHERE id = 4")"
+# round 4: create_targets behind a lock: an event trigger of the test makes
+# every CREATE TABLE of the owner lock a gate table another session holds
+sql >/dev/null <<SQL
+CREATE TABLE $S.gate (x int);
+GRANT SELECT ON $S.gate TO ks_e2e;
+CREATE FUNCTION $S.gated() RETURNS event_trigger LANGUAGE plpgsql AS \$\$
+BEGIN
+    IF current_user = 'ks_e2e' THEN
+        LOCK TABLE $S.gate IN ACCESS SHARE MODE;
+    END IF;
+END \$\$;
+CREATE EVENT TRIGGER gated_$SFX ON ddl_command_start WHEN TAG IN ('CREATE TABLE') EXECUTE FUNCTION $S.gated();
+SQL
+drop_gate() { sql -c "DROP EVENT TRIGGER IF EXISTS gated_$SFX" >/dev/null 2>&1 || true; }
+at_exit drop_gate
+PGAPPNAME="gate_$SFX" sql -c "BEGIN" -c "LOCK TABLE $S.gate IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+GATE=$!
+poll "SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+       WHERE a.application_name = 'gate_$SFX' AND l.relation = '$S.gate'::regclass AND l.granted" 20 >/dev/null || true
+START=$SECONDS
+events <<EOF
+["td", 1, 50]
+["td", 2, 51]
+["td", 3, 52]
+["td", 4, 53]
+["td", 5, 54]
+["ta", 14, 55]
+EOF
+check_caught_up "$P"
+ELAPSED=$((SECONDS - START))
+check "create_targets behind a lock: each event is quarantined, the other table's applies, no table made" \
+      "27|schema_change_refused|true;28|schema_change_refused|true;29|schema_change_refused|true;30|schema_change_refused|true;31|schema_change_refused|true|ta14:1|" \
+      "$(q "(27, 'lock timeout'), (28, 'lock timeout'), (29, 'lock timeout'), (30, 'lock timeout'), (31, 'lock timeout')")|ta14:$(sql -c "SELECT count(*) FROM $S.ta WHERE id = 14")|$(sql -c "SELECT coalesce(to_regclass('$S.td')::text, '')")"
+check "create_targets behind a lock: the batch waited once, not once per attempt (under 8 s)" "t" \
+      "$([ "$ELAPSED" -lt 8 ] && echo t || echo "f ($ELAPSED s)")"
+sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gate_$SFX'" >/dev/null
+wait "$GATE" 2>/dev/null || true
+drop_gate
+check "replay once the lock is gone: the table is made, its five rows land" "5|0|5" \
+      "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '|' || still_failing FROM kafka_sink.replay_quarantine('$P', target => '$S.td')")|$(sql -c "SELECT count(*) FROM $S.td")"
+
 sql -c "ALTER TABLE $S.notmine OWNER TO ks_e2e" >/dev/null
 check "replay once the table is the owner's: the event lands, its column added" "1|0|v34" \
       "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '|' || still_failing FROM kafka_sink.replay_quarantine('$P', target => '$S.notmine')")|$(sql -c "SELECT added FROM $S.notmine WHERE id = 2")"
