@@ -134,10 +134,18 @@ sql -c "ALTER SYSTEM SET kafka_sink.ddl_lock_timeout = '2s'" -c "SELECT pg_reloa
 reset_lock_timeout() { sql -c "ALTER SYSTEM RESET kafka_sink.ddl_lock_timeout" -c "SELECT pg_reload_conf()" >/dev/null 2>&1 || true; }
 at_exit reset_lock_timeout
 sleep 1
-PGAPPNAME="holder_$SFX" sql -c "BEGIN" -c "LOCK TABLE $S.tb IN ACCESS SHARE MODE" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
-HOLDER=$!
-poll "SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-       WHERE a.application_name = 'holder_$SFX' AND l.relation = '$S.tb'::regclass AND l.granted" 20 >/dev/null || true
+# hold TABLE MODE: another session holds a lock on TABLE until release
+hold() {
+    PGAPPNAME="holder_$SFX" sql -c "BEGIN" -c "LOCK TABLE $1 IN $2 MODE" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+    HOLDER=$!
+    poll "SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+           WHERE a.application_name = 'holder_$SFX' AND l.relation = '$1'::regclass AND l.granted" 20 >/dev/null || true
+}
+release() {
+    sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder_$SFX'" >/dev/null
+    wait "$HOLDER" 2>/dev/null || true
+}
+hold "$S.tb" "ACCESS SHARE"
 # five schemas, each with a new field: one batch waits for the lock once,
 # not five times (five waits would take 10 s)
 START=$SECONDS
@@ -157,8 +165,7 @@ check "a locked table: the events whose ALTER timed out are quarantined, the oth
       "$(q "(20, 'lock timeout'), (21, 'lock timeout'), (22, 'lock timeout'), (23, 'lock timeout'), (24, 'lock timeout')")|tb:$(sql -c "SELECT string_agg(id::text, ',' ORDER BY id) FROM $S.tb")|ta13:$(sql -c "SELECT count(*) FROM $S.ta WHERE id = 13")"
 check "a locked table: the batch waited for the lock once, not once per schema (under 8 s)" "t" \
       "$([ "$ELAPSED" -lt 8 ] && echo t || echo "f ($ELAPSED s)")"
-sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder_$SFX'" >/dev/null
-wait "$HOLDER" 2>/dev/null || true
+release
 check "replay once the lock is gone: the event lands, its column added" "5|0|v40" \
       "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '|' || still_failing FROM kafka_sink.replay_quarantine('$P', target => '$S.tb')")|$(sql -c "SELECT extra FROM $S.tb WHERE id = 4")"
 # round 4: create_targets behind a lock: an event trigger of the test makes
@@ -176,10 +183,7 @@ CREATE EVENT TRIGGER gated_$SFX ON ddl_command_start WHEN TAG IN ('CREATE TABLE'
 SQL
 drop_gate() { sql -c "DROP EVENT TRIGGER IF EXISTS gated_$SFX" >/dev/null 2>&1 || true; }
 at_exit drop_gate
-PGAPPNAME="gate_$SFX" sql -c "BEGIN" -c "LOCK TABLE $S.gate IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
-GATE=$!
-poll "SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-       WHERE a.application_name = 'gate_$SFX' AND l.relation = '$S.gate'::regclass AND l.granted" 20 >/dev/null || true
+hold "$S.gate" "ACCESS EXCLUSIVE"
 START=$SECONDS
 events <<EOF
 ["td", 1, 50]
@@ -196,8 +200,7 @@ check "create_targets behind a lock: each event is quarantined, the other table'
       "$(q "(27, 'lock timeout'), (28, 'lock timeout'), (29, 'lock timeout'), (30, 'lock timeout'), (31, 'lock timeout')")|ta14:$(sql -c "SELECT count(*) FROM $S.ta WHERE id = 14")|$(sql -c "SELECT coalesce(to_regclass('$S.td')::text, '')")"
 check "create_targets behind a lock: the batch waited once, not once per attempt (under 8 s)" "t" \
       "$([ "$ELAPSED" -lt 8 ] && echo t || echo "f ($ELAPSED s)")"
-sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gate_$SFX'" >/dev/null
-wait "$GATE" 2>/dev/null || true
+release
 drop_gate
 check "replay once the lock is gone: the table is made, its five rows land" "5|0|5" \
       "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '|' || still_failing FROM kafka_sink.replay_quarantine('$P', target => '$S.td')")|$(sql -c "SELECT count(*) FROM $S.td")"
