@@ -192,10 +192,20 @@ SELECT kafka_sink._create_target('route', 'no3', '{"schema": {"type": "struct", 
        'plain key', NULL, 'merge');
 SELECT kafka_sink._create_target('route', 'no4', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}]}}',
        '{"id": 1}', NULL, 'merge');
-SELECT kafka_sink._create_target('route', 'no5', format('{"schema": {"type": "struct", "fields": [{"field": "%s", "type": "int32"}]}}', repeat('x', 64)),
-       NULL, NULL, 'append');
-SELECT kafka_sink._create_target('route', 'no6', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}, {"field": "v", "type": "string"}]}}',
-       NULL, NULL, 'append');
+-- a schema that asks for columns the pipeline will not make raises (the
+-- worker quarantines that message as schema_change_refused)
+SELECT route.err(format($$SELECT kafka_sink._create_target('route', 'no5', %L, NULL, NULL, 'append')$$,
+       format('{"schema": {"type": "struct", "fields": [{"field": "%s", "type": "int32"}]}}', repeat('x', 64))));
+SELECT route.err($$SELECT kafka_sink._create_target('route', 'no6', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}, {"field": "v", "type": "string"}]}}',
+       NULL, NULL, 'append')$$);
+SELECT route.err($$SELECT kafka_sink._create_target('route', 'no7', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}, {"field": "_Kafka_Partition", "type": "boolean"}]}}',
+       NULL, NULL, 'append')$$);
+SELECT route.err($$SELECT kafka_sink._create_target('route', 'no8', '{"schema": {"type": "struct", "fields": [{"field": "id", "type": "int32"}, {"field": "ID", "type": "string"}]}}',
+       '{"id": 1}', NULL, 'merge')$$);
+SELECT route.err(format($$SELECT kafka_sink._create_target('route', 'no9', %L, NULL, NULL, 'append')$$,
+       jsonb_build_object('schema', jsonb_build_object('type', 'struct', 'fields',
+           (SELECT jsonb_agg(jsonb_build_object('field', 'c' || i, 'type', 'int32')) FROM generate_series(1, 1600) i)))));
+SELECT to_regclass('route.no7'), to_regclass('route.no8'), to_regclass('route.no9');
 SELECT to_regclass('route.no1'), to_regclass('route.no5');
 RESET ROLE;
 CREATE SCHEMA route_locked;
@@ -218,13 +228,45 @@ SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [{
 SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [{"field": "new_too", "type": "string"}]}', false);
 SELECT kafka_sink._evolve_target('route.made2', 'no schema', true);
 SELECT count(*) FROM pg_attribute a WHERE a.attrelid = 'route.made2'::regclass AND a.attname = 'new_too';
+-- evolve never makes one of the pipeline's own columns (lineage, source
+-- position, soft deletes and history, a variant of a key or order column),
+-- nor more than max_new_columns; it adds all of a schema's columns or none
+SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [{"field": "fine", "type": "string"},
+           {"field": "_kafka_partition", "type": "boolean"}]}', true) AS lineage;
+SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [{"field": " \"_KAFKA_source_position\"", "type": "string"}]}', true) AS quoted;
+SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [{"field": "_Valid_To", "type": "string"}]}', true) AS history;
+SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [{"field": "K", "type": "string"}]}', true) AS key_variant;
+SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [{"field": "Ord", "type": "string"}]}', true, NULL, 'ord') AS order_variant;
+SELECT kafka_sink._evolve_target('route.made2', '{"type": "struct", "fields": [{"field": "a", "type": "string"},
+           {"field": "b", "type": "string"}, {"field": "c", "type": "string"}]}', true, NULL, NULL, 2) AS too_many;
+SELECT kafka_sink._evolve_target('route.made2', format('{"type": "struct", "fields": [{"field": "%s", "type": "string"}]}', repeat('y', 64)), true) AS too_long;
+SELECT count(*) FROM pg_attribute a WHERE a.attrelid = 'route.made2'::regclass AND a.attnum > 0
+   AND (lower(a.attname) IN ('fine', '_kafka_partition', '_valid_to', 'ord', 'a', 'b', 'c') OR a.attname = 'K');
+
+-- a key or order column takes its own type or a narrower integer only:
+-- not a float, not a date into a timestamp (an implicit cast all the same)
+CREATE TABLE route.keyed (id bigint PRIMARY KEY, at timestamptz);
+SELECT kafka_sink._evolve_target('route.keyed', '{"type": "struct", "fields": [{"field": "id", "type": "int32"},
+           {"field": "at", "type": "int32", "name": "io.debezium.time.Date"}]}', false) AS narrower_key_date_not_ordered;
+CREATE TABLE route.fkeyed (id double precision PRIMARY KEY);
+SELECT kafka_sink._evolve_target('route.fkeyed', '{"type": "struct", "fields": [{"field": "id", "type": "int64"}]}', false) AS int_into_float_key;
+SELECT kafka_sink._evolve_target('route.keyed', '{"type": "struct", "fields": [{"field": "id", "type": "int64"},
+           {"field": "at", "type": "int32", "name": "io.debezium.time.Date"}]}', false, NULL, 'at') AS date_order;
+SELECT kafka_sink._evolve_target('route.keyed', '{"type": "struct", "fields": [{"field": "id", "type": "int64"},
+           {"field": "at", "type": "string", "name": "io.debezium.time.ZonedTimestamp"}]}', false, NULL, 'at') AS same_types;
 
 -- lineage: a routed pipeline names the table whose lineage view to make
 CREATE TABLE route.lin (id bigint PRIMARY KEY, v text, _kafka_topic text, _kafka_partition int,
                         _kafka_offset bigint, _kafka_batch_id bigint);
 SELECT route.mk($$target => 'route.{topic}'$$);
 SELECT route.err($$SELECT kafka_sink.create_lineage_view('r')$$);
+-- ... one it writes, as lineage() requires: not any table
+SELECT route.err($$SELECT kafka_sink.create_lineage_view('r', target => 'route.lin')$$);
+SELECT route.err($$SELECT * FROM kafka_sink.lineage('r', '{"id": 1}', target => 'route.lin')$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$target => 'route.{topic}', targets => '{"t": "route.lin"}'$$);
 SELECT kafka_sink.create_lineage_view('r', target => 'route.lin');
+SELECT route.err($$SELECT kafka_sink.create_lineage_view('r', target => 'route.orders')$$);
 SELECT kafka_sink.drop_pipeline('r', true);
 SELECT route.mk($$target => 'route.orders'$$);
 SELECT route.err($$SELECT kafka_sink.create_lineage_view('r', target => 'route.lin')$$);

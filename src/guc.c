@@ -32,6 +32,8 @@ bool		ks_direct_values = true;
 char	   *ks_outbox_servers = NULL;
 int			ks_outbox_retention_s = 24 * 3600;
 int			ks_keep_batches_for_s = 7 * 24 * 3600;
+int			ks_max_new_columns = 100;
+int			ks_ddl_lock_timeout_ms = 5000;
 
 static const struct config_enum_entry fault_point_options[] = {
 	{"none", KS_FAULT_NONE, false},
@@ -148,6 +150,24 @@ ks_guc_init(void)
 							7 * 24 * 3600, 0, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.max_new_columns",
+							"Maximum number of columns evolve adds to a table for one message's schema.",
+							"A schema with more new fields is refused for its messages (schema_change_refused).",
+							&ks_max_new_columns,
+							100, 1, 1600,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.ddl_lock_timeout",
+							"Longest wait of create_targets' and evolve's DDL for a lock on a table.",
+							"A message whose DDL waits longer is quarantined (schema_change_refused) and can be replayed; 0 waits as lock_timeout says.",
+							&ks_ddl_lock_timeout_ms,
+							5000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("kafka_sink.outbox_bootstrap_servers",

@@ -13,7 +13,12 @@
  * A message none of them names, or whose table does not exist, is
  * quarantined as no_target; a table that exists but that the pipeline may
  * not write (the checks of create_pipeline: kafka_sink._check_target) as
- * target_refused.  Both replay once the table is fixed.
+ * target_refused.  Both replay once the table is fixed.  What one message
+ * asks of DDL (create_targets: a table from its schema; evolve: columns for
+ * it) and cannot get is that message's alone (schema_change_refused, or
+ * no_target when it has no schema or key): a refused change, any error of
+ * that DDL but a transient one, a lock held past
+ * kafka_sink.ddl_lock_timeout; the table goes on for the other messages.
  *
  * A template is literal text and placeholders: {topic}, or a JSON path of
  * the value ({source.table}; in a value wrapped as {"schema":...,
@@ -39,6 +44,7 @@
 #include "catalog.h"
 #include "decode.h"
 #include "envelope.h"
+#include "errclass.h"
 #include "jsonwalk.h"
 
 #include "access/xact.h"
@@ -52,6 +58,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -101,9 +108,15 @@ typedef struct KsRouteEntry
 	KsReason	reason;
 	char	   *detail;
 	int			count;
-	List	   *refused;		/* evolve: embedded schemas refused (char *) */
-	List	   *refused_why;	/* ... and why (char *) */
 } KsRouteEntry;
+
+/*
+ * How many messages of one table create_targets tries to create it from
+ * in one batch, one after the other, when the first ones cannot (their
+ * schema is refused, they have no key): the DDL one batch runs for a
+ * missing table stays bounded.
+ */
+#define KS_CREATE_ATTEMPTS 8
 
 bool
 ks_routing_enabled(KsPipeline *p)
@@ -667,6 +680,7 @@ create_target(void *arg)
 /* evolve: kafka_sink._evolve_target for one embedded schema */
 typedef struct EvolveArgs
 {
+	KsPipeline *p;
 	Oid			relid;
 	const char *schema_json;
 	char	   *why;			/* out: why the change is refused, or NULL */
@@ -676,17 +690,24 @@ static void
 evolve_target(void *arg)
 {
 	EvolveArgs *a = arg;
-	Oid			argtypes[3] = {OIDOID, TEXTOID, BOOLOID};
-	Datum		values[3];
+	Oid			argtypes[6] = {OIDOID, TEXTOID, BOOLOID, TEXTARRAYOID, TEXTOID, INT4OID};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	bool		isnull;
 	Datum		d;
 
 	values[0] = ObjectIdGetDatum(a->relid);
 	values[1] = CStringGetTextDatum(a->schema_json);
 	values[2] = BoolGetDatum(true);
+	key_columns_arg(a->p, &values[3], &nulls[3]);
+	if (a->p->order_column)
+		values[4] = CStringGetTextDatum(a->p->order_column);
+	else
+		nulls[4] = 'n';
+	values[5] = Int32GetDatum(ks_max_new_columns);
 	ks_spi_exec("evolve a routed target",
-				"SELECT kafka_sink._evolve_target($1::pg_catalog.regclass, $2, $3)",
-				3, argtypes, values, NULL, false, SPI_OK_SELECT);
+				"SELECT kafka_sink._evolve_target($1::pg_catalog.regclass, $2, $3, $4, $5, $6)",
+				6, argtypes, values, nulls, false, SPI_OK_SELECT);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	a->why = isnull ? NULL : TextDatumGetCString(d);
 }
@@ -712,6 +733,55 @@ run_users(void (*fn) (void *arg), void *arg)
 	}
 	PG_END_TRY();
 	return edata;
+}
+
+/*
+ * run_users for DDL a message asks for (create_targets, evolve): its lock
+ * waits bounded by timeout_ms (kafka_sink.ddl_lock_timeout; 0: the
+ * session's lock_timeout), so that a table another session holds costs
+ * that message (quarantined, replayable), not the pipeline.
+ */
+static ErrorData *
+run_ddl(void (*fn) (void *arg), void *arg, int timeout_ms)
+{
+	int			level = NewGUCNestLevel();
+	ErrorData  *edata;
+
+	if (timeout_ms > 0)
+	{
+		char		ms[32];
+
+		snprintf(ms, sizeof(ms), "%d", timeout_ms);
+		(void) set_config_option("lock_timeout", ms, PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	}
+	edata = run_users(fn, arg);
+	AtEOXact_GUC(true, level);
+	return edata;
+}
+
+/*
+ * An error of DDL that one message asked for: whose fault it is.  Every
+ * error is the message's (its schema asks for more columns than a table
+ * takes, a name or type PostgreSQL refuses, a table someone else holds
+ * locked past kafka_sink.ddl_lock_timeout, the owner's missing privilege
+ * on a table that exists: the message is quarantined and can be replayed
+ * once the cause is fixed), except a transient one other than the lock
+ * timeout (deadlock, serialization failure, cancel, out of memory), which
+ * is rethrown: the batch is rolled back and read again.
+ */
+static char *
+ddl_error_detail(ErrorData *edata)
+{
+	char	   *detail;
+
+	if (ks_errclass(edata->sqlerrcode) == KS_ERR_TRANSIENT &&
+		edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		ReThrowError(edata);
+	detail = edata->detail ?
+		psprintf("%s (%s)", edata->message, edata->detail) : pstrdup(edata->message);
+	FreeErrorData(edata);
+	return detail;
 }
 
 /*
@@ -763,14 +833,92 @@ lookup(const char *schema, const char *table, Oid *nsp)
 }
 
 /*
+ * create_targets: creates e's missing table from message i.  Returns the
+ * table, or InvalidOid with message i's reason and detail set (its schema
+ * or key cannot make the table) or with e's own (the owner may not create
+ * there: no message of e can).  *timeout_ms: the lock wait of its DDL,
+ * 1 ms after one timed out.
+ */
+static Oid
+create_from(KsBatch *batch, KsRouteEntry *e, int i, KsReason *mreason, char **mdetail,
+			int *timeout_ms)
+{
+	KsPipeline *p = batch->pipeline;
+	CreateArgs	c = {p, e->schema, e->table, batch->msgs[i], NULL, NULL, NULL};
+	ErrorData  *edata;
+	Oid			nsp;
+	Oid			relid;
+
+	if (ks_cdc_avro(p, false))
+	{
+		/* out of run_users: the registry's schemas may be stored in the catalog */
+		c.avro_value = avro_twin(p, false, c.m->value, c.m->value_len, &c.why);
+		if (c.m->key != NULL && ks_cdc_avro(p, true))
+			c.avro_key = avro_twin(p, true, c.m->key, c.m->key_len, NULL);
+		else if (c.m->key != NULL &&
+				 pg_verify_mbstr(GetDatabaseEncoding(), c.m->key, c.m->key_len, true))
+			c.avro_key = pnstrdup(c.m->key, c.m->key_len);
+	}
+	else if (!pg_verify_mbstr(GetDatabaseEncoding(), c.m->value, c.m->value_len, true))
+		c.why = pstrdup("The value is not text in the database encoding: there is no embedded schema to create the target from.");
+	if (c.why == NULL && (edata = run_ddl(create_target, &c, *timeout_ms)) != NULL)
+	{
+		/*
+		 * Another worker of the pipeline created it meanwhile: our CREATE
+		 * waited for its commit, then failed on the catalog's unique index.
+		 * Its table is visible once the invalidations of that commit are
+		 * read; if it still is not (dropped again already), the batch is
+		 * retried.
+		 */
+		if (edata->sqlerrcode == ERRCODE_DUPLICATE_TABLE ||
+			edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION)
+		{
+			AcceptInvalidationMessages();
+			relid = lookup(e->schema, e->table, &nsp);
+			if (!OidIsValid(relid))
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("target %s was created and dropped while this batch created it", e->name),
+						 errdetail("%s", edata->message)));
+			FreeErrorData(edata);
+			return relid;
+		}
+		/* the owner may not create there: the table's fault, not the message's */
+		if (edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE)
+		{
+			e->reason = KS_TARGET_REFUSED;
+			e->detail = target_error_detail(edata);
+			return InvalidOid;
+		}
+		if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			*timeout_ms = 1;	/* the next attempts do not wait again */
+		mreason[i] = KS_SCHEMA_CHANGE_REFUSED;
+		mdetail[i] = psprintf("The target table %s does not exist and cannot be created from this message: %s",
+							  e->name, ddl_error_detail(edata));
+		return InvalidOid;
+	}
+	if (c.why != NULL)
+	{
+		mreason[i] = KS_NO_TARGET;
+		mdetail[i] = psprintf("The target table %s does not exist and cannot be created: %s", e->name, c.why);
+		return InvalidOid;
+	}
+	return lookup(e->schema, e->table, &nsp);
+}
+
+/*
  * Resolves one target of the batch: the table, created (create_targets)
  * or evolved (evolve) when the pipeline says so, checked as
  * create_pipeline checks a target, and opened; or the reason its messages
  * are quarantined.  schemas[i]: the embedded schema of message i (NULL:
- * none), dest[i]: its entry.
+ * none), dest[i]: its entry.  What one message asked for and could not
+ * get (a table made from its schema, columns for its schema) is that
+ * message's own reason, mreason[i] and mdetail[i]: its table goes on for
+ * the other messages.
  */
 static void
-resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas)
+resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas,
+		KsReason *mreason, char **mdetail)
 {
 	KsPipeline *p = batch->pipeline;
 	Oid			nsp;
@@ -778,59 +926,34 @@ resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas)
 	ErrorData  *edata;
 	OpenArgs	a;
 
-	if (!OidIsValid(relid) && OidIsValid(nsp) && p->create_targets &&
-		batch->msgs[e->first]->value != NULL)
+	/* create_targets: from its messages in turn, until one can make it */
+	if (!OidIsValid(relid) && OidIsValid(nsp) && p->create_targets)
 	{
-		CreateArgs c = {p, e->schema, e->table, batch->msgs[e->first], NULL, NULL, NULL};
+		int			attempts = 0;
+		int			timeout = ks_ddl_lock_timeout_ms;
 
-		if (ks_cdc_avro(p, false))
+		for (int i = e->first; i < batch->nmsgs && !OidIsValid(relid); i++)
 		{
-			/* out of run_users: the registry's schemas may be stored in the catalog */
-			c.avro_value = avro_twin(p, false, c.m->value, c.m->value_len, &c.why);
-			if (c.m->key != NULL && ks_cdc_avro(p, true))
-				c.avro_key = avro_twin(p, true, c.m->key, c.m->key_len, NULL);
-			else if (c.m->key != NULL &&
-					 pg_verify_mbstr(GetDatabaseEncoding(), c.m->key, c.m->key_len, true))
-				c.avro_key = pnstrdup(c.m->key, c.m->key_len);
-		}
-		else if (!pg_verify_mbstr(GetDatabaseEncoding(), c.m->value, c.m->value_len, true))
-			c.why = pstrdup("The value is not text in the database encoding: there is no embedded schema to create the target from.");
-		if (c.why == NULL && (edata = run_users(create_target, &c)) != NULL)
-		{
-			/*
-			 * Another worker of the pipeline created it meanwhile: our
-			 * CREATE waited for its commit, then failed on the catalog's
-			 * unique index.  Its table is visible once the invalidations
-			 * of that commit are read; if it still is not (dropped again
-			 * already), the batch is retried.
-			 */
-			if (edata->sqlerrcode == ERRCODE_DUPLICATE_TABLE ||
-				edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION)
+			if (dest[i] != e || batch->msgs[i]->value == NULL)
+				continue;
+			if (attempts++ == KS_CREATE_ATTEMPTS)
 			{
-				AcceptInvalidationMessages();
-				relid = lookup(e->schema, e->table, &nsp);
-				if (!OidIsValid(relid))
-					ereport(ERROR,
-							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-							 errmsg("target %s was created and dropped while this batch created it", e->name),
-							 errdetail("%s", edata->message)));
-				FreeErrorData(edata);
-			}
-			else
-			{
-				e->reason = KS_TARGET_REFUSED;
-				e->detail = target_error_detail(edata);
+				e->reason = KS_NO_TARGET;
+				e->detail = psprintf("The target table %s does not exist: it could not be created from the batch's first %d messages for it (see their quarantine rows).",
+									 e->name, KS_CREATE_ATTEMPTS);
 				return;
 			}
+			relid = create_from(batch, e, i, mreason, mdetail, &timeout);
+			if (e->reason != KS_OK)
+				return;
 		}
-		if (c.why != NULL)
+		if (!OidIsValid(relid) && attempts > 0)
 		{
+			/* every message of it has its own reason */
 			e->reason = KS_NO_TARGET;
-			e->detail = psprintf("The target table %s does not exist and cannot be created: %s", e->name, c.why);
+			e->detail = psprintf("The target table %s does not exist.", e->name);
 			return;
 		}
-		if (!OidIsValid(relid))
-			relid = lookup(e->schema, e->table, &nsp);
 	}
 	if (!OidIsValid(relid))
 	{
@@ -847,40 +970,53 @@ resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas)
 		return;
 	}
 
-	/* evolve: each distinct embedded schema of its messages, once */
+	/*
+	 * evolve: each distinct embedded schema of its messages, once; a schema
+	 * refused, or whose DDL fails, is refused for the messages carrying it
+	 */
 	if (p->evolve_add_columns)
 	{
-		List	   *done = NIL;
+		bool	   *done = palloc0(sizeof(bool) * batch->nmsgs);
+
+		/*
+		 * once one ALTER of this table timed out, the batch's next ones do
+		 * not wait again: many schemas must not add up to a long stall
+		 */
+		int			timeout = ks_ddl_lock_timeout_ms;
 
 		for (int i = e->first; i < batch->nmsgs; i++)
 		{
-			ListCell   *lc;
-			bool		seen = false;
-			EvolveArgs ev;
+			EvolveArgs	ev;
+			char	   *why;
 
-			if (dest[i] != e || schemas[i] == NULL)
+			if (dest[i] != e || schemas[i] == NULL || mreason[i] != KS_OK || done[i])
 				continue;
-			foreach(lc, done)
-				if (strcmp(lfirst(lc), schemas[i]) == 0)
-					seen = true;
-			if (seen)
-				continue;
-			done = lappend(done, schemas[i]);
+			ev.p = p;
 			ev.relid = relid;
 			ev.schema_json = schemas[i];
 			ev.why = NULL;
-			if ((edata = run_users(evolve_target, &ev)) != NULL)
+			if ((edata = run_ddl(evolve_target, &ev, timeout)) != NULL)
 			{
-				e->reason = KS_TARGET_REFUSED;
-				e->detail = target_error_detail(edata);
-				return;
+				if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+					timeout = 1;
+				why = psprintf("Adding the columns of this message's schema to %s failed: %s",
+							   e->name, ddl_error_detail(edata));
 			}
-			if (ev.why)
-			{
-				e->refused = lappend(e->refused, schemas[i]);
-				e->refused_why = lappend(e->refused_why, ev.why);
-			}
+			else
+				why = ev.why;
+			for (int j = i; j < batch->nmsgs; j++)
+				if (dest[j] == e && schemas[j] != NULL && !done[j] && mreason[j] == KS_OK &&
+					strcmp(schemas[j], schemas[i]) == 0)
+				{
+					done[j] = true;
+					if (why != NULL)
+					{
+						mreason[j] = KS_SCHEMA_CHANGE_REFUSED;
+						mdetail[j] = why;
+					}
+				}
 		}
+		pfree(done);
 	}
 
 	a.p = p;
@@ -905,21 +1041,6 @@ cmp_entry_names(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-/* why message i's schema was refused by evolve, or NULL */
-static char *
-refused_schema(KsRouteEntry *e, const char *schema)
-{
-	ListCell   *lc,
-			   *lc2;
-
-	if (schema == NULL)
-		return NULL;
-	forboth(lc, e->refused, lc2, e->refused_why)
-		if (strcmp(lfirst(lc), schema) == 0)
-			return lfirst(lc2);
-	return NULL;
-}
-
 /*
  * Sends each message of the batch to its target: batch->targets (opened,
  * checked, in the order of their names: targets are created, altered and
@@ -940,6 +1061,8 @@ ks_route_batch(KsBatch *batch)
 	char	  **wanted = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	bool	   *skip = palloc0(sizeof(bool) * Max(batch->nmsgs, 1));
 	char	  **schemas = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
+	KsReason   *mreason = palloc0(sizeof(KsReason) * Max(batch->nmsgs, 1));
+	char	  **mdetail = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	KsSlotValue *slots = palloc0(sizeof(KsSlotValue) * Max(r->walk.nslots, 1));
 	KsRouteEntry **entries;
 	int			nentries = 0;
@@ -1000,8 +1123,6 @@ ks_route_batch(KsBatch *batch)
 			e->reason = KS_OK;
 			e->detail = NULL;
 			e->count = 0;
-			e->refused = NIL;
-			e->refused_why = NIL;
 			nentries++;
 		}
 		e->count++;
@@ -1016,7 +1137,7 @@ ks_route_batch(KsBatch *batch)
 		entries[nentries++] = e;
 	qsort(entries, nentries, sizeof(KsRouteEntry *), cmp_entry_names);
 	for (int k = 0; k < nentries; k++)
-		resolve(batch, entries[k], dest, schemas);
+		resolve(batch, entries[k], dest, schemas, mreason, mdetail);
 
 	/* the targets opened are in name order already: room for their messages */
 	count = palloc0(sizeof(int) * Max(batch->ntargets, 1));
@@ -1039,9 +1160,9 @@ ks_route_batch(KsBatch *batch)
 	for (int i = 0; i < batch->nmsgs; i++)
 	{
 		KsMessage  *m = batch->msgs[i];
-		char	   *refused = dest[i] ? refused_schema(dest[i], schemas[i]) : NULL;
+		bool		own = mreason[i] != KS_OK;	/* its own reason, not its table's */
 
-		if (dest[i] != NULL && dest[i]->target >= 0 && refused == NULL)
+		if (dest[i] != NULL && dest[i]->target >= 0 && !own)
 		{
 			KsBatchTarget *bt = &batch->targets[dest[i]->target];
 			KsRow	   *row = &bt->rows[bt->nmsgs];
@@ -1056,8 +1177,8 @@ ks_route_batch(KsBatch *batch)
 
 			row->msg = m;
 			row->target_name = wanted[i];
-			row->reason = skip[i] ? KS_OK : refused ? KS_SCHEMA_CHANGE_REFUSED : dest[i] ? dest[i]->reason : KS_NO_TARGET;
-			row->detail = skip[i] ? NULL : refused ? refused : dest[i] ? dest[i]->detail : why[i];
+			row->reason = skip[i] ? KS_OK : own ? mreason[i] : dest[i] ? dest[i]->reason : KS_NO_TARGET;
+			row->detail = skip[i] ? NULL : own ? mdetail[i] : dest[i] ? dest[i]->detail : why[i];
 			row->skipped = skip[i];
 			batch->row_of[i] = row;
 		}

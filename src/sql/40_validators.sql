@@ -1091,12 +1091,59 @@ $$;
 COMMENT ON FUNCTION kafka_sink._row_schema(jsonb) IS
 'Internal: the row struct of an embedded value schema (a Debezium envelope''s after/before, else the schema itself), or NULL.';
 
+-- create_targets and evolve (issue 23): whether a column a message's
+-- schema asks for may be made.  Never one of the pipeline's own names,
+-- however the field spells it (case, double quotes, blanks): the lineage
+-- columns and the source position (every name beginning with _kafka_),
+-- the names reserved for soft deletes and history, a variant of a key or
+-- order column (pipeline_columns); never a name PostgreSQL would cut to
+-- NAMEDATALEN - 1 bytes (it could become one of those).  NULL when the
+-- column may be made, else why not.
+CREATE OR REPLACE FUNCTION kafka_sink._refused_column_name(n text, pipeline_columns text[])
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    norm text := lower(regexp_replace(n, '["[:space:]]', '', 'g'));
+    pc text;
+BEGIN
+    IF n IS NULL OR n = '' THEN
+        RETURN 'The embedded schema has a field without a name.';
+    END IF;
+    IF octet_length(n) >= 64 THEN
+        RETURN format('Field %s is longer than 63 bytes: PostgreSQL would cut it into another name.',
+                      quote_literal(left(n, 80)));
+    END IF;
+    IF norm LIKE '\_kafka\_%' THEN
+        RETURN format('Field %s would make column %I: names beginning with _kafka_ are the pipeline''s own (lineage columns, the source position).',
+                      quote_literal(n), n);
+    END IF;
+    IF norm IN ('_deleted', '_deleted_at', '_valid_from', '_valid_to', '_is_current') THEN
+        RETURN format('Field %s would make column %I: %s is reserved for soft deletes and history.',
+                      quote_literal(n), n, norm);
+    END IF;
+    FOREACH pc IN ARRAY coalesce(pipeline_columns, '{}') LOOP
+        IF pc IS DISTINCT FROM n AND lower(regexp_replace(pc, '["[:space:]]', '', 'g')) = norm THEN
+            RETURN format('Field %s would make column %I, which differs only by case or quotes from column %I that the pipeline keys or orders by.',
+                          quote_literal(n), n, pc);
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._refused_column_name(text, text[]) IS
+'Internal (create_targets, evolve): NULL when a column of that name may be made from a message''s schema, else why not (the pipeline''s own names, reserved names, variants of the key or order columns, names longer than 63 bytes).';
+
 -- create_targets: creates schema_name.table_name as the caller (the
 -- pipeline's owner, in the batch's transaction) from a message's embedded
 -- schema; the key is the message key's fields (its embedded schema, or the
 -- fields of a JSON object key), else key_columns.  Returns NULL when it
--- created the table, else why it cannot (the message is quarantined as
--- no_target).  Raises when the owner may not create there.
+-- created the table, else why it cannot (no schema, no key: the message is
+-- quarantined as no_target).  Raises when the schema asks for columns the
+-- pipeline will not make (kafka_sink._refused_column_name, more than 1600;
+-- the worker quarantines that message as schema_change_refused) and when
+-- the owner may not create there.
 CREATE OR REPLACE FUNCTION kafka_sink._create_target(schema_name text, table_name text, value text, msg_key text,
                                           key_columns text[], mode text)
 RETURNS text
@@ -1112,6 +1159,7 @@ DECLARE
     keys text[] := key_columns;
     f jsonb;
     n text;
+    why text;
 BEGIN
     BEGIN
         v := value::jsonb;
@@ -1135,10 +1183,15 @@ BEGIN
     IF keys IS NULL AND mode = 'merge' THEN
         RETURN 'The message key is not a JSON object naming the key fields, and the pipeline has no key_columns: the target''s primary key is unknown.';
     END IF;
+    -- the message's schema asks for columns the pipeline will not make:
+    -- raised, so that the message is quarantined as schema_change_refused
     FOR f IN SELECT x FROM jsonb_array_elements(s->'fields') x LOOP
         n := f->>'field';
-        IF n IS NULL OR n = '' OR octet_length(n) >= 64 OR n = ANY (names) THEN
-            RETURN format('The embedded schema has a field name that cannot be a column: %s.', coalesce(quote_literal(n), 'none'));
+        why := coalesce(kafka_sink._refused_column_name(n, keys),
+                        CASE WHEN n = ANY (names) THEN format('Field %s appears twice in the embedded schema.', quote_literal(n)) END);
+        IF why IS NOT NULL THEN
+            RAISE EXCEPTION 'the embedded schema cannot make table %.%', quote_ident(schema_name), quote_ident(table_name)
+                USING ERRCODE = 'invalid_column_definition', DETAIL = why;
         END IF;
         names := names || n;
         cols := cols || format('%I %s', n, kafka_sink._connect_type(f));
@@ -1146,12 +1199,15 @@ BEGIN
     IF cardinality(cols) = 0 THEN
         RETURN 'The embedded schema has no fields.';
     END IF;
+    IF cardinality(cols) + 1 > 1600 THEN
+        RAISE EXCEPTION 'the embedded schema cannot make table %.%', quote_ident(schema_name), quote_ident(table_name)
+            USING ERRCODE = 'too_many_columns',
+                  DETAIL = format('It has %s fields; with _kafka_source_position a table has at most 1600 columns.', cardinality(cols));
+    END IF;
     IF keys IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(keys) x WHERE x IS NULL OR NOT x = ANY (names)) THEN
         RETURN format('The key fields %s are not all fields of the value''s schema.', keys);
     END IF;
-    IF NOT '_kafka_source_position' = ANY (names) THEN
-        cols := cols || '_kafka_source_position numeric'::text;
-    END IF;
+    cols := cols || '_kafka_source_position numeric'::text;
     -- never in kafka_sink's or the system's schemas, nor a temporary one
     -- (a superuser-owned pipeline could create there)
     IF schema_name IN ('kafka_sink', 'pg_catalog', 'information_schema')
@@ -1239,12 +1295,20 @@ COMMENT ON FUNCTION kafka_sink._connect_type_shown(jsonb, text) IS
 'Internal (evolve => add_columns): a field''s column type as a refusal names it, with the source column''s length when stated.';
 
 -- evolve => 'add_columns': adds a nullable column for each field of the
--- embedded schema the target lacks.  Never drops or narrows: a field whose
--- type is neither the column's nor implicitly cast to it is refused.
--- Returns NULL when the target takes the schema (after adding columns),
--- else why not (the messages with that schema are quarantined as
--- schema_change_refused).  add false: only checks.
-CREATE OR REPLACE FUNCTION kafka_sink._evolve_target(target regclass, value_schema text, add boolean)
+-- embedded schema the target lacks, all in one ALTER TABLE, or none.
+-- Never drops or narrows: a field whose type is neither the column's nor
+-- implicitly cast to it is refused (for a key or order column: neither its
+-- own type nor a narrower integer); so is a new column the pipeline will
+-- not make (kafka_sink._refused_column_name, with the key columns, by
+-- default the primary key, and the order column), more than
+-- max_new_columns new columns (kafka_sink.max_new_columns) or more than a
+-- table's 1600 (dropped columns count).  Returns NULL when the target
+-- takes the schema (after adding columns), else why not (the messages with
+-- that schema are quarantined as schema_change_refused).  add false: only
+-- checks.
+CREATE OR REPLACE FUNCTION kafka_sink._evolve_target(target regclass, value_schema text, add boolean,
+                                          key_columns text[] DEFAULT NULL, order_column text DEFAULT NULL,
+                                          max_new_columns integer DEFAULT 100)
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1253,9 +1317,14 @@ DECLARE
     s jsonb;
     f jsonb;
     n text;
+    why text;
     want text;
     want_oid oid;
     have pg_attribute;
+    names text[] := '{}';
+    adds text[] := '{}';
+    pcols text[];
+    natts integer;
 BEGIN
     BEGIN
         s := kafka_sink._row_schema(value_schema::jsonb);
@@ -1265,30 +1334,63 @@ BEGIN
     IF s IS NULL THEN
         RETURN NULL;            -- no embedded schema: nothing to evolve
     END IF;
+    pcols := coalesce(key_columns,
+                      (SELECT array_agg(a.attname::text) FROM pg_index i
+                         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+                        WHERE i.indrelid = target AND i.indisprimary), '{}')
+             || CASE WHEN order_column IS NOT NULL THEN ARRAY[order_column] ELSE '{}' END;
     FOR f IN SELECT x FROM jsonb_array_elements(s->'fields') x LOOP
         n := f->>'field';
-        IF n IS NULL OR n = '' OR octet_length(n) >= 64 THEN
-            RETURN format('The embedded schema has a field name that cannot be a column: %s.', coalesce(quote_literal(n), 'none'));
+        IF n = ANY (names) THEN
+            RETURN format('Field %s appears twice in the embedded schema.', quote_literal(n));
         END IF;
+        names := names || n;
         want := kafka_sink._connect_type(f);
         want_oid := want::regtype;
         SELECT * INTO have FROM pg_attribute WHERE attrelid = target AND attname = n AND attnum > 0 AND NOT attisdropped;
         IF NOT FOUND THEN
-            IF add THEN
-                EXECUTE format('ALTER TABLE %s ADD COLUMN %I %s', target, n, want);
+            why := kafka_sink._refused_column_name(n, pcols);
+            IF why IS NOT NULL THEN
+                RETURN why;
             END IF;
+            -- IF NOT EXISTS: another worker's batch may add it first
+            adds := adds || format('ADD COLUMN IF NOT EXISTS %I %s', n, want);
         ELSIF have.atttypid <> want_oid
               AND NOT EXISTS (SELECT 1 FROM pg_cast c WHERE c.castsource = want_oid AND c.casttarget = have.atttypid
                                  AND c.castcontext = 'i') THEN
             RETURN format('Field %I is now %s, which column %I of %s (%s) does not take: evolve never narrows or changes a column.',
+                          n, want, n, target, format_type(have.atttypid, have.atttypmod));
+        -- a key or order column takes its own type or a wider exact number:
+        -- an implicit cast into float, or of a date into a timestamp (a
+        -- time zone's), would change what equal and newer mean
+        ELSIF n = ANY (pcols) AND have.atttypid <> want_oid
+              AND NOT ((want_oid = 'int2'::regtype AND have.atttypid IN ('int4'::regtype, 'int8'::regtype, 'numeric'::regtype))
+                       OR (want_oid = 'int4'::regtype AND have.atttypid IN ('int8'::regtype, 'numeric'::regtype))
+                       OR (want_oid = 'int8'::regtype AND have.atttypid = 'numeric'::regtype)) THEN
+            RETURN format('Field %I is now %s; column %I of %s (%s) is one the pipeline keys or orders by, which takes only its own type or a narrower integer.',
                           n, want, n, target, format_type(have.atttypid, have.atttypmod));
         ELSIF kafka_sink._typmod_loses(f, want, have.atttypid, have.atttypmod) THEN
             RETURN format('Field %I is now %s, wider than column %I of %s (%s): evolve never widens or changes a column.',
                           n, kafka_sink._connect_type_shown(f, want), n, target, format_type(have.atttypid, have.atttypmod));
         END IF;
     END LOOP;
+    IF cardinality(adds) = 0 THEN
+        RETURN NULL;
+    END IF;
+    IF cardinality(adds) > max_new_columns THEN
+        RETURN format('The embedded schema adds %s columns to %s; evolve adds at most %s for one message (kafka_sink.max_new_columns).',
+                      cardinality(adds), target, max_new_columns);
+    END IF;
+    SELECT count(*) INTO natts FROM pg_attribute WHERE attrelid = target AND attnum > 0;
+    IF natts + cardinality(adds) > 1600 THEN
+        RETURN format('The embedded schema adds %s columns to %s, which has %s (dropped ones included): a table has at most 1600.',
+                      cardinality(adds), target, natts);
+    END IF;
+    IF add THEN
+        EXECUTE format('ALTER TABLE %s %s', target, array_to_string(adds, ', '));
+    END IF;
     RETURN NULL;
 END
 $$;
-COMMENT ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean) IS
-'Internal (evolve => add_columns): adds a nullable column for each new field of an embedded schema; returns NULL, or why a change is refused.';
+COMMENT ON FUNCTION kafka_sink._evolve_target(regclass, text, boolean, text[], text, integer) IS
+'Internal (evolve => add_columns): adds a nullable column for each new field of an embedded schema, all or none; returns NULL, or why a change is refused.';

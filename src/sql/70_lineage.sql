@@ -77,20 +77,11 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
     END IF;
     -- a routed pipeline (target template, targets map) writes many tables:
-    -- the caller names one
-    tgt := coalesce(create_lineage_view.target, p.target);
-    IF tgt IS NULL AND (p.target_template IS NOT NULL OR p.targets IS NOT NULL) THEN
-        RAISE EXCEPTION 'pipeline "%" routes to many tables', pipeline
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the table: target => ''schema.table''.';
-    END IF;
+    -- the caller names one it writes, as for lineage()
+    tgt := kafka_sink._pipeline_target(p, create_lineage_view.target);
     IF tgt IS NULL THEN
         RAISE EXCEPTION 'pipeline "%" has no target', pipeline
             USING ERRCODE = 'wrong_object_type', HINT = 'A bronze-only pipeline writes no rows to trace; query its bronze table.';
-    END IF;
-    IF tgt IS DISTINCT FROM p.target AND p.target_template IS NULL AND p.targets IS NULL THEN
-        RAISE EXCEPTION 'pipeline "%" does not write %', pipeline, tgt
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = format('Its target is %s.', p.target);
     END IF;
     IF p.mode = 'function' THEN
         RAISE EXCEPTION 'pipeline "%" passes its rows to a batch function', pipeline
@@ -656,7 +647,54 @@ AS $$
      WHERE t <> ''
 $$;
 COMMENT ON FUNCTION kafka_sink._pipeline_written_tables(kafka_sink.pipeline_definitions) IS
-'Internal: the tables a pipeline writes as far as its definition (target, targets map) and its retained batches'' progress records name them, for lineage().';
+'Internal: the tables a pipeline writes as far as its definition (target, targets map) and its retained batches'' progress records name them, for lineage() and create_lineage_view().';
+
+-- The table of pipeline p that target names, the one rule of lineage()
+-- and create_lineage_view(): p's own target when target is NULL or the
+-- same; for a routed pipeline a table it writes (_pipeline_written_tables;
+-- its target when none is named).  Raises for any other table; NULL when
+-- p has no target and names none.
+CREATE OR REPLACE FUNCTION kafka_sink._pipeline_target(p kafka_sink.pipeline_definitions, target regclass)
+RETURNS regclass
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    written text[];
+BEGIN
+    IF p.target_template IS NULL AND p.targets IS NULL THEN
+        IF target IS NOT NULL AND target IS DISTINCT FROM p.target THEN
+            RAISE EXCEPTION 'pipeline "%" does not write %', p.name, target
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = CASE WHEN p.target IS NULL THEN 'It has no target.' ELSE format('Its target is %s.', p.target) END;
+        END IF;
+        RETURN p.target;
+    END IF;
+    target := coalesce(target, p.target);
+    written := kafka_sink._pipeline_written_tables(p);
+    IF target IS NULL THEN
+        RAISE EXCEPTION 'pipeline "%" routes to many tables', p.name
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = CASE WHEN cardinality(written) = 0
+                                THEN 'Its retained batches name no table it wrote.'
+                                ELSE format('It wrote %s.', array_to_string(written, ', ')) END,
+                  HINT = 'Name the table: target => ''schema.table''.';
+    END IF;
+    -- compared as regclass: the names come quoted and qualified, the
+    -- argument however the caller spelled it
+    IF NOT EXISTS (SELECT 1 FROM unnest(written) w WHERE to_regclass(w) = target) THEN
+        RAISE EXCEPTION 'pipeline "%" does not write %', p.name, target
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = CASE WHEN cardinality(written) = 0
+                                THEN 'Its retained batches name no table it wrote.'
+                                ELSE format('It wrote %s.', array_to_string(written, ', ')) END,
+                  HINT = 'Name one of the tables it wrote.';
+    END IF;
+    RETURN target;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._pipeline_target(kafka_sink.pipeline_definitions, regclass) IS
+'Internal: the table of a pipeline that lineage() and create_lineage_view() trace: its target, or for a routed pipeline one of the tables it writes; raises for any other.';
 
 CREATE OR REPLACE FUNCTION kafka_sink.lineage(pipeline text, key jsonb, target regclass DEFAULT NULL)
 RETURNS TABLE (topic text, partition integer, "offset" bigint, batch_id bigint,
@@ -669,7 +707,6 @@ DECLARE
     p kafka_sink.pipeline_definitions;
     routed boolean;
     tgt regclass;
-    written text[];
     keycols text[];
     cond text;
     r record;
@@ -680,34 +717,7 @@ BEGIN
         RAISE EXCEPTION 'pipeline "%" has no keyed target', pipeline
             USING ERRCODE = 'wrong_object_type', HINT = 'Lineage by key needs a merge pipeline.';
     END IF;
-    IF routed THEN
-        written := kafka_sink._pipeline_written_tables(p);
-        IF lineage.target IS NULL THEN
-            RAISE EXCEPTION 'pipeline "%" routes to many tables', pipeline
-                USING ERRCODE = 'invalid_parameter_value',
-                      DETAIL = CASE WHEN cardinality(written) = 0
-                                    THEN 'Its retained batches name no table it wrote.'
-                                    ELSE format('It wrote %s.', array_to_string(written, ', ')) END,
-                      HINT = 'Name the table: target => ''schema.table''.';
-        END IF;
-        -- compared as regclass: the names come quoted and qualified, the
-        -- argument however the caller spelled it
-        IF NOT EXISTS (SELECT 1 FROM unnest(written) w WHERE to_regclass(w) = lineage.target) THEN
-            RAISE EXCEPTION 'pipeline "%" does not write %', pipeline, lineage.target
-                USING ERRCODE = 'invalid_parameter_value',
-                      DETAIL = CASE WHEN cardinality(written) = 0
-                                    THEN 'Its retained batches name no table it wrote.'
-                                    ELSE format('It wrote %s.', array_to_string(written, ', ')) END,
-                      HINT = 'Name one of the tables it wrote.';
-        END IF;
-        tgt := lineage.target;
-    ELSE
-        IF lineage.target IS NOT NULL AND lineage.target IS DISTINCT FROM p.target THEN
-            RAISE EXCEPTION 'pipeline "%" does not write %', pipeline, lineage.target
-                USING ERRCODE = 'invalid_parameter_value', HINT = format('Its target is %s.', p.target);
-        END IF;
-        tgt := p.target;
-    END IF;
+    tgt := kafka_sink._pipeline_target(p, lineage.target);
     IF (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = tgt AND NOT a.attisdropped AND a.attnum > 0
           AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset')) < 3 THEN
         RAISE EXCEPTION 'target % has no lineage columns', tgt
