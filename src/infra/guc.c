@@ -9,7 +9,6 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
-#include "apply_heap.h"
 #include "hosts.h"
 
 #include <signal.h>
@@ -32,6 +31,7 @@ bool		ks_direct_values = true;
 char	   *ks_outbox_servers = NULL;
 int			ks_outbox_retention_s = 24 * 3600;
 int			ks_keep_batches_for_s = 7 * 24 * 3600;
+int			ks_apply_strategy = KS_APPLY_STRATEGY_AUTO;
 
 static const struct config_enum_entry fault_point_options[] = {
 	{"none", KS_FAULT_NONE, false},
