@@ -3,51 +3,51 @@ EXTENSION = kafka_sink
 MODULE_big = kafka_sink
 OBJS = \
 	src/kafka_sink.o \
-	src/guc.o \
-	src/shmem.o \
-	src/launcher.o \
-	src/bgworker.o \
-	src/worker.o \
-	src/assignment.o \
-	src/fill.o \
-	src/mirror.o \
-	src/consumer.o \
-	src/producer.o \
-	src/kafka_options.o \
-	src/hosts.o \
-	src/role_guard.o \
-	src/target.o \
-	src/decode.o \
-	src/format.o \
-	src/format_json.o \
-	src/envelope_plain.o \
-	src/envelope_debezium.o \
-	src/envelope_debezium_avro.o \
-	src/cdc_guard.o \
-	src/jsonwalk.o \
-	src/jsontree.o \
-	src/apply.o \
-	src/route.o \
-	src/lineage.o \
-	src/apply_heap.o \
-	src/apply_sql.o \
-	src/errclass.o \
-	src/statements.o \
-	src/reduce.o \
-	src/checkpoint.o \
-	src/bronze.o \
-	src/quarantine.o \
-	src/dedupe.o \
-	src/replay.o \
-	src/catalog.o \
-	src/catalog_guard.o \
-	src/api.o \
-	src/sqlcall.o \
-	src/outbox.o \
-	src/offsets.o \
-	src/format_avro.o \
-	src/avro_binary.o \
-	src/schema_registry.o
+	src/infra/guc.o \
+	src/infra/shmem.o \
+	src/workers/launcher.o \
+	src/workers/bgworker.o \
+	src/workers/worker.o \
+	src/workers/assignment.o \
+	src/workers/fill.o \
+	src/workers/mirror.o \
+	src/kafka/consumer.o \
+	src/kafka/producer.o \
+	src/kafka/kafka_options.o \
+	src/infra/hosts.o \
+	src/catalog/role_guard.o \
+	src/decode/target.o \
+	src/decode/decode.o \
+	src/decode/format.o \
+	src/decode/format_json.o \
+	src/decode/envelope_plain.o \
+	src/decode/envelope_debezium.o \
+	src/decode/envelope_debezium_avro.o \
+	src/apply/cdc_guard.o \
+	src/infra/jsonwalk.o \
+	src/infra/jsontree.o \
+	src/apply/apply.o \
+	src/apply/route.o \
+	src/sqlapi/lineage.o \
+	src/apply/apply_heap.o \
+	src/apply/apply_sql.o \
+	src/infra/errclass.o \
+	src/apply/statements.o \
+	src/apply/reduce.o \
+	src/apply/checkpoint.o \
+	src/apply/bronze.o \
+	src/apply/quarantine.o \
+	src/apply/dedupe.o \
+	src/sqlapi/replay.o \
+	src/catalog/catalog.o \
+	src/catalog/catalog_guard.o \
+	src/sqlapi/api.o \
+	src/infra/sqlcall.o \
+	src/workers/outbox.o \
+	src/infra/offsets.o \
+	src/decode/format_avro.o \
+	src/decode/avro_binary.o \
+	src/decode/schema_registry.o
 
 # SQL is written once (src/sql/README.md).  0.1.0's install script and the
 # 0.1.0 -> 0.2.0 step are released and stay as they were.  From 0.2.0 on,
@@ -126,7 +126,9 @@ endif
 endif
 endif
 
-PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS) -isystem $(shell $(PG_CONFIG) --includedir-server)
+# the stage folders (src/README.md): each module includes its headers by name
+STAGES = infra catalog kafka decode apply workers sqlapi
+PG_CPPFLAGS = -I$(srcdir)/src $(foreach s,$(STAGES),-I$(srcdir)/src/$(s)) $(RDKAFKA_CFLAGS) -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CPPFLAGS += -DKS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = -Wall -Wextra
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl)
@@ -167,7 +169,7 @@ EXTRA_CLEAN = $(RDKAFKA_STAMP)
 # .deps/<name>.Po from gcc -MMD -MP, so a change to a header rebuilds the
 # objects that include it, and only those.
 
-# libFuzzer target for src/jsonwalk.c: builds with clang and fuzzes for
+# libFuzzer target for src/infra/jsonwalk.c: builds with clang and fuzzes for
 # FUZZ_SECONDS (default 60); see test/fuzz/run.sh
 .PHONY: fuzz
 fuzz:

@@ -175,20 +175,5 @@
 #define KS_WAIT_EVENT_EXTENSION_NEW(name) ((void) (name), (uint32) PG_WAIT_EXTENSION)
 #endif
 
-/*
- * What the workers' waits report in pg_stat_activity.wait_event: 17 has
- * named custom wait events (WaitEventExtensionNew), before that they all
- * are "Extension".  ks_wait_event() (kafka_sink.c) registers each name once
- * per process.
- */
-typedef enum KsWaitEvent
-{
-	KS_WAIT_LAUNCHER_NAP,		/* KafkaSinkLauncherNap */
-	KS_WAIT_MESSAGES,			/* KafkaSinkWaitForMessages */
-	KS_WAIT_RELAY_NAP,			/* KafkaSinkRelayNap */
-	KS_WAIT_NUM
-} KsWaitEvent;
-
-extern uint32 ks_wait_event(KsWaitEvent which);
 
 #endif							/* KAFKA_SINK_COMPAT_H */

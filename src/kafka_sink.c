@@ -15,7 +15,6 @@
 #include "bgworker.h"
 
 #include "miscadmin.h"
-#include "utils/wait_event.h"
 
 /* 18 shows the module's name and version in pg_get_loaded_modules() */
 #ifdef PG_MODULE_MAGIC_EXT
@@ -44,26 +43,4 @@ _PG_init(void)
 
 	ks_shmem_init();
 	ks_launcher_register();
-}
-
-/*
- * The wait event a worker's wait reports (compat.h).  On 17+ a named custom
- * wait event, so pg_stat_activity tells a worker waiting for Kafka from one
- * that is idle between launcher rounds; registered on first use in each
- * process (the name's id is shared, in shared memory); before 17 "Extension".
- */
-uint32
-ks_wait_event(KsWaitEvent which)
-{
-	static uint32 ids[KS_WAIT_NUM];
-	static const char *const names[KS_WAIT_NUM] = {
-		[KS_WAIT_LAUNCHER_NAP] = "KafkaSinkLauncherNap",
-		[KS_WAIT_MESSAGES] = "KafkaSinkWaitForMessages",
-		[KS_WAIT_RELAY_NAP] = "KafkaSinkRelayNap",
-	};
-
-	Assert(which >= 0 && which < KS_WAIT_NUM);
-	if (ids[which] == 0)
-		ids[which] = KS_WAIT_EVENT_EXTENSION_NEW(names[which]);
-	return ids[which];
 }

@@ -44,6 +44,15 @@ extern int	ks_outbox_retention_s;
 extern int	ks_keep_batches_for_s;
 extern int	ks_max_new_columns;
 extern int	ks_ddl_lock_timeout_ms;
+extern int	ks_apply_strategy;	/* KsApplyStrategyChoice */
+
+/* kafka_sink.apply_strategy: how merge-mode batches are written (apply.c) */
+typedef enum KsApplyStrategyChoice
+{
+	KS_APPLY_STRATEGY_SQL = 0,	/* always the MERGE through SPI */
+	KS_APPLY_STRATEGY_AUTO		/* the heap strategy where it is exact (the
+								 * default) */
+} KsApplyStrategyChoice;
 
 typedef enum KsFaultPoint
 {
@@ -120,6 +129,18 @@ typedef struct KsShared
 #define KS_PARTSTATS() ((KsPartStat *) &ks_shared->slots[ks_shared->nslots])
 
 extern KsShared *ks_shared;
+
+/*
+ * The batch-id counters, one per pipeline with a running worker
+ * (checkpoint.c hands the ids out; max(max_workers, 1) entries).
+ */
+typedef struct KsBatchIdEntry
+{
+	int64		pipeline_id;	/* 0: free */
+	int64		last;			/* the last id handed out */
+} KsBatchIdEntry;
+
+extern KsBatchIdEntry *ks_batch_ids;
 extern void ks_shmem_init(void);
 extern void ks_wake_launcher(void);
 extern bool ks_slot_attach(int slot_no, int64 pipeline_id, int worker_index);
@@ -218,7 +239,13 @@ typedef struct KsPipeline
 	int64		end_ts_ms;
 	char	   *dead_letter_topic;	/* NULL: none; else quarantined messages
 									 * also go there through the outbox */
-	/* how messages are read (format.h, envelope.h); NULL: json, plain */
+	/*
+	 * how messages are read (format.h, envelope.h): the catalog's names,
+	 * resolved by ks_load_pipeline (decode.c) into the formats and the
+	 * envelope
+	 */
+	const char *value_format_name;
+	const char *envelope_name;
 	const struct KsFormat *value_fmt;
 	const struct KsFormat *key_fmt; /* KS_KEY_JSON and KS_KEY_AVRO */
 	const struct KsEnvelope *envelope;

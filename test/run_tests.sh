@@ -10,7 +10,8 @@
 # starts an Apache Kafka broker and a throwaway PostgreSQL cluster
 # (test/harness.sh; PostgreSQL 15 unless told otherwise), then runs the suites:
 #   regress  test/tools/check_sql_scripts.sh (the rule of src/sql/README.md),
-#            then make installcheck (pg_regress: sql/ + expected/)
+#            test/tools/check_layers.py (the stages of src/README.md, on the
+#            built objects), then make installcheck (pg_regress: sql/ + expected/)
 #   tap      pg_prove over test/pgtap/*.sql, one suite per file
 #   e2e      every executable test/e2e/*.sh, one suite per script
 #   chaos    every executable test/chaos/*.sh, one suite per script
@@ -290,6 +291,13 @@ run_parts() {
             pass "sql scripts"
         else
             fail "sql scripts"
+        fi
+        # the stages of src/ (src/README.md): no module calls up
+        begin "regress: layers"
+        if run_limited python3 test/tools/check_layers.py; then
+            pass "layers"
+        else
+            fail "layers"
         fi
         begin "regress: make installcheck"
         rm -f regression.diffs regression.out

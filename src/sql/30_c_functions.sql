@@ -23,7 +23,7 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'kafka_sink_is_secret_option'
 LANGUAGE C IMMUTABLE STRICT;
 COMMENT ON FUNCTION kafka_sink._check_kafka_options(jsonb) IS
-'Internal: raises unless every kafka_options key is allowed for a pipeline (the allow-list of src/kafka_options.c) with a valid value.';
+'Internal: raises unless every kafka_options key is allowed for a pipeline (the allow-list of src/kafka/kafka_options.c) with a valid value.';
 COMMENT ON FUNCTION kafka_sink._is_secret_option(text) IS
 'Internal: whether a librdkafka property is a secret (kept in kafka_sink.secrets, never shown).';
 
@@ -89,7 +89,7 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_wake_launcher'
 LANGUAGE C VOLATILE;
 
--- The writer's side of the batches' fence (src/checkpoint.c): waits for the
+-- The writer's side of the batches' fence (src/apply/checkpoint.c): waits for the
 -- pipeline's batches in flight and holds new ones back until commit.
 CREATE OR REPLACE FUNCTION kafka_sink._fence_batches(pipeline_id bigint)
 RETURNS void
@@ -111,7 +111,7 @@ COMMENT ON FUNCTION kafka_sink._worker_pids() IS
 'Internal: the running workers (pipeline id, worker number, pid, state, detail) and the outbox relay (pipeline id -1).';
 
 -- Whether a mapping path is valid, by the parser the workers decode with
--- (src/jsonwalk.c, ks_path_parse): fields separated by dots, a backslash
+-- (src/infra/jsonwalk.c, ks_path_parse): fields separated by dots, a backslash
 -- taking the next character literally ("a\.b" is the field "a.b").
 CREATE OR REPLACE FUNCTION kafka_sink._json_path_valid(path text)
 RETURNS boolean
@@ -120,7 +120,7 @@ AS 'MODULE_PATHNAME', 'kafka_sink_json_path_valid';
 COMMENT ON FUNCTION kafka_sink._json_path_valid(text) IS
     'Internal: whether a mapping path is valid (dots separate fields; a backslash escapes a dot or a backslash)';
 
--- One parser of offsets specs: the C function the worker uses (src/offsets.c).
+-- One parser of offsets specs: the C function the worker uses (src/infra/offsets.c).
 -- what names the spec in messages: starting_offsets, ending_offsets or
 -- reset_offsets; with start, an ending_offsets is checked against it.
 CREATE OR REPLACE FUNCTION kafka_sink._check_offsets(spec text, what text, start text DEFAULT NULL)
@@ -157,14 +157,14 @@ COMMENT ON FUNCTION kafka_sink.librdkafka_features() IS
 'The loaded librdkafka''s builtin.features: ssl, sasl_scram, sasl_oauthbearer, oidc (token endpoint, needs libcurl), zstd, ...';
 
 -- The schema registry's options (schema_registry => '{"url": ...}'): an
--- allow-list as for kafka_options (src/kafka_options.c); its secret
+-- allow-list as for kafka_options (src/kafka/kafka_options.c); its secret
 -- (basic.auth.user.info) is kept in kafka_sink.secrets.
 CREATE OR REPLACE FUNCTION kafka_sink._check_registry_options(options jsonb)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_check_registry_options'
 LANGUAGE C;
 COMMENT ON FUNCTION kafka_sink._check_registry_options(jsonb) IS
-'Internal: raises unless every schema_registry option is allowed (its allow-list in src/kafka_options.c, as _check_kafka_options for Kafka options) and a url is given.';
+'Internal: raises unless every schema_registry option is allowed (its allow-list in src/kafka/kafka_options.c, as _check_kafka_options for Kafka options) and a url is given.';
 
 CREATE OR REPLACE FUNCTION kafka_sink._is_secret_registry_option(name text)
 RETURNS boolean
@@ -173,7 +173,7 @@ LANGUAGE C IMMUTABLE STRICT;
 COMMENT ON FUNCTION kafka_sink._is_secret_registry_option(text) IS
 'Internal: whether a schema_registry option is a secret (kept in kafka_sink.secrets as schema_registry.<option>, never shown).';
 
--- value_schema, parsed by the parser decoding uses (src/avro_binary.c)
+-- value_schema, parsed by the parser decoding uses (src/decode/avro_binary.c)
 CREATE OR REPLACE FUNCTION kafka_sink._check_avro_schema(schema text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_check_avro_schema'

@@ -275,7 +275,7 @@ BEGIN
         RETURN;
     END IF;
     -- a key in Avro or in a registry's wire format is decoded by the worker
-    -- only (src/format.c): the raw bytes are not JSON text
+    -- only (src/decode/format.c): the raw bytes are not JSON text
     IF p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
         RETURN QUERY SELECT 'applied or superseded'::text, b_id,
             format('the key of a message in value_format %s or key_format %s is not decoded here',

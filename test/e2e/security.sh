@@ -217,7 +217,7 @@ check "no shadowing object was called by the API or the workers" "0||0" \
 
 # Was a bug (fixed: SET search_path on the C functions): kafka_sink._watermarks, granted to
 # kafka_sink_admin and callable directly, runs its catalog queries
-# (src/api.c kafka_sink_watermarks -> ks_load_pipeline) without pinning
+# (src/sqlapi/api.c kafka_sink_watermarks -> ks_load_pipeline) without pinning
 # search_path, so `=`, `::int8`, jsonb_each, unnest ... resolve through the
 # caller's search_path.  Same for kafka_sink._replay called directly.  Only
 # the caller's own objects or those of a schema it put before pg_catalog are
@@ -227,7 +227,7 @@ hj "SELECT * FROM kafka_sink._watermarks('$CUR')" >/dev/null 2>&1 || true
 check "kafka_sink._watermarks called directly does not use the caller's search_path" 0 "$(trap_calls)"
 
 # Was a bug (fixed: the launcher pins search_path): the launcher runs as the
-# bootstrap superuser and did not pin search_path (src/launcher.c read_wanted: "... WHERE state IN
+# bootstrap superuser and did not pin search_path (src/workers/launcher.c read_wanted: "... WHERE state IN
 # ('running', 'paused')", and ks_record_error), so a database-level
 # search_path that puts a schema writable by a non-superuser before
 # pg_catalog makes the superuser launcher execute that role's "=" operator.
@@ -312,7 +312,7 @@ as_role "$A" -c "SELECT kafka_sink.create_pipeline(name => 'sec_fail_$SFX', boot
        kafka_options => $(opts 6))" >/dev/null
 poll "SELECT count(*) > 0 FROM kafka_sink.errors e JOIN kafka_sink.pipeline_definitions d ON d.id = e.pipeline_id WHERE d.name = 'sec_fail_$SFX'" 15 || true
 # Was a bug (fixed: the pipeline fails with the error recorded): when rd_kafka_new fails in the worker
-# (src/consumer.c ks_consumer_create: ERROR "could not create a Kafka
+# (src/kafka/consumer.c ks_consumer_create: ERROR "could not create a Kafka
 # consumer", e.g. "ssl.key.pem failed: not in PEM format?"), the worker
 # exits and is restarted with backoff, but the reason is only in the server
 # log: kafka_sink.errors stays empty, status shows the pipeline 'running'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/fuzz/bench.sh — build and run the micro-benchmark of src/jsonwalk.c
+# test/fuzz/bench.sh — build and run the micro-benchmark of src/infra/jsonwalk.c
 # (bench_jsonwalk.c): ns/message of the parser-only path (as before the
 # fast path) and of ks_json_walk over order-event messages.
 #
@@ -30,13 +30,13 @@ nm -g --defined-only "$LIBDIR/libpgcommon.a" 2>/dev/null | grep -qw json_errdeta
 
 mkdir -p "$WORK"
 "$CC_BIN" -O2 -DFRONTEND -D_GNU_SOURCE "${DEFS[@]}" -Wall -Wextra \
-    -isystem "$PG_INC" -I"$REPO/src" \
-    "$HERE/bench_jsonwalk.c" "$REPO/src/jsonwalk.c" \
+    -isystem "$PG_INC" -I"$REPO/src" -I"$REPO/src/infra" -I"$REPO/src/decode" \
+    "$HERE/bench_jsonwalk.c" "$REPO/src/infra/jsonwalk.c" \
     "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a" -o "$WORK/bench_jsonwalk"
 "$WORK/bench_jsonwalk" "$@"
 # the same event from Avro (bench_avro.c): it must cost no more than from JSON
 "$CC_BIN" -O2 -DFRONTEND -D_GNU_SOURCE "${DEFS[@]}" -Wall -Wextra \
-    -isystem "$PG_INC" -I"$REPO/src" \
-    "$HERE/bench_avro.c" "$REPO/src/avro_binary.c" "$REPO/src/jsontree.c" "$REPO/src/jsonwalk.c" \
+    -isystem "$PG_INC" -I"$REPO/src" -I"$REPO/src/infra" -I"$REPO/src/decode" \
+    "$HERE/bench_avro.c" "$REPO/src/decode/avro_binary.c" "$REPO/src/infra/jsontree.c" "$REPO/src/infra/jsonwalk.c" \
     "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a" -lm -o "$WORK/bench_avro"
 "$WORK/bench_avro" "$@"

@@ -2,8 +2,8 @@
  *
  * bench_avro.c
  *		Micro-benchmark: the bench's order event decoded from Avro
- *		(ks_avro_decode, src/avro_binary.c) against the same event decoded
- *		from JSON (ks_json_walk, src/jsonwalk.c), ns per message, with the
+ *		(ks_avro_decode, src/decode/avro_binary.c) against the same event decoded
+ *		from JSON (ks_json_walk, src/infra/jsonwalk.c), ns per message, with the
  *		4 paths order_id, event_ts, amount, schema_version.
  *
  *		JSON: {"order_id":123,"event_ts":"2025-01-01 00:00:01.234+00",

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * bench_jsonwalk.c
- *		Micro-benchmark of ks_json_walk (src/jsonwalk.c): the parser-only
+ *		Micro-benchmark of ks_json_walk (src/infra/jsonwalk.c): the parser-only
  *		path (ks_json_walk_slow, what ks_json_walk did before the fast path)
  *		against ks_json_walk, over order-event messages like
  *

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * fuzz_avro.c
- *		libFuzzer target for src/avro_binary.c (ks_avro_schema_parse,
+ *		libFuzzer target for src/decode/avro_binary.c (ks_avro_schema_parse,
  *		ks_avro_decode), differential against Apache Avro's C library.
  *
  * Input: byte 0 picks a schema of the table below (or, with its top bit,

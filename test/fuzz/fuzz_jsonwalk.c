@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * fuzz_jsonwalk.c
- *		libFuzzer target for src/jsonwalk.c (ks_json_walk, ks_path_parse).
+ *		libFuzzer target for src/infra/jsonwalk.c (ks_json_walk, ks_path_parse).
  *
  * Input: byte 0 selects the paths to capture (bit i = paths_text[i]), the
  * rest is the message.  The rest is also read as choices that make a

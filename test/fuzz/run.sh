@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # test/fuzz/run.sh — build the libFuzzer targets (fuzz_jsonwalk for
-# src/jsonwalk.c, fuzz_avro for src/avro_binary.c against libavro) and run each for a
+# src/infra/jsonwalk.c, fuzz_avro for src/decode/avro_binary.c against libavro) and run each for a
 # bounded time (make fuzz; test/run_tests.sh may call it too).
 # FUZZ_TARGETS="fuzz_avro" runs only that one.
 #
 #   FUZZ_SECONDS=60 bash test/fuzz/run.sh
 #
-# Builds test/fuzz/fuzz_jsonwalk.c + src/jsonwalk.c with clang
+# Builds test/fuzz/fuzz_jsonwalk.c + src/infra/jsonwalk.c with clang
 # (-fsanitize=fuzzer,address,undefined, -DFRONTEND) against PostgreSQL's
 # frontend libpgcommon/libpgport, then fuzzes a fresh copy of
 # test/fuzz/corpus for FUZZ_SECONDS (inputs up to 64 KiB).  Exits non-zero
@@ -92,9 +92,9 @@ NAME="$1"
 # ---- build ----
 
 case "$NAME" in
-    fuzz_jsonwalk) SRCS=("$HERE/fuzz_jsonwalk.c" "$REPO/src/jsonwalk.c"); XLIBS=(); SEEDS="$HERE/corpus"
+    fuzz_jsonwalk) SRCS=("$HERE/fuzz_jsonwalk.c" "$REPO/src/infra/jsonwalk.c"); XLIBS=(); SEEDS="$HERE/corpus"
                    DICT=(-dict="$HERE/json.dict") ;;
-    fuzz_avro)     SRCS=("$HERE/fuzz_avro.c" "$REPO/src/avro_binary.c" "$REPO/src/jsontree.c" "$REPO/src/jsonwalk.c")
+    fuzz_avro)     SRCS=("$HERE/fuzz_avro.c" "$REPO/src/decode/avro_binary.c" "$REPO/src/infra/jsontree.c" "$REPO/src/infra/jsonwalk.c")
                    XLIBS=($(pkg-config --libs avro-c 2>/dev/null || echo -lavro)); SEEDS="$HERE/corpus_avro"; DICT=() ;;
     *) fail "unknown target $NAME" ;;
 esac
@@ -102,7 +102,7 @@ BIN="$WORK/$NAME"
 BUILD=("$CC_BIN" -g -O1 -fno-omit-frame-pointer
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
        -DFRONTEND -D_GNU_SOURCE "${DEFS[@]}" -Wall -Wextra
-       -isystem "$PG_INC" -I"$REPO/src"
+       -isystem "$PG_INC" -I"$REPO/src" -I"$REPO/src/infra" -I"$REPO/src/decode"
        "${SRCS[@]}"
        "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a" "${XLIBS[@]}"
        -o "$BIN")

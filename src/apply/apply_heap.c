@@ -53,7 +53,6 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-int			ks_apply_strategy = KS_APPLY_STRATEGY_AUTO;
 
 typedef struct HeapApplyState
 {

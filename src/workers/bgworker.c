@@ -21,6 +21,7 @@
 #include "storage/ipc.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
+#include "utils/wait_event.h"
 
 StaticAssertDecl(sizeof(KsWorkerArgs) <= BGW_EXTRALEN, "worker arguments must fit in bgw_extra");
 
@@ -83,4 +84,26 @@ ks_fail_pipeline(int64 pipeline_id, const char *kind, int sqlerrcode,
 	ks_record_error(pipeline_id, kind, sqlerrcode, message, detail);
 	if (strcmp(kind, "transient") != 0)
 		ks_set_state(pipeline_id, "failed");
+}
+
+/*
+ * The wait event a worker's wait reports (bgworker.h).  On 17+ a named custom
+ * wait event, so pg_stat_activity tells a worker waiting for Kafka from one
+ * that is idle between launcher rounds; registered on first use in each
+ * process (the name's id is shared, in shared memory); before 17 "Extension".
+ */
+uint32
+ks_wait_event(KsWaitEvent which)
+{
+	static uint32 ids[KS_WAIT_NUM];
+	static const char *const names[KS_WAIT_NUM] = {
+		[KS_WAIT_LAUNCHER_NAP] = "KafkaSinkLauncherNap",
+		[KS_WAIT_MESSAGES] = "KafkaSinkWaitForMessages",
+		[KS_WAIT_RELAY_NAP] = "KafkaSinkRelayNap",
+	};
+
+	Assert(which >= 0 && which < KS_WAIT_NUM);
+	if (ids[which] == 0)
+		ids[which] = KS_WAIT_EVENT_EXTENSION_NEW(names[which]);
+	return ids[which];
 }

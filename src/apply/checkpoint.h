@@ -15,7 +15,5 @@
 extern int64 ks_next_batch_id(KsBatch *batch);
 extern void ks_write_checkpoint(KsBatch *batch);
 extern void ks_prune_batches(KsBatch *batch);
-extern Size ks_batch_ids_shmem_size(void);
-extern void ks_batch_ids_shmem_init(void);
 
 #endif							/* KS_CHECKPOINT_H */

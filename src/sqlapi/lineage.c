@@ -19,6 +19,7 @@
 #include "apply.h"
 #include "avro_binary.h"
 #include "catalog.h"
+#include "decode.h"
 #include "envelope.h"
 #include "format.h"
 

@@ -2,7 +2,7 @@
  *
  * hosts.h
  *		Which hosts a pipeline may make the server connect to
- *		(kafka_sink.allowed_hosts, src/hosts.c).
+ *		(kafka_sink.allowed_hosts, src/infra/hosts.c).
  *
  *-------------------------------------------------------------------------
  */

@@ -12,6 +12,22 @@
 
 #include "kafka_sink.h"
 
+/*
+ * What the workers' waits report in pg_stat_activity.wait_event: 17 has
+ * named custom wait events (WaitEventExtensionNew), before that they all
+ * are "Extension".  ks_wait_event() (bgworker.c) registers each name once
+ * per process.
+ */
+typedef enum KsWaitEvent
+{
+	KS_WAIT_LAUNCHER_NAP,		/* KafkaSinkLauncherNap */
+	KS_WAIT_MESSAGES,			/* KafkaSinkWaitForMessages */
+	KS_WAIT_RELAY_NAP,			/* KafkaSinkRelayNap */
+	KS_WAIT_NUM
+} KsWaitEvent;
+
+extern uint32 ks_wait_event(KsWaitEvent which);
+
 /* The slot of the outbox relay carries this in place of a pipeline id. */
 #define KS_RELAY_ID (-1)
 

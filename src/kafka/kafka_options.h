@@ -2,7 +2,7 @@
  *
  * kafka_options.h
  *		The allow-list of librdkafka properties a pipeline owner may set
- *		(src/kafka_options.c).
+ *		(src/kafka/kafka_options.c).
  *
  *-------------------------------------------------------------------------
  */

@@ -23,7 +23,7 @@ extern void ks_spi_exec(const char *what, const char *sql, int nargs, Oid *argty
 						Datum *values, const char *nulls, bool read_only, int expected);
 
 /* pipeline definitions, state, errors */
-extern KsPipeline *ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt);
+extern KsPipeline *ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt);
 extern char *ks_pipeline_state(int64 pipeline_id);
 extern int64 ks_catalog_pipeline_id(const char *name);
 extern void ks_record_error(int64 pipeline_id, const char *kind, int sqlerrcode,

@@ -14,7 +14,6 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
-#include "checkpoint.h"
 
 #include <signal.h>
 
@@ -30,6 +29,14 @@ KsShared   *ks_shared = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
+KsBatchIdEntry *ks_batch_ids = NULL;
+
+static Size
+batch_ids_size(void)
+{
+	return mul_size(Max(ks_max_workers, 1), sizeof(KsBatchIdEntry));
+}
+
 static Size
 ks_shmem_size(void)
 {
@@ -44,7 +51,7 @@ ks_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(ks_shmem_size());
-	RequestAddinShmemSpace(ks_batch_ids_shmem_size());
+	RequestAddinShmemSpace(batch_ids_size());
 	RequestNamedLWLockTranche("kafka_sink", 1);
 }
 
@@ -66,7 +73,9 @@ ks_shmem_startup(void)
 		ks_shared->launcher_procno = -1;
 		ks_shared->npartstats = ks_max_partitions;
 	}
-	ks_batch_ids_shmem_init();
+	ks_batch_ids = ShmemInitStruct("kafka_sink batch ids", batch_ids_size(), &found);
+	if (!found)
+		memset(ks_batch_ids, 0, batch_ids_size());
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -29,6 +29,7 @@
 #include "kafka_options.h"
 #include "hosts.h"
 #include "catalog.h"
+#include "decode.h"
 #include "consumer.h"
 #include "producer.h"
 #include "sqlcall.h"

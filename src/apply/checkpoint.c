@@ -319,29 +319,6 @@ fence_tag(LOCKTAG *tag, int64 pipeline_id)
  * pipeline's ids stay contiguous, while with several workers an id given
  * up under another worker's later one stays a gap.
  */
-typedef struct KsBatchIdEntry
-{
-	int64		pipeline_id;	/* 0: free */
-	int64		last;			/* the last id handed out */
-} KsBatchIdEntry;
-
-static KsBatchIdEntry *batch_ids = NULL;
-
-Size
-ks_batch_ids_shmem_size(void)
-{
-	return mul_size(Max(ks_max_workers, 1), sizeof(KsBatchIdEntry));
-}
-
-void
-ks_batch_ids_shmem_init(void)
-{
-	bool		found;
-
-	batch_ids = ShmemInitStruct("kafka_sink batch ids", ks_batch_ids_shmem_size(), &found);
-	if (!found)
-		memset(batch_ids, 0, ks_batch_ids_shmem_size());
-}
 
 /* true when a worker slot of the pipeline is claimed; under ks_shared->lock */
 static bool
@@ -374,8 +351,8 @@ give_back_batch_id(XactEvent event, void *arg)
 
 		LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 		for (int i = 0; i < n; i++)
-			if (batch_ids[i].pipeline_id == open_pipeline_id && batch_ids[i].last == open_batch_id)
-				batch_ids[i].last--;
+			if (ks_batch_ids[i].pipeline_id == open_pipeline_id && ks_batch_ids[i].last == open_batch_id)
+				ks_batch_ids[i].last--;
 		LWLockRelease(ks_shared->lock);
 	}
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
@@ -394,12 +371,12 @@ hand_out_batch_id(int64 pipeline_id, int64 floor)
 
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < n && e == NULL; i++)
-		if (batch_ids[i].pipeline_id == pipeline_id)
-			e = &batch_ids[i];
+		if (ks_batch_ids[i].pipeline_id == pipeline_id)
+			e = &ks_batch_ids[i];
 	for (int i = 0; i < n && e == NULL; i++)
-		if (batch_ids[i].pipeline_id == 0 || !pipeline_has_slot(batch_ids[i].pipeline_id))
+		if (ks_batch_ids[i].pipeline_id == 0 || !pipeline_has_slot(ks_batch_ids[i].pipeline_id))
 		{
-			e = &batch_ids[i];
+			e = &ks_batch_ids[i];
 			e->pipeline_id = pipeline_id;
 			e->last = 0;
 		}

@@ -2,7 +2,7 @@
  *
  * avro_binary.h
  *		Avro writer schemas and the binary decoder into field-path slots
- *		(src/avro_binary.c).  No backend dependency: test/fuzz builds it with
+ *		(src/decode/avro_binary.c).  No backend dependency: test/fuzz builds it with
  *		-DFRONTEND against libpgcommon.
  *
  *-------------------------------------------------------------------------

@@ -139,6 +139,7 @@ typedef struct KsRow
 } KsRow;
 
 /* target.c */
+extern KsPipeline *ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt);
 extern KsTarget *ks_target_open(KsPipeline *p);
 extern KsTarget *ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns);
 extern char *ks_path_escape_field(const char *name);

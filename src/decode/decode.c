@@ -57,6 +57,35 @@
 #include "utils/resowner.h"
 
 
+
+/*
+ * A pipeline's definition as the stages read it: the catalog's row
+ * (ks_catalog_load_pipeline) with its formats and envelope, found by name
+ * here, where they live (the catalog layer knows no decoding).  Checked here
+ * too: the catalog is what a worker trusts, not the API that wrote it.
+ * NULL when the pipeline no longer exists.
+ */
+KsPipeline *
+ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
+{
+	KsPipeline *p = ks_catalog_load_pipeline(pipeline_id, mcxt);
+
+	if (p == NULL)
+		return NULL;
+	p->value_fmt = ks_format_find(p->value_format_name);
+	if (p->value_fmt == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown value_format \"%s\" of pipeline \"%s\"", p->value_format_name, p->name)));
+	p->key_fmt = ks_format_find(p->key_format == KS_KEY_AVRO ? "avro" : "json");
+	p->envelope = ks_envelope_find(p->envelope_name);
+	if (p->envelope == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown envelope \"%s\" of pipeline \"%s\"", p->envelope_name, p->name)));
+	return p;
+}
+
 const char *
 ks_reason_name(KsReason r)
 {

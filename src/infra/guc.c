@@ -9,7 +9,6 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
-#include "apply_heap.h"
 #include "hosts.h"
 
 #include <signal.h>
@@ -34,6 +33,7 @@ int			ks_outbox_retention_s = 24 * 3600;
 int			ks_keep_batches_for_s = 7 * 24 * 3600;
 int			ks_max_new_columns = 100;
 int			ks_ddl_lock_timeout_ms = 5000;
+int			ks_apply_strategy = KS_APPLY_STRATEGY_AUTO;
 
 static const struct config_enum_entry fault_point_options[] = {
 	{"none", KS_FAULT_NONE, false},

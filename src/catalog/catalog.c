@@ -21,8 +21,6 @@
  */
 #include "kafka_sink.h"
 #include "catalog.h"
-#include "envelope.h"
-#include "format.h"
 #include "offsets.h"
 
 #include "access/xact.h"
@@ -298,12 +296,7 @@ load_formats(KsPipeline *p, MemoryContext mcxt)
 	char	   *value_format = getstr(0, Anum_pipeline_value_format, mcxt);
 	char	   *url;
 
-	p->value_fmt = ks_format_find(value_format ? value_format : "json");
-	if (p->value_fmt == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown value_format \"%s\" of pipeline \"%s\"", value_format, p->name)));
-	p->key_fmt = ks_format_find(p->key_format == KS_KEY_AVRO ? "avro" : "json");
+	p->value_format_name = value_format ? value_format : "json";
 	p->value_schema = getstr(0, Anum_pipeline_value_schema, mcxt);
 	url = getstr(0, Anum_pipeline_registry_url, mcxt);
 	if (url != NULL)
@@ -328,11 +321,12 @@ load_formats(KsPipeline *p, MemoryContext mcxt)
 }
 
 /*
- * Loads the definition of a pipeline, secrets included, into mcxt.
+ * Loads the definition of a pipeline, secrets included, into mcxt, with its
+ * formats and envelope by name (ks_load_pipeline, decode.c, resolves them).
  * Returns NULL when the pipeline no longer exists.
  */
 KsPipeline *
-ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
+ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 {
 	KsPipeline *p;
 	char	   *mode;
@@ -384,12 +378,7 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		char	   *env = getstr(0, Anum_pipeline_envelope, mcxt);
 		char	   *trunc = getstr(0, Anum_pipeline_on_truncate, mcxt);
 
-		/* checked here too: the catalog is what the worker trusts, not the API */
-		p->envelope = ks_envelope_find(env ? env : "plain");
-		if (p->envelope == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unknown envelope \"%s\" of pipeline \"%s\"", env, p->name)));
+		p->envelope_name = env ? env : "plain";
 		if (trunc == NULL || strcmp(trunc, "apply") == 0)
 			p->on_truncate = KS_TRUNCATE_APPLY;
 		else if (strcmp(trunc, "ignore") == 0)

@@ -26,6 +26,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "bgworker.h"
 #include "worker.h"
 #include "catalog.h"
 #include "consumer.h"
