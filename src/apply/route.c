@@ -36,6 +36,10 @@
  *
  * Owns: parsing templates (also for create_pipeline), naming and opening
  * each message's target.  Must not: decode or apply rows (apply.c).
+ * Over 1,000 lines on purpose: a routed batch's targets are named, created,
+ * evolved and checked in one pass over its messages, and the DDL one
+ * message asks for is that message's fault only here; split, the rule of
+ * whose fault an error of that DDL is would live in two files.
  *
  *-------------------------------------------------------------------------
  */

@@ -9,7 +9,7 @@
  * Owns: all SQL text against kafka_sink.* (a reader finds any statement on
  * our catalog here), with the definition's columns named (Anum_pipeline_*).
  * Must not: decide anything; callers decide what to write, this file only
- * how.  Over 800 lines on purpose: splitting it would break the one rule
+ * how.  Over 1,000 lines on purpose: splitting it would break the one rule
  * that makes it useful, one place for every statement on our tables.
  *
  * Every statement is schema-qualified; the workers also pin search_path to
