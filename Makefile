@@ -37,6 +37,7 @@ OBJS = \
 	src/checkpoint.o \
 	src/bronze.o \
 	src/quarantine.o \
+	src/hops.o \
 	src/dedupe.o \
 	src/replay.o \
 	src/catalog.o \

@@ -4155,10 +4155,10 @@ BEGIN
     IF reason IS NOT NULL AND reason NOT IN ('invalid_json', 'not_an_object', 'missing_required_field',
             'invalid_value', 'unknown_schema_version', 'null_key', 'constraint_violation', 'value_too_large',
             'rejected_by_target', 'unknown_schema_id', 'not_wire_format', 'invalid_avro',
-            'no_target', 'target_refused', 'schema_change_refused') THEN
+            'no_target', 'target_refused', 'schema_change_refused', 'dead_letter_loop') THEN
         RAISE EXCEPTION 'unknown quarantine reason "%"', reason
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format, invalid_avro, no_target, target_refused and schema_change_refused.';
+                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format, invalid_avro, no_target, target_refused, schema_change_refused and dead_letter_loop.';
     END IF;
     SELECT array_agg(q.id) INTO chosen
       FROM kafka_sink.quarantine q
@@ -6429,3 +6429,160 @@ END
 $$;
 
 -- ---- end of trust boundary: kafka_sink.allowed_hosts ----
+
+-- ---- loops through the outbox (issue 23): the hop count ----
+ALTER TABLE kafka_sink.outbox
+    ADD COLUMN hops integer NOT NULL DEFAULT 1 CONSTRAINT outbox_hops_check CHECK (hops >= 1);
+COMMENT ON COLUMN kafka_sink.outbox.hops IS
+    'How many times the message came through kafka_sink, this time included, sent as the header kafka_sink.hops: a pipeline quarantines a message with more than kafka_sink.max_outbox_hops as dead_letter_loop';
+ALTER TABLE kafka_sink.quarantine DROP CONSTRAINT quarantine_reason_check;
+ALTER TABLE kafka_sink.quarantine ADD CONSTRAINT quarantine_reason_check CHECK (reason IN (
+    'invalid_json', 'not_an_object', 'missing_required_field',
+    'invalid_value', 'unknown_schema_version', 'null_key',
+    'constraint_violation', 'value_too_large', 'rejected_by_target',
+    'unknown_schema_id', 'not_wire_format', 'invalid_avro', 'invalid_envelope',
+    'no_target', 'target_refused', 'schema_change_refused', 'dead_letter_loop'));
+COMMENT ON COLUMN kafka_sink.quarantine.reason IS
+    'Why the message was not applied: invalid_json, not_an_object, missing_required_field, invalid_value, '
+    'unknown_schema_version, null_key, constraint_violation (a constraint or data error of the row), '
+    'value_too_large, rejected_by_target (a trigger, row level security policy or check option of the target '
+    'rejected the row), unknown_schema_id (the registry does not know the frame''s schema id), not_wire_format '
+    '(no magic byte 0 and schema id), invalid_avro (the payload does not decode with its schema), '
+    'invalid_envelope (a change event without a known op, or without the row its op needs), '
+    'no_target (routing: the message''s target could not be named or does not exist), target_refused '
+    '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
+    '(evolve: a change of the embedded schema that kafka_sink will not make), dead_letter_loop (the message '
+    'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic)';
+
+-- The hop count kafka_sink.outbox_send gives its message (src/hops.c): one
+-- more than the messages of the batch a worker is applying, else 1.
+CREATE FUNCTION kafka_sink._outbox_hops()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'kafka_sink_outbox_hops'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._outbox_hops() IS
+'Internal: the hop count (header kafka_sink.hops) of a message queued now: one more than the messages of the batch being applied, else 1.';
+REVOKE ALL ON FUNCTION kafka_sink._outbox_hops() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink._outbox_hops() TO kafka_sink_admin;
+
+-- Queues a message for Kafka in the caller's transaction: it is published
+-- by the outbox relay only if the transaction commits.  Returns its stable
+-- event id, which the relay sends as the header "event_id", after its hop
+-- count "kafka_sink.hops" (header names kafka_sink.* are kafka_sink's).
+CREATE OR REPLACE FUNCTION kafka_sink._api_outbox_send(topic text, key text, value text, headers jsonb DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    id uuid;
+BEGIN
+    IF topic IS NULL OR topic !~ '^[A-Za-z0-9._-]{1,249}$' THEN
+        RAISE EXCEPTION 'invalid topic name "%"', topic
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Kafka topic names use letters, digits, ".", "_" and "-", at most 249 characters.';
+    END IF;
+    IF headers IS NOT NULL AND jsonb_typeof(headers) <> 'object' THEN
+        RAISE EXCEPTION 'headers must be a JSON object'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass a JSON object such as ''{"source": "billing"}''.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_object_keys(headers) k WHERE k LIKE 'kafka\_sink.%') THEN
+        RAISE EXCEPTION 'header "%" is reserved',
+                        (SELECT min(k) FROM jsonb_object_keys(headers) k WHERE k LIKE 'kafka\_sink.%')
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Header names beginning with "kafka_sink." are written by kafka_sink.',
+                  HINT = 'Choose another header name.';
+    END IF;
+    -- the hop count (src/hops.c): a message queued by a batch derives from it
+    INSERT INTO kafka_sink.outbox AS o (topic, key, value, headers, created_by, hops)
+    VALUES (topic, key, value, headers, session_user, kafka_sink._outbox_hops())
+    RETURNING o.event_id INTO id;
+    RETURN id;
+END
+$$;
+
+
+-- A dead-letter topic: a valid Kafka topic name, for a pipeline that can
+-- quarantine (it has a target), and none of the topics it reads (whether or
+-- not the outbox cluster is the pipeline's: a topic read back would
+-- quarantine its own dead letters again, forever).  A topic that leads
+-- back to the pipeline through the dead-letter topics of the other
+-- pipelines the caller sees (one reads it and sends its dead letters to a
+-- topic this one reads, or further round) is a loop: a warning, since the
+-- clusters may differ and the hop count (src/hops.c) ends it anyway after
+-- kafka_sink.max_outbox_hops rounds.  Without a relay the messages wait in
+-- the outbox: a warning, since the relay may be set up after the pipeline
+-- (a reload), and nothing is lost meanwhile.
+CREATE OR REPLACE FUNCTION kafka_sink._check_dead_letter_topic(dead_letter_topic text, subscribe text[],
+                                                     subscribe_pattern text, assign jsonb, target regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    loop_path text[];
+BEGIN
+    IF dead_letter_topic IS NULL THEN
+        RETURN;
+    END IF;
+    IF dead_letter_topic !~ '^[A-Za-z0-9._-]{1,249}$' OR dead_letter_topic IN ('.', '..') THEN
+        RAISE EXCEPTION 'invalid dead_letter_topic "%"', dead_letter_topic
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Kafka topic names use letters, digits, ".", "_" and "-", at most 249 characters, and are not "." or "..".';
+    END IF;
+    IF target IS NULL THEN
+        RAISE EXCEPTION 'a bronze-only pipeline has no dead-letter topic'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A bronze-only pipeline lands every message raw and quarantines none.';
+    END IF;
+    IF dead_letter_topic = ANY (subscribe) OR assign ? dead_letter_topic
+       OR dead_letter_topic ~ subscribe_pattern THEN
+        RAISE EXCEPTION 'dead_letter_topic "%" is a topic the pipeline reads', dead_letter_topic
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'The pipeline would quarantine its own dead-letter messages again.',
+                  HINT = 'Choose another topic, such as the source topic''s name followed by ".dlq".';
+    END IF;
+    -- the topics dead letters reach from here: the pipelines reading one
+    -- send theirs on to their dead-letter topic; a topic this pipeline
+    -- reads closes the loop (the pipeline's own row, when altered, reads
+    -- only such topics, so it is never gone through)
+    WITH RECURSIVE reach(topic, path) AS (
+        SELECT _check_dead_letter_topic.dead_letter_topic, ARRAY[]::text[]
+        UNION ALL
+        SELECT d.dead_letter_topic, r.path || ARRAY[d.name, d.dead_letter_topic]
+          FROM reach r
+          JOIN kafka_sink.pipeline_definitions d
+            ON (r.topic = ANY (d.subscribe) OR d.assign ? r.topic OR r.topic ~ d.subscribe_pattern)
+         WHERE d.dead_letter_topic IS NOT NULL
+           AND d.dead_letter_topic <> ALL (r.path) AND d.dead_letter_topic <> _check_dead_letter_topic.dead_letter_topic
+           AND cardinality(r.path) < 64
+           AND (r.topic = ANY (_check_dead_letter_topic.subscribe) OR _check_dead_letter_topic.assign ? r.topic
+                OR r.topic ~ _check_dead_letter_topic.subscribe_pattern) IS NOT TRUE
+    )
+    SELECT r.path INTO loop_path FROM reach r
+     WHERE cardinality(r.path) > 0
+       AND (r.topic = ANY (_check_dead_letter_topic.subscribe) OR _check_dead_letter_topic.assign ? r.topic
+                OR r.topic ~ _check_dead_letter_topic.subscribe_pattern)
+     ORDER BY cardinality(r.path) LIMIT 1;
+    IF loop_path IS NOT NULL THEN
+        RAISE WARNING 'dead_letter_topic "%" leads back to a topic the pipeline reads', dead_letter_topic
+            USING DETAIL = format('Its dead letters go round through pipeline(s) %s: "%s" -> %s.',
+                                  (SELECT string_agg(format('"%s"', loop_path[i]), ', ')
+                                     FROM generate_series(1, cardinality(loop_path), 2) i),
+                                  dead_letter_topic,
+                                  (SELECT string_agg(format('"%s" -> "%s"', loop_path[i], loop_path[i + 1]), ' -> ')
+                                     FROM generate_series(1, cardinality(loop_path), 2) i)),
+                  HINT = format('A message goes round at most kafka_sink.max_outbox_hops (%s) times, then it is quarantined as dead_letter_loop; choose a dead-letter topic no pipeline reads.',
+                                current_setting('kafka_sink.max_outbox_hops', true));
+    END IF;
+    IF NOT kafka_sink._outbox_relay_configured() THEN
+        RAISE WARNING 'the outbox relay is not configured'
+            USING DETAIL = 'Dead-letter messages wait in kafka_sink.outbox until kafka_sink.outbox_bootstrap_servers is set.',
+                  HINT = 'ALTER SYSTEM SET kafka_sink.outbox_bootstrap_servers = ''host:9092''; SELECT pg_reload_conf(); the dead-letter topic lives on that cluster.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_dead_letter_topic(text, text[], text, jsonb, regclass) IS
+    'Internal: refuses an invalid dead-letter topic, or one the pipeline reads; warns when it leads back to the pipeline through other pipelines'' dead-letter topics, or when the outbox relay is not configured';

@@ -797,6 +797,22 @@ ks_message_headers(KsMessage *msg)
 	return result;
 }
 
+/*
+ * The idx-th header named name of a message (0: the first), its value
+ * pointing into the message (valid until it is released); false when
+ * there is none.  A header without value has *value NULL.
+ */
+bool
+ks_message_header_get(KsMessage *msg, const char *name, int idx, const void **value, size_t *size)
+{
+	rd_kafka_headers_t *hdrs;
+
+	if (msg->handle == NULL ||
+		rd_kafka_message_headers((rd_kafka_message_t *) msg->handle, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return false;
+	return rd_kafka_header_get(hdrs, idx, name, value, size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
 /* ---- the loaded librdkafka ---- */
 
 /*

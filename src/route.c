@@ -39,6 +39,7 @@
 #include "catalog.h"
 #include "decode.h"
 #include "envelope.h"
+#include "hops.h"
 #include "jsonwalk.h"
 
 #include "access/xact.h"
@@ -943,6 +944,7 @@ ks_route_batch(KsBatch *batch)
 	char	  **why = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	char	  **wanted = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	bool	   *skip = palloc0(sizeof(bool) * Max(batch->nmsgs, 1));
+	bool	   *looped = palloc0(sizeof(bool) * Max(batch->nmsgs, 1));
 	char	  **schemas = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	KsSlotValue *slots = palloc0(sizeof(KsSlotValue) * Max(r->walk.nslots, 1));
 	KsRouteEntry **entries;
@@ -966,6 +968,12 @@ ks_route_batch(KsBatch *batch)
 				   *detail = NULL;
 		char	   *bad;
 
+		/* a loop through the outbox: not routed, nor read (hops.c) */
+		if (ks_message_looped(m, &why[i]))
+		{
+			looped[i] = true;
+			continue;
+		}
 		if (r->reads_value && m->value != NULL)
 		{
 			memset(slots, 0, sizeof(KsSlotValue) * Max(r->walk.nslots, 1));
@@ -1060,7 +1068,8 @@ ks_route_batch(KsBatch *batch)
 
 			row->msg = m;
 			row->target_name = wanted[i];
-			row->reason = skip[i] ? KS_OK : refused ? KS_SCHEMA_CHANGE_REFUSED : dest[i] ? dest[i]->reason : KS_NO_TARGET;
+			row->reason = skip[i] ? KS_OK : looped[i] ? KS_DEAD_LETTER_LOOP : refused ? KS_SCHEMA_CHANGE_REFUSED :
+				dest[i] ? dest[i]->reason : KS_NO_TARGET;
 			row->detail = skip[i] ? NULL : refused ? refused : dest[i] ? dest[i]->detail : why[i];
 			row->skipped = skip[i];
 			batch->row_of[i] = row;
