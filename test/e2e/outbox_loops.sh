@@ -10,16 +10,17 @@
 #    closed by alter_pipeline (a warning): the same bound;
 #  - a batch function that outbox_sends each row back to the topic it
 #    reads: its calls end after the same number of rounds, the next round
-#    quarantined as dead_letter_loop;
+#    quarantined as dead_letter_loop; produce() from it carries the same
+#    hop count, produce() outside a batch none;
 #  - outbox_send and produce() refuse headers named kafka_sink.*.
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
 S="lp_$SFX"
 TA="e2e_lpa_$SFX"; TB="e2e_lpb_$SFX"
 T1="e2e_lp1_$SFX"; T2="e2e_lp2_$SFX"; T3="e2e_lp3x_$SFX"
-TF="e2e_lpf_$SFX"
+TF="e2e_lpf_$SFX"; TP="e2e_lpp_$SFX"
 MAX=3
-for t in "$TA" "$TB" "$T1" "$T2" "$T3" "$TF"; do "$HARNESS" topic-create "$t" 1 >/dev/null 2>&1; done
+for t in "$TA" "$TB" "$T1" "$T2" "$T3" "$TF" "$TP"; do "$HARNESS" topic-create "$t" 1 >/dev/null 2>&1; done
 
 cleanup() {
     sql -c "ALTER SYSTEM RESET kafka_sink.outbox_bootstrap_servers" -c "ALTER SYSTEM RESET kafka_sink.max_outbox_hops" \
@@ -111,6 +112,7 @@ LANGUAGE plpgsql AS \$fn\$
 BEGIN
     INSERT INTO $S.calls SELECT batch_id, r.id, kafka_sink._outbox_hops() FROM unnest(rows) r;
     PERFORM kafka_sink.outbox_send('$TF', r.id::text, json_build_object('id', r.id)::text) FROM unnest(rows) r;
+    PERFORM * FROM unnest(rows) r, LATERAL kafka_sink.produce('$KS_BOOTSTRAP', '$TP', r.id::text, 'x') x;
 END
 \$fn\$;
 SELECT kafka_sink.create_pipeline(name => 'lpf_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
@@ -122,6 +124,12 @@ settled "^lpf_$SFX\$"
 check "outbox_send from a batch: applied at hops 0 to $MAX (each send one more), then quarantined" \
       "1,2,3,4|1|dead_letter_loop" \
       "$(sql -c "SELECT string_agg(hops::text, ',' ORDER BY hops) FROM $S.calls")|$(rows "^lpf_$SFX\$")"
+
+check "produce() from a batch: its messages carry the batch's hop count + 1" "1,2,3,4" \
+      "$(kcat -C -b "$KS_BOOTSTRAP" -t "$TP" -e -q -f '%h\n' 2>/dev/null | sed -n 's/^kafka_sink.hops=//p' | sort -un | paste -sd,)"
+check "produce() outside a batch adds no header" "outside|" \
+      "$(sql -c "SELECT 1 FROM kafka_sink.produce('$KS_BOOTSTRAP', '$TP', 'k', 'outside')" >/dev/null
+         kcat -C -b "$KS_BOOTSTRAP" -t "$TP" -e -q -f '%s|%h\n' 2>/dev/null | grep '^outside|')"
 
 # ---- kafka_sink's header names are its own --------------------------------------------------
 err() { sql -c "SET ROLE ks_e2e" -c "$1" 2>&1 >/dev/null | sed -n 's/^ERROR:  //p'; }
