@@ -23,7 +23,7 @@
  * a value that is not a number is not kafka_sink's and counts nothing.
  *
  * Owns: the hop count's rule and the batch's count.  Must not: write
- * headers (quarantine.c, catalog.c, producer.c do, with what this says).
+ * headers (quarantine.c, catalog.c and api.c do, with what this says).
  *
  *-------------------------------------------------------------------------
  */
