@@ -14,6 +14,7 @@ OBJS = \
 	src/kafka/consumer.o \
 	src/kafka/producer.o \
 	src/kafka/kafka_options.o \
+	src/kafka/hops.o \
 	src/infra/hosts.o \
 	src/catalog/role_guard.o \
 	src/decode/target.o \

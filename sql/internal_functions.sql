@@ -174,6 +174,11 @@ SELECT kafka_sink._is_secret_option(NULL) IS NULL AS strict,
        kafka_sink._is_secret_option('') AS empty,
        kafka_sink._is_secret_option('sasl.password') AS secret;
 
+-- ---- the hop count (src/kafka/hops.c): 1 outside a worker's batch; kafka_sink's headers ----
+SELECT kafka_sink._outbox_hops() AS hops;
+SELECT ifn.err('SELECT * FROM kafka_sink.produce(''127.0.0.1:9'', ''t'', ''k'', ''v'', headers => ''{"kafka_sink.hops": "0"}'')');
+SELECT ifn.err('SELECT kafka_sink.outbox_send(''t'', ''k'', ''v'', ''{"kafka_sink.pipeline": "x"}'')');
+
 -- ---- the shared-memory views: no workers run in this database ----
 SELECT ifn.err('SELECT * FROM kafka_sink._worker_pids()');
 SELECT ifn.err('SELECT * FROM kafka_sink._partition_stats()');
@@ -209,6 +214,7 @@ SELECT ifn.err('SELECT * FROM kafka_sink._partition_stats()');
 SELECT ifn.err('SELECT kafka_sink._wake_launcher()');
 SELECT ifn.err('SELECT * FROM kafka_sink._worker_pids()');
 SELECT ifn.err('SELECT kafka_sink._fence_batches(1)');
+SELECT ifn.err('SELECT kafka_sink._outbox_hops()');
 RESET ROLE;
 REVOKE USAGE ON SCHEMA kafka_sink FROM regress_if_plain;
 -- _cdc_position (message_fate's source position, the worker's rule; more in

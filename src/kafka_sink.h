@@ -41,6 +41,7 @@ extern int	ks_keep_batches;
 extern bool ks_direct_values;
 extern char *ks_outbox_servers;
 extern int	ks_outbox_retention_s;
+extern int	ks_max_outbox_hops;
 extern int	ks_keep_batches_for_s;
 extern int	ks_max_new_columns;
 extern int	ks_ddl_lock_timeout_ms;

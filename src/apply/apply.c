@@ -29,6 +29,7 @@
 #include "cdc_guard.h"
 #include "checkpoint.h"
 #include "dedupe.h"
+#include "hops.h"
 #include "quarantine.h"
 #include "reduce.h"
 #include "decode.h"
@@ -274,6 +275,7 @@ ks_stage_and_apply(KsBatch *batch, bool take_batch_id)
 	 * fence (checkpoint.c); several workers' batches hold it together.
 	 */
 	t0 = GetCurrentTimestamp();
+	ks_hops_begin_batch(batch->msgs, batch->nmsgs);
 	open_targets(batch);
 	for (int i = 0; i < batch->ntargets; i++)
 		ks_decode_batch(batch->targets[i].target, p, batch->targets[i].rows, batch->targets[i].nmsgs);

@@ -4,7 +4,8 @@
  *		Quarantine rows: every message of a batch that did not apply gets
  *		a row in kafka_sink.quarantine with its reason, and, when the
  *		pipeline has a dead_letter_topic, a dead-letter outbox row written
- *		with it (the relay publishes it only if the batch commits).
+ *		with it (the relay publishes it only if the batch commits); none
+ *		for a message quarantined as dead_letter_loop.
  *
  * Owns: the content of a quarantine row and of its dead-letter message
  * (headers, the detail cut to a size).  Must not: decide whether a row is
@@ -17,6 +18,7 @@
 #include "catalog.h"
 #include "consumer.h"
 #include "decode.h"
+#include "hops.h"
 #include "apply.h"
 
 #include "catalog/pg_type.h"
@@ -90,8 +92,8 @@ add_header_str(HeaderArrays *h, const char *name, const char *value)
  * commits, once per quarantine write (at least once, with a stable event
  * id).  Key and value are the message's bytes, unchanged; its headers
  * come first, in their order, then kafka_sink.*, then (added by the
- * relay) event_id, so that a consumer that reads the last header of a
- * name gets kafka_sink's.
+ * relay) kafka_sink.hops, one more than the message's, and event_id, so
+ * that a consumer that reads the last header of a name gets kafka_sink's.
  */
 static void
 write_dead_letter(KsBatch *batch, KsRow *r, int64 quarantine_id)
@@ -110,6 +112,7 @@ write_dead_letter(KsBatch *batch, KsRow *r, int64 quarantine_id)
 	Oid			owner = ks_catalog_extension_owner();
 	Oid			save_userid;
 	int			save_sec;
+	int			hops = ks_message_hops(m);
 
 	/*
 	 * Cut a long detail, on a UTF-8 character boundary (the detail can quote
@@ -123,10 +126,18 @@ write_dead_letter(KsBatch *batch, KsRow *r, int64 quarantine_id)
 			dlen--;
 	}
 
+	/*
+	 * Not kafka_sink's own headers of a message that came through the
+	 * outbox (its kafka_sink.*, and the relay's event_id): this dead letter
+	 * gets its own, so that a message going round a loop keeps as many
+	 * headers as it had (hops.c ends the loop).
+	 */
 	foreach(lc, ks_message_headers(m))
 	{
 		KsHeader   *x = lfirst(lc);
 
+		if (ks_header_name_reserved(x->name) || (hops > 0 && strcmp(x->name, "event_id") == 0))
+			continue;
 		add_header(&h, x->name, x->value, x->value_len);
 	}
 	add_header_str(&h, "kafka_sink.pipeline", p->name);
@@ -149,7 +160,8 @@ write_dead_letter(KsBatch *batch, KsRow *r, int64 quarantine_id)
 	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 	PG_TRY();
 	{
-		ks_catalog_insert_dead_letter(p->dead_letter_topic, m, names, values, created_by, quarantine_id);
+		ks_catalog_insert_dead_letter(p->dead_letter_topic, m, names, values, created_by, quarantine_id,
+									  hops + 1);
 	}
 	PG_FINALLY();
 	{
@@ -167,7 +179,8 @@ write_quarantine(KsBatch *batch, KsRow *r)
 												   r->target_name ? r->target_name :
 												   batch->target ? batch->target->qualified_name : NULL);
 
-	if (batch->pipeline->dead_letter_topic)
+	/* a message that went round a loop goes round no more (hops.c) */
+	if (batch->pipeline->dead_letter_topic && r->reason != KS_DEAD_LETTER_LOOP)
 		write_dead_letter(batch, r, qid);
 }
 

@@ -49,6 +49,7 @@
 #include "decode.h"
 #include "envelope.h"
 #include "errclass.h"
+#include "hops.h"
 #include "jsonwalk.h"
 
 #include "access/xact.h"
@@ -1064,6 +1065,7 @@ ks_route_batch(KsBatch *batch)
 	char	  **why = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	char	  **wanted = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	bool	   *skip = palloc0(sizeof(bool) * Max(batch->nmsgs, 1));
+	bool	   *looped = palloc0(sizeof(bool) * Max(batch->nmsgs, 1));
 	char	  **schemas = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
 	KsReason   *mreason = palloc0(sizeof(KsReason) * Max(batch->nmsgs, 1));
 	char	  **mdetail = palloc0(sizeof(char *) * Max(batch->nmsgs, 1));
@@ -1089,6 +1091,12 @@ ks_route_batch(KsBatch *batch)
 				   *detail = NULL;
 		char	   *bad;
 
+		/* a loop through the outbox: not routed, nor read (hops.c) */
+		if (ks_message_looped(m, &why[i]))
+		{
+			looped[i] = true;
+			continue;
+		}
 		if (r->reads_value && m->value != NULL)
 		{
 			memset(slots, 0, sizeof(KsSlotValue) * Max(r->walk.nslots, 1));
@@ -1181,8 +1189,9 @@ ks_route_batch(KsBatch *batch)
 
 			row->msg = m;
 			row->target_name = wanted[i];
-			row->reason = skip[i] ? KS_OK : own ? mreason[i] : dest[i] ? dest[i]->reason : KS_NO_TARGET;
-			row->detail = skip[i] ? NULL : own ? mdetail[i] : dest[i] ? dest[i]->detail : why[i];
+			row->reason = skip[i] ? KS_OK : looped[i] ? KS_DEAD_LETTER_LOOP : own ? mreason[i] :
+				dest[i] ? dest[i]->reason : KS_NO_TARGET;
+			row->detail = skip[i] ? NULL : looped[i] ? why[i] : own ? mdetail[i] : dest[i] ? dest[i]->detail : why[i];
 			row->skipped = skip[i];
 			batch->row_of[i] = row;
 		}

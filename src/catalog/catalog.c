@@ -21,6 +21,7 @@
  */
 #include "kafka_sink.h"
 #include "catalog.h"
+#include "hops.h"
 #include "offsets.h"
 
 #include "access/xact.h"
@@ -825,16 +826,17 @@ ks_catalog_extension_owner(void)
 
 /*
  * The outbox row of a dead-letter message: the message's key and value
- * bytes, its headers as parallel arrays (text[] names, bytea[] values).
- * The caller runs it as the extension's owner.
+ * bytes, its headers as parallel arrays (text[] names, bytea[] values),
+ * its hop count (hops.c).  The caller runs it as the extension's owner.
  */
 void
 ks_catalog_insert_dead_letter(const char *topic, KsMessage *m, Datum header_names,
-							  Datum header_values, const char *created_by, int64 quarantine_id)
+							  Datum header_values, const char *created_by, int64 quarantine_id,
+							  int hops)
 {
-	Oid			argtypes[7] = {TEXTOID, BYTEAOID, BYTEAOID, TEXTARRAYOID, BYTEAARRAYOID, TEXTOID, INT8OID};
-	Datum		v[7];
-	char		n[7];
+	Oid			argtypes[8] = {TEXTOID, BYTEAOID, BYTEAOID, TEXTARRAYOID, BYTEAARRAYOID, TEXTOID, INT8OID, INT4OID};
+	Datum		v[8];
+	char		n[8];
 
 	memset(n, ' ', sizeof(n));
 	v[0] = CStringGetTextDatum(topic);
@@ -850,12 +852,13 @@ ks_catalog_insert_dead_letter(const char *topic, KsMessage *m, Datum header_name
 	v[4] = header_values;
 	v[5] = CStringGetTextDatum(created_by);
 	v[6] = Int64GetDatum(quarantine_id);
+	v[7] = Int32GetDatum(hops);
 	ks_spi_exec("queue a dead-letter message",
 				"INSERT INTO kafka_sink.outbox"
 				" (topic, key_bytes, value_bytes, header_names, header_values, created_by,"
-				"  quarantine_id)"
-				" VALUES ($1, $2, $3, $4, $5, $6, $7)",
-				7, argtypes, v, n, false, SPI_OK_INSERT);
+				"  quarantine_id, hops)"
+				" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+				8, argtypes, v, n, false, SPI_OK_INSERT);
 }
 
 /*
@@ -1185,8 +1188,8 @@ get_bytes(HeapTuple t, TupleDesc d, int col, size_t *len, MemoryContext cxt)
 
 /*
  * Up to limit undelivered outbox rows, in id order: their messages with
- * every header (bytes headers first, then the event id, then the JSON
- * headers) in cxt, which must outlive the transaction (not SPI's
+ * every header (bytes headers first, then kafka_sink.hops and the event
+ * id, then the JSON headers) in cxt, which must outlive the transaction (not SPI's
  * context); returns how many.
  */
 int
@@ -1197,7 +1200,7 @@ ks_catalog_outbox_pending(int limit, KsOutMsg **msgs, int64 **ids, MemoryContext
 	Datum		lvalues[1] = {Int32GetDatum(limit)};
 
 	ks_spi_exec("read the outbox",
-				"SELECT id, event_id::text, topic, key, value, key_bytes, value_bytes"
+				"SELECT id, event_id::text, topic, key, value, key_bytes, value_bytes, hops::text"
 				" FROM kafka_sink.outbox"
 				" WHERE delivered_at IS NULL ORDER BY id LIMIT $1",
 				1, largtypes, lvalues, NULL, true, SPI_OK_SELECT);
@@ -1210,14 +1213,17 @@ ks_catalog_outbox_pending(int limit, KsOutMsg **msgs, int64 **ids, MemoryContext
 		TupleDesc	d = SPI_tuptable->tupdesc;
 		bool		isnull;
 		char	   *s;
+		KsOption   *hops = MemoryContextAlloc(cxt, sizeof(KsOption));
 		KsOption   *h = MemoryContextAlloc(cxt, sizeof(KsOption));
 		MemoryContext old;
 
 		(*ids)[i] = DatumGetInt64(SPI_getbinval(t, d, 1, &isnull));
+		hops->name = MemoryContextStrdup(cxt, KS_HOPS_HEADER);
+		hops->value = MemoryContextStrdup(cxt, SPI_getvalue(t, d, 8));
 		h->name = MemoryContextStrdup(cxt, "event_id");
 		h->value = MemoryContextStrdup(cxt, SPI_getvalue(t, d, 2));
 		old = MemoryContextSwitchTo(cxt);
-		(*msgs)[i].headers = list_make1(h);
+		(*msgs)[i].headers = list_make2(hops, h);
 		MemoryContextSwitchTo(old);
 		(*msgs)[i].topic = MemoryContextStrdup(cxt, SPI_getvalue(t, d, 3));
 		s = SPI_getvalue(t, d, 4);

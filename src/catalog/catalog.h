@@ -69,7 +69,7 @@ extern int64 ks_catalog_insert_quarantine(int64 pipeline_id, int64 batch_id, KsM
 extern Oid	ks_catalog_extension_owner(void);
 extern void ks_catalog_insert_dead_letter(const char *topic, KsMessage *m, Datum header_names,
 										  Datum header_values, const char *created_by,
-										  int64 quarantine_id);
+										  int64 quarantine_id, int hops);
 extern int	ks_catalog_read_quarantine(int64 pipeline_id, Datum ids, int64 **qids,
 									   KsMessage ***msgs);
 extern void ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail);

@@ -31,6 +31,7 @@
 #include "errclass.h"
 #include "envelope.h"
 #include "format.h"
+#include "hops.h"
 #include "jsonwalk.h"
 
 #include "access/htup_details.h"
@@ -125,6 +126,8 @@ ks_reason_name(KsReason r)
 			return "invalid_avro";
 		case KS_INVALID_ENVELOPE:
 			return "invalid_envelope";
+		case KS_DEAD_LETTER_LOOP:
+			return "dead_letter_loop";
 	}
 	return "unknown";
 }
@@ -691,7 +694,19 @@ decode_from(void *arg)
 	const KsEnvelope *envelope = c->p->envelope ? c->p->envelope : &ks_envelope_plain;
 
 	for (; c->cur < c->nrows; c->cur++)
-		envelope->decode(c->t, c->p, &c->rows[c->cur]);
+	{
+		KsRow	   *row = &c->rows[c->cur];
+		char	   *detail;
+
+		if (ks_message_looped(row->msg, &detail))
+		{
+			ks_row_init(c->t, row);
+			row->reason = KS_DEAD_LETTER_LOOP;
+			row->detail = detail;
+			continue;
+		}
+		envelope->decode(c->t, c->p, row);
+	}
 }
 
 static void

@@ -30,6 +30,7 @@ int			ks_keep_batches = 10000;
 bool		ks_direct_values = true;
 char	   *ks_outbox_servers = NULL;
 int			ks_outbox_retention_s = 24 * 3600;
+int			ks_max_outbox_hops = 10;
 int			ks_keep_batches_for_s = 7 * 24 * 3600;
 int			ks_max_new_columns = 100;
 int			ks_ddl_lock_timeout_ms = 5000;
@@ -201,6 +202,15 @@ ks_guc_init(void)
 							24 * 3600, 0, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.max_outbox_hops",
+							"Messages that came through kafka_sink's outbox more often are quarantined as dead_letter_loop.",
+							"Every message the outbox relay sends (and produce() during a batch) carries its hop count in the header kafka_sink.hops: a dead letter one more than the message it copies, a message sent during a batch one more than the batch's messages. A pipeline quarantines a message with more hops, and sends it to no dead-letter topic, which ends a loop through dead-letter topics or the outbox.",
+							&ks_max_outbox_hops,
+							10, 0, 1000,
+							PGC_SIGHUP,
+							0,
 							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("kafka_sink.allow_superuser_pipelines",

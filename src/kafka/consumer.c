@@ -179,12 +179,31 @@ static bool last_error_set = false;
 static char last_cause[440];
 static time_t last_cause_at = 0;
 
+/*
+ * The consumer has a group.id only because librdkafka's assign() needs one
+ * (2.0.2: "Local: Unknown group" without it); it never joins the group nor
+ * commits to it, yet librdkafka looks up the group's coordinator and
+ * reports that connection's failures as "GroupCoordinator: ...".  They say
+ * nothing about this pipeline (the broker's own connection reports a real
+ * outage): debug output, never the pipeline's error.
+ */
+static bool
+unused_group_noise(const char *errstr)
+{
+	return strncmp(errstr, "GroupCoordinator", strlen("GroupCoordinator")) == 0;
+}
+
 void
 ks_rd_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
 	time_t		now = time(NULL);
 
 	(void) opaque;
+	if (unused_group_noise(reason))
+	{
+		ks_rd_log_cb(rk, 7, "ERROR", reason);
+		return;
+	}
 	/* served on the worker's thread through the consumer queue */
 	ks_rd_log_cb(rk, err == RD_KAFKA_RESP_ERR__FATAL ? 3 : 4, "ERROR", reason);
 	pthread_mutex_lock(&log_lock);
@@ -247,6 +266,7 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	pthread_mutex_unlock(&log_lock);
 
 	ks_rd_conf_set(conf, "bootstrap.servers", p->bootstrap_servers);
+	/* needed by assign() only (unused_group_noise): never joined nor committed to */
 	group = psprintf("kafka_sink.%s%s", p->name, group_suffix ? group_suffix : "");
 	ks_rd_conf_set(conf, "group.id", group);
 	ks_rd_conf_set(conf, "client.id", "kafka_sink");
@@ -407,6 +427,8 @@ ks_consumer_poll(KsConsumer *c, KsEvent *ev)
 		ev->kind = KS_EV_ERROR;
 		ev->fatal = (m->err == RD_KAFKA_RESP_ERR__FATAL);
 		snprintf(ev->errstr, sizeof(ev->errstr), "%s", rd_kafka_message_errstr(m));
+		if (!ev->fatal && unused_group_noise(ev->errstr))
+			ev->kind = KS_EV_NONE;
 	}
 	/* topic names live as long as the consumer; copy nothing else */
 	if (ev->msg.topic)
@@ -795,6 +817,22 @@ ks_message_headers(KsMessage *msg)
 		result = lappend(result, h);
 	}
 	return result;
+}
+
+/*
+ * The idx-th header named name of a message (0: the first), its value
+ * pointing into the message (valid until it is released); false when
+ * there is none.  A header without value has *value NULL.
+ */
+bool
+ks_message_header_get(KsMessage *msg, const char *name, int idx, const void **value, size_t *size)
+{
+	rd_kafka_headers_t *hdrs;
+
+	if (msg->handle == NULL ||
+		rd_kafka_message_headers((rd_kafka_message_t *) msg->handle, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return false;
+	return rd_kafka_header_get(hdrs, idx, name, value, size) == RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
 /* ---- the loaded librdkafka ---- */

@@ -189,3 +189,13 @@ LANGUAGE C STRICT
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._check_target_template(text) IS
 'Internal: raises unless a target template ({topic}, {a.json.path}, literal text, at most one schema dot outside braces) parses as the worker parses it.';
+
+-- The hop count kafka_sink.outbox_send gives its message (src/kafka/hops.c): one
+-- more than the messages of the batch a worker is applying, else 1.
+CREATE OR REPLACE FUNCTION kafka_sink._outbox_hops()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'kafka_sink_outbox_hops'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._outbox_hops() IS
+'Internal: the hop count (header kafka_sink.hops) of a message queued now: one more than the messages of the batch being applied, else 1.';

@@ -719,17 +719,25 @@ COMMENT ON FUNCTION kafka_sink._outbox_relay_configured() IS
     'Internal: whether kafka_sink.outbox_bootstrap_servers is set, so that the outbox relay runs';
 
 
+-- A dead-letter topic: a valid Kafka topic name, for a pipeline that can
 -- quarantine (it has a target), and none of the topics it reads (whether or
 -- not the outbox cluster is the pipeline's: a topic read back would
--- quarantine its own dead letters again, forever).  Without a relay the
--- messages wait in the outbox: a warning, since the relay may be set up
--- after the pipeline (a reload), and nothing is lost meanwhile.
+-- quarantine its own dead letters again, forever).  A topic that leads
+-- back to the pipeline through the dead-letter topics of the other
+-- pipelines the caller sees (one reads it and sends its dead letters to a
+-- topic this one reads, or further round) is a loop: a warning, since the
+-- clusters may differ and the hop count (src/kafka/hops.c) ends it anyway after
+-- kafka_sink.max_outbox_hops rounds.  Without a relay the messages wait in
+-- the outbox: a warning, since the relay may be set up after the pipeline
+-- (a reload), and nothing is lost meanwhile.
 CREATE OR REPLACE FUNCTION kafka_sink._check_dead_letter_topic(dead_letter_topic text, subscribe text[],
                                                      subscribe_pattern text, assign jsonb, target regclass)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    loop_path text[];
 BEGIN
     IF dead_letter_topic IS NULL THEN
         RETURN;
@@ -751,6 +759,39 @@ BEGIN
                   DETAIL = 'The pipeline would quarantine its own dead-letter messages again.',
                   HINT = 'Choose another topic, such as the source topic''s name followed by ".dlq".';
     END IF;
+    -- the topics dead letters reach from here: the pipelines reading one
+    -- send theirs on to their dead-letter topic; a topic this pipeline
+    -- reads closes the loop (the pipeline's own row, when altered, reads
+    -- only such topics, so it is never gone through)
+    WITH RECURSIVE reach(topic, path) AS (
+        SELECT _check_dead_letter_topic.dead_letter_topic, ARRAY[]::text[]
+        UNION ALL
+        SELECT d.dead_letter_topic, r.path || ARRAY[d.name, d.dead_letter_topic]
+          FROM reach r
+          JOIN kafka_sink.pipeline_definitions d
+            ON (r.topic = ANY (d.subscribe) OR d.assign ? r.topic OR r.topic ~ d.subscribe_pattern)
+         WHERE d.dead_letter_topic IS NOT NULL
+           AND d.dead_letter_topic <> ALL (r.path) AND d.dead_letter_topic <> _check_dead_letter_topic.dead_letter_topic
+           AND cardinality(r.path) < 64
+           AND (r.topic = ANY (_check_dead_letter_topic.subscribe) OR _check_dead_letter_topic.assign ? r.topic
+                OR r.topic ~ _check_dead_letter_topic.subscribe_pattern) IS NOT TRUE
+    )
+    SELECT r.path INTO loop_path FROM reach r
+     WHERE cardinality(r.path) > 0
+       AND (r.topic = ANY (_check_dead_letter_topic.subscribe) OR _check_dead_letter_topic.assign ? r.topic
+                OR r.topic ~ _check_dead_letter_topic.subscribe_pattern)
+     ORDER BY cardinality(r.path) LIMIT 1;
+    IF loop_path IS NOT NULL THEN
+        RAISE WARNING 'dead_letter_topic "%" leads back to a topic the pipeline reads', dead_letter_topic
+            USING DETAIL = format('Its dead letters go round through pipeline(s) %s: "%s" -> %s.',
+                                  (SELECT string_agg(format('"%s"', loop_path[i]), ', ')
+                                     FROM generate_series(1, cardinality(loop_path), 2) i),
+                                  dead_letter_topic,
+                                  (SELECT string_agg(format('"%s" -> "%s"', loop_path[i], loop_path[i + 1]), ' -> ')
+                                     FROM generate_series(1, cardinality(loop_path), 2) i)),
+                  HINT = format('A message goes round at most kafka_sink.max_outbox_hops (%s) times, then it is quarantined as dead_letter_loop; choose a dead-letter topic no pipeline reads.',
+                                current_setting('kafka_sink.max_outbox_hops', true));
+    END IF;
     IF NOT kafka_sink._outbox_relay_configured() THEN
         RAISE WARNING 'the outbox relay is not configured'
             USING DETAIL = 'Dead-letter messages wait in kafka_sink.outbox until kafka_sink.outbox_bootstrap_servers is set.',
@@ -759,7 +800,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kafka_sink._check_dead_letter_topic(text, text[], text, jsonb, regclass) IS
-    'Internal: refuses an invalid dead-letter topic, or one the pipeline reads; warns when the outbox relay is not configured';
+    'Internal: refuses an invalid dead-letter topic, or one the pipeline reads; warns when it leads back to the pipeline through other pipelines'' dead-letter topics, or when the outbox relay is not configured';
 
 
 -- The formats of create_pipeline and alter_pipeline (issue 15), checked

@@ -246,7 +246,8 @@ COMMENT ON FUNCTION kafka_sink.reset_offsets(text, text) IS
 
 -- Queues a message for Kafka in the caller's transaction: it is published
 -- by the outbox relay only if the transaction commits.  Returns its stable
--- event id, which the relay sends as the header "event_id".
+-- event id, which the relay sends as the header "event_id", after its hop
+-- count "kafka_sink.hops" (header names kafka_sink.* are kafka_sink's).
 CREATE OR REPLACE FUNCTION kafka_sink._api_outbox_send(topic text, key text, value text, headers jsonb DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
@@ -265,8 +266,16 @@ BEGIN
         RAISE EXCEPTION 'headers must be a JSON object'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass a JSON object such as ''{"source": "billing"}''.';
     END IF;
-    INSERT INTO kafka_sink.outbox AS o (topic, key, value, headers, created_by)
-    VALUES (topic, key, value, headers, session_user)
+    IF EXISTS (SELECT 1 FROM jsonb_object_keys(headers) k WHERE k LIKE 'kafka\_sink.%') THEN
+        RAISE EXCEPTION 'header "%" is reserved',
+                        (SELECT min(k) FROM jsonb_object_keys(headers) k WHERE k LIKE 'kafka\_sink.%')
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Header names beginning with "kafka_sink." are written by kafka_sink.',
+                  HINT = 'Choose another header name.';
+    END IF;
+    -- the hop count (src/kafka/hops.c): a message queued by a batch derives from it
+    INSERT INTO kafka_sink.outbox AS o (topic, key, value, headers, created_by, hops)
+    VALUES (topic, key, value, headers, session_user, kafka_sink._outbox_hops())
     RETURNING o.event_id INTO id;
     RETURN id;
 END
@@ -329,10 +338,10 @@ BEGIN
     IF reason IS NOT NULL AND reason NOT IN ('invalid_json', 'not_an_object', 'missing_required_field',
             'invalid_value', 'unknown_schema_version', 'null_key', 'constraint_violation', 'value_too_large',
             'rejected_by_target', 'unknown_schema_id', 'not_wire_format', 'invalid_avro',
-            'no_target', 'target_refused', 'schema_change_refused') THEN
+            'no_target', 'target_refused', 'schema_change_refused', 'dead_letter_loop') THEN
         RAISE EXCEPTION 'unknown quarantine reason "%"', reason
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format, invalid_avro, no_target, target_refused and schema_change_refused.';
+                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format, invalid_avro, no_target, target_refused, schema_change_refused and dead_letter_loop.';
     END IF;
     SELECT array_agg(q.id) INTO chosen
       FROM kafka_sink.quarantine q

@@ -424,7 +424,13 @@ SELECT p.name, p.state,
           FROM kafka_sink.offsets o
          WHERE o.pipeline_id = p.id AND p.ending_offsets IS NOT NULL) bf ON true
   LEFT JOIN LATERAL (SELECT * FROM kafka_sink.errors x WHERE x.pipeline_id = p.id
-                      ORDER BY x.occurred_at DESC, x.id DESC LIMIT 1) e ON true;
+                      ORDER BY x.occurred_at DESC, x.id DESC LIMIT 1) e
+         -- the last error, unless it was transient and is over: a batch
+         -- committed since, or (a broker error) the running workers show none
+         ON (e.kind IN ('transient', 'broker')
+             AND (e.occurred_at < b.committed_at
+                  OR (e.kind = 'broker' AND p.state = 'running' AND w.workers > 0
+                      AND w.worker_detail IS NULL))) IS NOT TRUE;
 
 -- The outbox relay at a glance.
 CREATE OR REPLACE VIEW kafka_sink.outbox_status AS

@@ -32,6 +32,7 @@
 #include "decode.h"
 #include "consumer.h"
 #include "producer.h"
+#include "hops.h"
 #include "sqlcall.h"
 #include "bgworker.h"
 
@@ -149,11 +150,40 @@ kafka_sink_is_secret_option(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The caller's headers, refused if one has a name kafka_sink writes
+ * itself, then, during a batch, kafka_sink.hops (hops.c).
+ */
+static List *
+with_hops_header(List *headers)
+{
+	ListCell   *lc;
+	KsOption   *h;
+
+	foreach(lc, headers)
+	{
+		h = lfirst(lc);
+		if (ks_header_name_reserved(h->name))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("header \"%s\" is reserved", h->name),
+					 errdetail("Header names beginning with \"kafka_sink.\" are written by kafka_sink."),
+					 errhint("Choose another header name.")));
+	}
+	if (!ks_hops_in_batch())
+		return headers;
+	h = palloc(sizeof(KsOption));
+	h->name = pstrdup(KS_HOPS_HEADER);
+	h->value = psprintf("%d", ks_hops_next());
+	return lappend(headers, h);
+}
+
+/*
  * produce(bootstrap_servers, topic, key, value, headers, partition)
  * Waits for the acknowledgement; not transactional.
  * Checks: the call context before anything is sent (a message once sent
  * stays); bootstrap_servers and topic not NULL nor empty, a topic name
- * Kafka accepts; headers a JSON object of scalars; partition not negative.
+ * Kafka accepts; headers a JSON object of scalars, none named kafka_sink.*
+ * (during a batch the message gets kafka_sink.hops); partition not negative.
  */
 Datum
 kafka_sink_produce(PG_FUNCTION_ARGS)
@@ -195,6 +225,7 @@ kafka_sink_produce(PG_FUNCTION_ARGS)
 				 errmsg("partition must not be negative"),
 				 errhint("Pass NULL to let the partitioner choose by key.")));
 
+	headers = with_hops_header(headers);
 	ks_produce(servers, topic,
 			   key ? VARDATA_ANY(key) : NULL, key ? VARSIZE_ANY_EXHDR(key) : 0,
 			   value ? VARDATA_ANY(value) : NULL, value ? VARSIZE_ANY_EXHDR(value) : 0,

@@ -259,8 +259,11 @@ ks_assignment_refresh(KsWorkerState *ws, bool force)
 	if (err)
 	{
 		ks_slot_set_detail(ws->args.slot, "%s", err);
+		ws->broker_error_shown = true;
 		return false;
 	}
+	/* the broker answered: an earlier metadata or broker error is over */
+	ks_kafka_healthy(ws);
 	i = 0;
 	foreach(lc, want)
 	{
@@ -327,6 +330,7 @@ ks_assignment_refresh(KsWorkerState *ws, bool force)
 			if (err)
 			{
 				ks_slot_set_detail(ws->args.slot, "%s", err);
+				ws->broker_error_shown = true;
 				return false;
 			}
 			ne++;
@@ -352,6 +356,7 @@ ks_assignment_refresh(KsWorkerState *ws, bool force)
 			if (err)
 			{
 				ks_slot_set_detail(ws->args.slot, "%s", err);
+				ws->broker_error_shown = true;
 				return false;
 			}
 		}
@@ -412,6 +417,7 @@ ks_assignment_out_of_range(KsWorkerState *ws, int idx)
 	if (!ks_consumer_watermarks(ws->consumer, p->topic, p->partition, &low, &high, 5000, &err))
 	{
 		ks_slot_set_detail(ws->args.slot, "%s", err);
+		ws->broker_error_shown = true;
 		return;
 	}
 	if (ws->pipeline->fail_on_data_loss)

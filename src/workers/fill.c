@@ -93,6 +93,19 @@ ks_wait_for_kafka(KsWorkerState *ws, long timeout_ms)
 }
 
 /*
+ * The evidence that Kafka answers again (a fetch, an end of partition, a
+ * metadata refresh): a Kafka error the slot's detail shows is over.
+ */
+void
+ks_kafka_healthy(KsWorkerState *ws)
+{
+	if (!ws->broker_error_shown)
+		return;
+	ks_slot_set_detail(ws->args.slot, "%s", "");
+	ws->broker_error_shown = false;
+}
+
+/*
  * Shows a client-level error (broker unreachable, authentication failed)
  * in status at once, and records it in kafka_sink.errors at most once a
  * minute, so that a wrong password is visible rather than a silent stall.
@@ -244,9 +257,10 @@ ks_fill_batch(KsWorkerState *ws, KsFill *f)
 					f->eof[idx] = false;
 					if (f->first_at == 0)
 						f->first_at = GetCurrentTimestamp();
-					ws->broker_error_shown = false;
+					ks_kafka_healthy(ws);
 					break;
 				case KS_EV_EOF:
+					ks_kafka_healthy(ws);
 					if (idx >= 0)
 					{
 						/* skips transaction markers and compacted gaps at the tail */

@@ -9,7 +9,8 @@
  * undelivered rows in id order (never holding a transaction while it talks
  * to Kafka), produces them with an idempotent producer, which keeps their
  * order per partition and adds no duplicates of its own, with the row's
- * event id as the header "event_id", and marks delivered the longest prefix
+ * event id as the header "event_id" and its hop count (hops.c) as
+ * "kafka_sink.hops", and marks delivered the longest prefix
  * of rows that were acknowledged.  A row after a failed one is sent again
  * after the retry, so per key the order holds and delivery is at least
  * once: consumers deduplicate on the event id, which never changes.
@@ -18,7 +19,7 @@
  * bytes (key_bytes, value_bytes, and the ordered header_names and
  * header_values: what a pipeline writes for its dead-letter topic, the
  * original message unchanged).  Headers go out as header_names/values,
- * then event_id, then the JSON headers.
+ * then kafka_sink.hops and event_id, then the JSON headers.
  *
  * Owns: the relay loop: read, produce, mark, prune.  Must not: hold a
  * transaction while it talks to Kafka, or SQL text (catalog.c).

@@ -48,7 +48,8 @@ typedef struct KsWorkerState
 	/* fill.c */
 	TimestampTz last_trigger;	/* when the previous batch closed */
 	TimestampTz batch_delay_from;	/* max_trigger_delay counts from here */
-	bool		broker_error_shown; /* the slot's detail shows a Kafka error */
+	bool		broker_error_shown; /* the slot's detail shows a Kafka error, until
+									 * ks_kafka_healthy sees it is over */
 	TimestampTz client_error_recorded_at;
 
 	KsMirrorState mirror;
@@ -94,6 +95,7 @@ extern void ks_fill_closed(KsWorkerState *ws);
 extern void ks_fill_release(KsFill *f);
 extern void ks_wait_for_kafka(KsWorkerState *ws, long timeout_ms);
 extern void ks_note_client_error(KsWorkerState *ws);
+extern void ks_kafka_healthy(KsWorkerState *ws);
 
 /* mirror.c */
 extern void ks_mirror_checkpoint(KsWorkerState *ws);

@@ -6,7 +6,9 @@
 #    UTF-8): the dead-letter topic has exactly the quarantined ones, with the
 #    original key, value and headers byte for byte, then the headers
 #    kafka_sink.pipeline/topic/partition/offset/timestamp/reason/detail/
-#    batch_id/quarantine_id, then event_id; one outbox row per quarantine row;
+#    batch_id/quarantine_id, then kafka_sink.hops (one more than the
+#    original's) and event_id; one
+#    outbox row per quarantine row;
 #  - replay_quarantine that fails again publishes nothing new;
 #  - a batch that rolls back (fault point before_commit, the worker exits
 #    before its commit, again and again) publishes nothing until it commits;
@@ -130,8 +132,13 @@ for p, o, ts, key, val, hdrs in dlq:
         bad.append(('quarantine row of another message', qid))
     if key != orig[3] or val != orig[4]:
         bad.append(('key or value differ', qid, key, orig[3], val, orig[4]))
-    if names != [k.decode() for k, _ in orig[5]] + KS + ['event_id'] or hdrs[:len(orig[5])] != orig[5]:
+    # kafka_sink's own headers of the original are not copied
+    kept = [x for x in orig[5] if not x[0].startswith(b'kafka_sink.')]
+    hops = max([int(v) for k, v in orig[5] if k == b'kafka_sink.hops'] or [0])
+    if names != [k.decode() for k, _ in kept] + KS + ['kafka_sink.hops', 'event_id'] or hdrs[:len(kept)] != kept:
         bad.append(('headers', qid, names))
+    if h.get('kafka_sink.hops') != str(hops + 1).encode():
+        bad.append(('hop count', qid, h.get('kafka_sink.hops'), hops + 1))
     expect = {'kafka_sink.pipeline': pipeline, 'kafka_sink.topic': src, 'kafka_sink.timestamp': str(orig[2]),
               'kafka_sink.reason': q[2], 'kafka_sink.detail': q[3], 'kafka_sink.batch_id': q[4]}
     for k, v in expect.items():

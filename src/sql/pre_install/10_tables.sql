@@ -177,7 +177,8 @@ CREATE TABLE kafka_sink.quarantine (
                        'constraint_violation', 'value_too_large', 'rejected_by_target',
                        'unknown_schema_id', 'not_wire_format', 'invalid_avro',
                        'invalid_envelope',
-                       'no_target', 'target_refused', 'schema_change_refused')),
+                       'no_target', 'target_refused', 'schema_change_refused',
+                       'dead_letter_loop')),
     detail         text NOT NULL,
     created_at     timestamptz NOT NULL DEFAULT now(),
     replayed_at    timestamptz,
@@ -269,6 +270,7 @@ CREATE TABLE kafka_sink.outbox (
     header_names    text[],
     header_values   bytea[],
     quarantine_id   bigint,
+    hops            integer NOT NULL DEFAULT 1 CONSTRAINT outbox_hops_check CHECK (hops >= 1),
     CONSTRAINT outbox_bytes_check CHECK (num_nulls(key, key_bytes) >= 1 AND num_nulls(value, value_bytes) >= 1),
     CONSTRAINT outbox_header_list_check
         CHECK ((header_names IS NULL) = (header_values IS NULL)
@@ -367,7 +369,8 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'invalid_envelope (a change event without a known op, or without the row its op needs), '
     'no_target (routing: the message''s target could not be named or does not exist), target_refused '
     '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
-    '(evolve: a change of the embedded schema that kafka_sink will not make)';
+    '(evolve: a change of the embedded schema that kafka_sink will not make), dead_letter_loop (the message '
+    'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic)';
 COMMENT ON COLUMN kafka_sink.quarantine.target IS
     'The table the message was routed to, or would have been (quoted, schema-qualified); NULL for rows written before 0.2.0';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.target_template IS
@@ -389,6 +392,8 @@ COMMENT ON COLUMN kafka_sink.outbox.value_bytes IS 'The value as bytes (dead-let
 COMMENT ON COLUMN kafka_sink.outbox.header_names IS
     'Headers sent first, in order (dead-letter messages: the original headers, then kafka_sink.*); values in header_values';
 COMMENT ON COLUMN kafka_sink.outbox.header_values IS 'The values of header_names, as bytes (NULL: a header without value)';
+COMMENT ON COLUMN kafka_sink.outbox.hops IS
+    'How many times the message came through kafka_sink, this time included, sent as the header kafka_sink.hops: a pipeline quarantines a message with more than kafka_sink.max_outbox_hops as dead_letter_loop';
 COMMENT ON COLUMN kafka_sink.outbox.quarantine_id IS
     'For a dead-letter message: the kafka_sink.quarantine row it was queued with (no foreign key: the outbox outlives pipelines)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_format IS

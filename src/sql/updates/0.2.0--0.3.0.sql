@@ -5,3 +5,28 @@
 -- evolve's check takes the key and order columns and the column cap
 -- (schema-driven DDL that cannot be turned against the table)
 DROP FUNCTION kafka_sink._evolve_target(regclass, text, boolean);
+
+-- the outbox's hop count and the quarantine reason dead_letter_loop (loops
+-- through the outbox end)
+ALTER TABLE kafka_sink.outbox
+    ADD COLUMN hops integer NOT NULL DEFAULT 1 CONSTRAINT outbox_hops_check CHECK (hops >= 1);
+COMMENT ON COLUMN kafka_sink.outbox.hops IS
+    'How many times the message came through kafka_sink, this time included, sent as the header kafka_sink.hops: a pipeline quarantines a message with more than kafka_sink.max_outbox_hops as dead_letter_loop';
+ALTER TABLE kafka_sink.quarantine DROP CONSTRAINT quarantine_reason_check;
+ALTER TABLE kafka_sink.quarantine ADD CONSTRAINT quarantine_reason_check CHECK (reason IN (
+    'invalid_json', 'not_an_object', 'missing_required_field',
+    'invalid_value', 'unknown_schema_version', 'null_key',
+    'constraint_violation', 'value_too_large', 'rejected_by_target',
+    'unknown_schema_id', 'not_wire_format', 'invalid_avro', 'invalid_envelope',
+    'no_target', 'target_refused', 'schema_change_refused', 'dead_letter_loop'));
+COMMENT ON COLUMN kafka_sink.quarantine.reason IS
+    'Why the message was not applied: invalid_json, not_an_object, missing_required_field, invalid_value, '
+    'unknown_schema_version, null_key, constraint_violation (a constraint or data error of the row), '
+    'value_too_large, rejected_by_target (a trigger, row level security policy or check option of the target '
+    'rejected the row), unknown_schema_id (the registry does not know the frame''s schema id), not_wire_format '
+    '(no magic byte 0 and schema id), invalid_avro (the payload does not decode with its schema), '
+    'invalid_envelope (a change event without a known op, or without the row its op needs), '
+    'no_target (routing: the message''s target could not be named or does not exist), target_refused '
+    '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
+    '(evolve: a change of the embedded schema that kafka_sink will not make), dead_letter_loop (the message '
+    'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic)';
