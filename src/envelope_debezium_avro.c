@@ -30,6 +30,15 @@
  * precise decimals without a logical type, VariableScaleDecimal's value)
  * takes the JSON path's one conversion.
  *
+ * Bounds: a named type is translated once; a reference to it copies its
+ * translation, and a reference inside its own translation (a recursive
+ * type, which Connect cannot express) is a struct with its name and no
+ * fields; names are looked up in a hash table; the Connect schema is at
+ * most CDC_CONNECT_BASE + CDC_CONNECT_PER_BYTE times the writer schema's
+ * text, else the schema is refused (invalid_avro, cached like any refused
+ * schema).  The values follow the message, never the schema: their work
+ * is avro_binary.c's budget.
+ *
  * Owns: Avro change events -> their JSON form.  Must not: interpret the
  * event (envelope_debezium.c).
  *
@@ -46,16 +55,26 @@
 #include "utils/json.h"
 #include "utils/memutils.h"
 
+/* A named type of a writer schema. */
+typedef struct CdcNamed
+{
+	const KsJson *def;			/* its definition */
+	const char *ns;				/* the namespace its full name gives its members */
+	char	   *connect;		/* its Connect schema's middle, once translated */
+	bool		busy;			/* being translated (a reference now is recursion) */
+} CdcNamed;
+
 /* A writer schema, compiled for translation (cached per worker). */
 typedef struct CdcAvroSchema
 {
 	char	   *text;			/* the schema's text: the cache key */
 	char	   *invalid;		/* not a change event's schema: why */
+	KsReason	invalid_reason; /* ... and the quarantine reason */
 	KsJson	   *root;
-	int			nnamed;
-	char	  **names;			/* full names of the named types */
-	const KsJson **defs;		/* their definitions */
+	KsAvroNames named;			/* full name -> CdcNamed */
 	char	   *connect;		/* the Connect schema as JSON text */
+	size_t		connect_max;	/* its bound */
+	bool		connect_too_large;
 	const char *top_ns;			/* the top-level record's namespace */
 	KsWalkPaths paths;			/* one per top-level field */
 	const KsJson **ftypes;		/* the top-level fields' types */
@@ -68,6 +87,10 @@ static int	ncached = 0;
 
 /* at most this many schemas are kept; then the cache starts over */
 #define CDC_AVRO_CACHE_MAX 256
+
+/* the Connect schema's bound: this plus this many times the Avro schema's text */
+#define CDC_CONNECT_BASE (256 * 1024)
+#define CDC_CONNECT_PER_BYTE 4
 
 static const char *const av_primitives[] = {
 	"null", "boolean", "int", "long", "float", "double", "bytes", "string", NULL
@@ -92,19 +115,20 @@ jstr(const KsJson *obj, const char *key)
 
 /* ---- named types ---- */
 
+static char *namespace_of(const char *full);
+
+/* the first definition of a name counts, as a reference finds it */
 static void
 add_named(CdcAvroSchema *s, const char *full, const KsJson *def)
 {
-	if (s->nnamed % 16 == 0)
-	{
-		int			cap = s->nnamed + 16;
+	CdcNamed   *nd;
 
-		s->names = s->names ? repalloc(s->names, sizeof(char *) * cap) : palloc(sizeof(char *) * cap);
-		s->defs = s->defs ? repalloc(s->defs, sizeof(KsJson *) * cap) : palloc(sizeof(KsJson *) * cap);
-	}
-	s->names[s->nnamed] = pstrdup(full);
-	s->defs[s->nnamed] = def;
-	s->nnamed++;
+	if (ks_avro_names_get(&s->named, full) != NULL)
+		return;
+	nd = palloc0(sizeof(CdcNamed));
+	nd->def = def;
+	nd->ns = namespace_of(full);
+	(void) ks_avro_names_add(&s->named, pstrdup(full), nd);
 }
 
 /* the full name of a named type's definition, from its enclosing namespace */
@@ -181,16 +205,21 @@ collect(CdcAvroSchema *s, const KsJson *j, const char *ns, int depth)
 static const KsJson *
 lookup(const CdcAvroSchema *s, const char *name, const char *ns, const char **def_ns)
 {
-	char	   *q = (ns && *ns && !strchr(name, '.')) ? psprintf("%s.%s", ns, name) : NULL;
+	CdcNamed   *nd = NULL;
 
-	for (int pass = 0; pass < 2; pass++)
-		for (int i = 0; i < s->nnamed; i++)
-			if (strcmp(s->names[i], pass == 0 && q ? q : name) == 0)
-			{
-				*def_ns = namespace_of(s->names[i]);
-				return s->defs[i];
-			}
-	return NULL;
+	if (ns && *ns && !strchr(name, '.'))
+	{
+		char	   *q = psprintf("%s.%s", ns, name);
+
+		nd = ks_avro_names_get(&s->named, q);
+		pfree(q);
+	}
+	if (nd == NULL)
+		nd = ks_avro_names_get(&s->named, name);
+	if (nd == NULL)
+		return NULL;
+	*def_ns = nd->ns;
+	return nd->def;
 }
 
 /*
@@ -318,16 +347,39 @@ emit_json(StringInfo b, const KsJson *v)
 
 /* ---- the Connect schema (JsonConverter's "schema") ---- */
 
+/* false, the schema marked too large, when b has grown past the bound */
+static bool
+connect_fits(CdcAvroSchema *s, StringInfo b, size_t more)
+{
+	if (s->connect_too_large || (size_t) b->len + more > s->connect_max)
+	{
+		s->connect_too_large = true;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The Connect schema of type j (a field's when field is not NULL).  A
+ * named record's middle (its name, parameters and fields) is written once
+ * and copied at every other reference (the header comment).
+ */
 static void
-emit_connect(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *ns,
+emit_connect(StringInfo b, CdcAvroSchema *s, const KsJson *j, const char *ns,
 			 const char *field, int depth)
 {
-	const KsJson *n = resolve(s, j, &ns);
+	const KsJson *n;
 	bool		optional = false;
 	const char *t;
 	const char *ctype;
 	const char *cname;
 	const KsJson *params;
+	CdcNamed   *nd = NULL;
+	int			middle;
+
+	if (!connect_fits(s, b, 0))
+		return;
+	n = resolve(s, j, &ns);
 
 	if (n && n->kind == KS_J_ARRAY)
 	{
@@ -352,6 +404,22 @@ emit_connect(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *
 	appendStringInfoString(b, "{\"type\":");
 	escape_json(b, ctype);
 	appendStringInfo(b, ",\"optional\":%s", optional ? "true" : "false");
+	middle = b->len;
+	if (strcmp(ctype, "struct") == 0)
+	{
+		char	   *full = full_name(n, ns);
+
+		nd = full ? ks_avro_names_get(&s->named, full) : NULL;
+		if (nd && nd->def != n)
+			nd = NULL;			/* a second definition of the name: inline, once */
+	}
+	if (nd && nd->connect)
+	{
+		if (!connect_fits(s, b, strlen(nd->connect)))
+			return;
+		appendStringInfoString(b, nd->connect);
+		goto close;
+	}
 	cname = n && n->kind == KS_J_OBJECT ? jstr(n, "connect.name") : NULL;
 	params = n && n->kind == KS_J_OBJECT ? ks_json_get(n, "connect.parameters") : NULL;
 	if (cname == NULL && strcmp(ctype, "struct") == 0)
@@ -403,10 +471,13 @@ emit_connect(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *
 		appendStringInfoString(b, ",\"parameters\":");
 		emit_json(b, params);
 	}
-	if (strcmp(ctype, "struct") == 0 && depth < 64)
+	/* a record inside its own translation: its name only (Connect has no recursion) */
+	if (strcmp(ctype, "struct") == 0 && depth < 64 && !(nd && nd->busy))
 	{
 		const KsJson *fields = ks_json_get(n, "fields");
 
+		if (nd)
+			nd->busy = true;
 		appendStringInfoString(b, ",\"fields\":[");
 		for (int i = 0; fields && fields->kind == KS_J_ARRAY && i < fields->n; i++)
 		{
@@ -419,7 +490,13 @@ emit_connect(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *
 			emit_connect(b, s, ks_json_get(fields->items[i], "type"), ns, fname, depth + 1);
 		}
 		appendStringInfoChar(b, ']');
+		if (nd)
+		{
+			nd->busy = false;
+			nd->connect = pnstrdup(b->data + middle, b->len - middle);
+		}
 	}
+close:
 	if (field)
 	{
 		appendStringInfoString(b, ",\"field\":");
@@ -484,11 +561,19 @@ emit_value(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *ns
 		for (int i = 0; i < v->n; i++)
 		{
 			const KsJson *ft = NULL;
+			const char *fname;
 
-			for (int f = 0; fields && fields->kind == KS_J_ARRAY && f < fields->n; f++)
+			/*
+			 * avro_binary.c writes a record's fields in the schema's order:
+			 * field i first, a search only if it is not (a record's work
+			 * stays linear in its width).
+			 */
+			if (fields && fields->kind == KS_J_ARRAY && i < fields->n &&
+				(fname = jstr(fields->items[i], "name")) != NULL && strcmp(fname, v->keys[i]) == 0)
+				ft = ks_json_get(fields->items[i], "type");
+			for (int f = 0; ft == NULL && fields && fields->kind == KS_J_ARRAY && f < fields->n; f++)
 			{
-				const char *fname = jstr(fields->items[f], "name");
-
+				fname = jstr(fields->items[f], "name");
 				if (fname && strcmp(fname, v->keys[i]) == 0)
 					ft = ks_json_get(fields->items[f], "type");
 			}
@@ -535,8 +620,9 @@ emit_value(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *ns
 
 /* ---- the cache ---- */
 
+/* The translation of writer schema text, or NULL with *reason and *detail. */
 static CdcAvroSchema *
-compile(const char *text, char **detail)
+compile(const char *text, KsReason *reason, char **detail)
 {
 	CdcAvroSchema *s;
 	MemoryContext old;
@@ -552,6 +638,7 @@ compile(const char *text, char **detail)
 	{
 		if (s->invalid == NULL)
 			return s;
+		*reason = s->invalid_reason;
 		*detail = pstrdup(s->invalid);
 		return NULL;
 	}
@@ -568,6 +655,7 @@ compile(const char *text, char **detail)
 	s = palloc0(sizeof(*s));
 	s->text = pstrdup(text);
 	s->root = ks_json_parse(text, strlen(text), &err);
+	s->invalid_reason = KS_NOT_AN_OBJECT;
 	if (s->root == NULL)
 		s->invalid = psprintf("the writer schema is not JSON: %s", err ? err : "?");
 	else
@@ -577,6 +665,23 @@ compile(const char *text, char **detail)
 		if (top == NULL || strcmp(type_name(top), "record") != 0)
 			s->invalid = pstrdup("the writer schema is not a record");
 	}
+	if (s->invalid == NULL)
+	{
+		StringInfoData b;
+
+		s->connect_max = CDC_CONNECT_BASE + CDC_CONNECT_PER_BYTE * strlen(text);
+		initStringInfo(&b);
+		emit_connect(&b, s, s->root, "", NULL, 0);
+		s->connect = b.data;
+		if (s->connect_too_large)
+		{
+			s->invalid = psprintf("its Connect schema would be larger than %zu bytes (%d kB plus %d times the writer schema's %zu bytes): named types referenced too often",
+								  s->connect_max, CDC_CONNECT_BASE / 1024, CDC_CONNECT_PER_BYTE, strlen(text));
+			s->invalid_reason = KS_INVALID_AVRO;
+			pfree(b.data);
+			s->connect = NULL;
+		}
+	}
 	if (s->invalid)
 	{
 		/* kept too: the next message of this schema is refused without work */
@@ -584,6 +689,7 @@ compile(const char *text, char **detail)
 		cache = s;
 		ncached++;
 		MemoryContextSwitchTo(old);
+		*reason = s->invalid_reason;
 		*detail = pstrdup(s->invalid);
 		return NULL;
 	}
@@ -600,13 +706,6 @@ compile(const char *text, char **detail)
 		s->paths.paths[i].segs = palloc(sizeof(char *));
 		s->paths.paths[i].segs[0] = pstrdup(fname ? fname : "");
 		s->ftypes[i] = ks_json_get(fields->items[i], "type");
-	}
-	{
-		StringInfoData b;
-
-		initStringInfo(&b);
-		emit_connect(&b, s, s->root, "", NULL, 0);
-		s->connect = b.data;
 	}
 	s->next = cache;
 	cache = s;
@@ -679,11 +778,11 @@ ks_cdc_avro_event_text(KsPipeline *p, bool is_key, const char *data, size_t len,
 			psprintf("schema id %d is a %s schema, not Avro", e->id, e->type);
 		return NULL;
 	}
-	s = compile(e->text, &why);
+	s = compile(e->text, reason, &why);
 	if (s == NULL)
 	{
-		*reason = KS_NOT_AN_OBJECT;
-		*detail = psprintf("%s's schema (id %d) is no change event: %s", what, e->id, why);
+		*detail = psprintf(*reason == KS_NOT_AN_OBJECT ? "%s's schema (id %d) is no change event: %s" :
+						   "%s's schema (id %d) cannot be read: %s", what, e->id, why);
 		return NULL;
 	}
 	out = palloc0(sizeof(KsSlotValue) * Max(s->paths.nslots, 1));
