@@ -137,37 +137,6 @@ ks_avro_names_add(KsAvroNames *t, const char *name, void *val)
  * The schema's JSON tree (jsontree.c) with the Avro parse's checks
  * ================================================================ */
 
-/* Whether brackets outside strings nest deeper than limit. */
-static bool
-too_deep(const char *s, size_t len, int limit)
-{
-	int			depth = 0;
-	bool		in_string = false;
-
-	for (size_t i = 0; i < len; i++)
-	{
-		char		c = s[i];
-
-		if (in_string)
-		{
-			if (c == '\\')
-				i++;
-			else if (c == '"')
-				in_string = false;
-		}
-		else if (c == '"')
-			in_string = true;
-		else if (c == '{' || c == '[')
-		{
-			if (++depth > limit)
-				return true;
-		}
-		else if (c == '}' || c == ']')
-			depth--;
-	}
-	return false;
-}
-
 KsJson *
 ks_json_parse(const char *text, size_t len, char **errmsg)
 {
@@ -179,7 +148,7 @@ ks_json_parse(const char *text, size_t len, char **errmsg)
 		*errmsg = pstrdup("not valid UTF-8");
 		return NULL;
 	}
-	if (too_deep(text, len, AV_MAX_DEPTH))
+	if (ks_json_nests_deeper(text, len, AV_MAX_DEPTH))
 	{
 		*errmsg = psprintf("nested more than %d levels deep", AV_MAX_DEPTH);
 		return NULL;

@@ -11,7 +11,9 @@
 #  - a debezium avro pipeline: the report's event (Value refers to itself
 #    twice, an 8-byte event) is applied; a chain whose Connect schema would be
 #    2^26 structs is invalid_avro;
-#  - the good messages after them are applied, both pipelines keep running,
+#  - a debezium JSON pipeline: an event nesting arrays 100000 levels deep
+#    is invalid_json (the parser recurses per level: no stack depth ERROR);
+#  - the good messages after them are applied, the pipelines keep running,
 #    catch up within a minute, and each worker's peak RSS stays small.
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
@@ -28,21 +30,32 @@ for _ in $(seq 50); do [ -s "$REGDIR/port" ] && break; sleep 0.1; done
 REG="http://127.0.0.1:$(cat "$REGDIR/port")"
 python3 "$E2E_DIR/schema_bombs_gen.py" "$REG" "$REGDIR/frames"
 
-T_PLAIN="e2e_bombs_plain_$SFX"; T_CDC="e2e_bombs_cdc_$SFX"
-for t in "$T_PLAIN" "$T_CDC"; do "$HARNESS" topic-create "$t" 1 >/dev/null 2>&1; done
+T_PLAIN="e2e_bombs_plain_$SFX"; T_CDC="e2e_bombs_cdc_$SFX"; T_JSON="e2e_bombs_json_$SFX"
+for t in "$T_PLAIN" "$T_CDC" "$T_JSON"; do "$HARNESS" topic-create "$t" 1 >/dev/null 2>&1; done
 kcat -P -b "$KS_BOOTSTRAP" -t "$T_PLAIN" -p 0 "$REGDIR"/frames/plain/*.bin
 kcat -P -b "$KS_BOOTSTRAP" -t "$T_CDC" -p 0 "$REGDIR"/frames/cdc/*.bin
+python3 - <<'PY' | produce_batch "$T_JSON"
+def ev(i, name, lsn, extra=""):
+    return '|{"op": "c", "source": {"lsn": %d}, "after": {"id": %d, "name": "%s"%s}}' % (lsn, i, name, extra)
+print(ev(1, "one", 10))
+print(ev(2, "deep", 11, ', "x": ' + "[" * 100000 + "]" * 100000))
+print(ev(3, "three", 12))
+PY
 
 sql >/dev/null <<SQL
 SET ROLE ks_e2e;
 CREATE TABLE e2e.bombs_plain_$SFX (id bigint PRIMARY KEY, name text);
 CREATE TABLE e2e.bombs_cdc_$SFX (id int PRIMARY KEY, name text, _kafka_source_position numeric);
+CREATE TABLE e2e.bombs_json_$SFX (LIKE e2e.bombs_cdc_$SFX INCLUDING ALL);
 SELECT kafka_sink.create_pipeline(name => 'bombs_plain_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
     subscribe => ARRAY['$T_PLAIN'], target => 'e2e.bombs_plain_$SFX', starting_offsets => 'earliest',
     value_format => 'avro', schema_registry => jsonb_build_object('url', '$REG'));
 SELECT kafka_sink.create_pipeline(name => 'bombs_cdc_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
     subscribe => ARRAY['$T_CDC'], target => 'e2e.bombs_cdc_$SFX', starting_offsets => 'earliest',
     envelope => 'debezium', value_format => 'avro', schema_registry => jsonb_build_object('url', '$REG'));
+SELECT kafka_sink.create_pipeline(name => 'bombs_json_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['$T_JSON'], target => 'e2e.bombs_json_$SFX', starting_offsets => 'earliest',
+    envelope => 'debezium');
 SQL
 
 # fates NAME: offset:reason:the detail's first words after its schema id, per quarantine row
@@ -55,7 +68,7 @@ fates() {
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 START=$SECONDS
-for p in plain cdc; do
+for p in plain cdc json; do
     check "bombs_$p catches up within a minute" t "$(sql -c "SELECT kafka_sink.wait('bombs_${p}_$SFX', '60 s')")"
 done
 echo "# caught up in $((SECONDS - START)) s"
@@ -71,9 +84,12 @@ check "debezium avro: the recursive Value's 8-byte event is applied, the good ev
       "$(sql -c "SELECT string_agg(id || ':' || coalesce(name, '-'), ',' ORDER BY id) FROM e2e.bombs_cdc_$SFX")"
 check "debezium avro: the Connect schema of 2^26 structs is invalid_avro" \
       "2:invalid_avro:its Connect schema would be la" "$(fates "bombs_cdc_$SFX")"
-check "both pipelines keep running" "running,running" \
-      "$(sql -c "SELECT string_agg(state, ',') FROM kafka_sink.pipelines WHERE name IN ('bombs_plain_$SFX', 'bombs_cdc_$SFX')")"
-for p in plain cdc; do
+check "debezium json: the event nested 100000 levels deep is invalid_json, the others apply" \
+      "1:one,3:three|1:invalid_json:the text nests arrays and obje" \
+      "$(sql -c "SELECT string_agg(id || ':' || name, ',' ORDER BY id) FROM e2e.bombs_json_$SFX")|$(fates "bombs_json_$SFX")"
+check "the pipelines keep running" "running,running,running" \
+      "$(sql -c "SELECT string_agg(state, ',') FROM kafka_sink.pipelines WHERE name IN ('bombs_plain_$SFX', 'bombs_cdc_$SFX', 'bombs_json_$SFX')")"
+for p in plain cdc json; do
     pid="$(worker_pid "bombs_${p}_$SFX")"
     kb="$(hwm_kb "$pid")"
     echo "# bombs_$p worker $pid: VmHWM $kb kB"
@@ -84,5 +100,6 @@ done
 sql >/dev/null <<SQL
 SELECT kafka_sink.drop_pipeline('bombs_plain_$SFX');
 SELECT kafka_sink.drop_pipeline('bombs_cdc_$SFX');
+SELECT kafka_sink.drop_pipeline('bombs_json_$SFX');
 SQL
 finish
