@@ -113,6 +113,63 @@ jstr(const KsJson *obj, const char *key)
 	return v && v->kind == KS_J_STRING ? v->str : NULL;
 }
 
+/* ---- the schema's tree, reduced to what the translation reads ---- */
+
+/* the members of a schema's objects this file reads (jstr, ks_json_get) */
+static const char *const schema_keys[] = {
+	"type", "name", "namespace", "fields", "items", "values", "logicalType",
+	"precision", "scale", "connect.name", "connect.parameters", NULL
+};
+
+/*
+ * Keeps of every object of the schema only the last of each member in
+ * schema_keys (the one ks_json_get finds), so that each look-up costs a few
+ * steps however many other members a hostile schema gives an object: the
+ * translation of every value looks its type up again.  connect.parameters
+ * is kept whole (emitted as it is).
+ */
+static void
+prune(KsJson *j, int depth)
+{
+	if (j == NULL || depth > 64)
+		return;
+	if (j->kind == KS_J_ARRAY)
+	{
+		for (int i = 0; i < j->n; i++)
+			prune(j->items[i], depth + 1);
+		return;
+	}
+	if (j->kind != KS_J_OBJECT)
+		return;
+	{
+		bool		seen[lengthof(schema_keys)] = {0};
+		int			w = j->n;	/* kept members: [w, n), in order */
+		int			kept;
+
+		/* from the last member back, as ks_json_get reads (w never passes i) */
+		for (int i = j->n - 1; i >= 0; i--)
+			for (int k = 0; schema_keys[k]; k++)
+				if (!seen[k] && strcmp(j->keys[i], schema_keys[k]) == 0)
+				{
+					seen[k] = true;
+					w--;
+					j->keys[w] = j->keys[i];
+					j->items[w] = j->items[i];
+					break;
+				}
+		kept = j->n - w;
+		if (kept > 0 && w > 0)
+		{
+			memmove(j->keys, j->keys + w, sizeof(char *) * kept);
+			memmove(j->items, j->items + w, sizeof(KsJson *) * kept);
+		}
+		j->n = kept;
+		for (int i = 0; i < j->n; i++)
+			if (strcmp(j->keys[i], "connect.parameters") != 0)
+				prune(j->items[i], depth + 1);
+	}
+}
+
 /* ---- named types ---- */
 
 static char *namespace_of(const char *full);
@@ -660,6 +717,7 @@ compile(const char *text, KsReason *reason, char **detail)
 		s->invalid = psprintf("the writer schema is not JSON: %s", err ? err : "?");
 	else
 	{
+		prune(s->root, 0);
 		collect(s, s->root, "", 0);
 		top = resolve(s, s->root, &ns);
 		if (top == NULL || strcmp(type_name(top), "record") != 0)

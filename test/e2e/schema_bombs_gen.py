@@ -106,6 +106,20 @@ def cdc_cases():
             "fields": [{"name": "before", "type": ["null", v3]}, {"name": "after", "type": ["null", "Value"]},
                        SOURCE, {"name": "op", "type": "string"}]}
     yield "named_chain", env3, zz(0) + zz(1) + zz(3) + zz(0) + zz(102) + s("c")
+    # a record and its field, each with 150000 members beside those Avro
+    # reads, and 80000 records of it in a 10 kB event: the translation of
+    # each value looks its type up again
+    junk = {"j%d" % i: 0 for i in range(150000)}
+    r = {"type": "record", "name": "R", "fields": [dict({"name": "f", "type": "null"}, **junk)]}
+    r.update(junk)
+    v4 = {"type": "record", "name": "Value", "namespace": "bomb.members",
+          "fields": [{"name": "id", "type": "int"}, {"name": "name", "type": ["null", "string"]},
+                     {"name": "pad", "type": "string"}, {"name": "a", "type": {"type": "array", "items": r}}]}
+    env4 = {"type": "record", "name": "Envelope", "namespace": "bomb.members",
+            "fields": [{"name": "before", "type": ["null", v4]}, {"name": "after", "type": ["null", "Value"]},
+                       SOURCE, {"name": "op", "type": "string"}]}
+    yield "wide_members", env4, zz(0) + zz(1) + zz(5) + zz(1) + s("members") + s("p" * 10000) + \
+        zz(80000) + zz(0) + zz(104) + s("c")
     yield "good_last", env1, zz(0) + zz(1) + zz(4) + zz(1) + s("four") + zz(103) + s("c")
 
 
@@ -122,8 +136,8 @@ def main():
         out = sys.argv[2]
         for kind, cases in (("plain", plain_cases()), ("cdc", cdc_cases())):
             for case, schema, datum in cases:
-                if case.startswith("good"):
-                    continue
+                if case.startswith("good") or case == "wide_members":
+                    continue  # (wide_members: 2 MB, over libFuzzer's max_len)
                 text = json.dumps(schema, separators=(",", ":")).encode()
                 with open(os.path.join(out, "bomb_%s_%s" % (kind, case)), "wb") as f:
                     f.write(b"\x80" + text + b"\x00" + datum)
