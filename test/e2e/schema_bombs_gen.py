@@ -70,6 +70,10 @@ def plain_cases():
     wide = rec("W", [("n%d" % i, "null") for i in range(1500)])
     yield "zero_byte_wide_items", rec("WideItems", BASE + [("a", {"type": "array", "items": wide})]), \
         zz(9) + s("w") + zz(1000) + zz(0)
+    # a schema whose registry answer is over 8 MB (schema_registry.c's cap)
+    big = rec("Big", BASE)
+    big["doc"] = "x" * (9 * 1024 * 1024)
+    yield "oversized_schema", big, zz(9) + s("big")
     yield "good_last", good, zz(10) + s("ten")
 
 
@@ -136,8 +140,8 @@ def main():
         out = sys.argv[2]
         for kind, cases in (("plain", plain_cases()), ("cdc", cdc_cases())):
             for case, schema, datum in cases:
-                if case.startswith("good") or case == "wide_members":
-                    continue  # (wide_members: 2 MB, over libFuzzer's max_len)
+                if case.startswith("good") or case in ("wide_members", "oversized_schema"):
+                    continue  # (megabytes, over libFuzzer's max_len)
                 text = json.dumps(schema, separators=(",", ":")).encode()
                 with open(os.path.join(out, "bomb_%s_%s" % (kind, case)), "wb") as f:
                     f.write(b"\x80" + text + b"\x00" + datum)
