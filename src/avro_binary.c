@@ -61,6 +61,7 @@
 #include "common/int.h"
 #include "datatype/timestamp.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #endif
 
@@ -400,7 +401,7 @@ parse_object(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 				sp->err = psprintf("record \"%s\" has two fields \"%s\"", n->name, fname->str);
 				return NULL;
 			}
-			n->names[i] = fname->str;
+			n->names[i] = pstrdup(fname->str);	/* the tree may go */
 			if (ks_json_get(f, "type") == NULL)
 			{
 				sp->err = psprintf("field \"%s\" of record \"%s\" has no \"type\"", fname->str, n->name);
@@ -438,7 +439,7 @@ parse_object(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 				sp->err = psprintf("enum \"%s\" has an invalid symbol", n->name);
 				return NULL;
 			}
-			n->names[i] = symbols->items[i]->str;
+			n->names[i] = pstrdup(symbols->items[i]->str);
 		}
 		return n;
 	}
@@ -557,15 +558,40 @@ parse_schema(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 KsAvroSchema *
 ks_avro_schema_parse(const char *json, size_t len, char **errmsg)
 {
-	KsJson	   *j = ks_json_parse(json, len, errmsg);
+	KsJson	   *j;
 	SchemaParse sp = {{0}, NULL};
 	KsAvroSchema *s;
 
+#ifndef FRONTEND
+	/*
+	 * The JSON tree aside, freed once the schema is compiled: the compiled
+	 * schema copies what it keeps, and the tree of a large schema is many
+	 * times its text (most of it, in a hostile one, members Avro ignores).
+	 */
+	MemoryContext keep = CurrentMemoryContext;
+	MemoryContext tree_cxt = AllocSetContextCreate(keep, "kafka_sink avro schema tree",
+												   ALLOCSET_DEFAULT_SIZES);
+
+	MemoryContextSwitchTo(tree_cxt);
+	j = ks_json_parse(json, len, errmsg);
+	MemoryContextSwitchTo(keep);
+	if (j == NULL)
+	{
+		*errmsg = pstrdup(*errmsg ? *errmsg : "invalid JSON");
+		MemoryContextDelete(tree_cxt);
+		return NULL;
+	}
+#else
+	j = ks_json_parse(json, len, errmsg);
 	if (j == NULL)
 		return NULL;
+#endif
 	s = palloc0(sizeof(KsAvroSchema));
 	s->text_len = len;
 	s->root = parse_schema(&sp, j, NULL, 0);
+#ifndef FRONTEND
+	MemoryContextDelete(tree_cxt);
+#endif
 	if (s->root == NULL)
 	{
 		*errmsg = sp.err ? sp.err : pstrdup("invalid schema");

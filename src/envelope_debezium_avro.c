@@ -170,6 +170,30 @@ prune(KsJson *j, int depth)
 	}
 }
 
+/* A copy of tree j in the current memory context (without text spans). */
+static KsJson *
+copy_tree(const KsJson *j)
+{
+	KsJson	   *c = palloc0(sizeof(KsJson));
+
+	c->kind = j->kind;
+	c->str = j->str ? pstrdup(j->str) : NULL;
+	c->n = c->cap = j->n;
+	if (j->kind == KS_J_ARRAY || j->kind == KS_J_OBJECT)
+	{
+		c->items = palloc(sizeof(KsJson *) * Max(j->n, 1));
+		if (j->kind == KS_J_OBJECT)
+			c->keys = palloc(sizeof(char *) * Max(j->n, 1));
+		for (int i = 0; i < j->n; i++)
+		{
+			c->items[i] = copy_tree(j->items[i]);
+			if (j->kind == KS_J_OBJECT)
+				c->keys[i] = pstrdup(j->keys[i]);
+		}
+	}
+	return c;
+}
+
 /* ---- named types ---- */
 
 static char *namespace_of(const char *full);
@@ -711,13 +735,30 @@ compile(const char *text, KsReason *reason, char **detail)
 	old = MemoryContextSwitchTo(cache_cxt);
 	s = palloc0(sizeof(*s));
 	s->text = pstrdup(text);
-	s->root = ks_json_parse(text, strlen(text), &err);
+	{
+		/*
+		 * Parsed aside and pruned, then only what is left kept: the
+		 * members pruned away may be most of a hostile schema.
+		 */
+		MemoryContext parse_cxt = AllocSetContextCreate(CurrentMemoryContext,
+														"kafka_sink cdc avro schema parse",
+														ALLOCSET_DEFAULT_SIZES);
+		KsJson	   *parsed;
+
+		MemoryContextSwitchTo(parse_cxt);
+		parsed = ks_json_parse(text, strlen(text), &err);
+		if (parsed != NULL)
+			prune(parsed, 0);
+		MemoryContextSwitchTo(cache_cxt);
+		s->root = parsed ? copy_tree(parsed) : NULL;
+		err = err ? pstrdup(err) : NULL;
+		MemoryContextDelete(parse_cxt);
+	}
 	s->invalid_reason = KS_NOT_AN_OBJECT;
 	if (s->root == NULL)
 		s->invalid = psprintf("the writer schema is not JSON: %s", err ? err : "?");
 	else
 	{
-		prune(s->root, 0);
 		collect(s, s->root, "", 0);
 		top = resolve(s, s->root, &ns);
 		if (top == NULL || strcmp(type_name(top), "record") != 0)
