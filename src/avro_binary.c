@@ -209,6 +209,7 @@ typedef struct AvNode
 	char	  **names;			/* field names, enum symbols */
 	struct AvNode **children;	/* field types, branches; [0] items/values */
 	int64		size;			/* fixed */
+	int			width;			/* records: n; unions: the most of their records' */
 } AvNode;
 
 struct KsAvroSchema
@@ -383,6 +384,7 @@ parse_object(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 			return NULL;
 		}
 		n->n = fields->n;
+		n->width = n->n;		/* before the fields: a union in them may refer to n */
 		n->names = palloc0(sizeof(char *) * Max(n->n, 1));
 		n->children = palloc0(sizeof(AvNode *) * Max(n->n, 1));
 		for (int i = 0; i < fields->n; i++)
@@ -530,6 +532,7 @@ parse_schema(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 					if (n->children[i] == NULL)
 						return NULL;
 					bt = n->children[i]->type;
+					n->width = Max(n->width, n->children[i]->width);
 					if (bt == AV_UNION)
 					{
 						sp->err = pstrdup("a union cannot directly contain a union");
@@ -1811,7 +1814,8 @@ walk(Dec *d, const AvNode *n, int level, const int *active, int nactive, int dep
 				const char *key;
 				int			nsub = 0;
 
-				if (!read_len(d, &klen))
+				/* each entry is compared with every path that goes on here */
+				if (!spend(d, nactive) || !read_len(d, &klen))
 					return false;
 				key = (const char *) d->p;
 				if (pg_encoding_verifymbstr(PG_UTF8, key, (int) klen) != (int) klen)
@@ -1825,6 +1829,9 @@ walk(Dec *d, const AvNode *n, int level, const int *active, int nactive, int dep
 						memcmp(p->segs[level], key, klen) == 0)
 						sub[nsub++] = active[a];
 				}
+				/* a record walked per entry compares each field with each path */
+				if (nsub > 0 && !spend(d, (int64) n->children[0]->width * nsub))
+					return false;
 				if (!(nsub > 0 ? walk(d, n->children[0], level + 1, sub, nsub, depth + 1) :
 					  skip(d, n->children[0], depth + 1)))
 					return false;
