@@ -37,7 +37,9 @@
  * most CDC_CONNECT_BASE + CDC_CONNECT_PER_BYTE times the writer schema's
  * text, else the schema is refused (invalid_avro, cached like any refused
  * schema).  The values follow the message, never the schema: their work
- * is avro_binary.c's budget.
+ * is avro_binary.c's budget, their JSON at most 2 values a byte of the
+ * datum plus 65536 (values of no bytes would otherwise cost a tree node
+ * each, up to 8 a byte).
  *
  * Owns: Avro change events -> their JSON form.  Must not: interpret the
  * event (envelope_debezium.c).
@@ -699,6 +701,30 @@ emit_value(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *ns
 	emit_json(b, v);
 }
 
+/* The JSON values of text (containers, members, elements), by its separators. */
+static int64
+json_values(const char *text)
+{
+	int64		n = 1;
+	bool		in_string = false;
+
+	for (const char *p = text; *p; p++)
+	{
+		if (in_string)
+		{
+			if (*p == '\\' && p[1] != '\0')
+				p++;
+			else if (*p == '"')
+				in_string = false;
+		}
+		else if (*p == '"')
+			in_string = true;
+		else if (*p == ',' || *p == '[' || *p == '{')
+			n++;
+	}
+	return n;
+}
+
 /* ---- the cache ---- */
 
 /* The translation of writer schema text, or NULL with *reason and *detail. */
@@ -892,6 +918,28 @@ ks_cdc_avro_event_text(KsPipeline *p, bool is_key, const char *data, size_t len,
 		*detail = e->id >= 0 ? psprintf("%s does not decode with schema id %d: %s", what, e->id, why) :
 			psprintf("%s does not decode with value_schema: %s", what, why);
 		return NULL;
+	}
+
+	/*
+	 * Each JSON value becomes a node of the trees below (some hundred bytes,
+	 * twice).  Values that take no byte (nulls, empty records: up to 8
+	 * array items a byte) are bounded here: at most 2 values a byte of the
+	 * datum plus 65536, which an event whose values take a byte each keeps.
+	 */
+	{
+		int64		values = 0;
+		int64		max_values = 2 * (int64) len + 65536;
+
+		for (int i = 0; i < s->paths.nslots; i++)
+			if (out[i].kind == KS_SLOT_COMPOSITE)
+				values += json_values(out[i].text);
+		if (values > max_values)
+		{
+			*reason = KS_INVALID_AVRO;
+			*detail = psprintf("%s renders to more JSON values (%lld) than 2 a byte of its %zu bytes plus 65536 allow (values that take no bytes)",
+							   what, (long long) values, len);
+			return NULL;
+		}
 	}
 
 	initStringInfo(&b);

@@ -111,7 +111,7 @@ def cdc_cases():
                        SOURCE, {"name": "op", "type": "string"}]}
     yield "named_chain", env3, zz(0) + zz(1) + zz(3) + zz(0) + zz(102) + s("c")
     # a record and its field, each with 150000 members beside those Avro
-    # reads, and 80000 records of it in a 10 kB event: the translation of
+    # reads, and 40000 records of it in a 20 kB event: the translation of
     # each value looks its type up again
     junk = {"j%d" % i: 0 for i in range(150000)}
     r = {"type": "record", "name": "R", "fields": [dict({"name": "f", "type": "null"}, **junk)]}
@@ -122,8 +122,18 @@ def cdc_cases():
     env4 = {"type": "record", "name": "Envelope", "namespace": "bomb.members",
             "fields": [{"name": "before", "type": ["null", v4]}, {"name": "after", "type": ["null", "Value"]},
                        SOURCE, {"name": "op", "type": "string"}]}
-    yield "wide_members", env4, zz(0) + zz(1) + zz(5) + zz(1) + s("members") + s("p" * 10000) + \
-        zz(80000) + zz(0) + zz(104) + s("c")
+    yield "wide_members", env4, zz(0) + zz(1) + zz(5) + zz(1) + s("members") + s("p" * 20000) + \
+        zz(40000) + zz(0) + zz(104) + s("c")
+    # 160000 empty records in a 20 kB event: 8 JSON values a byte
+    v5 = {"type": "record", "name": "Value", "namespace": "bomb.empty",
+          "fields": [{"name": "id", "type": "int"}, {"name": "name", "type": ["null", "string"]},
+                     {"name": "pad", "type": "string"},
+                     {"name": "e", "type": {"type": "array", "items": {"type": "record", "name": "E", "fields": []}}}]}
+    env5 = {"type": "record", "name": "Envelope", "namespace": "bomb.empty",
+            "fields": [{"name": "before", "type": ["null", v5]}, {"name": "after", "type": ["null", "Value"]},
+                       SOURCE, {"name": "op", "type": "string"}]}
+    yield "empty_records", env5, zz(0) + zz(1) + zz(6) + zz(1) + s("empty") + s("p" * 20000) + \
+        zz(160000) + zz(0) + zz(105) + s("c")
     yield "good_last", env1, zz(0) + zz(1) + zz(4) + zz(1) + s("four") + zz(103) + s("c")
 
 
