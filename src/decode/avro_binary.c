@@ -25,9 +25,18 @@
  * as its string); records and maps as JSON objects, arrays as JSON arrays
  * (COMPOSITE) or, for an array column, as a PostgreSQL array literal.
  *
- * Limits, so that a hostile frame costs bounded time and memory: 64
- * levels of nesting (recursive schemas), a budget of array and map items
- * proportional to the input, every length checked against the bytes left.
+ * Limits, so that a hostile schema or frame costs time and memory
+ * bounded by their sizes: a schema is compiled in one pass, each named
+ * type once (a reference is a pointer to it, so a recursive type is
+ * walked as deep as the data goes, never expanded), its names looked up
+ * in a hash table (KsAvroNames); a datum's decoding has 64 levels of
+ * nesting, a budget of array and map items proportional to the input
+ * (8 a byte, plus 1024), and a budget of work (a node visited is 1, a
+ * field name written is its length) of 32 a byte of the datum plus 2 a
+ * byte of the schema's text plus 65536, which bounds what values that
+ * take no bytes (null, empty records, chains of records of them) can
+ * cost; every length is checked against the bytes left.  An overrun is
+ * an error of the datum (invalid_avro), never of the process.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,6 +48,7 @@
 
 #include <math.h>
 
+#include "common/hashfn.h"
 #include "common/jsonapi.h"
 #include "common/shortest_dec.h"
 #include "lib/stringinfo.h"
@@ -51,45 +61,82 @@
 #include "common/int.h"
 #include "datatype/timestamp.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #endif
 
 #define AV_MAX_DEPTH 64
 
+/* the work budget of one datum (see the header comment) */
+#define AV_WORK_PER_BYTE 32
+#define AV_WORK_PER_SCHEMA_BYTE 2
+#define AV_WORK_BASE 65536
+
+/* ================================================================
+ * Tables of names
+ * ================================================================ */
+
+static uint32
+name_hash(const char *name)
+{
+	return hash_bytes((const unsigned char *) name, (int) strlen(name));
+}
+
+void *
+ks_avro_names_get(const KsAvroNames *t, const char *name)
+{
+	uint32		mask;
+
+	if (t->cap == 0)
+		return NULL;
+	mask = (uint32) t->cap - 1;
+	for (uint32 i = name_hash(name) & mask;; i = (i + 1) & mask)
+	{
+		if (t->keys[i] == NULL)
+			return NULL;
+		if (strcmp(t->keys[i], name) == 0)
+			return t->vals[i];
+	}
+}
+
+bool
+ks_avro_names_add(KsAvroNames *t, const char *name, void *val)
+{
+	uint32		mask;
+	uint32		i;
+
+	if (ks_avro_names_get(t, name) != NULL)
+		return false;
+	if ((t->n + 1) * 2 > t->cap)
+	{
+		/* at most half full: probes stay short */
+		KsAvroNames old = *t;
+
+		t->cap = old.cap ? old.cap * 2 : 16;
+		t->n = 0;
+		t->keys = palloc0(sizeof(char *) * t->cap);
+		t->vals = palloc0(sizeof(void *) * t->cap);
+		for (int k = 0; k < old.cap; k++)
+			if (old.keys[k] != NULL)
+				(void) ks_avro_names_add(t, old.keys[k], old.vals[k]);
+		if (old.cap)
+		{
+			pfree(old.keys);
+			pfree(old.vals);
+		}
+	}
+	mask = (uint32) t->cap - 1;
+	for (i = name_hash(name) & mask; t->keys[i] != NULL; i = (i + 1) & mask)
+		;
+	t->keys[i] = name;
+	t->vals[i] = val;
+	t->n++;
+	return true;
+}
+
 /* ================================================================
  * The schema's JSON tree (jsontree.c) with the Avro parse's checks
  * ================================================================ */
-
-/* Whether brackets outside strings nest deeper than limit. */
-static bool
-too_deep(const char *s, size_t len, int limit)
-{
-	int			depth = 0;
-	bool		in_string = false;
-
-	for (size_t i = 0; i < len; i++)
-	{
-		char		c = s[i];
-
-		if (in_string)
-		{
-			if (c == '\\')
-				i++;
-			else if (c == '"')
-				in_string = false;
-		}
-		else if (c == '"')
-			in_string = true;
-		else if (c == '{' || c == '[')
-		{
-			if (++depth > limit)
-				return true;
-		}
-		else if (c == '}' || c == ']')
-			depth--;
-	}
-	return false;
-}
 
 KsJson *
 ks_json_parse(const char *text, size_t len, char **errmsg)
@@ -102,7 +149,7 @@ ks_json_parse(const char *text, size_t len, char **errmsg)
 		*errmsg = pstrdup("not valid UTF-8");
 		return NULL;
 	}
-	if (too_deep(text, len, AV_MAX_DEPTH))
+	if (ks_json_nests_deeper(text, len, AV_MAX_DEPTH))
 	{
 		*errmsg = psprintf("nested more than %d levels deep", AV_MAX_DEPTH);
 		return NULL;
@@ -162,18 +209,18 @@ typedef struct AvNode
 	char	  **names;			/* field names, enum symbols */
 	struct AvNode **children;	/* field types, branches; [0] items/values */
 	int64		size;			/* fixed */
+	int			width;			/* records: n; unions: the most of their records' */
 } AvNode;
 
 struct KsAvroSchema
 {
 	AvNode	   *root;
+	size_t		text_len;		/* the schema's text: its part of the work budget */
 };
 
 typedef struct SchemaParse
 {
-	AvNode	  **named;			/* the named types defined so far */
-	int			nnamed;
-	int			capnamed;
+	KsAvroNames named;			/* the named types defined so far, by full name */
 	char	   *err;
 } SchemaParse;
 
@@ -195,15 +242,12 @@ static AvNode *
 find_named(SchemaParse *sp, const char *name, const char *ns)
 {
 	char	   *full = full_name(name, ns);
+	AvNode	   *n = ks_avro_names_get(&sp->named, full);
 
-	for (int i = 0; i < sp->nnamed; i++)
-		if (strcmp(sp->named[i]->name, full) == 0)
-			return sp->named[i];
-	if (strchr(name, '.') == NULL)
-		for (int i = 0; i < sp->nnamed; i++)
-			if (strcmp(sp->named[i]->name, name) == 0)
-				return sp->named[i];
-	return NULL;
+	pfree(full);
+	if (n == NULL && strchr(name, '.') == NULL)
+		n = ks_avro_names_get(&sp->named, name);
+	return n;
 }
 
 static bool
@@ -238,18 +282,11 @@ named_node(SchemaParse *sp, const KsJson *j, AvType type, const char **ns)
 	node->name = full_name(name->str, *ns);
 	if (strchr(node->name, '.'))
 		*ns = pnstrdup(node->name, strrchr(node->name, '.') - node->name);
-	if (find_named(sp, node->name, NULL) != NULL)
+	if (!ks_avro_names_add(&sp->named, node->name, node))
 	{
 		sp->err = psprintf("the type \"%s\" is defined twice", node->name);
 		return NULL;
 	}
-	if (sp->nnamed == sp->capnamed)
-	{
-		sp->capnamed = sp->capnamed ? sp->capnamed * 2 : 8;
-		sp->named = sp->named ? repalloc(sp->named, sizeof(AvNode *) * sp->capnamed) :
-			palloc(sizeof(AvNode *) * sp->capnamed);
-	}
-	sp->named[sp->nnamed++] = node;
 	return node;
 }
 
@@ -336,6 +373,7 @@ parse_object(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 	if (strcmp(t, "record") == 0 || strcmp(t, "error") == 0)
 	{
 		KsJson	   *fields = ks_json_get(j, "fields");
+		KsAvroNames fnames = {0};
 
 		n = named_node(sp, j, AV_RECORD, &ns);
 		if (n == NULL)
@@ -346,6 +384,7 @@ parse_object(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 			return NULL;
 		}
 		n->n = fields->n;
+		n->width = n->n;		/* before the fields: a union in them may refer to n */
 		n->names = palloc0(sizeof(char *) * Max(n->n, 1));
 		n->children = palloc0(sizeof(AvNode *) * Max(n->n, 1));
 		for (int i = 0; i < fields->n; i++)
@@ -359,13 +398,12 @@ parse_object(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 				sp->err = psprintf("a field of record \"%s\" has no valid \"name\"", n->name);
 				return NULL;
 			}
-			for (int k = 0; k < i; k++)
-				if (strcmp(n->names[k], fname->str) == 0)
-				{
-					sp->err = psprintf("record \"%s\" has two fields \"%s\"", n->name, fname->str);
-					return NULL;
-				}
-			n->names[i] = fname->str;
+			if (!ks_avro_names_add(&fnames, fname->str, n))
+			{
+				sp->err = psprintf("record \"%s\" has two fields \"%s\"", n->name, fname->str);
+				return NULL;
+			}
+			n->names[i] = pstrdup(fname->str);	/* the tree may go */
 			if (ks_json_get(f, "type") == NULL)
 			{
 				sp->err = psprintf("field \"%s\" of record \"%s\" has no \"type\"", fname->str, n->name);
@@ -374,6 +412,11 @@ parse_object(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 			n->children[i] = parse_schema(sp, ks_json_get(f, "type"), ns, depth + 1);
 			if (n->children[i] == NULL)
 				return NULL;
+		}
+		if (fnames.cap)
+		{
+			pfree(fnames.keys);
+			pfree(fnames.vals);
 		}
 		return n;
 	}
@@ -398,7 +441,7 @@ parse_object(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 				sp->err = psprintf("enum \"%s\" has an invalid symbol", n->name);
 				return NULL;
 			}
-			n->names[i] = symbols->items[i]->str;
+			n->names[i] = pstrdup(symbols->items[i]->str);
 		}
 		return n;
 	}
@@ -473,15 +516,37 @@ parse_schema(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 				return NULL;
 			}
 			n->children = palloc(sizeof(AvNode *) * n->n);
-			for (int i = 0; i < j->n; i++)
 			{
-				n->children[i] = parse_schema(sp, j->items[i], ns, depth + 1);
-				if (n->children[i] == NULL)
-					return NULL;
-				if (n->children[i]->type == AV_UNION)
+				/*
+				 * The spec's rule: one branch of each unnamed type, so a
+				 * union is as wide as the named types it lists (and a
+				 * reader looking for its non-null branch finds it at once).
+				 */
+				bool		seen[AV_FIXED + 1] = {0};
+
+				for (int i = 0; i < j->n; i++)
 				{
-					sp->err = pstrdup("a union cannot directly contain a union");
-					return NULL;
+					AvType		bt;
+
+					n->children[i] = parse_schema(sp, j->items[i], ns, depth + 1);
+					if (n->children[i] == NULL)
+						return NULL;
+					bt = n->children[i]->type;
+					n->width = Max(n->width, n->children[i]->width);
+					if (bt == AV_UNION)
+					{
+						sp->err = pstrdup("a union cannot directly contain a union");
+						return NULL;
+					}
+					if (bt != AV_RECORD && bt != AV_ENUM && bt != AV_FIXED)
+					{
+						if (seen[bt])
+						{
+							sp->err = pstrdup("a union has two branches of the same unnamed type");
+							return NULL;
+						}
+						seen[bt] = true;
+					}
 				}
 			}
 			return n;
@@ -496,14 +561,40 @@ parse_schema(SchemaParse *sp, const KsJson *j, const char *ns, int depth)
 KsAvroSchema *
 ks_avro_schema_parse(const char *json, size_t len, char **errmsg)
 {
-	KsJson	   *j = ks_json_parse(json, len, errmsg);
-	SchemaParse sp = {NULL, 0, 0, NULL};
+	KsJson	   *j;
+	SchemaParse sp = {{0}, NULL};
 	KsAvroSchema *s;
 
+#ifndef FRONTEND
+	/*
+	 * The JSON tree aside, freed once the schema is compiled: the compiled
+	 * schema copies what it keeps, and the tree of a large schema is many
+	 * times its text (most of it, in a hostile one, members Avro ignores).
+	 */
+	MemoryContext keep = CurrentMemoryContext;
+	MemoryContext tree_cxt = AllocSetContextCreate(keep, "kafka_sink avro schema tree",
+												   ALLOCSET_DEFAULT_SIZES);
+
+	MemoryContextSwitchTo(tree_cxt);
+	j = ks_json_parse(json, len, errmsg);
+	MemoryContextSwitchTo(keep);
+	if (j == NULL)
+	{
+		*errmsg = pstrdup(*errmsg ? *errmsg : "invalid JSON");
+		MemoryContextDelete(tree_cxt);
+		return NULL;
+	}
+#else
+	j = ks_json_parse(json, len, errmsg);
 	if (j == NULL)
 		return NULL;
+#endif
 	s = palloc0(sizeof(KsAvroSchema));
+	s->text_len = len;
 	s->root = parse_schema(&sp, j, NULL, 0);
+#ifndef FRONTEND
+	MemoryContextDelete(tree_cxt);
+#endif
 	if (s->root == NULL)
 	{
 		*errmsg = sp.err ? sp.err : pstrdup("invalid schema");
@@ -532,6 +623,7 @@ typedef struct Dec
 	KsSlotValue *out;
 	char	   *err;
 	int64		budget;			/* array and map items left */
+	int64		work;			/* work left (the header comment) */
 } Dec;
 
 /* clang does not know gnu_printf, which PostgreSQL's gcc build configured */
@@ -662,13 +754,32 @@ read_branch(Dec *d, const AvNode *n, const AvNode **branch)
 
 static bool skip(Dec *d, const AvNode *n, int depth);
 
+/* Spends n of the work budget; false (an error of the datum) when it runs out. */
+static inline bool
+spend(Dec *d, int64 n)
+{
+	d->work -= n;
+	if (d->work < 0)
+		return fail(d, "decoding takes more work than the data and its schema allow (values that take no bytes, repeated too often)");
+	return true;
+}
+
+/* The entry of a value at depth: its nesting checked, its visit paid for. */
+static inline bool
+enter(Dec *d, int depth)
+{
+	if (depth > AV_MAX_DEPTH)
+		return fail(d, "the value nests more than %d levels deep", AV_MAX_DEPTH);
+	return spend(d, 1);
+}
+
 static bool
 skip(Dec *d, const AvNode *n, int depth)
 {
 	int64		v;
 
-	if (depth > AV_MAX_DEPTH)
-		return fail(d, "the value nests more than %d levels deep", AV_MAX_DEPTH);
+	if (!enter(d, depth))
+		return false;
 	switch (n->type)
 	{
 		case AV_NULL:
@@ -1235,8 +1346,8 @@ scalar_text(Dec *d, const AvNode *n, StringInfo b, bool *is_string, bool *is_nul
 static bool
 json_text(Dec *d, const AvNode *n, StringInfo b, int depth)
 {
-	if (depth > AV_MAX_DEPTH)
-		return fail(d, "the value nests more than %d levels deep", AV_MAX_DEPTH);
+	if (!enter(d, depth))
+		return false;
 	switch (n->type)
 	{
 		case AV_UNION:
@@ -1249,9 +1360,13 @@ json_text(Dec *d, const AvNode *n, StringInfo b, int depth)
 			appendStringInfoChar(b, '{');
 			for (int i = 0; i < n->n; i++)
 			{
+				size_t		nlen = strlen(n->names[i]);
+
+				if (!spend(d, (int64) nlen))
+					return false;
 				if (i > 0)
 					appendStringInfoChar(b, ',');
-				append_json_string(b, n->names[i], strlen(n->names[i]));
+				append_json_string(b, n->names[i], nlen);
 				appendStringInfoChar(b, ':');
 				if (!json_text(d, n->children[i], b, depth + 1))
 					return false;
@@ -1339,8 +1454,8 @@ pg_array_text(Dec *d, const AvNode *n, StringInfo b, int depth)
 	bool		first = true;
 	const AvNode *item = n->children[0];
 
-	if (depth > AV_MAX_DEPTH)
-		return fail(d, "the value nests more than %d levels deep", AV_MAX_DEPTH);
+	if (!enter(d, depth))
+		return false;
 	appendStringInfoChar(b, '{');
 	for (;;)
 	{
@@ -1628,8 +1743,8 @@ walk(Dec *d, const AvNode *n, int level, const int *active, int nactive, int dep
 	int			sub_local[16];
 	int			ndeeper = 0;
 
-	if (depth > AV_MAX_DEPTH)
-		return fail(d, "the value nests more than %d levels deep", AV_MAX_DEPTH);
+	if (!enter(d, depth))
+		return false;
 	for (int i = 0; i < nactive; i++)
 	{
 		if (d->paths->paths[active[i]].nsegs == level)
@@ -1699,7 +1814,8 @@ walk(Dec *d, const AvNode *n, int level, const int *active, int nactive, int dep
 				const char *key;
 				int			nsub = 0;
 
-				if (!read_len(d, &klen))
+				/* each entry is compared with every path that goes on here */
+				if (!spend(d, nactive) || !read_len(d, &klen))
 					return false;
 				key = (const char *) d->p;
 				if (pg_encoding_verifymbstr(PG_UTF8, key, (int) klen) != (int) klen)
@@ -1713,6 +1829,9 @@ walk(Dec *d, const AvNode *n, int level, const int *active, int nactive, int dep
 						memcmp(p->segs[level], key, klen) == 0)
 						sub[nsub++] = active[a];
 				}
+				/* a record walked per entry compares each field with each path */
+				if (nsub > 0 && !spend(d, (int64) n->children[0]->width * nsub))
+					return false;
 				if (!(nsub > 0 ? walk(d, n->children[0], level + 1, sub, nsub, depth + 1) :
 					  skip(d, n->children[0], depth + 1)))
 					return false;
@@ -1754,6 +1873,8 @@ ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths, const bool *pg_a
 #endif
 	d.out = out;
 	d.budget = (int64) len * 8 + 1024;
+	d.work = (int64) len * AV_WORK_PER_BYTE + (int64) s->text_len * AV_WORK_PER_SCHEMA_BYTE +
+		AV_WORK_BASE;
 
 	if (s->root->type != AV_RECORD && whole_slot < 0)
 	{

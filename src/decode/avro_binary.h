@@ -15,6 +15,26 @@
 
 typedef struct KsAvroSchema KsAvroSchema;
 
+/*
+ * A table of Avro full names (named types, a record's field names): one
+ * probe a look-up, so that a schema of many names is read in time linear
+ * in its size.  Zero-initialized it is empty; allocated in the current
+ * memory context.
+ */
+typedef struct KsAvroNames
+{
+	int			n;
+	int			cap;			/* a power of two, or 0 */
+	const char **keys;
+	void	  **vals;
+} KsAvroNames;
+
+/* The value of name, or NULL. */
+extern void *ks_avro_names_get(const KsAvroNames *t, const char *name);
+
+/* Adds name (kept, not copied) with val; false if it is there already. */
+extern bool ks_avro_names_add(KsAvroNames *t, const char *name, void *val);
+
 typedef enum KsAvroResult
 {
 	KS_AVRO_OK = 0,

@@ -56,7 +56,7 @@
  *
  * A change event is parsed once, by PostgreSQL's JSON parser with
  * semantic actions, into the extension's JSON tree (KsJson, jsontree.c,
- * with no depth limit of its own): no validation parse
+ * at most KS_JSON_MAX_NESTING levels deep): no validation parse
  * before it, no jsonb (whose keys are sorted and numbers converted to
  * numeric and back).  What the old jsonb gave is kept exactly: the last
  * of duplicate keys wins, a number reads as numeric_out(numeric_in(its
@@ -861,6 +861,13 @@ read_event(const char *data, size_t len, bool server_text, KsJson **payload,
 
 	if (GetDatabaseEncoding() == PG_UTF8 && parse_fast(data, len, payload, schema))
 		return KS_OK;
+	/* the parses below recurse once per level (jsontree.h) */
+	if (ks_json_nests_deeper(data, len, KS_JSON_MAX_NESTING))
+	{
+		*detail = psprintf("the text nests arrays and objects more than %d levels deep",
+						   KS_JSON_MAX_NESTING);
+		return KS_INVALID_JSON;
+	}
 	if (server_text)
 	{
 		text = pnstrdup(data, len);

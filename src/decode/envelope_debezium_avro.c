@@ -30,6 +30,17 @@
  * precise decimals without a logical type, VariableScaleDecimal's value)
  * takes the JSON path's one conversion.
  *
+ * Bounds: a named type is translated once; a reference to it copies its
+ * translation, and a reference inside its own translation (a recursive
+ * type, which Connect cannot express) is a struct with its name and no
+ * fields; names are looked up in a hash table; the Connect schema is at
+ * most CDC_CONNECT_BASE + CDC_CONNECT_PER_BYTE times the writer schema's
+ * text, else the schema is refused (invalid_avro, cached like any refused
+ * schema).  The values follow the message, never the schema: their work
+ * is avro_binary.c's budget, their JSON at most 2 values a byte of the
+ * datum plus 65536 (values of no bytes would otherwise cost a tree node
+ * each, up to 8 a byte).
+ *
  * Owns: Avro change events -> their JSON form.  Must not: interpret the
  * event (envelope_debezium.c).
  *
@@ -46,16 +57,26 @@
 #include "utils/json.h"
 #include "utils/memutils.h"
 
+/* A named type of a writer schema. */
+typedef struct CdcNamed
+{
+	const KsJson *def;			/* its definition */
+	const char *ns;				/* the namespace its full name gives its members */
+	char	   *connect;		/* its Connect schema's middle, once translated */
+	bool		busy;			/* being translated (a reference now is recursion) */
+} CdcNamed;
+
 /* A writer schema, compiled for translation (cached per worker). */
 typedef struct CdcAvroSchema
 {
 	char	   *text;			/* the schema's text: the cache key */
 	char	   *invalid;		/* not a change event's schema: why */
+	KsReason	invalid_reason; /* ... and the quarantine reason */
 	KsJson	   *root;
-	int			nnamed;
-	char	  **names;			/* full names of the named types */
-	const KsJson **defs;		/* their definitions */
+	KsAvroNames named;			/* full name -> CdcNamed */
 	char	   *connect;		/* the Connect schema as JSON text */
+	size_t		connect_max;	/* its bound */
+	bool		connect_too_large;
 	const char *top_ns;			/* the top-level record's namespace */
 	KsWalkPaths paths;			/* one per top-level field */
 	const KsJson **ftypes;		/* the top-level fields' types */
@@ -68,6 +89,10 @@ static int	ncached = 0;
 
 /* at most this many schemas are kept; then the cache starts over */
 #define CDC_AVRO_CACHE_MAX 256
+
+/* the Connect schema's bound: this plus this many times the Avro schema's text */
+#define CDC_CONNECT_BASE (256 * 1024)
+#define CDC_CONNECT_PER_BYTE 4
 
 static const char *const av_primitives[] = {
 	"null", "boolean", "int", "long", "float", "double", "bytes", "string", NULL
@@ -90,21 +115,103 @@ jstr(const KsJson *obj, const char *key)
 	return v && v->kind == KS_J_STRING ? v->str : NULL;
 }
 
+/* ---- the schema's tree, reduced to what the translation reads ---- */
+
+/* the members of a schema's objects this file reads (jstr, ks_json_get) */
+static const char *const schema_keys[] = {
+	"type", "name", "namespace", "fields", "items", "values", "logicalType",
+	"precision", "scale", "connect.name", "connect.parameters", NULL
+};
+
+/*
+ * Keeps of every object of the schema only the last of each member in
+ * schema_keys (the one ks_json_get finds), so that each look-up costs a few
+ * steps however many other members a hostile schema gives an object: the
+ * translation of every value looks its type up again.  connect.parameters
+ * is kept whole (emitted as it is).
+ */
+static void
+prune(KsJson *j, int depth)
+{
+	if (j == NULL || depth > 64)
+		return;
+	if (j->kind == KS_J_ARRAY)
+	{
+		for (int i = 0; i < j->n; i++)
+			prune(j->items[i], depth + 1);
+		return;
+	}
+	if (j->kind != KS_J_OBJECT)
+		return;
+	{
+		bool		seen[lengthof(schema_keys)] = {0};
+		int			w = j->n;	/* kept members: [w, n), in order */
+		int			kept;
+
+		/* from the last member back, as ks_json_get reads (w never passes i) */
+		for (int i = j->n - 1; i >= 0; i--)
+			for (int k = 0; schema_keys[k]; k++)
+				if (!seen[k] && strcmp(j->keys[i], schema_keys[k]) == 0)
+				{
+					seen[k] = true;
+					w--;
+					j->keys[w] = j->keys[i];
+					j->items[w] = j->items[i];
+					break;
+				}
+		kept = j->n - w;
+		if (kept > 0 && w > 0)
+		{
+			memmove(j->keys, j->keys + w, sizeof(char *) * kept);
+			memmove(j->items, j->items + w, sizeof(KsJson *) * kept);
+		}
+		j->n = kept;
+		for (int i = 0; i < j->n; i++)
+			if (strcmp(j->keys[i], "connect.parameters") != 0)
+				prune(j->items[i], depth + 1);
+	}
+}
+
+/* A copy of tree j in the current memory context (without text spans). */
+static KsJson *
+copy_tree(const KsJson *j)
+{
+	KsJson	   *c = palloc0(sizeof(KsJson));
+
+	c->kind = j->kind;
+	c->str = j->str ? pstrdup(j->str) : NULL;
+	c->n = c->cap = j->n;
+	if (j->kind == KS_J_ARRAY || j->kind == KS_J_OBJECT)
+	{
+		c->items = palloc(sizeof(KsJson *) * Max(j->n, 1));
+		if (j->kind == KS_J_OBJECT)
+			c->keys = palloc(sizeof(char *) * Max(j->n, 1));
+		for (int i = 0; i < j->n; i++)
+		{
+			c->items[i] = copy_tree(j->items[i]);
+			if (j->kind == KS_J_OBJECT)
+				c->keys[i] = pstrdup(j->keys[i]);
+		}
+	}
+	return c;
+}
+
 /* ---- named types ---- */
 
+static char *namespace_of(const char *full);
+
+/* the first definition of a name counts, as a reference finds it */
 static void
 add_named(CdcAvroSchema *s, const char *full, const KsJson *def)
 {
-	if (s->nnamed % 16 == 0)
-	{
-		int			cap = s->nnamed + 16;
+	CdcNamed   *nd;
 
-		s->names = s->names ? repalloc(s->names, sizeof(char *) * cap) : palloc(sizeof(char *) * cap);
-		s->defs = s->defs ? repalloc(s->defs, sizeof(KsJson *) * cap) : palloc(sizeof(KsJson *) * cap);
-	}
-	s->names[s->nnamed] = pstrdup(full);
-	s->defs[s->nnamed] = def;
-	s->nnamed++;
+	if (ks_avro_names_get(&s->named, full) != NULL)
+		return;
+	nd = palloc0(sizeof(CdcNamed));
+	nd->def = def;
+	nd->ns = namespace_of(full);
+	(void) ks_avro_names_add(&s->named, pstrdup(full), nd);
 }
 
 /* the full name of a named type's definition, from its enclosing namespace */
@@ -181,16 +288,21 @@ collect(CdcAvroSchema *s, const KsJson *j, const char *ns, int depth)
 static const KsJson *
 lookup(const CdcAvroSchema *s, const char *name, const char *ns, const char **def_ns)
 {
-	char	   *q = (ns && *ns && !strchr(name, '.')) ? psprintf("%s.%s", ns, name) : NULL;
+	CdcNamed   *nd = NULL;
 
-	for (int pass = 0; pass < 2; pass++)
-		for (int i = 0; i < s->nnamed; i++)
-			if (strcmp(s->names[i], pass == 0 && q ? q : name) == 0)
-			{
-				*def_ns = namespace_of(s->names[i]);
-				return s->defs[i];
-			}
-	return NULL;
+	if (ns && *ns && !strchr(name, '.'))
+	{
+		char	   *q = psprintf("%s.%s", ns, name);
+
+		nd = ks_avro_names_get(&s->named, q);
+		pfree(q);
+	}
+	if (nd == NULL)
+		nd = ks_avro_names_get(&s->named, name);
+	if (nd == NULL)
+		return NULL;
+	*def_ns = nd->ns;
+	return nd->def;
 }
 
 /*
@@ -318,16 +430,39 @@ emit_json(StringInfo b, const KsJson *v)
 
 /* ---- the Connect schema (JsonConverter's "schema") ---- */
 
+/* false, the schema marked too large, when b has grown past the bound */
+static bool
+connect_fits(CdcAvroSchema *s, StringInfo b, size_t more)
+{
+	if (s->connect_too_large || (size_t) b->len + more > s->connect_max)
+	{
+		s->connect_too_large = true;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The Connect schema of type j (a field's when field is not NULL).  A
+ * named record's middle (its name, parameters and fields) is written once
+ * and copied at every other reference (the header comment).
+ */
 static void
-emit_connect(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *ns,
+emit_connect(StringInfo b, CdcAvroSchema *s, const KsJson *j, const char *ns,
 			 const char *field, int depth)
 {
-	const KsJson *n = resolve(s, j, &ns);
+	const KsJson *n;
 	bool		optional = false;
 	const char *t;
 	const char *ctype;
 	const char *cname;
 	const KsJson *params;
+	CdcNamed   *nd = NULL;
+	int			middle;
+
+	if (!connect_fits(s, b, 0))
+		return;
+	n = resolve(s, j, &ns);
 
 	if (n && n->kind == KS_J_ARRAY)
 	{
@@ -352,6 +487,22 @@ emit_connect(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *
 	appendStringInfoString(b, "{\"type\":");
 	escape_json(b, ctype);
 	appendStringInfo(b, ",\"optional\":%s", optional ? "true" : "false");
+	middle = b->len;
+	if (strcmp(ctype, "struct") == 0)
+	{
+		char	   *full = full_name(n, ns);
+
+		nd = full ? ks_avro_names_get(&s->named, full) : NULL;
+		if (nd && nd->def != n)
+			nd = NULL;			/* a second definition of the name: inline, once */
+	}
+	if (nd && nd->connect)
+	{
+		if (!connect_fits(s, b, strlen(nd->connect)))
+			return;
+		appendStringInfoString(b, nd->connect);
+		goto close;
+	}
 	cname = n && n->kind == KS_J_OBJECT ? jstr(n, "connect.name") : NULL;
 	params = n && n->kind == KS_J_OBJECT ? ks_json_get(n, "connect.parameters") : NULL;
 	if (cname == NULL && strcmp(ctype, "struct") == 0)
@@ -403,10 +554,13 @@ emit_connect(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *
 		appendStringInfoString(b, ",\"parameters\":");
 		emit_json(b, params);
 	}
-	if (strcmp(ctype, "struct") == 0 && depth < 64)
+	/* a record inside its own translation: its name only (Connect has no recursion) */
+	if (strcmp(ctype, "struct") == 0 && depth < 64 && !(nd && nd->busy))
 	{
 		const KsJson *fields = ks_json_get(n, "fields");
 
+		if (nd)
+			nd->busy = true;
 		appendStringInfoString(b, ",\"fields\":[");
 		for (int i = 0; fields && fields->kind == KS_J_ARRAY && i < fields->n; i++)
 		{
@@ -419,7 +573,13 @@ emit_connect(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *
 			emit_connect(b, s, ks_json_get(fields->items[i], "type"), ns, fname, depth + 1);
 		}
 		appendStringInfoChar(b, ']');
+		if (nd)
+		{
+			nd->busy = false;
+			nd->connect = pnstrdup(b->data + middle, b->len - middle);
+		}
 	}
+close:
 	if (field)
 	{
 		appendStringInfoString(b, ",\"field\":");
@@ -484,11 +644,19 @@ emit_value(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *ns
 		for (int i = 0; i < v->n; i++)
 		{
 			const KsJson *ft = NULL;
+			const char *fname;
 
-			for (int f = 0; fields && fields->kind == KS_J_ARRAY && f < fields->n; f++)
+			/*
+			 * avro_binary.c writes a record's fields in the schema's order:
+			 * field i first, a search only if it is not (a record's work
+			 * stays linear in its width).
+			 */
+			if (fields && fields->kind == KS_J_ARRAY && i < fields->n &&
+				(fname = jstr(fields->items[i], "name")) != NULL && strcmp(fname, v->keys[i]) == 0)
+				ft = ks_json_get(fields->items[i], "type");
+			for (int f = 0; ft == NULL && fields && fields->kind == KS_J_ARRAY && f < fields->n; f++)
 			{
-				const char *fname = jstr(fields->items[f], "name");
-
+				fname = jstr(fields->items[f], "name");
 				if (fname && strcmp(fname, v->keys[i]) == 0)
 					ft = ks_json_get(fields->items[f], "type");
 			}
@@ -533,10 +701,35 @@ emit_value(StringInfo b, const CdcAvroSchema *s, const KsJson *j, const char *ns
 	emit_json(b, v);
 }
 
+/* The JSON values of text (containers, members, elements), by its separators. */
+static int64
+json_values(const char *text)
+{
+	int64		n = 1;
+	bool		in_string = false;
+
+	for (const char *p = text; *p; p++)
+	{
+		if (in_string)
+		{
+			if (*p == '\\' && p[1] != '\0')
+				p++;
+			else if (*p == '"')
+				in_string = false;
+		}
+		else if (*p == '"')
+			in_string = true;
+		else if (*p == ',' || *p == '[' || *p == '{')
+			n++;
+	}
+	return n;
+}
+
 /* ---- the cache ---- */
 
+/* The translation of writer schema text, or NULL with *reason and *detail. */
 static CdcAvroSchema *
-compile(const char *text, char **detail)
+compile(const char *text, KsReason *reason, char **detail)
 {
 	CdcAvroSchema *s;
 	MemoryContext old;
@@ -552,6 +745,7 @@ compile(const char *text, char **detail)
 	{
 		if (s->invalid == NULL)
 			return s;
+		*reason = s->invalid_reason;
 		*detail = pstrdup(s->invalid);
 		return NULL;
 	}
@@ -567,7 +761,26 @@ compile(const char *text, char **detail)
 	old = MemoryContextSwitchTo(cache_cxt);
 	s = palloc0(sizeof(*s));
 	s->text = pstrdup(text);
-	s->root = ks_json_parse(text, strlen(text), &err);
+	{
+		/*
+		 * Parsed aside and pruned, then only what is left kept: the
+		 * members pruned away may be most of a hostile schema.
+		 */
+		MemoryContext parse_cxt = AllocSetContextCreate(CurrentMemoryContext,
+														"kafka_sink cdc avro schema parse",
+														ALLOCSET_DEFAULT_SIZES);
+		KsJson	   *parsed;
+
+		MemoryContextSwitchTo(parse_cxt);
+		parsed = ks_json_parse(text, strlen(text), &err);
+		if (parsed != NULL)
+			prune(parsed, 0);
+		MemoryContextSwitchTo(cache_cxt);
+		s->root = parsed ? copy_tree(parsed) : NULL;
+		err = err ? pstrdup(err) : NULL;
+		MemoryContextDelete(parse_cxt);
+	}
+	s->invalid_reason = KS_NOT_AN_OBJECT;
 	if (s->root == NULL)
 		s->invalid = psprintf("the writer schema is not JSON: %s", err ? err : "?");
 	else
@@ -577,6 +790,23 @@ compile(const char *text, char **detail)
 		if (top == NULL || strcmp(type_name(top), "record") != 0)
 			s->invalid = pstrdup("the writer schema is not a record");
 	}
+	if (s->invalid == NULL)
+	{
+		StringInfoData b;
+
+		s->connect_max = CDC_CONNECT_BASE + CDC_CONNECT_PER_BYTE * strlen(text);
+		initStringInfo(&b);
+		emit_connect(&b, s, s->root, "", NULL, 0);
+		s->connect = b.data;
+		if (s->connect_too_large)
+		{
+			s->invalid = psprintf("its Connect schema would be larger than %zu bytes (%d kB plus %d times the writer schema's %zu bytes): named types referenced too often",
+								  s->connect_max, CDC_CONNECT_BASE / 1024, CDC_CONNECT_PER_BYTE, strlen(text));
+			s->invalid_reason = KS_INVALID_AVRO;
+			pfree(b.data);
+			s->connect = NULL;
+		}
+	}
 	if (s->invalid)
 	{
 		/* kept too: the next message of this schema is refused without work */
@@ -584,6 +814,7 @@ compile(const char *text, char **detail)
 		cache = s;
 		ncached++;
 		MemoryContextSwitchTo(old);
+		*reason = s->invalid_reason;
 		*detail = pstrdup(s->invalid);
 		return NULL;
 	}
@@ -600,13 +831,6 @@ compile(const char *text, char **detail)
 		s->paths.paths[i].segs = palloc(sizeof(char *));
 		s->paths.paths[i].segs[0] = pstrdup(fname ? fname : "");
 		s->ftypes[i] = ks_json_get(fields->items[i], "type");
-	}
-	{
-		StringInfoData b;
-
-		initStringInfo(&b);
-		emit_connect(&b, s, s->root, "", NULL, 0);
-		s->connect = b.data;
 	}
 	s->next = cache;
 	cache = s;
@@ -679,11 +903,11 @@ ks_cdc_avro_event_text(KsPipeline *p, bool is_key, const char *data, size_t len,
 			psprintf("schema id %d is a %s schema, not Avro", e->id, e->type);
 		return NULL;
 	}
-	s = compile(e->text, &why);
+	s = compile(e->text, reason, &why);
 	if (s == NULL)
 	{
-		*reason = KS_NOT_AN_OBJECT;
-		*detail = psprintf("%s's schema (id %d) is no change event: %s", what, e->id, why);
+		*detail = psprintf(*reason == KS_NOT_AN_OBJECT ? "%s's schema (id %d) is no change event: %s" :
+						   "%s's schema (id %d) cannot be read: %s", what, e->id, why);
 		return NULL;
 	}
 	out = palloc0(sizeof(KsSlotValue) * Max(s->paths.nslots, 1));
@@ -694,6 +918,28 @@ ks_cdc_avro_event_text(KsPipeline *p, bool is_key, const char *data, size_t len,
 		*detail = e->id >= 0 ? psprintf("%s does not decode with schema id %d: %s", what, e->id, why) :
 			psprintf("%s does not decode with value_schema: %s", what, why);
 		return NULL;
+	}
+
+	/*
+	 * Each JSON value becomes a node of the trees below (some hundred bytes,
+	 * twice).  Values that take no byte (nulls, empty records: up to 8
+	 * array items a byte) are bounded here: at most 2 values a byte of the
+	 * datum plus 65536, which an event whose values take a byte each keeps.
+	 */
+	{
+		int64		values = 0;
+		int64		max_values = 2 * (int64) len + 65536;
+
+		for (int i = 0; i < s->paths.nslots; i++)
+			if (out[i].kind == KS_SLOT_COMPOSITE)
+				values += json_values(out[i].text);
+		if (values > max_values)
+		{
+			*reason = KS_INVALID_AVRO;
+			*detail = psprintf("%s renders to more JSON values (%lld) than 2 a byte of its %zu bytes plus 65536 allow (values that take no bytes)",
+							   what, (long long) values, len);
+			return NULL;
+		}
 	}
 
 	initStringInfo(&b);

@@ -46,6 +46,14 @@
 
 #define KS_REGISTRY_MAX_ANSWER (8 * 1024 * 1024)
 
+/*
+ * The type kept (in the cache and kafka_sink.schemas, with an empty text)
+ * for an id whose answer is larger than KS_REGISTRY_MAX_ANSWER: a schema id
+ * never changes, so its messages are invalid_avro, not a registry outage
+ * that would stop the pipeline for good.
+ */
+#define KS_SCHEMA_TOO_LARGE "TOO_LARGE"
+
 typedef struct CacheKey
 {
 	uint64		registry;		/* hash of the registry's url option */
@@ -93,7 +101,10 @@ make_entry(int32 id, const char *type, const char *text)
 	e->id = id;
 	e->type = pstrdup(type);
 	e->text = pstrdup(text);
-	if (strcmp(type, "AVRO") == 0)
+	if (strcmp(type, KS_SCHEMA_TOO_LARGE) == 0)
+		e->invalid = psprintf("the registry's answer for it is larger than %d bytes",
+							  KS_REGISTRY_MAX_ANSWER);
+	else if (strcmp(type, "AVRO") == 0)
 	{
 		char	   *err = NULL;
 
@@ -213,13 +224,20 @@ fetch_one(KsRegistryConf *reg, const char *base, int32 id, char **type, char **t
 		curl_easy_setopt(h, CURLOPT_CAINFO, reg->ca_location);
 
 	rc = curl_easy_perform(h);
-	if (rc == CURLE_OK)
+	if (rc == CURLE_OK || a.too_large)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(h);
 
+	/* a schema too large to take (not an error page too large) */
+	if (a.too_large && status == 200)
+	{
+		*type = KS_SCHEMA_TOO_LARGE;
+		*text = "";
+		return FETCH_OK;
+	}
 	if (rc != CURLE_OK)
 	{
-		*err = a.too_large ? psprintf("%s: the answer is larger than %d bytes", url, KS_REGISTRY_MAX_ANSWER) :
+		*err = a.too_large ? psprintf("%s: HTTP %ld, an answer larger than %d bytes", url, status, KS_REGISTRY_MAX_ANSWER) :
 			psprintf("%s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
 		return FETCH_UNAVAILABLE;
 	}

@@ -8,7 +8,8 @@
  * (avro_binary.c, ks_json_parse, which adds its UTF-8, NUL and depth
  * checks before it) and the one-parse Debezium change event
  * (envelope_debezium.c, which needs a container's text span and an
- * encoding, and no depth limit of its own).
+ * encoding).  Every text is refused deeper than KS_JSON_MAX_NESTING, as
+ * the parser recurses per level (jsontree.h).
  *
  * Owns: building the tree and looking a member up.  Must not: use the
  * backend beyond palloc (test/fuzz builds it with -DFRONTEND).
@@ -132,6 +133,13 @@ ks_json_tree(char *text, size_t len, int enc, char **errmsg)
 	JsonSemAction sem;
 	JsonParseErrorType err;
 
+	if (ks_json_nests_deeper(text, len, KS_JSON_MAX_NESTING))
+	{
+		if (errmsg)
+			*errmsg = psprintf("invalid JSON: arrays and objects nest more than %d levels deep",
+							   KS_JSON_MAX_NESTING);
+		return NULL;
+	}
 	memset(&t, 0, sizeof(t));
 	t.lex = KS_JSON_LEXER(text, len, enc);
 	memset(&sem, 0, sizeof(sem));

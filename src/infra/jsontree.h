@@ -39,8 +39,55 @@ typedef struct KsJson
 } KsJson;
 
 /*
+ * Deepest nesting of arrays and objects a JSON text may have.
+ * pg_parse_json recurses once per level: in the backend a deeper text
+ * raises "stack depth limit exceeded", which is no data error and so would
+ * fail a whole batch; in the frontend nothing checks and the stack
+ * overflows.  Such a text is refused as invalid JSON instead.
+ */
+#define KS_JSON_MAX_NESTING 1000
+
+/*
+ * Whether text nests arrays and objects deeper than limit.  Brackets
+ * inside strings do not count; a string ends at the first '"' not escaped
+ * by a backslash, as in the lexer, so on every prefix pg_parse_json
+ * accepts the depth counted here is exactly the parser's.  (After the
+ * first syntax error the count may be off, but the parser stops there.)
+ * Inline: fuzz_jsonwalk builds jsonwalk.c without jsontree.c.
+ */
+static inline bool
+ks_json_nests_deeper(const char *text, size_t len, int limit)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		char		c = text[i];
+
+		if (in_string)
+		{
+			if (c == '\\')
+				i++;			/* the escaped character */
+			else if (c == '"')
+				in_string = false;
+		}
+		else if (c == '"')
+			in_string = true;
+		else if (c == '[' || c == '{')
+		{
+			if (++depth > limit)
+				return true;
+		}
+		else if (c == ']' || c == '}')
+			depth--;
+	}
+	return false;
+}
+
+/*
  * Builds the tree of text (len bytes, NUL-terminated, in encoding enc),
- * nested to any depth.  Strings and containers' spans point into text,
+ * nested at most KS_JSON_MAX_NESTING levels.  Strings and containers' spans point into text,
  * which must outlive the tree.  NULL when the parser refuses the text;
  * then, when errmsg is not NULL, *errmsg is "invalid JSON: <detail>".
  * No other check: ks_json_parse (avro_binary.h) adds the Avro schema's.

@@ -46,15 +46,6 @@
 
 #define KS_MAX_DEPTH 64
 
-/*
- * Deepest nesting of arrays and objects a message may have.  pg_parse_json
- * recurses once per level: in the backend a deep message raises "stack
- * depth limit exceeded", which is not a data error and so fails the whole
- * batch (and the pipeline); in the frontend there is no check at all and the
- * stack overflows.  Such a message is reported as invalid JSON instead.
- */
-#define KS_MAX_NESTING 1000
-
 /* A composite value being captured: its slot, level and first character. */
 typedef struct Capture
 {
@@ -210,43 +201,6 @@ walk_scalar(void *state, char *token, JsonTokenType type)
 }
 
 /*
- * Whether data nests arrays and objects deeper than limit.  Brackets inside
- * strings do not count; a string ends at the first '"' not escaped by a
- * backslash, as in the lexer, so on every prefix pg_parse_json accepts the
- * depth counted here is exactly the parser's.  (After the first syntax
- * error the count may be off, but the parser stops there.)
- */
-static bool
-nesting_exceeds(const char *data, size_t len, int limit)
-{
-	int			depth = 0;
-	bool		in_string = false;
-
-	for (size_t i = 0; i < len; i++)
-	{
-		char		c = data[i];
-
-		if (in_string)
-		{
-			if (c == '\\')
-				i++;			/* the escaped character */
-			else if (c == '"')
-				in_string = false;
-		}
-		else if (c == '"')
-			in_string = true;
-		else if (c == '[' || c == '{')
-		{
-			if (++depth > limit)
-				return true;
-		}
-		else if (c == ']' || c == '}')
-			depth--;
-	}
-	return false;
-}
-
-/*
  * The slow path: pg_parse_json with the callbacks above.  It decides every
  * message the fast path gives up on, and so writes every error detail.
  */
@@ -272,10 +226,10 @@ ks_json_walk_slow(const KsWalkPaths *paths, const char *data, size_t len,
 		*detail = pstrdup("the value is not valid UTF-8");
 		return KS_WALK_INVALID_JSON;
 	}
-	if (nesting_exceeds(data, len, KS_MAX_NESTING))
+	if (ks_json_nests_deeper(data, len, KS_JSON_MAX_NESTING))
 	{
 		*detail = psprintf("the value nests arrays and objects more than %d levels deep",
-						   KS_MAX_NESTING);
+						   KS_JSON_MAX_NESTING);
 		return KS_WALK_INVALID_JSON;
 	}
 	copy = pnstrdup(data, len);
@@ -337,7 +291,7 @@ ks_json_walk_slow(const KsWalkPaths *paths, const char *data, size_t len,
  * - so every byte is ASCII but a valid UTF-8 sequence in a string, and none
  *	 is NUL: the message passes the checks ks_json_walk_slow makes first.
  *	 It nests at most KS_MAX_DEPTH + 1 containers, far below
- *	 KS_MAX_NESTING, so the recursion is bounded too.
+ *	 KS_JSON_MAX_NESTING, so the recursion is bounded too.
  * - a value at level L (the root object's fields are at level 1) is
  *	 captured for the first slot whose path is the L keys above it, only
  *	 when all the containers above it are objects (match()); a later value
