@@ -38,6 +38,11 @@
  * cost; every length is checked against the bytes left.  An overrun is
  * an error of the datum (invalid_avro), never of the process.
  *
+ * Over 1,000 lines on purpose: the schema compiler and the decoder share
+ * one representation and one set of limits, and are fuzzed as one unit
+ * without the backend (test/fuzz/fuzz_avro.c); split, the bounds above
+ * would be kept in two places.
+ *
  *-------------------------------------------------------------------------
  */
 #ifdef FRONTEND

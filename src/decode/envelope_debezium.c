@@ -27,7 +27,9 @@
  * would fill from its writer schema; only JSON fills it today.
  *
  * Owns: what a change event means.  Must not: apply rows or write the
- * catalog (apply.c), know a target's statements.
+ * catalog (apply.c), know a target's statements.  Over 1,000 lines on
+ * purpose: Debezium's value encodings (decimal modes, time precisions,
+ * semantic types) are one table of rules over one parse of the event.
  *
  *-------------------------------------------------------------------------
  */
