@@ -9,7 +9,7 @@
  *		constraints).  No SQL is planned or run per batch.
  *
  * It applies a merge-mode target only when it does exactly what the
- * MERGE of statements.c does (heap_eligible() lists what it refuses);
+ * MERGE of statements.c does (heap_eligible(): an allow-list of shapes);
  * append and function mode, and every other target, go to the SQL
  * strategy.  A row's fault (a constraint, a bad value) is not narrowed
  * down here: the call's subtransaction is rolled back and the same rows
@@ -278,8 +278,7 @@ indexes_allowed(Relation rel, Oid key_index, bool *others_unique, bool *movable)
  * the tombstones' DELETE) would.  An allow-list: what it accepts is what
  * it is proven to do as the executor does (test/e2e/heap_matrix.sh),
  * everything else keeps the MERGE.  Accepted: relation_allowed()'s
- * tables; columns of base, enum, array, composite or range types, not
- * generated (a domain's constraints run on the MERGE's coerced NULL of an
+ * tables; columns not of a domain type and not generated (a domain's constraints run on the MERGE's coerced NULL of an
  * absent value, the heap would store a bare NULL); lineage columns of
  * their source's type (the MERGE casts); table level SELECT, INSERT,
  * UPDATE and DELETE (the MERGE checks them, the helpers do not; column
