@@ -9,7 +9,7 @@
  *		constraints).  No SQL is planned or run per batch.
  *
  * It applies a merge-mode target only when it does exactly what the
- * MERGE of statements.c does (heap_eligible() lists what it refuses);
+ * MERGE of statements.c does (heap_eligible(): an allow-list of shapes);
  * append and function mode, and every other target, go to the SQL
  * strategy.  A row's fault (a constraint, a bad value) is not narrowed
  * down here: the call's subtransaction is rolled back and the same rows
@@ -36,17 +36,22 @@
 #include "access/xact.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_language.h"
 #include "catalog/pg_operator.h"
-#include "catalog/pg_type.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_publication.h"
+#include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_oper.h"
 #include "rewrite/rewriteHandler.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -66,7 +71,19 @@ typedef struct HeapApplyState
 	int			nixkeys;		/* the key index's columns ... */
 	int		   *ixcol;			/* ... as columns of the target */
 	RegProcedure *eq_proc;		/* ... and their btree equality */
-	bool		buffer_inserts; /* no unique index but the key's */
+	bool		buffer_inserts; /* no unique index but the key's, and every
+								 * expression of an insert movable_expr */
+	Bitmapset  *pending;		/* columns (as pull_varattnos) whose default
+								 * the precheck leaves out (not movable_expr
+								 * without nextval) */
+	bool		precheck;		/* NOT NULL or CHECK constraints to check
+								 * before writing (precheck_rows) */
+	int			nchecks;
+	ExprState **checks;			/* the CHECKs precheck_rows evaluates ... */
+	Bitmapset **check_cols;		/* ... and the columns each reads */
+	int			nindexes;
+	Oid		   *index_oids;		/* the indexes ... */
+	bool	   *unchanged;		/* ... and the MERGE's "unchanged" hint */
 	int		   *col_of;			/* per attribute: its index in columns, or -1 */
 	void	   *sql;			/* the SQL strategy's state, once needed */
 } HeapApplyState;
@@ -141,19 +158,138 @@ key_probe(KsBatchTarget *bt, HeapApplyState *st)
 }
 
 /*
+ * Whether expr may be evaluated by the heap strategy at another moment
+ * than the MERGE evaluates it, or twice: every function in it is
+ * immutable, or stable and built in (internal language: now(), a cast;
+ * it cannot call the user's code, which a stable SQL or PL function may,
+ * and that code may be volatile and read the target), and, with nextval,
+ * nextval (and an identity column's NextValueExpr) is allowed too, as
+ * COPY's contain_volatile_functions_not_nextval() allows it: its values
+ * come in the rows' order either way.  Subqueries are never allowed.
+ */
+static bool
+unsafe_function(Oid func, void *context)
+{
+	bool		nextval = *(bool *) context;
+	HeapTuple	tup;
+	Form_pg_proc proc;
+	bool		unsafe;
+
+	if (nextval && func == F_NEXTVAL)
+		return false;
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(func));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", func);
+	proc = (Form_pg_proc) GETSTRUCT(tup);
+	unsafe = !(proc->provolatile == PROVOLATILE_IMMUTABLE ||
+			   (proc->provolatile == PROVOLATILE_STABLE && proc->prolang == INTERNALlanguageId));
+	ReleaseSysCache(tup);
+	return unsafe;
+}
+
+static bool
+unsafe_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, NextValueExpr))
+		return !*(bool *) context;
+	if (IsA(node, SubLink) || IsA(node, Query) || IsA(node, Param))
+		return true;
+	if (check_functions_in_node(node, unsafe_function, context))
+		return true;
+	return expression_tree_walker(node, unsafe_walker, context);
+}
+
+static bool
+movable_expr(Node *expr, bool nextval)
+{
+	return !unsafe_walker(expr, &nextval);
+}
+
+/*
+ * The relation itself: only a plain heap table of the heap access method,
+ * in no inheritance tree (the MERGE INTO a parent also updates and
+ * matches its children's rows; a child may have its parent's constraints
+ * added later), no partition, with no triggers (foreign keys in either
+ * direction are triggers), rules, row level security, or a publication of
+ * its updates or deletes (whether its replica identity allows them is
+ * checked by the executor where the MERGE checks it).
+ */
+static bool
+relation_allowed(Relation rel)
+{
+	PublicationDesc pubdesc;
+
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		rel->rd_rel->relispartition || rel->rd_rel->relhassubclass ||
+		has_superclass(RelationGetRelid(rel)) ||
+		rel->trigdesc != NULL || rel->rd_rel->relhastriggers ||
+		rel->rd_rules != NULL || rel->rd_rel->relhasrules ||
+		rel->rd_rel->relrowsecurity || rel->rd_rel->relforcerowsecurity)
+		return false;
+	RelationBuildPublicationDesc(rel, &pubdesc);
+	return !(pubdesc.pubactions.pubupdate || pubdesc.pubactions.pubdelete);
+}
+
+/*
+ * The indexes: btree only (the access method whose insertion the tests
+ * prove, and whose "unchanged" hint heap_call gives as the MERGE's
+ * executor does), no exclusion or deferrable constraint, a valid key
+ * index; partial and expression indexes are maintained by
+ * ExecInsertIndexTuples as in the executor.  Sets *others_unique when a
+ * unique index besides the key's exists, and *movable to false when an
+ * index expression or predicate is not movable_expr (the user's
+ * functions, called at a flush instead of at the row).
+ */
+static bool
+indexes_allowed(Relation rel, Oid key_index, bool *others_unique, bool *movable)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	bool		ok = true;
+
+	foreach(lc, indexes)
+	{
+		Oid			ixoid = lfirst_oid(lc);
+		Relation	ix = index_open(ixoid, AccessShareLock);
+		Form_pg_index form = ix->rd_index;
+		List	   *exprs;
+		List	   *pred;
+
+		if (ix->rd_rel->relam != BTREE_AM_OID || form->indisexclusion || !form->indimmediate ||
+			(ixoid == key_index && !form->indisvalid))
+			ok = false;
+		if (form->indisunique && ixoid != key_index)
+			*others_unique = true;
+		exprs = RelationGetIndexExpressions(ix);
+		pred = RelationGetIndexPredicate(ix);
+		if (!movable_expr((Node *) exprs, false) || !movable_expr((Node *) pred, false))
+			*movable = false;
+		index_close(ix, NoLock);
+	}
+	list_free(indexes);
+	return ok;
+}
+
+/*
  * Whether the heap strategy writes the target exactly as the MERGE (and
- * the tombstones' DELETE) would.  It refuses what execReplication.c's
- * helpers do not do as the MERGE does: triggers of any kind (foreign keys
- * in either direction are triggers), rules, row level security,
- * partitioned tables and partitions, views and other relkinds, generated
- * columns, deferrable and exclusion constraints, domain-typed columns (an
- * absent optional value is NULL coerced to the domain, whose constraints
- * the MERGE checks), lineage columns of another type than their source
- * (the MERGE casts), a key index that is not the primary key or replica
- * identity index (RelationFindReplTupleByIndex compares whole tuples for
- * other indexes on 16+), an order column without a strict >= and <, and
- * missing table privileges (the MERGE checks them; the helpers do not),
- * and a publication of its updates or deletes (the replica identity check).
+ * the tombstones' DELETE) would.  An allow-list: what it accepts is what
+ * it is proven to do as the executor does (test/e2e/heap_matrix.sh),
+ * everything else keeps the MERGE.  Accepted: relation_allowed()'s
+ * tables; columns not of a domain type and not generated (a domain's constraints run on the MERGE's coerced NULL of an
+ * absent value, the heap would store a bare NULL); lineage columns of
+ * their source's type (the MERGE casts); table level SELECT, INSERT,
+ * UPDATE and DELETE (the MERGE checks them, the helpers do not; column
+ * privileges alone keep the MERGE); a key index that is the replica
+ * identity index or primary key (RelationFindReplTupleByIndex compares
+ * whole tuples for other indexes on 16+); indexes_allowed()'s indexes;
+ * an order column with a strict >= and <.  NOT NULL and CHECK
+ * constraints and defaults of any kind are accepted: ExecConstraints
+ * checks the former, and the latter are evaluated per row as the MERGE
+ * does (see heap_begin for when inserts are buffered).  Called per batch
+ * with the table locked, so a trigger, policy, constraint, child or
+ * publication added between two batches moves the next one to the MERGE.
  */
 static bool
 heap_eligible(KsBatchTarget *bt, Relation rel, HeapApplyState *st)
@@ -161,25 +297,13 @@ heap_eligible(KsBatchTarget *bt, Relation rel, HeapApplyState *st)
 	KsTarget   *t = bt->target;
 	TupleDesc	desc = RelationGetDescr(rel);
 	Oid			identity;
-	List	   *indexes;
-	ListCell   *lc;
-	bool		ok = true;
 	bool		others_unique = false;
-	PublicationDesc pubdesc;
+	bool		movable = true;
+	AclMode		modes[] = {ACL_SELECT, ACL_INSERT, ACL_UPDATE, ACL_DELETE};
 
 	if (bt->mode != KS_MODE_MERGE || t->key_index_name == NULL || t->nkeys == 0)
 		return false;
-	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relispartition ||
-		rel->trigdesc != NULL || rel->rd_rules != NULL || rel->rd_rel->relhasrules ||
-		rel->rd_rel->relhastriggers || rel->rd_rel->relrowsecurity)
-		return false;
-	/*
-	 * A table published for updates or deletes: whether its replica
-	 * identity allows them is checked by the executor where the MERGE
-	 * checks it; it keeps the MERGE.
-	 */
-	RelationBuildPublicationDesc(rel, &pubdesc);
-	if (pubdesc.pubactions.pubupdate || pubdesc.pubactions.pubdelete)
+	if (!relation_allowed(rel))
 		return false;
 	for (int a = 0; a < desc->natts; a++)
 	{
@@ -193,44 +317,23 @@ heap_eligible(KsBatchTarget *bt, Relation rel, HeapApplyState *st)
 		if (t->columns[c].lineage &&
 			(t->columns[c].typid != lineage_type(t->columns[c].lineage)))
 			return false;
-	{
-		AclMode		modes[] = {ACL_SELECT, ACL_INSERT, ACL_UPDATE, ACL_DELETE};
-
-		for (int i = 0; i < (int) lengthof(modes); i++)
-			if (pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), modes[i]) != ACLCHECK_OK)
-				return false;
-	}
+	for (int i = 0; i < (int) lengthof(modes); i++)
+		if (pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), modes[i]) != ACLCHECK_OK)
+			return false;
 	st->key_index = get_relname_relid(t->key_index_name, RelationGetNamespace(rel));
 	identity = RelationGetReplicaIndex(rel);
 	if (!OidIsValid(identity))
 		identity = KS_PRIMARY_KEY_INDEX(rel);
 	if (!OidIsValid(st->key_index) || st->key_index != identity)
 		return false;
-	indexes = RelationGetIndexList(rel);
-	foreach(lc, indexes)
-	{
-		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
-		Form_pg_index ix;
-
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
-		ix = (Form_pg_index) GETSTRUCT(tup);
-		if (ix->indisexclusion || !ix->indimmediate ||
-			(ix->indexrelid == st->key_index && !ix->indisvalid))
-			ok = false;
-		/*
-		 * Another unique index: inserts are not held back for a multi-insert,
-		 * since the order of index entries decides which row of a batch
-		 * breaks it (the MERGE's order: the rows' key order).
-		 */
-		if (ix->indisunique && ix->indexrelid != st->key_index)
-			others_unique = true;
-		ReleaseSysCache(tup);
-	}
-	list_free(indexes);
-	if (!ok || !key_probe(bt, st))
+	if (!indexes_allowed(rel, st->key_index, &others_unique, &movable) || !key_probe(bt, st))
 		return false;
-	st->buffer_inserts = !others_unique;
+	/*
+	 * Another unique index: inserts are not held back for a multi-insert,
+	 * since the order of index entries decides which row of a batch
+	 * breaks it (the MERGE's order: the rows' key order).
+	 */
+	st->buffer_inserts = !others_unique && movable;
 	if (t->order_index >= 0)
 	{
 		KsColumn   *o = &t->columns[t->order_index];
@@ -249,6 +352,73 @@ sql_state(KsBatch *batch, HeapApplyState *st)
 	if (st->sql == NULL)
 		st->sql = ks_apply_sql.begin(batch, st->bt);
 	return st->sql;
+}
+
+/*
+ * The CHECK constraints the precheck evaluates (movable_expr without
+ * nextval: evaluating them once more before the writes changes nothing),
+ * each with the columns it reads; a CHECK that is not movable with
+ * nextval keeps the inserts unbuffered (ExecConstraints would run it
+ * before the rows buffered ahead of it are in the table).
+ */
+static void
+prepare_checks(Relation rel, HeapApplyState *st)
+{
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+
+	if (constr == NULL)
+		return;
+	st->checks = palloc0(sizeof(ExprState *) * Max(constr->num_check, 1));
+	st->check_cols = palloc0(sizeof(Bitmapset *) * Max(constr->num_check, 1));
+	for (int i = 0; i < constr->num_check; i++)
+	{
+		Expr	   *expr = expression_planner((Expr *) stringToNode(constr->check[i].ccbin));
+
+		if (!movable_expr((Node *) expr, true))
+			st->buffer_inserts = false;
+		if (!movable_expr((Node *) expr, false))
+			continue;
+		pull_varattnos((Node *) expr, 1, &st->check_cols[st->nchecks]);
+		st->checks[st->nchecks++] = ExecInitExpr(expr, NULL);
+	}
+	st->precheck = st->nchecks > 0 || constr->has_not_null;
+}
+
+/*
+ * The MERGE's UPDATE SET columns (every non-key column it names), as
+ * ExecGetUpdatedCols gives them to index_unchanged_by_update: an index
+ * none of whose key columns or expressions reads one of them gets the
+ * index AM's "unchanged" hint (heap_call).
+ */
+static void
+prepare_unchanged_hints(Relation rel, HeapApplyState *st)
+{
+	KsTarget   *t = st->bt->target;
+	Bitmapset  *set = NULL;
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	int			i = 0;
+
+	for (int c = 0; c < t->ncolumns; c++)
+		if (!t->columns[c].is_key)
+			set = bms_add_member(set, t->columns[c].attnum - FirstLowInvalidHeapAttributeNumber);
+	st->nindexes = list_length(indexes);
+	st->index_oids = palloc(sizeof(Oid) * Max(st->nindexes, 1));
+	st->unchanged = palloc(sizeof(bool) * Max(st->nindexes, 1));
+	foreach(lc, indexes)
+	{
+		Relation	ix = index_open(lfirst_oid(lc), AccessShareLock);
+		Bitmapset  *read = NULL;
+
+		for (int k = 0; k < IndexRelationGetNumberOfKeyAttributes(ix); k++)
+			if (ix->rd_index->indkey.values[k] != 0)
+				read = bms_add_member(read, ix->rd_index->indkey.values[k] - FirstLowInvalidHeapAttributeNumber);
+		pull_varattnos((Node *) RelationGetIndexExpressions(ix), 1, &read);
+		st->index_oids[i] = lfirst_oid(lc);
+		st->unchanged[i++] = !bms_overlap(read, set);
+		index_close(ix, NoLock);
+	}
+	list_free(indexes);
 }
 
 static void *
@@ -270,6 +440,7 @@ heap_begin(KsBatch *batch, KsBatchTarget *bt)
 	desc = RelationGetDescr(rel);
 	st->col_of = palloc(sizeof(int) * desc->natts);
 	st->defaults = palloc0(sizeof(ExprState *) * desc->natts);
+	st->pending = NULL;
 	for (int a = 0; a < desc->natts; a++)
 		st->col_of[a] = -1;
 	for (int c = 0; c < bt->target->ncolumns; c++)
@@ -291,9 +462,24 @@ heap_begin(KsBatch *batch, KsBatchTarget *bt)
 					   bt->target->columns[c].lineage))
 			continue;
 		expr = build_column_default(rel, a + 1);
-		if (expr != NULL)
-			st->defaults[a] = ExecInitExpr((Expr *) expression_planner((Expr *) expr), NULL);
+		if (expr == NULL)
+			continue;
+		expr = (Node *) expression_planner((Expr *) expr);
+		/*
+		 * COPY's rule (copyfrom.c): a default with volatile functions
+		 * other than nextval (one that reads the table, say) must see the
+		 * rows before it in the table, so the inserts are not buffered;
+		 * here also a stable function of the user's, which may call one.
+		 */
+		if (!movable_expr(expr, true))
+			st->buffer_inserts = false;
+		/* the precheck does not evaluate it (nextval, side effects) */
+		if (!movable_expr(expr, false))
+			st->pending = bms_add_member(st->pending, a + 1 - FirstLowInvalidHeapAttributeNumber);
+		st->defaults[a] = ExecInitExpr((Expr *) expr, NULL);
 	}
+	prepare_checks(rel, st);
+	prepare_unchanged_hints(rel, st);
 	return st;
 }
 
@@ -319,6 +505,10 @@ typedef struct HeapCall
 	TupleTableSlot **ins;		/* inserts waiting for table_multi_insert */
 	int			nins;
 	int			insmax;			/* ... at most (the buffer's slots) */
+	bool		prechecked;		/* precheck_rows probed every row: */
+	bool	   *exists;			/* ... whether the snapshot has its key */
+	ItemPointerData *tids;		/* ... and where */
+	bool		faulty;			/* precheck_rows found a row's fault */
 } HeapCall;
 
 /* column c of a (folded) winner: from the message that supplies it */
@@ -519,20 +709,18 @@ flush_inserts(HeapCall *call)
 	call->nins = 0;
 }
 
-/* the MERGE's WHEN NOT MATCHED THEN INSERT */
+/*
+ * The MERGE's INSERT's values for row into slot.  For the precheck, the
+ * defaults in st->pending are left NULL (not evaluated).
+ */
 static void
-insert_row(HeapCall *call, KsRow *row, bool buffer)
+insert_values(HeapCall *call, KsRow *row, TupleTableSlot *slot, bool precheck)
 {
 	KsBatch    *batch = call->batch;
 	HeapApplyState *st = call->st;
 	KsTarget   *t = batch->target;
-	TupleTableSlot *slot;
-	int			natts;
+	int			natts = slot->tts_tupleDescriptor->natts;
 	ExprContext *econtext = GetPerTupleExprContext(call->estate);
-
-	buffer = buffer && st->buffer_inserts;
-	slot = buffer ? call->ins[call->nins] : call->next;
-	natts = slot->tts_tupleDescriptor->natts;
 
 	ExecClearTuple(slot);
 	for (int a = 0; a < natts; a++)
@@ -553,11 +741,23 @@ insert_row(HeapCall *call, KsRow *row, bool buffer)
 				slot->tts_isnull[a] = src->nulls[c];
 			}
 		}
-		else if (st->defaults[a] != NULL)
+		else if (st->defaults[a] != NULL &&
+				 !(precheck && bms_is_member(a + 1 - FirstLowInvalidHeapAttributeNumber, st->pending)))
 			slot->tts_values[a] = ExecEvalExpr(st->defaults[a], econtext, &slot->tts_isnull[a]);
 	}
 	ExecStoreVirtualTuple(slot);
-	batch->stats.inserted++;
+}
+
+/* the MERGE's WHEN NOT MATCHED THEN INSERT */
+static void
+insert_row(HeapCall *call, KsRow *row, bool buffer)
+{
+	TupleTableSlot *slot;
+
+	buffer = buffer && call->st->buffer_inserts;
+	slot = buffer ? call->ins[call->nins] : call->next;
+	insert_values(call, row, slot, false);
+	call->batch->stats.inserted++;
 	if (!buffer)
 	{
 		ExecSimpleRelationInsert(call->rri, call->estate, slot);
@@ -570,6 +770,87 @@ insert_row(HeapCall *call, KsRow *row, bool buffer)
 	ExecMaterializeSlot(slot);
 	if (++call->nins == call->insmax)
 		flush_inserts(call);
+}
+
+/*
+ * Whether the row in slot passes the NOT NULL and the precheck's CHECK
+ * constraints, leaving out those that read a column in pending (a
+ * default the precheck did not evaluate).  A CHECK's NULL passes, as in
+ * ExecConstraints.
+ */
+static bool
+row_passes(HeapCall *call, TupleTableSlot *slot, Bitmapset *pending)
+{
+	HeapApplyState *st = call->st;
+	TupleDesc	desc = slot->tts_tupleDescriptor;
+	ExprContext *econtext = GetPerTupleExprContext(call->estate);
+
+	for (int a = 0; a < desc->natts; a++)
+		if (TupleDescAttr(desc, a)->attnotnull && slot->tts_isnull[a] &&
+			!bms_is_member(a + 1 - FirstLowInvalidHeapAttributeNumber, pending))
+			return false;
+	econtext->ecxt_scantuple = slot;
+	for (int i = 0; i < st->nchecks; i++)
+		if (!bms_overlap(st->check_cols[i], pending) && !ExecCheck(st->checks[i], econtext))
+			return false;
+	return true;
+}
+
+/*
+ * Before anything is written: each row's probe (kept for the writes, whose
+ * snapshot is the same), and its new row against the NOT NULL and CHECK
+ * constraints.  A row that breaks one sends the whole call to the SQL
+ * strategy with nothing written, so that a fault costs what it costs the
+ * MERGE alone: no sequence value taken, no tuple inserted, updated and
+ * rolled back (pg_stat_user_tables' n_tup_ins and n_tup_upd, which
+ * autovacuum reads, and dead tuples).  Faults it cannot see before the
+ * write (another unique index, an error raised by a default or an index
+ * expression, a concurrent insert of a key) still roll the call back.
+ */
+static bool
+precheck_rows(HeapCall *call)
+{
+	MemoryContext oldcxt;
+	bool		ok = true;
+
+	call->exists = palloc(sizeof(bool) * call->nrows);
+	call->tids = palloc(sizeof(ItemPointerData) * call->nrows);
+	for (int i = 0; ok && i < call->nrows; i++)
+	{
+		KsRow	   *row = &call->batch->rows[call->rows[i]];
+
+		CHECK_FOR_INTERRUPTS();
+		oldcxt = MemoryContextSwitchTo(GetPerTupleMemoryContext(call->estate));
+		call->exists[i] = probe(call, row);
+		if (call->exists[i])
+		{
+			call->tids[i] = call->found->tts_tid;
+			ok = !updated_row(call, row) || row_passes(call, call->next, NULL);
+		}
+		else
+		{
+			insert_values(call, row, call->next, true);
+			ok = row_passes(call, call->next, call->st->pending);
+		}
+		MemoryContextSwitchTo(oldcxt);
+		ResetPerTupleExprContext(call->estate);
+	}
+	call->prechecked = ok;
+	return ok;
+}
+
+/* row i's probe again: the version precheck_rows found, by its TID */
+static bool
+probe_again(HeapCall *call, int i, KsRow *row)
+{
+	if (!call->prechecked)
+		return probe(call, row);
+	if (!call->exists[i])
+		return false;
+	if (table_tuple_fetch_row_version(call->st->rel, &call->tids[i], call->estate->es_snapshot,
+									  call->found))
+		return true;
+	return probe(call, row);	/* cannot happen: the snapshot is the same */
 }
 
 /* the DELETE's condition on the found row: the key; a change event's only an older row */
@@ -722,12 +1003,28 @@ heap_call(void *arg)
 
 	/*
 	 * Not in a range table (index 0): the executor's helpers then find no
-	 * updated columns (ExecGetUpdatedCols is NULL, the index AM only loses
-	 * its "unchanged" hint) instead of reading a range table there is none
-	 * of, which crashed updates of tables with a second index.
+	 * updated columns (ExecGetUpdatedCols is NULL) instead of reading a
+	 * range table there is none of, which crashed updates of tables with
+	 * a second index.  With no updated columns, index_unchanged_by_update
+	 * (15-18) finds no index column changed and gives every index the
+	 * index AM's "unchanged" hint (btree: try a bottom-up deletion before
+	 * splitting a page), also an index of a column the update changed;
+	 * its cache is filled here with the hint the MERGE's updated columns
+	 * give (prepare_unchanged_hints).
 	 */
 	InitResultRelInfo(call->rri, rel, 0, NULL, 0);
 	ExecOpenIndices(call->rri, false);
+	for (int i = 0; i < call->rri->ri_NumIndices; i++)
+	{
+		IndexInfo  *ii = call->rri->ri_IndexRelationInfo[i];
+		Oid			ixoid = RelationGetRelid(call->rri->ri_IndexRelationDescs[i]);
+
+		ii->ii_CheckedUnchanged = true;
+		ii->ii_IndexUnchanged = false;
+		for (int k = 0; k < st->nindexes; k++)
+			if (st->index_oids[k] == ixoid)
+				ii->ii_IndexUnchanged = st->unchanged[k];
+	}
 	call->search = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	call->found = table_slot_create(rel, NULL);
 	call->next = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
@@ -764,7 +1061,9 @@ heap_call(void *arg)
 
 	/* defaults may run the user's functions, which may not write the catalog */
 	catalog_writes = ks_catalog_writes_suspend();
-	for (int i = 0; i < call->nrows; i++)
+	if (st->precheck && !call->deletes && !precheck_rows(call))
+		call->faulty = true;
+	for (int i = 0; !call->faulty && i < call->nrows; i++)
 	{
 		KsRow	   *row = &batch->rows[call->rows[i]];
 
@@ -773,7 +1072,7 @@ heap_call(void *arg)
 		oldcxt = MemoryContextSwitchTo(GetPerTupleMemoryContext(estate));
 		if (call->deletes)
 			delete_row(call, row);
-		else if (!probe(call, row))
+		else if (!probe_again(call, i, row))
 			insert_row(call, row, true);
 		else if (updated_row(call, row))
 		{
@@ -804,8 +1103,9 @@ heap_call(void *arg)
 }
 
 /*
- * Applies rows directly; when that fails, rolls back and gives the rows
- * to the SQL strategy, which narrows a row's fault down to its rows and
+ * Applies rows directly; when that fails (or precheck_rows finds a row's
+ * fault before writing), rolls back and gives the rows to the SQL
+ * strategy, which narrows a row's fault down to its rows and
  * quarantines them with the reason it gives (the same reasons, since the
  * same statement runs).  An error that no row can cause is rethrown: a
  * cancel, a deadlock, a serialization failure.
@@ -825,14 +1125,17 @@ heap_rows(KsBatch *batch, HeapApplyState *st, int *rows, int nrows, bool deletes
 	ks_catalog_writes_restore(catalog_writes);
 	edata = ks_try_subxact(heap_call, &call);
 	ks_catalog_writes_restore(catalog_writes);
-	if (edata == NULL)
+	if (edata == NULL && !call.faulty)
 	{
 		batch->stats.heap_rows += nrows;
 		return 0;
 	}
-	if (!ks_err_may_be_row_fault(edata->sqlerrcode))
-		ReThrowError(edata);
-	FreeErrorData(edata);
+	if (edata != NULL)
+	{
+		if (!ks_err_may_be_row_fault(edata->sqlerrcode))
+			ReThrowError(edata);
+		FreeErrorData(edata);
+	}
 	batch->stats = before;
 	if (deletes)
 		return ks_apply_sql.delete_rows(batch, sql_state(batch, st), rows, nrows);

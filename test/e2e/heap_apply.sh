@@ -54,22 +54,7 @@ dump() { # NAME: the table, each batch's counts, the quarantine
     sql -c "COPY (SELECT id, v, a, b, c, _kafka_offset, _kafka_partition, _kafka_topic, _kafka_timestamp
                   FROM e2e.$1 ORDER BY id) TO STDOUT"
     echo "--"
-    sql -c "COPY (SELECT row_number() OVER (ORDER BY b.batch_id), b.ranges, b.messages, b.inserted, b.updated,
-                         b.deleted, b.stale, b.superseded, b.quarantined
-                  FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
-                  WHERE p.name = '$1' AND b.messages > 0 ORDER BY b.batch_id) TO STDOUT"
-    echo "--"
-    sql -c "COPY (SELECT q.message_offset, q.reason FROM kafka_sink.quarantine q
-                  JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id
-                  WHERE p.name = '$1' ORDER BY 1, 2) TO STDOUT"
-}
-
-applied_rows() { # NAME: rows the heap and the SQL strategies applied, and quarantined
-    sql -Atc "SELECT coalesce(sum((b.progress->'sink'->'applyRows'->>'heap')::bigint), -1),
-                     coalesce(sum((b.progress->'sink'->'applyRows'->>'sql')::bigint), -1),
-                     sum(b.quarantined)
-                FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
-               WHERE p.name = '$1'" | tr '|' ' '
+    batches_and_quarantine "$1"
 }
 
 declare -A rows_by

@@ -13,7 +13,8 @@
 # high_watermarks); exit hooks (at_exit); clusters
 # of a script's own (own_cluster_start ...); processes of a script's own
 # (stop_process, own_broker_start); waiting (wait_for); ports (free_port);
-# the apply strategy (set_apply_strategy, checkpoint_covers_sql).
+# the apply strategy (set_apply_strategy, applied_rows, batches_and_quarantine,
+# checkpoint_covers_sql).
 set -euo pipefail
 KS_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$KS_LIB_DIR/../.." && pwd)"
@@ -303,6 +304,31 @@ set_apply_strategy() {
         sql -c "ALTER SYSTEM SET kafka_sink.apply_strategy = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
         sleep 1
     fi
+}
+
+# applied_rows NAME: "H S Q", the rows pipeline NAME's batches applied
+# through the heap strategy (H) and the SQL strategy (S) (sink.applyRows of
+# their progress records; -1 when none says), and quarantined (Q)
+applied_rows() {
+    sql -Atc "SELECT coalesce(sum((b.progress->'sink'->'applyRows'->>'heap')::bigint), -1),
+                     coalesce(sum((b.progress->'sink'->'applyRows'->>'sql')::bigint), -1),
+                     coalesce(sum(b.quarantined), 0)
+                FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
+               WHERE p.name = '$1'" | tr '|' ' '
+}
+
+# batches_and_quarantine NAME: pipeline NAME's batches (numbered, with
+# their ranges and counts), "--", its quarantined offsets and reasons; for
+# comparing two pipelines that read the same messages
+batches_and_quarantine() {
+    sql -c "COPY (SELECT row_number() OVER (ORDER BY b.batch_id), b.ranges, b.messages, b.inserted, b.updated,
+                         b.deleted, b.stale, b.superseded, b.quarantined
+                  FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
+                  WHERE p.name = '$1' AND b.messages > 0 ORDER BY b.batch_id) TO STDOUT"
+    echo "--"
+    sql -c "COPY (SELECT q.message_offset, q.reason FROM kafka_sink.quarantine q
+                  JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id
+                  WHERE p.name = '$1' ORDER BY 1, 2) TO STDOUT"
 }
 
 # checkpoint_covers_sql NAME N: a query, true once pipeline NAME's checkpoint
