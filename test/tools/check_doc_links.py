@@ -44,8 +44,8 @@ def doc_files():
     return out
 
 
-def lines_outside_code(text):
-    """(line number, line) outside fenced blocks, inline code blanked."""
+def outside_fences(text):
+    """(line number, line) of the lines outside fenced code blocks."""
     fence = None
     for n, line in enumerate(text.split("\n"), 1):
         m = FENCE.match(line)
@@ -56,6 +56,12 @@ def lines_outside_code(text):
         if m:
             fence = m.group(1)
             continue
+        yield n, line
+
+
+def lines_outside_code(text):
+    """(line number, line) outside fenced blocks, inline code blanked."""
+    for n, line in outside_fences(text):
         yield n, re.sub(r"(`+)(?:(?!\1).)+?\1", lambda c: " " * len(c.group(0)), line)
 
 
@@ -81,16 +87,7 @@ def anchors(path):
         found = set()
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
-        fence = None
-        for line in text.split("\n"):
-            m = FENCE.match(line)
-            if fence:
-                if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                    fence = None
-                continue
-            if m:
-                fence = m.group(1)
-                continue
+        for _, line in outside_fences(text):
             h = HEADING.match(line)
             if not h:
                 continue
