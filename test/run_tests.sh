@@ -12,8 +12,8 @@
 #   regress  test/tools/check_sql_scripts.sh (the rule of src/sql/README.md),
 #            test/tools/check_layers.py (the stages of src/README.md, on the
 #            built objects), test/tools/check_doc_links.py (every relative
-#            link in the docs resolves), then make installcheck (pg_regress:
-#            sql/ + expected/)
+#            link in the docs resolves, every test file is in test/README.md),
+#            then make installcheck (pg_regress: sql/ + expected/)
 #   tap      pg_prove over test/pgtap/*.sql, one suite per file
 #   e2e      every executable test/e2e/*.sh, one suite per script
 #   chaos    every executable test/chaos/*.sh, one suite per script
@@ -301,7 +301,8 @@ run_parts() {
         else
             fail "layers"
         fi
-        # every relative link and anchor in the docs resolves
+        # every relative link and anchor in the docs resolves, every design
+        # note is in the index and every test file in test/README.md
         begin "regress: doc links"
         if run_limited python3 test/tools/check_doc_links.py; then
             pass "doc links"

@@ -9,8 +9,13 @@ relative to the file and that the anchor is a heading of the target file,
 slugged as GitHub does (lower case, punctuation but `-` and `_` dropped,
 spaces to `-`, a repeated heading gets `-1`, `-2`, ...).
 
-Prints one line per broken link (file:line: target: why) and exits 1 if
-any; exits 0 silently otherwise. Run by the `regress` part of
+Also checks that the two indexes are complete: docs/design-notes.md links
+every docs/design/*.md, and test/README.md names every test file
+(test/e2e/*.sh, test/chaos/*.sh, test/pgtap/*.sql by file name, the
+pg_regress files sql/*.sql by base name in backquotes).
+
+Prints one line per broken link or missing entry (file:line: target: why)
+and exits 1 if any; exits 0 silently otherwise. Run by the `regress` part of
 test/run_tests.sh beside check_sql_scripts.sh and check_layers.py. It does
 not fetch URLs and does not look at links inside HTML tags.
 """
@@ -136,11 +141,37 @@ def check(rel):
     return ["%s:%d: %s: %s" % (rel, n, t, why) for n, t, why in bad]
 
 
+def unindexed():
+    """Design notes the index does not link, test files test/README.md does not name."""
+    out = []
+    index = os.path.join(ROOT, "docs", "design-notes.md")
+    design = os.path.join(ROOT, "docs", "design")
+    if os.path.isfile(index) and os.path.isdir(design):
+        text = open(index, encoding="utf-8").read()
+        for f in sorted(os.listdir(design)):
+            if f.endswith(".md") and "(design/%s" % f not in text:
+                out.append("docs/design-notes.md: design/%s: not in the index" % f)
+    readme = os.path.join(ROOT, "test", "README.md")
+    if os.path.isfile(readme):
+        text = open(readme, encoding="utf-8").read()
+        for folder, ext in (("test/e2e", ".sh"), ("test/chaos", ".sh"), ("test/pgtap", ".sql")):
+            d = os.path.join(ROOT, folder)
+            for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                if f.endswith(ext) and f != "common.psql" and "`%s`" % f not in text:
+                    out.append("test/README.md: %s/%s: not listed" % (folder, f))
+        d = os.path.join(ROOT, "sql")
+        for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if f.endswith(".sql") and "`%s`" % f[:-4] not in text:
+                out.append("test/README.md: sql/%s: not listed" % f)
+    return out
+
+
 def main():
     problems = []
     files = doc_files()
     for rel in files:
         problems.extend(check(rel))
+    problems.extend(unindexed())
     for p in problems:
         print("check_doc_links: " + p)
     if not files:
