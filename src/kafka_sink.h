@@ -147,121 +147,6 @@ extern void ks_wake_launcher(void);
 extern bool ks_slot_attach(int slot_no, int64 pipeline_id, int worker_index);
 extern void ks_slot_set_detail(int slot, const char *fmt,...) pg_attribute_printf(2, 3);
 
-/* ---- the pipeline definition (catalog.c) ---- */
-typedef enum KsMode
-{
-	KS_MODE_MERGE,
-	KS_MODE_APPEND,
-	KS_MODE_FUNCTION
-} KsMode;
-
-typedef enum KsKeyFormat
-{
-	KS_KEY_NONE,				/* key columns come from the value */
-	KS_KEY_STRING,				/* the message key is the (single) key column */
-	KS_KEY_JSON,				/* the message key is a JSON object of key columns */
-	KS_KEY_AVRO					/* the message key is Avro (Confluent wire format) */
-} KsKeyFormat;
-
-/* A Confluent-compatible schema registry (schema_registry.c) */
-typedef struct KsRegistryConf
-{
-	char	   *key;			/* the url option as written: the catalog's registry */
-	List	   *urls;			/* of char *, tried in turn */
-	char	   *userinfo;		/* basic.auth.user.info, a secret; NULL: none */
-	char	   *ca_location;	/* ssl.ca.location, or NULL */
-	int			timeout_ms;
-	Oid			owner;			/* whose rights decide ssl.ca.location */
-} KsRegistryConf;
-
-/* A column mapping: column <- JSON path, for one schema version or all. */
-typedef struct KsMapping
-{
-	char	   *version;		/* NULL: the default mapping */
-	char	   *column;
-	char	   *path;
-	int			scale;			/* divide numbers by 10^scale */
-} KsMapping;
-
-/* envelope debezium: what a truncate event does */
-typedef enum KsOnTruncate
-{
-	KS_TRUNCATE_APPLY,			/* delete the rows older than the truncate */
-	KS_TRUNCATE_IGNORE,
-	KS_TRUNCATE_FAIL			/* the pipeline fails */
-} KsOnTruncate;
-
-typedef struct KsOption
-{
-	char	   *name;
-	char	   *value;
-} KsOption;
-
-struct KsFormat;
-struct KsEnvelope;
-struct KsRouting;
-
-typedef struct KsPipeline
-{
-	int64		id;
-	char	   *name;
-	Oid			owner;
-	char	   *state;
-	char	   *bootstrap_servers;
-	List	   *subscribe;		/* of char * */
-	char	   *subscribe_pattern;
-	List	   *assign;			/* of KsTopicPartition */
-	Oid			target;
-	List	   *key_columns;	/* of char * */
-	char	   *order_column;
-	KsMode		mode;
-	Oid			batch_function;
-	char	   *starting_offsets;
-	bool		fail_on_data_loss;
-	int64		max_offsets_per_batch;
-	int64		max_batch_bytes;
-	int			trigger_interval_ms;
-	int64		min_offsets_per_batch;	/* 0: none */
-	int64		max_trigger_delay_ms;
-	int			workers;
-	List	   *options;		/* of KsOption, secrets included */
-	List	   *start_offsets;	/* of KsPartition: per-partition starting_offsets */
-	List	   *mappings;		/* of KsMapping */
-	List	   *versions;		/* of char *: the known schema versions */
-	KsKeyFormat key_format;
-	bool		delete_on_tombstone;
-	char	   *schema_version_field;
-	char	   *event_id;		/* JSON path of the producer's event id */
-	int			event_id_retention_s;
-	Oid			bronze;
-	int64		start_ts_ms;	/* starting_offsets as a timestamp, in Unix ms */
-	char	   *ending_offsets; /* NULL: unbounded; else a bounded (backfill) pipeline */
-	List	   *end_offsets;	/* of KsPartition: per-partition ending_offsets */
-	int64		end_ts_ms;
-	char	   *dead_letter_topic;	/* NULL: none; else quarantined messages
-									 * also go there through the outbox */
-	/*
-	 * how messages are read (format.h, envelope.h): the catalog's names,
-	 * resolved by ks_load_pipeline (decode.c) into the formats and the
-	 * envelope
-	 */
-	const char *value_format_name;
-	const char *envelope_name;
-	const struct KsFormat *value_fmt;
-	const struct KsFormat *key_fmt; /* KS_KEY_JSON and KS_KEY_AVRO */
-	const struct KsEnvelope *envelope;
-	KsOnTruncate on_truncate;	/* envelope debezium */
-	char	   *value_schema;	/* inline Avro writer schema, or NULL */
-	KsRegistryConf *registry;	/* NULL: none */
-	/* routing (route.c): one pipeline writing many tables */
-	char	   *target_template;	/* a target with {placeholders}, or NULL */
-	List	   *target_map;		/* of KsOption: topic or source schema.table
-								 * -> table name; NIL: none */
-	bool		create_targets;
-	bool		evolve_add_columns;
-	struct KsRouting *routing;	/* compiled on first use (route.c) */
-} KsPipeline;
-
 typedef struct KsTopicPartition
 {
 	char	   *topic;
@@ -339,5 +224,8 @@ ks_bytea_datum(const char *data, size_t len)
 	memcpy(VARDATA(b), data, len);
 	return PointerGetDatum(b);
 }
+
+/* the pipeline definition, for now included by everyone (catalog/pipeline.h) */
+#include "pipeline.h"
 
 #endif							/* KAFKA_SINK_H */

@@ -73,17 +73,17 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 
 	if (p == NULL)
 		return NULL;
-	p->value_fmt = ks_format_find(p->value_format_name);
-	if (p->value_fmt == NULL)
+	p->contract.value_fmt = ks_format_find(p->contract.value_format_name);
+	if (p->contract.value_fmt == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown value_format \"%s\" of pipeline \"%s\"", p->value_format_name, p->name)));
-	p->key_fmt = ks_format_find(p->key_format == KS_KEY_AVRO ? "avro" : "json");
-	p->envelope = ks_envelope_find(p->envelope_name);
-	if (p->envelope == NULL)
+				 errmsg("unknown value_format \"%s\" of pipeline \"%s\"", p->contract.value_format_name, p->name)));
+	p->contract.key_fmt = ks_format_find(p->contract.key_format == KS_KEY_AVRO ? "avro" : "json");
+	p->contract.envelope = ks_envelope_find(p->contract.envelope_name);
+	if (p->contract.envelope == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown envelope \"%s\" of pipeline \"%s\"", p->envelope_name, p->name)));
+				 errmsg("unknown envelope \"%s\" of pipeline \"%s\"", p->contract.envelope_name, p->name)));
 	return p;
 }
 
@@ -497,7 +497,7 @@ ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row)
 		row->detail = pstrdup("the message has no key");
 		return;
 	}
-	if (p->key_format == KS_KEY_STRING)
+	if (p->contract.key_format == KS_KEY_STRING)
 	{
 		KsSlotValue f;
 
@@ -616,7 +616,7 @@ ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots)
 			row->reason = KS_UNKNOWN_SCHEMA_VERSION;
 			row->detail = vs->kind == KS_SLOT_STRING || vs->kind == KS_SLOT_SCALAR ?
 				psprintf("schema version \"%s\" is not one of the pipeline's schema_versions", vs->text) :
-				psprintf("the schema version field \"%s\" is missing or not a scalar", p->schema_version_field);
+				psprintf("the schema version field \"%s\" is missing or not a scalar", p->contract.schema_version_field);
 			return;
 		}
 		map = t->vmap[v];
@@ -632,7 +632,7 @@ ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots)
 
 	for (int i = 0; i < t->ncolumns && row->reason == KS_OK; i++)
 	{
-		if ((p->key_format != KS_KEY_NONE && t->columns[i].is_key) || t->columns[i].lineage)
+		if ((p->contract.key_format != KS_KEY_NONE && t->columns[i].is_key) || t->columns[i].lineage)
 			continue;
 		if (t->alt[i] >= 0 && map[i] == t->map[i] && slots[map[i]].kind == KS_SLOT_ABSENT)
 			convert_value(t, row, i, &slots[t->alt[i]], scale[i]);
@@ -641,7 +641,7 @@ ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots)
 	}
 	if (row->reason != KS_OK)
 		return;
-	if (p->key_format != KS_KEY_NONE)
+	if (p->contract.key_format != KS_KEY_NONE)
 	{
 		ks_decode_key(t, p, row);
 		if (row->reason != KS_OK)
@@ -691,7 +691,7 @@ static void
 decode_from(void *arg)
 {
 	DecodeCall *c = arg;
-	const KsEnvelope *envelope = c->p->envelope ? c->p->envelope : &ks_envelope_plain;
+	const KsEnvelope *envelope = c->p->contract.envelope ? c->p->contract.envelope : &ks_envelope_plain;
 
 	for (; c->cur < c->nrows; c->cur++)
 	{

@@ -1032,10 +1032,10 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 		}
 		reason = read_event(text, strlen(text), true, &payload, &schema, &detail);
 	}
-	else if (strcmp(p->value_fmt ? p->value_fmt->name : "json", "json") != 0)
+	else if (strcmp(p->contract.value_fmt ? p->contract.value_fmt->name : "json", "json") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("envelope debezium does not read value_format %s", p->value_fmt->name),
+				 errmsg("envelope debezium does not read value_format %s", p->contract.value_fmt->name),
 				 errhint("Use value_format json (JsonConverter) or avro (AvroConverter).")));
 	else
 		reason = read_event(m->value, m->value_len, false, &payload, &schema, &detail);

@@ -26,7 +26,7 @@ plain_decode(KsTarget *t, KsPipeline *p, KsRow *row)
 	ks_row_init(t, row);
 	if (m->value == NULL)
 	{
-		if (p->delete_on_tombstone)
+		if (p->contract.delete_on_tombstone)
 		{
 			ks_decode_key(t, p, row);
 			row->is_delete = (row->reason == KS_OK);

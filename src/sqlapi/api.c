@@ -304,10 +304,10 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 	c = ks_consumer_create(p, ".wait");
 	PG_TRY();
 	{
-		if (p->assign != NIL)
-			tps = p->assign;
+		if (p->source.assign != NIL)
+			tps = p->source.assign;
 		else
-			tps = ks_consumer_list_partitions(c, p->subscribe, p->subscribe_pattern, 10000, &err);
+			tps = ks_consumer_list_partitions(c, p->source.subscribe, p->source.subscribe_pattern, 10000, &err);
 		if (err)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),

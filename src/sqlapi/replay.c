@@ -64,7 +64,7 @@ kafka_sink_replay(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	ks_spi_connect();
 	p = pipeline_id > 0 ? ks_load_pipeline(pipeline_id, CurrentMemoryContext) : NULL;
-	if (p == NULL || (!OidIsValid(p->target) && !ks_routing_enabled(p)))
+	if (p == NULL || (!OidIsValid(p->targets.target) && !ks_routing_enabled(p)))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("pipeline %lld does not exist or has no target", (long long) pipeline_id),

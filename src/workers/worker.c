@@ -244,7 +244,7 @@ worker_start(KsWorkerState *ws)
 	pgstat_report_appname(appname);
 
 	/* the target as it is now: a dropped table or column fails at once */
-	if (OidIsValid(ws->pipeline->target))
+	if (OidIsValid(ws->pipeline->targets.target))
 	{
 		ks_xact_begin("kafka_sink: checking the target");
 		(void) ks_target_open(ws->pipeline);
@@ -436,9 +436,9 @@ worker_turn(KsWorkerState *ws)
 
 	if (worker_paused(ws))
 		return 1000;
-	if (GetCurrentTimestamp() >= ws->next_metadata_refresh && ws->pipeline->assign == NIL)
+	if (GetCurrentTimestamp() >= ws->next_metadata_refresh && ws->pipeline->source.assign == NIL)
 		ks_assignment_refresh(ws, false);
-	if (ws->pipeline->ending_offsets && bounded_done(ws))
+	if (ws->pipeline->source.ending_offsets && bounded_done(ws))
 		return 1000;
 
 	if (!fill(ws, &f, &batch))
