@@ -22,6 +22,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "guc.h"
+#include "route.h"
+#include "target.h"
 #include "apply.h"
 #include "apply_heap.h"
 #include "apply_sql.h"

@@ -19,6 +19,7 @@
 #define KS_APPLY_H
 
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "decode.h"
 #include "errclass.h"
 
@@ -123,11 +124,6 @@ struct KsApplyStrategy
 /* apply.c */
 extern void ks_apply_batch(KsBatch *batch);
 extern KsBatchTarget *ks_batch_add_target(KsBatch *batch, KsTarget *t, int nmsgs);
-
-/* route.c */
-extern bool ks_routing_enabled(KsPipeline *p);
-extern void ks_route_batch(KsBatch *batch);
-extern char *ks_route_name(KsPipeline *p, KsMessage *m, char **why);
 extern void ks_stage_and_apply(KsBatch *batch, bool take_batch_id);
 extern const KsApplyStrategy *ks_apply_strategy_for(KsPipeline *p, KsTarget *t);
 

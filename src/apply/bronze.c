@@ -13,6 +13,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog_guard.h"
 #include "bronze.h"
 #include "catalog.h"
 #include "consumer.h"

@@ -27,6 +27,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "catalog_guard.h"
 #include "cdc_guard.h"
 #include "catalog.h"
 #include "statements.h"

@@ -13,6 +13,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "guc.h"
+#include "shmem.h"
+#include "catalog_guard.h"
 #include "checkpoint.h"
 #include "catalog.h"
 #include "apply.h"

@@ -14,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "quarantine.h"
 #include "catalog.h"
 #include "consumer.h"

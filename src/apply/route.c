@@ -44,6 +44,12 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "guc.h"
+#include "catalog_guard.h"
+#include "route.h"
+#include "target.h"
+#include "envelope_debezium_avro.h"
 #include "apply.h"
 #include "catalog.h"
 #include "decode.h"

@@ -13,6 +13,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "target.h"
 #include "statements.h"
 #include "catalog.h"
 #include "apply.h"

@@ -20,6 +20,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "catalog_guard.h"
 #include "catalog.h"
 #include "hops.h"
 #include "offsets.h"

@@ -20,6 +20,8 @@
 
 #include "kafka_sink.h"
 
+#include "nodes/pg_list.h"
+
 typedef enum KsMode
 {
 	KS_MODE_MERGE,

@@ -26,6 +26,9 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "guc.h"
+#include "catalog_guard.h"
 #include "catalog.h"
 #include "decode.h"
 #include "errclass.h"

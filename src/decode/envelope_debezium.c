@@ -34,6 +34,9 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "envelope_debezium.h"
+#include "envelope_debezium_avro.h"
 #include "envelope.h"
 #include "decode.h"
 #include "format.h"

@@ -49,6 +49,9 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "schema_registry.h"
+#include "envelope_debezium_avro.h"
 #include "envelope.h"
 #include "format.h"
 #include "avro_binary.h"

@@ -7,11 +7,13 @@
  * Owns: what a plain message means (upsert or insert, delete, or a
  * quarantine reason before any field is read) and the registration of
  * envelopes.  Must not: know a format's bytes (format.h) or convert
- * values (decode.c).
+ * values (decode.c).  Its exports, ks_envelope_plain and the table's
+ * ks_envelope_find, are envelope.h's.
  *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "envelope.h"
 #include "format.h"
 

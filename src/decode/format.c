@@ -15,6 +15,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "guc.h"
 #include "format.h"
 #include "avro_binary.h"
 

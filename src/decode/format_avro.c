@@ -15,9 +15,14 @@
  * invalid_json); a registry that cannot be reached is no reason at all but
  * an error the worker retries.
  *
+ * Owns: the two formats' decode functions, entries of format.c's table
+ * (declared in format.h, its only exports).  Must not: fetch or cache
+ * schemas (schema_registry.c) or decode Avro binary (avro_binary.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "schema_registry.h"
 #include "format.h"
 #include "avro_binary.h"
 

@@ -28,6 +28,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "schema_registry.h"
 #include "catalog.h"
 #include "format.h"
 #include "avro_binary.h"

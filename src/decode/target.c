@@ -14,6 +14,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "target.h"
 #include "catalog.h"
 #include "decode.h"
 #include "envelope.h"

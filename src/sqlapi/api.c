@@ -23,9 +23,14 @@
  * or shared memory.  Must not: hold SQL text against the catalog
  * (catalog.c) or trust any argument it is given.
  *
+ * Exports only SQL entry points (PG_FUNCTION_INFO_V1, declared in
+ * src/sql/30_c_functions.sql), so it has no header of its own.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "shmem.h"
 #include "kafka_options.h"
 #include "hosts.h"
 #include "catalog.h"

@@ -9,9 +9,14 @@
  * replayed or failing again.  Must not: take a batch id, write a marker
  * or move offsets (a replay is not a batch of the pipeline).
  *
+ * Exports only SQL entry points (PG_FUNCTION_INFO_V1, declared in
+ * src/sql/30_c_functions.sql), so it has no header of its own.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "route.h"
 #include "apply.h"
 #include "apply_sql.h"
 #include "bronze.h"

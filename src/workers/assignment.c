@@ -21,6 +21,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "guc.h"
+#include "shmem.h"
+#include "assignment.h"
+#include "fill.h"
 #include "worker.h"
 #include "catalog.h"
 #include "consumer.h"

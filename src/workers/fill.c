@@ -26,6 +26,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "shmem.h"
+#include "assignment.h"
+#include "fill.h"
+#include "mirror.h"
 #include "bgworker.h"
 #include "worker.h"
 #include "catalog.h"

@@ -28,6 +28,14 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "guc.h"
+#include "shmem.h"
+#include "catalog_guard.h"
+#include "target.h"
+#include "schema_registry.h"
+#include "assignment.h"
+#include "fill.h"
+#include "mirror.h"
 #include "worker.h"
 #include "catalog.h"
 #include "consumer.h"
