@@ -5,13 +5,15 @@
  *		of targets, and the interface of the apply strategies.
  *
  * A batch is the messages a worker fetched, applied in one transaction to
- * a list of targets (one today), each with its own mapping, key, order
+ * a list of targets (the pipeline's one target, or one per table its
+ * messages are routed to, route.h), each with its own mapping, key, order
  * column, strategy and statements.  A strategy applies rows chosen by the
  * strategy-agnostic code in apply.c (the reduce, the bisection of faults
  * is the strategy's own): the SQL strategy (apply_sql.c) runs the MERGE,
- * DELETE, INSERT or batch function through SPI; a direct heap strategy
- * (as pglogical has beside its SPI apply) would be another file with
- * another KsApplyStrategy, chosen per target in ks_apply_strategy_for().
+ * DELETE, INSERT or batch function through SPI; the heap strategy
+ * (apply_heap.c, as pglogical has beside its SPI apply) writes the same
+ * rows straight through the heap and its indexes; ks_apply_strategy_for()
+ * chooses one per target.
  *
  *-------------------------------------------------------------------------
  */

@@ -5,9 +5,11 @@
  *		batch loop, the conversion of field values into column values that
  *		every format and envelope shares, and the quarantine reasons.
  *
- * The stages of one message: its envelope (envelope.h; plain today) says
- * what the message means and asks its format (format.h; json today) for
- * the field values, which ks_decode_fields converts into the columns.
+ * The stages of one message: its envelope (envelope.h: plain, debezium)
+ * says what the message means and asks its format (format.h: json, avro,
+ * json_schema) for the field values, which ks_decode_fields converts into
+ * the columns.  ks_load_pipeline loads a pipeline's definition with its
+ * formats and envelope resolved.
  *
  * The contract of the plain envelope and the json format: a message value
  * is a JSON object whose fields are named after the target's columns.  Each value goes through the column type's

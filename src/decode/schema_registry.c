@@ -25,6 +25,10 @@
  * apart from the URL and appears in no message: URLs carrying user
  * information are refused where the options are checked.
  *
+ * Owns: schemas by id and their cache, the rows of kafka_sink.schemas
+ * (through catalog.c) and every HTTP request.  Must not: decode a message
+ * (format_avro.c, avro_binary.c) or log a secret.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
