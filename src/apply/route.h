@@ -5,6 +5,9 @@
  *		(the template, the targets map), and the batch split by table, each
  *		created, evolved and checked once per batch.
  *
+ *		Owns: the declarations of route.c.  Must not: expose its compiled
+ *		routing (KsRouting stays route.c's).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_ROUTE_H

@@ -5,6 +5,9 @@
  *		kafka_sink's own tables now (the API functions and the workers may,
  *		nobody else), and its initialisation in _PG_init.
  *
+ *		Owns: the declarations of catalog_guard.c.  Must not: be needed
+ *		by a module that only reads the catalog.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_CATALOG_GUARD_H

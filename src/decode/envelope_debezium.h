@@ -5,6 +5,9 @@
  *		(ks_envelope_debezium, envelope.h): a change event's source position,
  *		which kafka_sink.message_fate(s) also computes (lineage.c).
  *
+ *		Owns: that declaration.  Must not: declare the envelope's table
+ *		entry (envelope.h does).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_ENVELOPE_DEBEZIUM_H

@@ -5,6 +5,9 @@
  *		translated to what JsonConverter would have written, for the
  *		Debezium envelope and for lineage.
  *
+ *		Owns: the declarations of envelope_debezium_avro.c.  Must not:
+ *		expose Avro's decoder (avro_binary.h).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_ENVELOPE_DEBEZIUM_AVRO_H

@@ -5,6 +5,9 @@
  *		catalog's copy (kafka_sink.schemas) and the registry itself, and an
  *		inline writer schema compiled once.
  *
+ *		Owns: the schema entry and the look-ups by id.  Must not: expose
+ *		libcurl (only schema_registry.c includes curl.h).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_SCHEMA_REGISTRY_H

@@ -4,6 +4,9 @@
  *		The target as decoding sees it (target.c): a table's columns, its
  *		key index and the mappings of fields to columns (KsTarget, decode.h).
  *
+ *		Owns: the declarations of target.c.  Must not: define KsTarget
+ *		(decode.h does, for every stage that converts rows).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_TARGET_H

@@ -4,6 +4,9 @@
  *		The GUCs (guc.c): their variables, kafka_sink.apply_strategy's
  *		choices, and the fault points the tests inject.
  *
+ *		Owns: the declarations of guc.c.  Must not: hold a module's own
+ *		settings logic (each module reads its GUCs itself).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_GUC_H

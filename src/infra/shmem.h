@@ -5,6 +5,9 @@
  *		progress for kafka_sink.progress, the batch-id counters and the
  *		launcher's latch.
  *
+ *		Owns: the layout of kafka_sink's shared memory.  Must not: grow
+ *		after start (its size is fixed when the postmaster starts).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_SHMEM_H

@@ -4,6 +4,9 @@
  *		Which partitions a worker reads (assignment.c), from the catalog's
  *		checkpoint, and their progress published to shared memory.
  *
+ *		Owns: the declarations of assignment.c.  Must not: be included
+ *		outside the pipeline worker's modules.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_ASSIGNMENT_H

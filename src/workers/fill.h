@@ -4,6 +4,9 @@
  *		Filling a batch (fill.c): when it closes, the worker's one wait on
  *		its latch and the consumer, Kafka's health in the worker's slot.
  *
+ *		Owns: a batch being filled (KsFill) and fill.c's declarations.
+ *		Must not: be included outside the pipeline worker's modules.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_FILL_H

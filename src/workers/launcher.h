@@ -3,6 +3,9 @@
  * launcher.h
  *		The launcher (launcher.c): registered by _PG_init, its main.
  *
+ *		Owns: the declarations of launcher.c.  Must not: declare the
+ *		pipeline worker's main (worker.h).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_LAUNCHER_H

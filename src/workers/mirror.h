@@ -4,6 +4,9 @@
  *		The checkpoint mirrored to Kafka's consumer group (mirror.c); its
  *		state is KsWorkerState.mirror (worker.h).
  *
+ *		Owns: the declarations of mirror.c.  Must not: be included
+ *		outside the pipeline worker's modules.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_MIRROR_H

@@ -4,6 +4,9 @@
  *		The outbox relay worker (outbox.c): its main, started by the
  *		launcher by name.
  *
+ *		Owns: the declaration of outbox.c.  Must not: declare the
+ *		producer (producer.h).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_OUTBOX_H
