@@ -12,6 +12,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "guc.h"
+#include "shmem.h"
+#include "catalog_guard.h"
+#include "launcher.h"
 #include "bgworker.h"
 
 #include "miscadmin.h"

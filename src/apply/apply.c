@@ -22,6 +22,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "guc.h"
+#include "route.h"
+#include "target.h"
 #include "apply.h"
 #include "apply_heap.h"
 #include "apply_sql.h"
@@ -47,7 +51,7 @@ const KsApplyStrategy *
 ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
 {
 	(void) t;
-	if (ks_apply_strategy == KS_APPLY_STRATEGY_AUTO && p->mode == KS_MODE_MERGE)
+	if (ks_apply_strategy == KS_APPLY_STRATEGY_AUTO && p->targets.mode == KS_MODE_MERGE)
 		return &ks_apply_heap;
 	return &ks_apply_sql;
 }
@@ -63,7 +67,7 @@ ks_batch_add_target(KsBatch *batch, KsTarget *t, int nmsgs)
 	KsBatchTarget *bt = &batch->targets[batch->ntargets++];
 
 	bt->target = t;
-	bt->mode = batch->pipeline->mode;
+	bt->mode = batch->pipeline->targets.mode;
 	bt->strategy = ks_apply_strategy_for(batch->pipeline, t);
 	bt->msgs = palloc(sizeof(KsMessage *) * Max(nmsgs, 1));
 	bt->nmsgs = 0;
@@ -88,7 +92,7 @@ open_targets(KsBatch *batch)
 	batch->all_nmsgs = batch->nmsgs;
 	if (ks_routing_enabled(p))
 		ks_route_batch(batch);
-	else if (OidIsValid(p->target))
+	else if (OidIsValid(p->targets.target))
 	{
 		KsBatchTarget *bt = ks_batch_add_target(batch, ks_target_open(p), batch->nmsgs);
 
@@ -206,7 +210,7 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 	int64		ins0 = s->inserted,
 				upd0 = s->updated;
 
-	if (p->event_id && batch->nmsgs > 0)
+	if (p->contract.event_id && batch->nmsgs > 0)
 		ks_mark_duplicates(batch);
 	if (batch->nmsgs > 0)
 	{
@@ -228,7 +232,7 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 				bt->strategy->call_function(batch, state, sel, nsel);
 		}
 		bt->strategy->end(batch, state);
-		if (p->event_id)
+		if (p->contract.event_id)
 			ks_record_event_ids(batch);
 	}
 
@@ -284,7 +288,7 @@ ks_stage_and_apply(KsBatch *batch, bool take_batch_id)
 	if (take_batch_id)
 		batch->batch_id = ks_next_batch_id(batch);
 	t0 = GetCurrentTimestamp();
-	if (take_batch_id && OidIsValid(p->bronze) && batch->nmsgs > 0)
+	if (take_batch_id && OidIsValid(p->targets.bronze) && batch->nmsgs > 0)
 		ks_write_bronze(batch);
 	/* in the order of their names, so that workers lock tables alike */
 	for (int i = 0; i < batch->ntargets; i++)

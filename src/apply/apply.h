@@ -5,13 +5,15 @@
  *		of targets, and the interface of the apply strategies.
  *
  * A batch is the messages a worker fetched, applied in one transaction to
- * a list of targets (one today), each with its own mapping, key, order
+ * a list of targets (the pipeline's one target, or one per table its
+ * messages are routed to, route.h), each with its own mapping, key, order
  * column, strategy and statements.  A strategy applies rows chosen by the
  * strategy-agnostic code in apply.c (the reduce, the bisection of faults
  * is the strategy's own): the SQL strategy (apply_sql.c) runs the MERGE,
- * DELETE, INSERT or batch function through SPI; a direct heap strategy
- * (as pglogical has beside its SPI apply) would be another file with
- * another KsApplyStrategy, chosen per target in ks_apply_strategy_for().
+ * DELETE, INSERT or batch function through SPI; the heap strategy
+ * (apply_heap.c, as pglogical has beside its SPI apply) writes the same
+ * rows straight through the heap and its indexes; ks_apply_strategy_for()
+ * chooses one per target.
  *
  *-------------------------------------------------------------------------
  */
@@ -19,6 +21,7 @@
 #define KS_APPLY_H
 
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "decode.h"
 #include "errclass.h"
 
@@ -123,11 +126,6 @@ struct KsApplyStrategy
 /* apply.c */
 extern void ks_apply_batch(KsBatch *batch);
 extern KsBatchTarget *ks_batch_add_target(KsBatch *batch, KsTarget *t, int nmsgs);
-
-/* route.c */
-extern bool ks_routing_enabled(KsPipeline *p);
-extern void ks_route_batch(KsBatch *batch);
-extern char *ks_route_name(KsPipeline *p, KsMessage *m, char **why);
 extern void ks_stage_and_apply(KsBatch *batch, bool take_batch_id);
 extern const KsApplyStrategy *ks_apply_strategy_for(KsPipeline *p, KsTarget *t);
 

@@ -21,6 +21,9 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "guc.h"
+#include "catalog_guard.h"
 #include "apply.h"
 #include "apply_heap.h"
 #include "apply_sql.h"

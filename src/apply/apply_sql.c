@@ -15,6 +15,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "catalog_guard.h"
 #include "apply_sql.h"
 #include "catalog.h"
 #include "sqlcall.h"

@@ -13,6 +13,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog_guard.h"
 #include "bronze.h"
 #include "catalog.h"
 #include "consumer.h"
@@ -178,7 +179,7 @@ ks_insert_slots(ResultRelInfo *rri, EState *estate, TupleTableSlot **slots, int 
 static bool
 bronze_fast_path(KsBatch *batch)
 {
-	Oid			relid = batch->pipeline->bronze;
+	Oid			relid = batch->pipeline->targets.bronze;
 	Relation	rel;
 	TupleDesc	desc;
 	int			natts;
@@ -379,7 +380,7 @@ ks_write_bronze(KsBatch *batch)
 	char	   *sql;
 	int			catalog_writes;
 
-	sql = ks_bronze_sql(batch->pipeline->bronze);
+	sql = ks_bronze_sql(batch->pipeline->targets.bronze);
 	srf_raw_batch = batch;
 	/* bronze's triggers and defaults are the user's too */
 	catalog_writes = ks_catalog_writes_suspend();

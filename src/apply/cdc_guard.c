@@ -27,6 +27,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "catalog_guard.h"
 #include "cdc_guard.h"
 #include "catalog.h"
 #include "statements.h"
@@ -93,7 +95,7 @@ ks_cdc_truncates(KsBatch *batch)
 
 		if (r->reason != KS_OK || !r->is_truncate)
 			continue;
-		if (p->on_truncate == KS_TRUNCATE_FAIL)
+		if (p->contract.on_truncate == KS_TRUNCATE_FAIL)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("pipeline \"%s\" received a truncate of its source table and on_truncate is fail",
@@ -103,7 +105,7 @@ ks_cdc_truncates(KsBatch *batch)
 					 errhint("To go on, alter the pipeline with on_truncate => 'apply' or 'ignore' and resume it, "
 							 "or move its offsets past the event with kafka_sink.reset_offsets.")));
 		r->skipped = true;		/* counted as superseded, whatever it does */
-		if (p->on_truncate == KS_TRUNCATE_IGNORE)
+		if (p->contract.on_truncate == KS_TRUNCATE_IGNORE)
 			continue;
 		pos = position_text(t, r);
 		if (newest == NULL || cmp_positions(pos, newest) > 0)
@@ -156,7 +158,7 @@ ks_cdc_record_deletes(KsBatch *batch, int *dels, int ndels)
 		ks_catalog_cdc_record(batch->pipeline->id, t->relid, keys, positions);
 	/* bounded retention, as for event ids */
 	if (batch->batch_id % 64 == 0)
-		ks_catalog_cdc_prune(batch->pipeline->id, t->relid, batch->pipeline->event_id_retention_s);
+		ks_catalog_cdc_prune(batch->pipeline->id, t->relid, batch->pipeline->contract.event_id_retention_s);
 }
 
 int

@@ -13,6 +13,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "guc.h"
+#include "shmem.h"
+#include "catalog_guard.h"
 #include "checkpoint.h"
 #include "catalog.h"
 #include "apply.h"
@@ -146,9 +150,9 @@ progress_json(KsBatch *batch)
 				behind_max = 0;
 	int			nknown = 0;
 	double		avg_bytes = s->messages > 0 ? (double) s->bytes / s->messages : 0;
-	bool		routed = p->target_template != NULL || p->target_map != NIL;
-	char	   *target = routed ? (p->target_template ? p->target_template : "the targets map") :
-		OidIsValid(p->target) && batch->ntargets > 0 ? batch->targets[0].target->qualified_name : NULL;
+	bool		routed = p->targets.target_template != NULL || p->targets.target_map != NIL;
+	char	   *target = routed ? (p->targets.target_template ? p->targets.target_template : "the targets map") :
+		OidIsValid(p->targets.target) && batch->ntargets > 0 ? batch->targets[0].target->qualified_name : NULL;
 
 	for (int i = 0; i < batch->nparts; i++)
 	{
@@ -178,9 +182,9 @@ progress_json(KsBatch *batch)
 					 "\"commit\":%.1f,\"triggerExecution\":%.1f}",
 					 fetch_ms, batch->decode_ms, batch->apply_ms, commit_ms, fetch_ms + process_ms);
 	appendStringInfoString(&b, ",\"sources\":[{\"description\":");
-	if (p->subscribe_pattern)
-		escape_json(&b, psprintf("Kafka[SubscribePattern[%s]]", p->subscribe_pattern));
-	else if (p->assign != NIL)
+	if (p->source.subscribe_pattern)
+		escape_json(&b, psprintf("Kafka[SubscribePattern[%s]]", p->source.subscribe_pattern));
+	else if (p->source.assign != NIL)
 		escape_json(&b, "Kafka[Assign]");
 	else
 	{
@@ -189,8 +193,8 @@ progress_json(KsBatch *batch)
 
 		initStringInfo(&d);
 		appendStringInfoString(&d, "Kafka[Subscribe[");
-		foreach(lc, p->subscribe)
-			appendStringInfo(&d, "%s%s", lc == list_head(p->subscribe) ? "" : ",", (char *) lfirst(lc));
+		foreach(lc, p->source.subscribe)
+			appendStringInfo(&d, "%s%s", lc == list_head(p->source.subscribe) ? "" : ",", (char *) lfirst(lc));
 		appendStringInfoString(&d, "]]");
 		escape_json(&b, d.data);
 	}
@@ -208,8 +212,8 @@ progress_json(KsBatch *batch)
 	appendStringInfoString(&b, ",\"sink\":{\"description\":");
 	if (target)
 		escape_json(&b, psprintf("kafka_sink %s into %s",
-								 p->mode == KS_MODE_MERGE ? "MERGE" :
-								 p->mode == KS_MODE_APPEND ? "INSERT" : "batch function", target));
+								 p->targets.mode == KS_MODE_MERGE ? "MERGE" :
+								 p->targets.mode == KS_MODE_APPEND ? "INSERT" : "batch function", target));
 	else
 		escape_json(&b, "kafka_sink bronze only");
 	appendStringInfo(&b, ",\"numOutputRows\":" INT64_FORMAT ",\"inserted\":" INT64_FORMAT
@@ -219,7 +223,7 @@ progress_json(KsBatch *batch)
 					 s->inserted + s->updated + s->deleted, s->inserted, s->updated, s->deleted,
 					 s->stale, s->superseded, s->quarantined, s->duplicates);
 	/* merge mode: which strategy wrote the winners (apply_heap.c) */
-	if (p->mode == KS_MODE_MERGE && target)
+	if (p->targets.mode == KS_MODE_MERGE && target)
 		appendStringInfo(&b, ",\"applyRows\":{\"heap\":" INT64_FORMAT ",\"sql\":" INT64_FORMAT "}",
 						 s->heap_rows, s->apply_rows - s->heap_rows);
 	if (target)

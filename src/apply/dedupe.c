@@ -95,6 +95,6 @@ ks_record_event_ids(KsBatch *batch)
 		ks_catalog_record_event_ids(batch->target->relid, ids, batch->batch_id);
 	/* bounded retention; deleting only old rows never blocks new inserts */
 	if (batch->batch_id % 64 == 0)
-		ks_catalog_prune_event_ids(batch->target->relid, batch->pipeline->event_id_retention_s);
+		ks_catalog_prune_event_ids(batch->target->relid, batch->pipeline->contract.event_id_retention_s);
 }
 

@@ -14,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "quarantine.h"
 #include "catalog.h"
 #include "consumer.h"
@@ -160,7 +161,7 @@ write_dead_letter(KsBatch *batch, KsRow *r, int64 quarantine_id)
 	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 	PG_TRY();
 	{
-		ks_catalog_insert_dead_letter(p->dead_letter_topic, m, names, values, created_by, quarantine_id,
+		ks_catalog_insert_dead_letter(p->targets.dead_letter_topic, m, names, values, created_by, quarantine_id,
 									  hops + 1);
 	}
 	PG_FINALLY();
@@ -180,7 +181,7 @@ write_quarantine(KsBatch *batch, KsRow *r)
 												   batch->target ? batch->target->qualified_name : NULL);
 
 	/* a message that went round a loop goes round no more (hops.c) */
-	if (batch->pipeline->dead_letter_topic && r->reason != KS_DEAD_LETTER_LOOP)
+	if (batch->pipeline->targets.dead_letter_topic && r->reason != KS_DEAD_LETTER_LOOP)
 		write_dead_letter(batch, r, qid);
 }
 

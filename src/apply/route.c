@@ -44,6 +44,12 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "guc.h"
+#include "catalog_guard.h"
+#include "route.h"
+#include "target.h"
+#include "envelope_debezium_avro.h"
 #include "apply.h"
 #include "catalog.h"
 #include "decode.h"
@@ -126,7 +132,7 @@ typedef struct KsRouteEntry
 bool
 ks_routing_enabled(KsPipeline *p)
 {
-	return p->target_template != NULL || p->target_map != NIL;
+	return p->targets.target_template != NULL || p->targets.target_map != NIL;
 }
 
 static void
@@ -255,15 +261,15 @@ routing_of(KsPipeline *p)
 	ListCell   *lc;
 	int			i;
 
-	if (p->routing)
-		return p->routing;
+	if (p->targets.routing)
+		return p->targets.routing;
 	old = MemoryContextSwitchTo(GetMemoryChunkContext(p));
 	r = palloc0(sizeof(KsRouting));
-	if (p->target_template)
+	if (p->targets.target_template)
 	{
 		List	   *parts[2];
 
-		r->nparts = parse_template(p->target_template, parts);
+		r->nparts = parse_template(p->targets.target_template, parts);
 		for (int k = 0; k < r->nparts; k++)
 		{
 			r->parts[k].npieces = list_length(parts[k]);
@@ -283,7 +289,7 @@ routing_of(KsPipeline *p)
 		}
 	}
 	r->src_schema[0] = r->src_schema[1] = r->src_table[0] = r->src_table[1] = -1;
-	if (p->target_map != NIL)
+	if (p->targets.target_map != NIL)
 	{
 		r->src_schema[0] = slot_of(&paths, "source.schema");
 		r->src_schema[1] = slot_of(&paths, "payload.source.schema");
@@ -291,7 +297,7 @@ routing_of(KsPipeline *p)
 		r->src_table[1] = slot_of(&paths, "payload.source.table");
 	}
 	r->schema_slot = -1;
-	if (p->create_targets || p->evolve_add_columns)
+	if (p->targets.create_targets || p->targets.evolve_add_columns)
 		r->schema_slot = slot_of(&paths, "schema");
 	r->reads_value = paths != NIL;
 	r->walk.nslots = list_length(paths);
@@ -304,7 +310,7 @@ routing_of(KsPipeline *p)
 		i++;
 	}
 	MemoryContextSwitchTo(old);
-	p->routing = r;
+	p->targets.routing = r;
 	return r;
 }
 
@@ -414,7 +420,7 @@ name_target(KsPipeline *p, KsRouting *r, KsMessage *m, KsSlotValue *slots, bool 
 
 	*schema = *table = NULL;
 	*why = NULL;
-	if (p->target_map != NIL)
+	if (p->targets.target_map != NIL)
 	{
 		const char *ss = value_ok ? slot_text(slots, r->src_schema[0], r->src_schema[1]) : NULL;
 		const char *st = value_ok ? slot_text(slots, r->src_table[0], r->src_table[1]) : NULL;
@@ -422,7 +428,7 @@ name_target(KsPipeline *p, KsRouting *r, KsMessage *m, KsSlotValue *slots, bool 
 
 		if (ss && st)
 			src = psprintf("%s.%s", ss, st);
-		foreach(lc, p->target_map)
+		foreach(lc, p->targets.target_map)
 		{
 			KsOption   *o = lfirst(lc);
 
@@ -433,7 +439,7 @@ name_target(KsPipeline *p, KsRouting *r, KsMessage *m, KsSlotValue *slots, bool 
 			}
 		}
 		if (match == NULL && src)
-			foreach(lc, p->target_map)
+			foreach(lc, p->targets.target_map)
 			{
 				KsOption   *o = lfirst(lc);
 
@@ -491,10 +497,10 @@ name_target(KsPipeline *p, KsRouting *r, KsMessage *m, KsSlotValue *slots, bool 
 		}
 		return true;
 	}
-	if (OidIsValid(p->target))
+	if (OidIsValid(p->targets.target))
 	{
-		*schema = get_namespace_name(get_rel_namespace(p->target));
-		*table = get_rel_name(p->target);
+		*schema = get_namespace_name(get_rel_namespace(p->targets.target));
+		*table = get_rel_name(p->targets.target);
 		if (*schema && *table)
 			return true;
 	}
@@ -548,7 +554,7 @@ typedef struct OpenArgs
 static void
 key_columns_arg(KsPipeline *p, Datum *value, char *null)
 {
-	int			n = list_length(p->key_columns);
+	int			n = list_length(p->targets.key_columns);
 	Datum	   *e;
 	int			i = 0;
 	ListCell   *lc;
@@ -559,7 +565,7 @@ key_columns_arg(KsPipeline *p, Datum *value, char *null)
 		return;
 	}
 	e = palloc(sizeof(Datum) * n);
-	foreach(lc, p->key_columns)
+	foreach(lc, p->targets.key_columns)
 		e[i++] = CStringGetTextDatum(lfirst(lc));
 	*value = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
@@ -577,11 +583,11 @@ open_checked(void *arg)
 
 	values[0] = ObjectIdGetDatum(a->relid);
 	key_columns_arg(a->p, &values[1], &nulls[1]);
-	if (a->p->order_column)
-		values[2] = CStringGetTextDatum(a->p->order_column);
+	if (a->p->targets.order_column)
+		values[2] = CStringGetTextDatum(a->p->targets.order_column);
 	else
 		nulls[2] = 'n';
-	values[3] = CStringGetTextDatum(a->p->mode == KS_MODE_MERGE ? "merge" : "append");
+	values[3] = CStringGetTextDatum(a->p->targets.mode == KS_MODE_MERGE ? "merge" : "append");
 
 	/* create_pipeline's checks of a target, as the owner: kind, privileges, key */
 	ks_spi_exec("check a routed target",
@@ -674,7 +680,7 @@ create_target(void *arg)
 			nulls[3] = 'n';
 	}
 	key_columns_arg(a->p, &values[4], &nulls[4]);
-	values[5] = CStringGetTextDatum(a->p->mode == KS_MODE_MERGE ? "merge" : "append");
+	values[5] = CStringGetTextDatum(a->p->targets.mode == KS_MODE_MERGE ? "merge" : "append");
 	ks_spi_exec("create a routed target",
 				"SELECT kafka_sink._create_target($1, $2, $3, $4, $5, $6)",
 				6, argtypes, values, nulls, false, SPI_OK_SELECT);
@@ -705,8 +711,8 @@ evolve_target(void *arg)
 	values[1] = CStringGetTextDatum(a->schema_json);
 	values[2] = BoolGetDatum(true);
 	key_columns_arg(a->p, &values[3], &nulls[3]);
-	if (a->p->order_column)
-		values[4] = CStringGetTextDatum(a->p->order_column);
+	if (a->p->targets.order_column)
+		values[4] = CStringGetTextDatum(a->p->targets.order_column);
 	else
 		nulls[4] = 'n';
 	values[5] = Int32GetDatum(ks_max_new_columns);
@@ -932,7 +938,7 @@ resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas,
 	OpenArgs	a;
 
 	/* create_targets: from its messages in turn, until one can make it */
-	if (!OidIsValid(relid) && OidIsValid(nsp) && p->create_targets)
+	if (!OidIsValid(relid) && OidIsValid(nsp) && p->targets.create_targets)
 	{
 		int			attempts = 0;
 		int			timeout = ks_ddl_lock_timeout_ms;
@@ -979,7 +985,7 @@ resolve(KsBatch *batch, KsRouteEntry *e, KsRouteEntry **dest, char **schemas,
 	 * evolve: each distinct embedded schema of its messages, once; a schema
 	 * refused, or whose DDL fails, is refused for the messages carrying it
 	 */
-	if (p->evolve_add_columns)
+	if (p->targets.evolve_add_columns)
 	{
 		bool	   *done = palloc0(sizeof(bool) * batch->nmsgs);
 
@@ -1112,7 +1118,7 @@ ks_route_batch(KsBatch *batch)
 			 * nothing to apply (as the envelope says of a tombstone it gets),
 			 * not a message without a target.
 			 */
-			if (m->value == NULL && p->envelope == &ks_envelope_debezium)
+			if (m->value == NULL && p->contract.envelope == &ks_envelope_debezium)
 				skip[i] = true;
 			continue;
 		}

@@ -13,6 +13,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "target.h"
 #include "statements.h"
 #include "catalog.h"
 #include "apply.h"
@@ -236,7 +238,7 @@ char *
 ks_function_sql(KsPipeline *p, KsTarget *t, bool by_hand)
 {
 	StringInfoData b;
-	Oid			fn = p->batch_function;
+	Oid			fn = p->targets.batch_function;
 	char	   *nspname = get_namespace_name(get_func_namespace(fn));
 	char	   *proname = get_func_name(fn);
 	char	   *fname;
@@ -302,12 +304,12 @@ routed_targets(KsPipeline *p)
 
 	initStringInfo(&names);
 	appendStringInfoString(&names, "{");
-	foreach(lc, p->target_map)
+	foreach(lc, p->targets.target_map)
 	{
 		KsOption   *o = lfirst(lc);
 		const char *c;
 
-		appendStringInfoString(&names, lc == list_head(p->target_map) ? "\"" : ",\"");
+		appendStringInfoString(&names, lc == list_head(p->targets.target_map) ? "\"" : ",\"");
 		for (c = o->value; *c; c++)
 		{
 			if (*c == '"' || *c == '\\')
@@ -343,7 +345,7 @@ routed_targets(KsPipeline *p)
 	}
 	for (uint64 i = 0; i < n; i++)
 	{
-		List	   *keys = p->key_columns;
+		List	   *keys = p->targets.key_columns;
 
 		if (keys == NIL)
 		{
@@ -359,7 +361,7 @@ routed_targets(KsPipeline *p)
 			for (uint64 j = 0; j < SPI_processed; j++)
 				keys = lappend(keys, SPI_getvalue(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1));
 		}
-		if (keys == NIL && p->mode == KS_MODE_MERGE)
+		if (keys == NIL && p->targets.mode == KS_MODE_MERGE)
 			continue;
 		out = lappend(out, ks_target_open_rel(p, relids[i], keys));
 	}
@@ -393,15 +395,15 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("pipeline %lld does not exist", (long long) pipeline_id),
 				 errhint("SELECT name FROM kafka_sink.pipelines lists the pipelines you can see.")));
-	if (OidIsValid(p->target))
+	if (OidIsValid(p->targets.target))
 	{
-		if (get_rel_name(p->target) == NULL)
+		if (get_rel_name(p->targets.target) == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("the target of pipeline \"%s\" no longer exists", p->name)));
 		t = ks_target_open(p);
 	}
-	if (OidIsValid(p->bronze) && get_rel_name(p->bronze) == NULL)
+	if (OidIsValid(p->targets.bronze) && get_rel_name(p->targets.bronze) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("the bronze table of pipeline \"%s\" no longer exists", p->name)));
@@ -420,15 +422,15 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v_, n_); \
 	} while (0)
 
-	if (OidIsValid(p->bronze))
-		KS_EMIT(p->bronze, "bronze", ks_bronze_sql(p->bronze), NULL,
+	if (OidIsValid(p->targets.bronze))
+		KS_EMIT(p->targets.bronze, "bronze", ks_bronze_sql(p->targets.bronze), NULL,
 				"Lands every message of the batch raw, first. When the bronze table is a plain table the worker "
 				"can write as INSERT would (no triggers, row level security, CHECK constraints or generated "
 				"columns), it inserts the same rows through table_multi_insert instead of this statement. "
 				"A message already landed (offsets moved back) is kept: the statement is then run again with "
 				"ON CONFLICT (topic, partition, \"offset\") DO NOTHING.");
-	targets = OidIsValid(p->target) ? list_make1(t) :
-		(p->target_template != NULL || p->target_map != NIL) ? routed_targets(p) : NIL;
+	targets = OidIsValid(p->targets.target) ? list_make1(t) :
+		(p->targets.target_template != NULL || p->targets.target_map != NIL) ? routed_targets(p) : NIL;
 	foreach(tc, targets)
 	{
 		t = lfirst(tc);
@@ -441,16 +443,16 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 				"_ks_topic, _ks_partition, _ks_offset, _ks_ts: the message's coordinates and timestamp; "
 				"_ks_seq: its position in the batch; _ks_oN (with an order column and optional "
 				"columns): the order value of the message that supplied column N, for the ordering guard.");
-		if (t->cdc && p->mode == KS_MODE_MERGE && p->on_truncate == KS_TRUNCATE_APPLY)
+		if (t->cdc && p->targets.mode == KS_MODE_MERGE && p->contract.on_truncate == KS_TRUNCATE_APPLY)
 			KS_EMIT(t->relid, "truncate", ks_truncate_sql(t), NULL,
 					"Runs first, once per truncate event of the batch (on_truncate => 'apply'), "
 					"with $1 the truncate's source position: removes only the rows older than it (a replayed "
 					"truncate leaves newer rows), and records the position in kafka_sink.cdc_deletions.");
-		if (p->mode == KS_MODE_MERGE && (p->delete_on_tombstone || t->cdc))
+		if (p->targets.mode == KS_MODE_MERGE && (p->contract.delete_on_tombstone || t->cdc))
 			KS_EMIT(t->relid, "delete", ks_delete_sql(t, false), ks_delete_sql(t, true),
 					"Runs first, over the batch's tombstones that win their key (delete_on_tombstone). "
 					"To run by hand: PREPARE d(bigint) AS <by_hand>; EXECUTE d(<batch id>).");
-		if (p->mode == KS_MODE_MERGE)
+		if (p->targets.mode == KS_MODE_MERGE)
 			KS_EMIT(t->relid, "merge", ks_merge_sql(t, false), ks_merge_sql(t, true),
 					psprintf("Runs over one row per key, the winner of the reduce: %s, then the latest "
 							 "offset. The WHEN MATCHED condition is the ordering guard: a target row "
@@ -459,10 +461,10 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 							 "message competes again. $1 is the batch id, written to _kafka_batch_id. "
 							 "To run by hand: PREPARE m(bigint) AS <by_hand>; EXECUTE m(<batch id>) "
 							 "(the staging table must hold at most one row per key).",
-							 p->order_column ? psprintf("the greatest %s (NULL lowest)",
-														quote_identifier(p->order_column))
+							 p->targets.order_column ? psprintf("the greatest %s (NULL lowest)",
+														quote_identifier(p->targets.order_column))
 							 : "no order column, so"));
-		else if (p->mode == KS_MODE_APPEND)
+		else if (p->targets.mode == KS_MODE_APPEND)
 			KS_EMIT(t->relid, "append", ks_append_sql(t, false), ks_append_sql(t, true),
 					"Runs over every message that decoded (not quarantined, not a duplicate event id), in "
 					"offset order. $1 is the batch id. To run by hand: PREPARE a(bigint) AS <by_hand>; "

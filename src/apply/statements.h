@@ -11,6 +11,7 @@
 #define KS_STATEMENTS_H
 
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "decode.h"
 
 /* The staging table of a statement run by hand (pipeline_statements()). */

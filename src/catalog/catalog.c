@@ -20,6 +20,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "catalog_guard.h"
 #include "catalog.h"
 #include "hops.h"
 #include "offsets.h"
@@ -297,8 +299,8 @@ load_formats(KsPipeline *p, MemoryContext mcxt)
 	char	   *value_format = getstr(0, Anum_pipeline_value_format, mcxt);
 	char	   *url;
 
-	p->value_format_name = value_format ? value_format : "json";
-	p->value_schema = getstr(0, Anum_pipeline_value_schema, mcxt);
+	p->contract.value_format_name = value_format ? value_format : "json";
+	p->contract.value_schema = getstr(0, Anum_pipeline_value_schema, mcxt);
 	url = getstr(0, Anum_pipeline_registry_url, mcxt);
 	if (url != NULL)
 	{
@@ -312,12 +314,12 @@ load_formats(KsPipeline *p, MemoryContext mcxt)
 		r->timeout_ms = (int) Min(Max(getint8(0, Anum_pipeline_registry_timeout_ms), 1), 3600000);
 		r->ca_location = getstr(0, Anum_pipeline_registry_ca_location, mcxt);
 		r->userinfo = getstr(0, Anum_pipeline_registry_userinfo, mcxt);
-		r->owner = p->owner;
+		r->owner = p->security.owner;
 		old = MemoryContextSwitchTo(mcxt);
 		for (tok = strtok_r(list, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
 			r->urls = lappend(r->urls, tok);
 		MemoryContextSwitchTo(old);
-		p->registry = r;
+		p->contract.registry = r;
 	}
 }
 
@@ -341,51 +343,51 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p = MemoryContextAllocZero(mcxt, sizeof(KsPipeline));
 	p->id = getint8(0, Anum_pipeline_id);
 	p->name = getstr(0, Anum_pipeline_name, mcxt);
-	p->owner = (Oid) getint8(0, Anum_pipeline_owner);
+	p->security.owner = (Oid) getint8(0, Anum_pipeline_owner);
 	p->state = getstr(0, Anum_pipeline_state, mcxt);
-	p->bootstrap_servers = getstr(0, Anum_pipeline_bootstrap_servers, mcxt);
-	p->subscribe_pattern = getstr(0, Anum_pipeline_subscribe_pattern, mcxt);
-	p->target = (Oid) getint8(0, Anum_pipeline_target);	/* 0 for a bronze-only pipeline */
-	p->order_column = getstr(0, Anum_pipeline_order_column, mcxt);
+	p->source.bootstrap_servers = getstr(0, Anum_pipeline_bootstrap_servers, mcxt);
+	p->source.subscribe_pattern = getstr(0, Anum_pipeline_subscribe_pattern, mcxt);
+	p->targets.target = (Oid) getint8(0, Anum_pipeline_target);	/* 0 for a bronze-only pipeline */
+	p->targets.order_column = getstr(0, Anum_pipeline_order_column, mcxt);
 	mode = getstr(0, Anum_pipeline_mode, mcxt);
-	p->mode = strcmp(mode, "append") == 0 ? KS_MODE_APPEND :
+	p->targets.mode = strcmp(mode, "append") == 0 ? KS_MODE_APPEND :
 		strcmp(mode, "function") == 0 ? KS_MODE_FUNCTION : KS_MODE_MERGE;
-	p->batch_function = (Oid) getint8(0, Anum_pipeline_batch_function);
-	p->starting_offsets = getstr(0, Anum_pipeline_starting_offsets, mcxt);
-	p->fail_on_data_loss = getint8(0, Anum_pipeline_fail_on_data_loss) != 0;
-	p->max_offsets_per_batch = getint8(0, Anum_pipeline_max_offsets_per_batch);
-	p->max_batch_bytes = getint8(0, Anum_pipeline_max_batch_bytes);
-	p->trigger_interval_ms = (int) getint8(0, Anum_pipeline_trigger_interval_ms);
-	p->workers = (int) getint8(0, Anum_pipeline_workers);
+	p->targets.batch_function = (Oid) getint8(0, Anum_pipeline_batch_function);
+	p->source.starting_offsets = getstr(0, Anum_pipeline_starting_offsets, mcxt);
+	p->source.fail_on_data_loss = getint8(0, Anum_pipeline_fail_on_data_loss) != 0;
+	p->batching.max_offsets_per_batch = getint8(0, Anum_pipeline_max_offsets_per_batch);
+	p->batching.max_batch_bytes = getint8(0, Anum_pipeline_max_batch_bytes);
+	p->batching.trigger_interval_ms = (int) getint8(0, Anum_pipeline_trigger_interval_ms);
+	p->batching.workers = (int) getint8(0, Anum_pipeline_workers);
 	{
 		char	   *kf = getstr(0, Anum_pipeline_key_format, mcxt);
 
-		p->key_format = strcmp(kf, "string") == 0 ? KS_KEY_STRING :
+		p->contract.key_format = strcmp(kf, "string") == 0 ? KS_KEY_STRING :
 			strcmp(kf, "json") == 0 ? KS_KEY_JSON :
 			strcmp(kf, "avro") == 0 ? KS_KEY_AVRO : KS_KEY_NONE;
 	}
-	p->delete_on_tombstone = getint8(0, Anum_pipeline_delete_on_tombstone) != 0;
-	p->schema_version_field = getstr(0, Anum_pipeline_schema_version_field, mcxt);
-	p->event_id = getstr(0, Anum_pipeline_event_id, mcxt);
-	p->event_id_retention_s = (int) Min(getint8(0, Anum_pipeline_event_id_retention_s), INT_MAX);
-	p->bronze = (Oid) getint8(0, Anum_pipeline_bronze);
-	p->ending_offsets = getstr(0, Anum_pipeline_ending_offsets, mcxt);
-	p->min_offsets_per_batch = getint8(0, Anum_pipeline_min_offsets_per_batch);
-	p->max_trigger_delay_ms = getint8(0, Anum_pipeline_max_trigger_delay_ms);
-	p->dead_letter_topic = getstr(0, Anum_pipeline_dead_letter_topic, mcxt);
+	p->contract.delete_on_tombstone = getint8(0, Anum_pipeline_delete_on_tombstone) != 0;
+	p->contract.schema_version_field = getstr(0, Anum_pipeline_schema_version_field, mcxt);
+	p->contract.event_id = getstr(0, Anum_pipeline_event_id, mcxt);
+	p->contract.event_id_retention_s = (int) Min(getint8(0, Anum_pipeline_event_id_retention_s), INT_MAX);
+	p->targets.bronze = (Oid) getint8(0, Anum_pipeline_bronze);
+	p->source.ending_offsets = getstr(0, Anum_pipeline_ending_offsets, mcxt);
+	p->batching.min_offsets_per_batch = getint8(0, Anum_pipeline_min_offsets_per_batch);
+	p->batching.max_trigger_delay_ms = getint8(0, Anum_pipeline_max_trigger_delay_ms);
+	p->targets.dead_letter_topic = getstr(0, Anum_pipeline_dead_letter_topic, mcxt);
 	/* the formats (value_format, key_format) and the envelope */
 	load_formats(p, mcxt);
 	{
 		char	   *env = getstr(0, Anum_pipeline_envelope, mcxt);
 		char	   *trunc = getstr(0, Anum_pipeline_on_truncate, mcxt);
 
-		p->envelope_name = env ? env : "plain";
+		p->contract.envelope_name = env ? env : "plain";
 		if (trunc == NULL || strcmp(trunc, "apply") == 0)
-			p->on_truncate = KS_TRUNCATE_APPLY;
+			p->contract.on_truncate = KS_TRUNCATE_APPLY;
 		else if (strcmp(trunc, "ignore") == 0)
-			p->on_truncate = KS_TRUNCATE_IGNORE;
+			p->contract.on_truncate = KS_TRUNCATE_IGNORE;
 		else if (strcmp(trunc, "fail") == 0)
-			p->on_truncate = KS_TRUNCATE_FAIL;
+			p->contract.on_truncate = KS_TRUNCATE_FAIL;
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -393,14 +395,14 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	}
 
 	/* routing: the template, create_targets, evolve, and the targets map */
-	p->target_template = getstr(0, Anum_pipeline_target_template, mcxt);
-	p->create_targets = getint8(0, Anum_pipeline_create_targets) != 0;
+	p->targets.target_template = getstr(0, Anum_pipeline_target_template, mcxt);
+	p->targets.create_targets = getint8(0, Anum_pipeline_create_targets) != 0;
 	{
 		char	   *evolve = getstr(0, Anum_pipeline_evolve, mcxt);
 
-		p->evolve_add_columns = evolve && strcmp(evolve, "add_columns") == 0;
+		p->targets.evolve_add_columns = evolve && strcmp(evolve, "add_columns") == 0;
 	}
-	p->target_map = load_option_list("SELECT t.key, t.value #>> '{}' FROM kafka_sink.pipeline_definitions d,"
+	p->targets.target_map = load_option_list("SELECT t.key, t.value #>> '{}' FROM kafka_sink.pipeline_definitions d,"
 									 " jsonb_each(d.targets) t WHERE d.id = $1 AND jsonb_typeof(t.value) = 'string'"
 									 " ORDER BY t.key COLLATE \"C\"",
 									 pipeline_id, mcxt);
@@ -424,16 +426,16 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		m->path = getstr(i, 3, mcxt);
 		m->scale = (int) getint8(i, 4);
 		old = MemoryContextSwitchTo(mcxt);
-		p->mappings = lappend(p->mappings, m);
+		p->contract.mappings = lappend(p->contract.mappings, m);
 		MemoryContextSwitchTo(old);
 	}
-	p->versions = load_text_list("SELECT v.key FROM kafka_sink.pipeline_definitions d,"
+	p->contract.versions = load_text_list("SELECT v.key FROM kafka_sink.pipeline_definitions d,"
 								 " jsonb_each(d.schema_versions) v WHERE d.id = $1 ORDER BY 1",
 								 pipeline_id, mcxt);
 
-	p->subscribe = load_text_list("SELECT unnest(subscribe) FROM kafka_sink.pipeline_definitions"
+	p->source.subscribe = load_text_list("SELECT unnest(subscribe) FROM kafka_sink.pipeline_definitions"
 								  " WHERE id = $1", pipeline_id, mcxt);
-	p->key_columns = load_text_list("SELECT k FROM kafka_sink.pipeline_definitions,"
+	p->targets.key_columns = load_text_list("SELECT k FROM kafka_sink.pipeline_definitions,"
 									" unnest(key_columns) WITH ORDINALITY AS u(k, n)"
 									" WHERE id = $1 ORDER BY n", pipeline_id, mcxt);
 
@@ -448,20 +450,20 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		tp->topic = getstr(i, 1, mcxt);
 		tp->partition = (int32) getint8(i, 2);
 		old = MemoryContextSwitchTo(mcxt);
-		p->assign = lappend(p->assign, tp);
+		p->source.assign = lappend(p->source.assign, tp);
 		MemoryContextSwitchTo(old);
 	}
 
-	p->options = load_option_list("SELECT key, value FROM kafka_sink.pipeline_definitions d, jsonb_each_text(d.kafka_options)"
+	p->security.options = load_option_list("SELECT key, value FROM kafka_sink.pipeline_definitions d, jsonb_each_text(d.kafka_options)"
 								  " WHERE d.id = $1"
 								  " UNION ALL SELECT name, value FROM kafka_sink.secrets WHERE pipeline_id = $1"
 								  " AND name NOT LIKE 'schema\\_registry.%'",
 								  pipeline_id, mcxt);
-	load_offset_spec("starting_offsets", p->starting_offsets,
-					 &p->start_offsets, &p->start_ts_ms, mcxt);
-	if (p->ending_offsets)
-		load_offset_spec("ending_offsets", p->ending_offsets,
-						 &p->end_offsets, &p->end_ts_ms, mcxt);
+	load_offset_spec("starting_offsets", p->source.starting_offsets,
+					 &p->source.start_offsets, &p->source.start_ts_ms, mcxt);
+	if (p->source.ending_offsets)
+		load_offset_spec("ending_offsets", p->source.ending_offsets,
+						 &p->source.end_offsets, &p->source.end_ts_ms, mcxt);
 	return p;
 }
 

@@ -11,6 +11,7 @@
 #define KS_CATALOG_H
 
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "apply.h"
 #include "producer.h"
 

@@ -27,6 +27,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "catalog_guard.h"
+#include "role_guard.h"
 
 #include "access/htup_details.h"
 #include "access/relation.h"

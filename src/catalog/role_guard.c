@@ -25,6 +25,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "shmem.h"
+#include "role_guard.h"
 
 #include "access/heapam.h"
 #include "access/htup_details.h"

@@ -43,6 +43,10 @@
  * without the backend (test/fuzz/fuzz_avro.c); split, the bounds above
  * would be kept in two places.
  *
+ * Owns: Avro schemas and the binary encoding.  Must not: use the backend
+ * beyond palloc and src/common (it is built without it for test/fuzz),
+ * know columns, the catalog or the registry (schema_registry.c).
+ *
  *-------------------------------------------------------------------------
  */
 #ifdef FRONTEND

@@ -5,9 +5,11 @@
  *		batch loop, the conversion of field values into column values that
  *		every format and envelope shares, and the quarantine reasons.
  *
- * The stages of one message: its envelope (envelope.h; plain today) says
- * what the message means and asks its format (format.h; json today) for
- * the field values, which ks_decode_fields converts into the columns.
+ * The stages of one message: its envelope (envelope.h: plain, debezium)
+ * says what the message means and asks its format (format.h: json, avro,
+ * json_schema) for the field values, which ks_decode_fields converts into
+ * the columns.  ks_load_pipeline loads a pipeline's definition with its
+ * formats and envelope resolved.
  *
  * The contract of the plain envelope and the json format: a message value
  * is a JSON object whose fields are named after the target's columns.  Each value goes through the column type's
@@ -26,6 +28,9 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "guc.h"
+#include "catalog_guard.h"
 #include "catalog.h"
 #include "decode.h"
 #include "errclass.h"
@@ -73,17 +78,17 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 
 	if (p == NULL)
 		return NULL;
-	p->value_fmt = ks_format_find(p->value_format_name);
-	if (p->value_fmt == NULL)
+	p->contract.value_fmt = ks_format_find(p->contract.value_format_name);
+	if (p->contract.value_fmt == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown value_format \"%s\" of pipeline \"%s\"", p->value_format_name, p->name)));
-	p->key_fmt = ks_format_find(p->key_format == KS_KEY_AVRO ? "avro" : "json");
-	p->envelope = ks_envelope_find(p->envelope_name);
-	if (p->envelope == NULL)
+				 errmsg("unknown value_format \"%s\" of pipeline \"%s\"", p->contract.value_format_name, p->name)));
+	p->contract.key_fmt = ks_format_find(p->contract.key_format == KS_KEY_AVRO ? "avro" : "json");
+	p->contract.envelope = ks_envelope_find(p->contract.envelope_name);
+	if (p->contract.envelope == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown envelope \"%s\" of pipeline \"%s\"", p->envelope_name, p->name)));
+				 errmsg("unknown envelope \"%s\" of pipeline \"%s\"", p->contract.envelope_name, p->name)));
 	return p;
 }
 
@@ -497,7 +502,7 @@ ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row)
 		row->detail = pstrdup("the message has no key");
 		return;
 	}
-	if (p->key_format == KS_KEY_STRING)
+	if (p->contract.key_format == KS_KEY_STRING)
 	{
 		KsSlotValue f;
 
@@ -616,7 +621,7 @@ ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots)
 			row->reason = KS_UNKNOWN_SCHEMA_VERSION;
 			row->detail = vs->kind == KS_SLOT_STRING || vs->kind == KS_SLOT_SCALAR ?
 				psprintf("schema version \"%s\" is not one of the pipeline's schema_versions", vs->text) :
-				psprintf("the schema version field \"%s\" is missing or not a scalar", p->schema_version_field);
+				psprintf("the schema version field \"%s\" is missing or not a scalar", p->contract.schema_version_field);
 			return;
 		}
 		map = t->vmap[v];
@@ -632,7 +637,7 @@ ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots)
 
 	for (int i = 0; i < t->ncolumns && row->reason == KS_OK; i++)
 	{
-		if ((p->key_format != KS_KEY_NONE && t->columns[i].is_key) || t->columns[i].lineage)
+		if ((p->contract.key_format != KS_KEY_NONE && t->columns[i].is_key) || t->columns[i].lineage)
 			continue;
 		if (t->alt[i] >= 0 && map[i] == t->map[i] && slots[map[i]].kind == KS_SLOT_ABSENT)
 			convert_value(t, row, i, &slots[t->alt[i]], scale[i]);
@@ -641,7 +646,7 @@ ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots)
 	}
 	if (row->reason != KS_OK)
 		return;
-	if (p->key_format != KS_KEY_NONE)
+	if (p->contract.key_format != KS_KEY_NONE)
 	{
 		ks_decode_key(t, p, row);
 		if (row->reason != KS_OK)
@@ -691,7 +696,7 @@ static void
 decode_from(void *arg)
 {
 	DecodeCall *c = arg;
-	const KsEnvelope *envelope = c->p->envelope ? c->p->envelope : &ks_envelope_plain;
+	const KsEnvelope *envelope = c->p->contract.envelope ? c->p->contract.envelope : &ks_envelope_plain;
 
 	for (; c->cur < c->nrows; c->cur++)
 	{

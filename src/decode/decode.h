@@ -12,7 +12,10 @@
 #define KS_DECODE_H
 
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "jsonwalk.h"
+
+#include "access/attnum.h"
 
 typedef struct KsColumn
 {
@@ -139,13 +142,8 @@ typedef struct KsRow
 								 * NULL: the row alone */
 } KsRow;
 
-/* target.c */
-extern KsPipeline *ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt);
-extern KsTarget *ks_target_open(KsPipeline *p);
-extern KsTarget *ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns);
-extern char *ks_path_escape_field(const char *name);
-
 /* decode.c */
+extern KsPipeline *ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt);
 extern const char *ks_reason_name(KsReason r);
 extern void ks_row_init(KsTarget *t, KsRow *row);
 extern bool ks_row_too_large(KsRow *row);

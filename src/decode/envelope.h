@@ -19,8 +19,8 @@
 #define KS_ENVELOPE_H
 
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "decode.h"
-#include "utils/jsonb.h"
 
 typedef struct KsEnvelope
 {
@@ -34,21 +34,6 @@ extern const KsEnvelope ks_envelope_plain;
 
 /* envelope_debezium.c */
 extern const KsEnvelope ks_envelope_debezium;
-/* a change event's source position as a numeric's text, or NULL */
-extern char *ks_cdc_position(const char *source_json, int64 offset);
-
-/*
- * envelope_debezium_avro.c: whether the pipeline's value (is_key false) or
- * key is Avro, and an Avro change event (or key) as the {"schema",
- * "payload"} jsonb JsonConverter would have written (or its text, in the
- * database's encoding, which the envelope parses once itself), or NULL
- * with a reason
- */
-extern bool ks_cdc_avro(KsPipeline *p, bool is_key);
-extern char *ks_cdc_avro_event_text(KsPipeline *p, bool is_key, const char *data, size_t len,
-									KsReason *reason, char **detail);
-extern Jsonb *ks_cdc_avro_event(KsPipeline *p, bool is_key, const char *data, size_t len,
-								KsReason *reason, char **detail);
 
 /* the envelope called name, or NULL (envelope_plain.c holds the table) */
 extern const KsEnvelope *ks_envelope_find(const char *name);

@@ -23,8 +23,9 @@
  * (docs/design/cdc.md, "The envelope").
  *
  * Fields are read through KsCdcField (a kind, a text, the schema's
- * semantic name and scale), which is what an Avro-encoded change event
- * would fill from its writer schema; only JSON fills it today.
+ * semantic name and scale).  JSON fills it: an Avro change event is first
+ * translated to the JSON JsonConverter would have written, with its
+ * Connect schema (envelope_debezium_avro.c).
  *
  * Owns: what a change event means.  Must not: apply rows or write the
  * catalog (apply.c), know a target's statements.  Over 1,000 lines on
@@ -34,12 +35,16 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "envelope_debezium.h"
+#include "envelope_debezium_avro.h"
 #include "envelope.h"
 #include "decode.h"
 #include "format.h"
 
 #include "catalog/pg_type.h"
 #include "jsontree.h"
+#include "jsonwalk.h"
 #include "common/base64.h"
 #include "common/hashfn.h"
 #include "common/jsonapi.h"
@@ -736,69 +741,33 @@ parse_json(const char *data, size_t len, char **detail)
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
 }
 
-static const char *
-skip_ws(const char *p, const char *end)
-{
-	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	return p;
-}
-
-/*
- * The end of the object or array at p, by its brackets outside strings,
- * or NULL.  Only a guess: what it delimits is compared with a cached
- * schema or parsed.
- */
-static const char *
-value_end(const char *p, const char *end)
-{
-	int			depth = 0;
-
-	for (; p < end; p++)
-	{
-		if (*p == '"')
-		{
-			for (p++; p < end && *p != '"'; p++)
-				if (*p == '\\')
-					p++;
-			if (p >= end)
-				return NULL;
-		}
-		else if (*p == '{' || *p == '[')
-			depth++;
-		else if ((*p == '}' || *p == ']') && --depth == 0)
-			return p + 1;
-	}
-	return NULL;
-}
-
 /* the literal lit (with its quotes) at p, then a colon: what follows, or NULL */
 static const char *
 expect_key(const char *p, const char *end, const char *lit)
 {
 	size_t		n = strlen(lit);
 
-	p = skip_ws(p, end);
+	p = ks_json_skip_ws(p, end);
 	if ((size_t) (end - p) < n || memcmp(p, lit, n) != 0)
 		return NULL;
-	p = skip_ws(p + n, end);
+	p = ks_json_skip_ws(p + n, end);
 	if (p == end || *p != ':')
 		return NULL;
-	return skip_ws(p + 1, end);
+	return ks_json_skip_ws(p + 1, end);
 }
 
 /*
  * The fast path (a UTF-8 database): data is exactly {"schema": S,
  * "payload": P} with S the text of a cached schema (so valid JSON, and
  * UTF-8, when it was parsed first) and P an object, which alone is
- * checked and parsed.  False when anything differs: the full parse then
+ * checked (by jsonwalk.c's scanner, ks_json_value_end) and parsed.  False when anything differs: the full parse then
  * decides.
  */
 static bool
 parse_fast(const char *data, size_t len, KsJson **payload, SchemaEntry **schema)
 {
 	const char *end = data + len;
-	const char *p = skip_ws(data, end);
+	const char *p = ks_json_skip_ws(data, end);
 	const char *s0,
 			   *s1,
 			   *p0,
@@ -827,17 +796,15 @@ parse_fast(const char *data, size_t len, KsJson **payload, SchemaEntry **schema)
 	if (e == NULL)
 		return false;
 	s1 = s0 + e->len;
-	p = skip_ws(s1, end);
+	p = ks_json_skip_ws(s1, end);
 	if (p == end || *p != ',')
 		return false;
+	/* jsonwalk's scanner: P is valid JSON, UTF-8, without NUL, or NULL */
 	if ((p0 = expect_key(p + 1, end, "\"payload\"")) == NULL || p0 == end || *p0 != '{' ||
-		(p1 = value_end(p0, end)) == NULL)
+		(p1 = ks_json_value_end(p0, end)) == NULL)
 		return false;
-	p = skip_ws(p1, end);
-	if (p == end || *p != '}' || skip_ws(p + 1, end) != end)
-		return false;
-	if (memchr(p0, '\0', p1 - p0) != NULL ||
-		pg_encoding_verifymbstr(PG_UTF8, p0, p1 - p0) != p1 - p0)
+	p = ks_json_skip_ws(p1, end);
+	if (p == end || *p != '}' || ks_json_skip_ws(p + 1, end) != end)
 		return false;
 	root = ks_json_tree(pnstrdup(p0, p1 - p0), p1 - p0, PG_UTF8, NULL);
 	if (root == NULL || root->kind != KS_J_OBJECT)
@@ -1032,10 +999,10 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 		}
 		reason = read_event(text, strlen(text), true, &payload, &schema, &detail);
 	}
-	else if (strcmp(p->value_fmt ? p->value_fmt->name : "json", "json") != 0)
+	else if (strcmp(p->contract.value_fmt ? p->contract.value_fmt->name : "json", "json") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("envelope debezium does not read value_format %s", p->value_fmt->name),
+				 errmsg("envelope debezium does not read value_format %s", p->contract.value_fmt->name),
 				 errhint("Use value_format json (JsonConverter) or avro (AvroConverter).")));
 	else
 		reason = read_event(m->value, m->value_len, false, &payload, &schema, &detail);

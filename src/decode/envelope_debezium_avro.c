@@ -49,6 +49,9 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "schema_registry.h"
+#include "envelope_debezium_avro.h"
 #include "envelope.h"
 #include "format.h"
 #include "avro_binary.h"
@@ -847,8 +850,8 @@ bool
 ks_cdc_avro(KsPipeline *p, bool is_key)
 {
 	if (is_key)
-		return p->key_format == KS_KEY_AVRO;
-	return p->value_fmt != NULL && strcmp(p->value_fmt->name, "avro") == 0;
+		return p->contract.key_format == KS_KEY_AVRO;
+	return p->contract.value_fmt != NULL && strcmp(p->contract.value_fmt->name, "avro") == 0;
 }
 
 /*
@@ -871,13 +874,13 @@ ks_cdc_avro_event_text(KsPipeline *p, bool is_key, const char *data, size_t len,
 	bool		first = true;
 	char	   *text;
 
-	if (!is_key && p->value_schema != NULL)
-		e = ks_schema_inline(p->value_schema);
+	if (!is_key && p->contract.value_schema != NULL)
+		e = ks_schema_inline(p->contract.value_schema);
 	else
 	{
 		int32		id;
 
-		if (p->registry == NULL)
+		if (p->contract.registry == NULL)
 		{
 			*reason = KS_NOT_WIRE_FORMAT;
 			*detail = psprintf("the pipeline has no schema_registry to read %s's schema id from", what);
@@ -888,7 +891,7 @@ ks_cdc_avro_event_text(KsPipeline *p, bool is_key, const char *data, size_t len,
 			*reason = KS_NOT_WIRE_FORMAT;
 			return NULL;
 		}
-		e = ks_schema_by_id(p->registry, id);
+		e = ks_schema_by_id(p->contract.registry, id);
 		if (e == NULL)
 		{
 			*reason = KS_UNKNOWN_SCHEMA_ID;

@@ -7,11 +7,13 @@
  * Owns: what a plain message means (upsert or insert, delete, or a
  * quarantine reason before any field is read) and the registration of
  * envelopes.  Must not: know a format's bytes (format.h) or convert
- * values (decode.c).
+ * values (decode.c).  Its exports, ks_envelope_plain and the table's
+ * ks_envelope_find, are envelope.h's.
  *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "envelope.h"
 #include "format.h"
 
@@ -26,7 +28,7 @@ plain_decode(KsTarget *t, KsPipeline *p, KsRow *row)
 	ks_row_init(t, row);
 	if (m->value == NULL)
 	{
-		if (p->delete_on_tombstone)
+		if (p->contract.delete_on_tombstone)
 		{
 			ks_decode_key(t, p, row);
 			row->is_delete = (row->reason == KS_OK);

@@ -15,6 +15,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "guc.h"
 #include "format.h"
 #include "avro_binary.h"
 
@@ -158,7 +160,7 @@ ks_format_decode(KsTarget *t, KsPipeline *p, bool is_key, const char *data, size
 				 KsSlotValue *out, char **detail)
 {
 	KsFormatCall call;
-	const KsFormat *f = is_key ? p->key_fmt : p->value_fmt;
+	const KsFormat *f = is_key ? p->contract.key_fmt : p->contract.value_fmt;
 
 	if (f == NULL)
 		f = ks_formats;			/* json */

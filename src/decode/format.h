@@ -19,6 +19,7 @@
 #define KS_FORMAT_H
 
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "decode.h"
 #include "jsonwalk.h"
 
@@ -60,21 +61,5 @@ extern KsReason ks_format_avro_decode(const KsFormatCall *call, const char *data
 									  KsSlotValue *out, char **detail);
 extern KsReason ks_format_json_schema_decode(const KsFormatCall *call, const char *data, size_t len,
 											 KsSlotValue *out, char **detail);
-
-/* schema_registry.c */
-typedef struct KsSchemaEntry
-{
-	int32		id;
-	char	   *type;			/* AVRO, JSON, PROTOBUF */
-	char	   *text;
-	struct KsAvroSchema *avro;	/* AVRO: compiled, else NULL */
-	char	   *invalid;		/* AVRO that does not compile: why */
-	bool		in_catalog;		/* known to be in kafka_sink.schemas */
-	TimestampTz stored_in_xact; /* fetched here: inserted in this transaction */
-} KsSchemaEntry;
-
-extern KsSchemaEntry *ks_schema_by_id(KsRegistryConf *reg, int32 id);
-extern KsSchemaEntry *ks_schema_inline(const char *text);
-extern void ks_schema_prefetch(KsPipeline *p, KsMessage **msgs, int nmsgs);
 
 #endif							/* KS_FORMAT_H */

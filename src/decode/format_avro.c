@@ -15,9 +15,14 @@
  * invalid_json); a registry that cannot be reached is no reason at all but
  * an error the worker retries.
  *
+ * Owns: the two formats' decode functions, entries of format.c's table
+ * (declared in format.h, its only exports).  Must not: fetch or cache
+ * schemas (schema_registry.c) or decode Avro binary (avro_binary.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "schema_registry.h"
 #include "format.h"
 #include "avro_binary.h"
 
@@ -34,14 +39,14 @@ frame_schema(const KsFormatCall *call, const char **data, size_t *len,
 {
 	int32		id;
 
-	if (call->p->registry == NULL)
+	if (call->p->contract.registry == NULL)
 	{
 		*detail = psprintf("the pipeline has no schema_registry to read %s's schema id from", what(call));
 		return KS_NOT_WIRE_FORMAT;
 	}
 	if (!ks_wire_frame(*data, *len, &id, detail))
 		return KS_NOT_WIRE_FORMAT;
-	*entry = ks_schema_by_id(call->p->registry, id);
+	*entry = ks_schema_by_id(call->p->contract.registry, id);
 	if (*entry == NULL)
 	{
 		*detail = psprintf("schema id %d of %s is not in the schema registry", id, what(call));
@@ -60,8 +65,8 @@ ks_format_avro_decode(const KsFormatCall *call, const char *data, size_t len,
 	KsAvroResult r;
 	char	   *why;
 
-	if (!call->is_key && call->p->value_schema != NULL)
-		e = ks_schema_inline(call->p->value_schema);
+	if (!call->is_key && call->p->contract.value_schema != NULL)
+		e = ks_schema_inline(call->p->contract.value_schema);
 	else
 	{
 		KsReason	reason = frame_schema(call, &data, &len, &e, detail);

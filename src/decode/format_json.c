@@ -6,7 +6,8 @@
  *
  * Owns: the mapping of the scanner's results to quarantine reasons
  * (invalid_json, not_an_object).  Must not: convert values into column
- * types (decode.c does, for every format).
+ * types (decode.c does, for every format).  Its one export is the entry
+ * of format.c's table, declared in format.h.
  *
  *-------------------------------------------------------------------------
  */

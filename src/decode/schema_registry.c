@@ -25,9 +25,15 @@
  * apart from the URL and appears in no message: URLs carrying user
  * information are refused where the options are checked.
  *
+ * Owns: schemas by id and their cache, the rows of kafka_sink.schemas
+ * (through catalog.c) and every HTTP request.  Must not: decode a message
+ * (format_avro.c, avro_binary.c) or log a secret.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "schema_registry.h"
 #include "catalog.h"
 #include "format.h"
 #include "avro_binary.h"
@@ -444,13 +450,13 @@ ks_schema_by_id(KsRegistryConf *reg, int32 id)
 static bool
 side_is_framed(KsPipeline *p, bool is_key)
 {
-	const KsFormat *f = is_key ? p->key_fmt : p->value_fmt;
+	const KsFormat *f = is_key ? p->contract.key_fmt : p->contract.value_fmt;
 
 	if (f == NULL)
 		return false;
 	if (strcmp(f->name, "json_schema") == 0)
 		return true;
-	return strcmp(f->name, "avro") == 0 && (is_key || p->value_schema == NULL);
+	return strcmp(f->name, "avro") == 0 && (is_key || p->contract.value_schema == NULL);
 }
 
 /* ks_schema_prefetch's lookups of ids; errors are the caller's. */
@@ -468,9 +474,9 @@ prefetch_ids(KsPipeline *p, List *ids, MemoryContext cxt)
 		char	   *type;
 		char	   *text;
 
-		if (ks_catalog_schema_get(p->registry->key, lfirst_int(lc), &type, &text))
+		if (ks_catalog_schema_get(p->contract.registry->key, lfirst_int(lc), &type, &text))
 		{
-			CacheEntry *ce = entry_for(p->registry, lfirst_int(lc));
+			CacheEntry *ce = entry_for(p->contract.registry, lfirst_int(lc));
 
 			ce->schema = make_entry(lfirst_int(lc), type, text);
 			ce->schema->in_catalog = true;
@@ -485,13 +491,13 @@ prefetch_ids(KsPipeline *p, List *ids, MemoryContext cxt)
 	foreach(lc, missing)
 	{
 		int32		id = lfirst_int(lc);
-		CacheEntry *ce = entry_for(p->registry, id);
+		CacheEntry *ce = entry_for(p->contract.registry, id);
 		char	   *type;
 		char	   *text;
 		FetchResult r = FETCH_UNAVAILABLE;
 
 		if (outage == NULL)
-			r = fetch_quiet(p->registry, id, &type, &text, &outage);
+			r = fetch_quiet(p->contract.registry, id, &type, &text, &outage);
 		if (r == FETCH_OK)
 		{
 			ce->schema = make_entry(id, type, text);
@@ -529,7 +535,7 @@ ks_schema_prefetch(KsPipeline *p, KsMessage **msgs, int nmsgs)
 	List	   *volatile ids = NIL;
 	bool		framed[2];
 
-	if (p->registry == NULL)
+	if (p->contract.registry == NULL)
 		return;
 	framed[0] = side_is_framed(p, false);
 	framed[1] = side_is_framed(p, true);
@@ -551,7 +557,7 @@ ks_schema_prefetch(KsPipeline *p, KsMessage **msgs, int nmsgs)
 				continue;
 			if (list_member_int(ids, id))
 				continue;
-			ce = entry_for(p->registry, id);
+			ce = entry_for(p->contract.registry, id);
 			if (ce->schema)
 				continue;
 			clear_next(ce);		/* an answer of an earlier batch is not this one's */

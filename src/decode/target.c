@@ -14,6 +14,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "target.h"
 #include "catalog.h"
 #include "decode.h"
 #include "envelope.h"
@@ -175,7 +177,7 @@ soft_input_only(KsTarget *t)
 KsTarget *
 ks_target_open(KsPipeline *p)
 {
-	return ks_target_open_rel(p, p->target, p->key_columns);
+	return ks_target_open_rel(p, p->targets.target, p->targets.key_columns);
 }
 
 /*
@@ -308,25 +310,25 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 		t->columns[idx].is_key = true;
 	}
 	t->order_index = -1;
-	if (p->order_column)
+	if (p->targets.order_column)
 	{
-		t->order_index = column_index(t, p->order_column);
+		t->order_index = column_index(t, p->targets.order_column);
 		if (t->order_index < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("order column \"%s\" of pipeline \"%s\" no longer exists in %s",
-							p->order_column, p->name, t->qualified_name),
+							p->targets.order_column, p->name, t->qualified_name),
 					 errhint("Drop the pipeline and create it again with an order column of the target.")));
 		t->columns[t->order_index].is_order = true;
 	}
-	t->cdc = p->envelope == &ks_envelope_debezium;
+	t->cdc = p->contract.envelope == &ks_envelope_debezium;
 	if (t->cdc && (t->order_index < 0 || getBaseType(t->columns[t->order_index].typid) != NUMERICOID))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 				 errmsg("pipeline \"%s\" with envelope debezium needs a numeric source position column in %s",
 						p->name, t->qualified_name),
 				 errdetail("The order column %s keeps each row's source position.",
-						   p->order_column ? quote_identifier(p->order_column) : "(none)"),
+						   p->targets.order_column ? quote_identifier(p->targets.order_column) : "(none)"),
 				 errhint("ALTER TABLE %s ADD COLUMN _kafka_source_position numeric, then create the pipeline again.",
 						 t->qualified_name)));
 	build_mappings(t, p);
@@ -402,7 +404,7 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 		KsColumn   *c = &t->columns[i];
 
 		c->prov = -1;
-		if (p->mode == KS_MODE_MERGE && t->order_index >= 0 && !c->is_key &&
+		if (p->targets.mode == KS_MODE_MERGE && t->order_index >= 0 && !c->is_key &&
 			!c->is_order && !c->required && c->lineage == NULL)
 			c->prov = t->nprov++;
 	}
@@ -481,7 +483,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 	t->scale = palloc0(sizeof(int) * Max(t->ncolumns, 1));
 	for (int i = 0; i < t->ncolumns; i++)
 		t->map[i] = -2;			/* not yet mapped */
-	foreach(lc, p->mappings)
+	foreach(lc, p->contract.mappings)
 	{
 		KsMapping  *m = lfirst(lc);
 		int			c = column_index(t, m->column);
@@ -511,7 +513,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 			if (ks_path_parse(t->columns[i].name, &nested))
 				t->alt[i] = slot_for(&paths, t->columns[i].name);
 		}
-		else if (p->target_template != NULL || p->target_map != NIL)
+		else if (p->targets.target_template != NULL || p->targets.target_map != NIL)
 		{
 			/*
 			 * Routing reads a value wrapped as {"schema":..., "payload":...}
@@ -523,12 +525,12 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		}
 	}
 
-	t->nversions = list_length(p->versions);
+	t->nversions = list_length(p->contract.versions);
 	t->version_names = palloc(sizeof(char *) * Max(t->nversions, 1));
 	t->vmap = palloc(sizeof(int *) * Max(t->nversions, 1));
 	t->vscale = palloc(sizeof(int *) * Max(t->nversions, 1));
 	v = 0;
-	foreach(lc, p->versions)
+	foreach(lc, p->contract.versions)
 	{
 		ListCell   *mc;
 
@@ -537,7 +539,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		t->vscale[v] = palloc(sizeof(int) * Max(t->ncolumns, 1));
 		memcpy(t->vmap[v], t->map, sizeof(int) * t->ncolumns);
 		memcpy(t->vscale[v], t->scale, sizeof(int) * t->ncolumns);
-		foreach(mc, p->mappings)
+		foreach(mc, p->contract.mappings)
 		{
 			KsMapping  *m = lfirst(mc);
 			int			c;
@@ -556,11 +558,11 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		}
 		v++;
 	}
-	t->version_slot = p->schema_version_field ? slot_for(&paths, p->schema_version_field) : -1;
-	t->event_id_slot = p->event_id ? slot_for(&paths, p->event_id) : -1;
+	t->version_slot = p->contract.schema_version_field ? slot_for(&paths, p->contract.schema_version_field) : -1;
+	t->event_id_slot = p->contract.event_id ? slot_for(&paths, p->contract.event_id) : -1;
 	build_walk(&t->walk, paths);
 
-	if (p->key_format == KS_KEY_JSON || p->key_format == KS_KEY_AVRO)
+	if (p->contract.key_format == KS_KEY_JSON || p->contract.key_format == KS_KEY_AVRO)
 	{
 		List	   *kpaths = NIL;
 
@@ -569,7 +571,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		t->key_alt = palloc(sizeof(int) * Max(t->nkeys, 1));
 		t->key_schema_slot = -1;
 		t->key_payload_slot = -1;
-		if (p->key_format == KS_KEY_JSON)
+		if (p->contract.key_format == KS_KEY_JSON)
 		{
 			/*
 			 * After the key columns' own slots (slot k is key column k):

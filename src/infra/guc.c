@@ -9,8 +9,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "guc.h"
 #include "hosts.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <unistd.h>
 

@@ -767,6 +767,34 @@ ks_json_walk_fast(const KsWalkPaths *paths, const char *data, size_t len,
 	return false;
 }
 
+/*
+ * The scanner for callers that delimit JSON themselves (the Debezium
+ * envelope's cached-schema path): the position after the whitespace at p,
+ * and the end of the one value at p, or NULL when the fast path is not
+ * sure of it.  What ks_json_value_end delimits is valid JSON to
+ * pg_parse_json, with every string valid UTF-8 and no NUL byte (the
+ * fast path's promise above); test/fuzz checks it against the parser.
+ */
+const char *
+ks_json_skip_ws(const char *p, const char *end)
+{
+	return fast_ws(p, end);
+}
+
+const char *
+ks_json_value_end(const char *p, const char *end)
+{
+	static const KsWalkPaths none = {0, NULL};
+	FastWalk	fw;
+
+	if (p >= end || (size_t) (end - p) > MaxAllocSize)
+		return NULL;
+	fw.paths = &none;
+	fw.out = NULL;
+	fw.end = end;
+	return fast_value(&fw, p, 0, -1, false);
+}
+
 KsWalkResult
 ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
 			 KsSlotValue *out, char **detail)

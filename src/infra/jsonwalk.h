@@ -52,6 +52,8 @@ typedef enum KsWalkResult
 extern KsWalkResult ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
 								 KsSlotValue *out, char **detail);
 extern bool ks_path_parse(const char *text, KsPath *path);
+extern const char *ks_json_skip_ws(const char *p, const char *end);
+extern const char *ks_json_value_end(const char *p, const char *end);
 
 #ifdef FRONTEND
 /*

@@ -11,6 +11,8 @@
 
 #include "kafka_sink.h"
 
+#include "nodes/pg_list.h"
+
 typedef enum KsSpecKind
 {
 	KS_SPEC_EARLIEST,

@@ -14,6 +14,8 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "guc.h"
+#include "shmem.h"
 
 #include <signal.h>
 

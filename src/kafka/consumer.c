@@ -20,6 +20,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "kafka_options.h"
 #include "hosts.h"
 #include "consumer.h"
@@ -253,8 +254,8 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	 * that the allow-list refuses for this pipeline's owner.  Before
 	 * rd_kafka_conf_new, so that a refused option never touches librdkafka.
 	 */
-	ks_options_check(p->options, p->owner, KS_USE_CONSUMER);
-	ks_hosts_check_brokers("bootstrap_servers", p->bootstrap_servers);
+	ks_options_check(p->security.options, p->security.owner, KS_USE_CONSUMER);
+	ks_hosts_check_brokers("bootstrap_servers", p->source.bootstrap_servers);
 
 	c = palloc0(sizeof(KsConsumer));
 	conf = rd_kafka_conf_new();
@@ -265,7 +266,7 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	last_cause_at = 0;
 	pthread_mutex_unlock(&log_lock);
 
-	ks_rd_conf_set(conf, "bootstrap.servers", p->bootstrap_servers);
+	ks_rd_conf_set(conf, "bootstrap.servers", p->source.bootstrap_servers);
 	/* needed by assign() only (unused_group_noise): never joined nor committed to */
 	group = psprintf("kafka_sink.%s%s", p->name, group_suffix ? group_suffix : "");
 	ks_rd_conf_set(conf, "group.id", group);
@@ -296,15 +297,15 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	 * peak RSS on 4 partitions (docs/performance.md).
 	 */
 	ks_rd_conf_set(conf, "queued.min.messages",
-			 psprintf("%lld", (long long) Max(1000000, Min(p->max_offsets_per_batch * 4, 10000000))));
+			 psprintf("%lld", (long long) Max(1000000, Min(p->batching.max_offsets_per_batch * 4, 10000000))));
 	ks_rd_conf_set(conf, "queued.max.messages.kbytes",
-			 psprintf("%lld", (long long) Max(16384, Min(p->max_batch_bytes / 2048, 2097151))));
+			 psprintf("%lld", (long long) Max(16384, Min(p->batching.max_batch_bytes / 2048, 2097151))));
 	ks_rd_conf_set(conf, "fetch.error.backoff.ms", "10");
 	ks_rd_conf_set(conf, "reconnect.backoff.max.ms", "2000");
 	rd_kafka_conf_set_log_cb(conf, ks_rd_log_cb);
 	rd_kafka_conf_set_error_cb(conf, ks_rd_error_cb);
 
-	foreach(lc, p->options)
+	foreach(lc, p->security.options)
 	{
 		KsOption   *o = lfirst(lc);
 

@@ -12,6 +12,7 @@
 #define KS_CONSUMER_H
 
 #include "kafka_sink.h"
+#include "pipeline.h"
 
 typedef struct KsConsumer KsConsumer;
 

@@ -28,8 +28,11 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "guc.h"
 #include "consumer.h"
 #include "hops.h"
+
+#include <limits.h>
 
 #include "access/xact.h"
 #include "fmgr.h"

@@ -26,6 +26,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "kafka_options.h"
 #include "hosts.h"
 

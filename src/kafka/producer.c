@@ -11,6 +11,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "kafka_client.h"
 #include "kafka_options.h"
 #include "hosts.h"

@@ -23,9 +23,14 @@
  * or shared memory.  Must not: hold SQL text against the catalog
  * (catalog.c) or trust any argument it is given.
  *
+ * Exports only SQL entry points (PG_FUNCTION_INFO_V1, declared in
+ * src/sql/30_c_functions.sql), so it has no header of its own.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "shmem.h"
 #include "kafka_options.h"
 #include "hosts.h"
 #include "catalog.h"
@@ -304,10 +309,10 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 	c = ks_consumer_create(p, ".wait");
 	PG_TRY();
 	{
-		if (p->assign != NIL)
-			tps = p->assign;
+		if (p->source.assign != NIL)
+			tps = p->source.assign;
 		else
-			tps = ks_consumer_list_partitions(c, p->subscribe, p->subscribe_pattern, 10000, &err);
+			tps = ks_consumer_list_partitions(c, p->source.subscribe, p->source.subscribe_pattern, 10000, &err);
 		if (err)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),

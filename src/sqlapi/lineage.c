@@ -13,9 +13,16 @@
  *
  * Owns: those three look-ups.  Must not: decide a fate (the SQL does).
  *
+ * Exports only SQL entry points (PG_FUNCTION_INFO_V1, declared in
+ * src/sql/30_c_functions.sql), so it has no header of its own.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "route.h"
+#include "target.h"
+#include "envelope_debezium.h"
 #include "apply.h"
 #include "avro_binary.h"
 #include "catalog.h"

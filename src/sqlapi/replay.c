@@ -9,9 +9,14 @@
  * replayed or failing again.  Must not: take a batch id, write a marker
  * or move offsets (a replay is not a batch of the pipeline).
  *
+ * Exports only SQL entry points (PG_FUNCTION_INFO_V1, declared in
+ * src/sql/30_c_functions.sql), so it has no header of its own.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "pipeline.h"
+#include "route.h"
 #include "apply.h"
 #include "apply_sql.h"
 #include "bronze.h"
@@ -64,7 +69,7 @@ kafka_sink_replay(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	ks_spi_connect();
 	p = pipeline_id > 0 ? ks_load_pipeline(pipeline_id, CurrentMemoryContext) : NULL;
-	if (p == NULL || (!OidIsValid(p->target) && !ks_routing_enabled(p)))
+	if (p == NULL || (!OidIsValid(p->targets.target) && !ks_routing_enabled(p)))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("pipeline %lld does not exist or has no target", (long long) pipeline_id),

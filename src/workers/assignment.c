@@ -21,6 +21,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "guc.h"
+#include "shmem.h"
+#include "assignment.h"
+#include "fill.h"
 #include "worker.h"
 #include "catalog.h"
 #include "consumer.h"
@@ -169,12 +173,12 @@ wanted_partitions(KsWorkerState *ws, char **err, List **all_out)
 
 	*err = NULL;
 	*all_out = NIL;
-	if (ws->pipeline->assign != NIL)
-		all = ws->pipeline->assign;
+	if (ws->pipeline->source.assign != NIL)
+		all = ws->pipeline->source.assign;
 	else
 	{
-		all = ks_consumer_list_partitions(ws->consumer, ws->pipeline->subscribe,
-										  ws->pipeline->subscribe_pattern, 5000, err);
+		all = ks_consumer_list_partitions(ws->consumer, ws->pipeline->source.subscribe,
+										  ws->pipeline->source.subscribe_pattern, 5000, err);
 		if (*err)
 			return NIL;
 	}
@@ -293,7 +297,7 @@ ks_assignment_refresh(KsWorkerState *ws, bool force)
 	ks_xact_commit();
 
 	/* a bounded pipeline reads the partitions it started with, no others */
-	if (ws->pipeline->ending_offsets && !first_start && !all)
+	if (ws->pipeline->source.ending_offsets && !first_start && !all)
 	{
 		int			kept = 0;
 
@@ -322,11 +326,11 @@ ks_assignment_refresh(KsWorkerState *ws, bool force)
 			ep[ne].topic = tp->topic;
 			ep[ne].partition = tp->partition;
 			ep[ne].end_offset = -1;
-			ep[ne].committed = resolve_spec(ws, tp->topic, tp->partition, ws->pipeline->starting_offsets,
-											ws->pipeline->start_offsets, ws->pipeline->start_ts_ms, &err);
-			if (!err && ws->pipeline->ending_offsets)
-				ep[ne].end_offset = resolve_spec(ws, tp->topic, tp->partition, ws->pipeline->ending_offsets,
-												 ws->pipeline->end_offsets, ws->pipeline->end_ts_ms, &err);
+			ep[ne].committed = resolve_spec(ws, tp->topic, tp->partition, ws->pipeline->source.starting_offsets,
+											ws->pipeline->source.start_offsets, ws->pipeline->source.start_ts_ms, &err);
+			if (!err && ws->pipeline->source.ending_offsets)
+				ep[ne].end_offset = resolve_spec(ws, tp->topic, tp->partition, ws->pipeline->source.ending_offsets,
+												 ws->pipeline->source.end_offsets, ws->pipeline->source.end_ts_ms, &err);
 			if (err)
 			{
 				ks_slot_set_detail(ws->args.slot, "%s", err);
@@ -348,11 +352,11 @@ ks_assignment_refresh(KsWorkerState *ws, bool force)
 			if (np[i].committed >= 0)
 				continue;
 			np[i].committed = resolve_spec(ws, np[i].topic, np[i].partition,
-										   first_start ? ws->pipeline->starting_offsets : "earliest",
-										   ws->pipeline->start_offsets, ws->pipeline->start_ts_ms, &err);
-			if (!err && ws->pipeline->ending_offsets)
-				np[i].end_offset = resolve_spec(ws, np[i].topic, np[i].partition, ws->pipeline->ending_offsets,
-												ws->pipeline->end_offsets, ws->pipeline->end_ts_ms, &err);
+										   first_start ? ws->pipeline->source.starting_offsets : "earliest",
+										   ws->pipeline->source.start_offsets, ws->pipeline->source.start_ts_ms, &err);
+			if (!err && ws->pipeline->source.ending_offsets)
+				np[i].end_offset = resolve_spec(ws, np[i].topic, np[i].partition, ws->pipeline->source.ending_offsets,
+												ws->pipeline->source.end_offsets, ws->pipeline->source.end_ts_ms, &err);
 			if (err)
 			{
 				ks_slot_set_detail(ws->args.slot, "%s", err);
@@ -420,7 +424,7 @@ ks_assignment_out_of_range(KsWorkerState *ws, int idx)
 		ws->broker_error_shown = true;
 		return;
 	}
-	if (ws->pipeline->fail_on_data_loss)
+	if (ws->pipeline->source.fail_on_data_loss)
 	{
 		char	   *msg;
 

@@ -11,6 +11,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "shmem.h"
 #include "bgworker.h"
 #include "catalog.h"
 

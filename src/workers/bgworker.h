@@ -42,16 +42,6 @@ typedef struct KsWorkerArgs
 	int			nworkers;
 } KsWorkerArgs;
 
-/* launcher.c */
-extern void ks_launcher_register(void);
-extern PGDLLEXPORT void ks_launcher_main(Datum arg);
-
-/* worker.c */
-extern PGDLLEXPORT void ks_worker_main(Datum arg);
-
-/* outbox.c */
-extern PGDLLEXPORT void ks_relay_main(Datum arg);
-
 /* bgworker.c */
 extern void ks_bgworker_start(KsWorkerArgs *args);
 extern void ks_bgworker_session(const char *appname);

@@ -26,6 +26,10 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "shmem.h"
+#include "assignment.h"
+#include "fill.h"
+#include "mirror.h"
 #include "bgworker.h"
 #include "worker.h"
 #include "catalog.h"
@@ -86,8 +90,8 @@ ks_wait_for_kafka(KsWorkerState *ws, long timeout_ms)
 		 */
 		if (ws->pipeline)
 		{
-			ks_hosts_check_brokers("bootstrap_servers", ws->pipeline->bootstrap_servers);
-			ks_options_check(ws->pipeline->options, ws->pipeline->owner, KS_USE_CONSUMER);
+			ks_hosts_check_brokers("bootstrap_servers", ws->pipeline->source.bootstrap_servers);
+			ks_options_check(ws->pipeline->security.options, ws->pipeline->security.owner, KS_USE_CONSUMER);
 		}
 	}
 }
@@ -140,9 +144,9 @@ min_reached(KsWorkerState *ws, KsFill *f, TimestampTz now, TimestampTz *wake)
 {
 	bool		all_at_end = ws->nparts > 0;
 
-	if (ws->pipeline->min_offsets_per_batch <= 0 || f->nmsgs >= ws->pipeline->min_offsets_per_batch)
+	if (ws->pipeline->batching.min_offsets_per_batch <= 0 || f->nmsgs >= ws->pipeline->batching.min_offsets_per_batch)
 		return true;
-	*wake = TimestampTzPlusMilliseconds(ws->batch_delay_from, ws->pipeline->max_trigger_delay_ms);
+	*wake = TimestampTzPlusMilliseconds(ws->batch_delay_from, ws->pipeline->batching.max_trigger_delay_ms);
 	if (now >= *wake)
 		return true;
 	for (int i = 0; i < ws->nparts; i++)
@@ -218,8 +222,8 @@ ks_fill_batch(KsWorkerState *ws, KsFill *f)
 	{
 		TimestampTz now;
 
-		while (f->nmsgs < ws->pipeline->max_offsets_per_batch &&
-			   f->bytes < ws->pipeline->max_batch_bytes &&
+		while (f->nmsgs < ws->pipeline->batching.max_offsets_per_batch &&
+			   f->bytes < ws->pipeline->batching.max_batch_bytes &&
 			   ks_consumer_poll(ws->consumer, &ev))
 		{
 			int			idx = ev.msg.topic ? ks_find_part(ws, ev.msg.topic, ev.msg.partition) : -1;
@@ -291,15 +295,15 @@ ks_fill_batch(KsWorkerState *ws, KsFill *f)
 		ks_consumer_emit_logs();
 		ks_note_client_error(ws);
 
-		if (f->nmsgs >= ws->pipeline->max_offsets_per_batch || f->bytes >= ws->pipeline->max_batch_bytes)
+		if (f->nmsgs >= ws->pipeline->batching.max_offsets_per_batch || f->bytes >= ws->pipeline->batching.max_batch_bytes)
 			return;
 		now = GetCurrentTimestamp();
 		if (ks_fill_has_work(ws, f))
 		{
 			bool		all_eof = true;
 			TimestampTz wake = 0;
-			TimestampTz due = TimestampTzPlusMilliseconds(ws->last_trigger, ws->pipeline->trigger_interval_ms);
-			TimestampTz limit = TimestampTzPlusMilliseconds(f->first_at, ws->pipeline->trigger_interval_ms);
+			TimestampTz due = TimestampTzPlusMilliseconds(ws->last_trigger, ws->pipeline->batching.trigger_interval_ms);
+			TimestampTz limit = TimestampTzPlusMilliseconds(f->first_at, ws->pipeline->batching.trigger_interval_ms);
 
 			for (int i = 0; i < ws->nparts; i++)
 				if (!f->eof[i])

@@ -17,6 +17,9 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "guc.h"
+#include "shmem.h"
+#include "launcher.h"
 #include "catalog.h"
 #include "bgworker.h"
 

@@ -19,6 +19,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "mirror.h"
 #include "worker.h"
 #include "bgworker.h"
 #include "consumer.h"

@@ -27,6 +27,9 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "guc.h"
+#include "shmem.h"
+#include "outbox.h"
 #include "catalog.h"
 #include "consumer.h"
 #include "producer.h"

@@ -28,6 +28,14 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "guc.h"
+#include "shmem.h"
+#include "catalog_guard.h"
+#include "target.h"
+#include "schema_registry.h"
+#include "assignment.h"
+#include "fill.h"
+#include "mirror.h"
 #include "worker.h"
 #include "catalog.h"
 #include "consumer.h"
@@ -244,7 +252,7 @@ worker_start(KsWorkerState *ws)
 	pgstat_report_appname(appname);
 
 	/* the target as it is now: a dropped table or column fails at once */
-	if (OidIsValid(ws->pipeline->target))
+	if (OidIsValid(ws->pipeline->targets.target))
 	{
 		ks_xact_begin("kafka_sink: checking the target");
 		(void) ks_target_open(ws->pipeline);
@@ -436,9 +444,9 @@ worker_turn(KsWorkerState *ws)
 
 	if (worker_paused(ws))
 		return 1000;
-	if (GetCurrentTimestamp() >= ws->next_metadata_refresh && ws->pipeline->assign == NIL)
+	if (GetCurrentTimestamp() >= ws->next_metadata_refresh && ws->pipeline->source.assign == NIL)
 		ks_assignment_refresh(ws, false);
-	if (ws->pipeline->ending_offsets && bounded_done(ws))
+	if (ws->pipeline->source.ending_offsets && bounded_done(ws))
 		return 1000;
 
 	if (!fill(ws, &f, &batch))

@@ -1,10 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * worker.h
- *		One pipeline worker's state (KsWorkerState) and the stages of its
- *		loop: the partition assignment (assignment.c), filling a batch
- *		(fill.c), the consumer-group mirror (mirror.c) and the loop itself
- *		(worker.c).  Only these four files include it.
+ *		One pipeline worker's state (KsWorkerState), which every stage of
+ *		its loop takes: the partition assignment (assignment.h), filling a
+ *		batch (fill.h), the consumer-group mirror (mirror.h) and the loop
+ *		itself (worker.c, declared here).  Only these four modules include
+ *		it.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,6 +13,7 @@
 #define KS_WORKER_H
 
 #include "kafka_sink.h"
+#include "pipeline.h"
 #include "bgworker.h"
 #include "consumer.h"
 
@@ -61,46 +63,10 @@ typedef struct KsWorkerState
 	bool		paused;
 } KsWorkerState;
 
-/* A batch being filled (fill.c). */
-typedef struct KsFill
-{
-	KsMessage **msgs;
-	int			nmsgs;
-	int			cap;
-	int64		bytes;
-	bool	   *eof;			/* per partition: at its end */
-	TimestampTz first_at;
-	int64	   *goal;			/* per partition: the high watermark when due */
-	bool		due;			/* goal is set */
-} KsFill;
-
 /* worker.c */
+extern PGDLLEXPORT void ks_worker_main(Datum arg);
 extern KS_NORETURN void ks_worker_fail(KsWorkerState *ws, const char *kind, int sqlerrcode,
 									   const char *message, const char *detail,
 									   const char *hint);
-
-/* assignment.c */
-extern bool ks_assignment_refresh(KsWorkerState *ws, bool force);
-extern void ks_assignment_rewind(KsWorkerState *ws);
-extern void ks_assignment_out_of_range(KsWorkerState *ws, int idx);
-extern int	ks_find_part(KsWorkerState *ws, const char *topic, int32 partition);
-extern void ks_publish_watermarks(KsWorkerState *ws, bool ask_broker);
-extern void ks_publish_partition_progress(KsWorkerState *ws, double seconds);
-
-/* fill.c */
-extern void ks_fill_start(KsWorkerState *ws, KsFill *f);
-extern void ks_fill_batch(KsWorkerState *ws, KsFill *f);
-extern bool ks_fill_has_work(KsWorkerState *ws, KsFill *f);
-extern void ks_fill_closed(KsWorkerState *ws);
-extern void ks_fill_release(KsFill *f);
-extern void ks_wait_for_kafka(KsWorkerState *ws, long timeout_ms);
-extern void ks_note_client_error(KsWorkerState *ws);
-extern void ks_kafka_healthy(KsWorkerState *ws);
-
-/* mirror.c */
-extern void ks_mirror_checkpoint(KsWorkerState *ws);
-extern void ks_mirror_committed(KsWorkerState *ws);
-extern void ks_mirror_resync(KsWorkerState *ws);
-extern void ks_mirror_flush(KsWorkerState *ws, long timeout_ms);
 
 #endif							/* KS_WORKER_H */

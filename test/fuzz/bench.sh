@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test/fuzz/bench.sh — build and run the micro-benchmark of src/infra/jsonwalk.c
 # (bench_jsonwalk.c): ns/message of the parser-only path (as before the
-# fast path) and of ks_json_walk over order-event messages.
+# fast path) and of ks_json_walk over order-event messages; the Avro decoder
+# on the same event (bench_avro.c); the Debezium envelope's payload scan
+# over test/fixtures/debezium (bench_debezium.c).
 #
 #   bash test/fuzz/bench.sh [messages]        (default 1000000)
 #
@@ -40,3 +42,17 @@ mkdir -p "$WORK"
     "$HERE/bench_avro.c" "$REPO/src/decode/avro_binary.c" "$REPO/src/infra/jsontree.c" "$REPO/src/infra/jsonwalk.c" \
     "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a" -lm -o "$WORK/bench_avro"
 "$WORK/bench_avro" "$@"
+# the Debezium envelope's cached-schema path (bench_debezium.c) over the
+# recorded change events, one a line as JsonConverter writes them
+python3 -c '
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/json_schema*/*.json")):
+    v = json.load(open(f)).get("value")
+    if isinstance(v, dict) and "payload" in v:
+        print(json.dumps(v, separators=(",", ":"), ensure_ascii=False))
+' "$REPO/test/fixtures/debezium" > "$WORK/debezium_events.jsonl"
+"$CC_BIN" -O2 -DFRONTEND -D_GNU_SOURCE "${DEFS[@]}" -Wall -Wextra \
+    -isystem "$PG_INC" -I"$REPO/src" -I"$REPO/src/infra" -I"$REPO/src/decode" \
+    "$HERE/bench_debezium.c" "$REPO/src/infra/jsontree.c" "$REPO/src/infra/jsonwalk.c" \
+    "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a" -o "$WORK/bench_debezium"
+"$WORK/bench_debezium" "$WORK/debezium_events.jsonl"

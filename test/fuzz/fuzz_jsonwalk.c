@@ -39,6 +39,10 @@
  *	  alone) gives: the result, the detail, every slot's kind and text (on
  *	  errors too); ks_json_walk_fast on its own either gives that with OK,
  *	  or gives up leaving every slot ABSENT and nothing allocated
+ *	- ks_json_value_end (the Debezium envelope's use of the scanner): what
+ *	  it delimits at the start of the input is valid JSON to the parser
+ *	  alone; when the fast path took an object, it delimits exactly that
+ *	  object (the input up to its trailing whitespace)
  *
  * At exit it prints how many walks the fast path took, so that a run
  * shows the differential check was exercised.
@@ -600,6 +604,28 @@ differential(const Walk *w, KsPath *sel, int nsel, const char *data, size_t len)
 			if (fast[s].text)
 				pfree(fast[s].text);
 	free_walk(&slow);
+
+	{
+		const char *end = data + len;
+		const char *v0 = ks_json_skip_ws(data, end);
+		const char *v1 = ks_json_value_end(v0, end);
+
+		if (v1 != NULL)
+		{
+			Walk		part;
+			KsWalkPaths none = {0, sel};
+
+			if (v1 <= v0 || v1 > end)
+				die("ks_json_value_end returned a position outside the text", data, len);
+			part.nslots = 0;
+			part.r = ks_json_walk_slow(&none, v0, v1 - v0, part.out, &part.detail);
+			if (part.r == KS_WALK_INVALID_JSON)
+				die("ks_json_value_end delimited text the parser refuses", data, len);
+			free_walk(&part);
+		}
+		if (took && (v1 == NULL || ks_json_skip_ws(v1, end) != end))
+			die("ks_json_value_end did not delimit the object the fast path took", data, len);
+	}
 }
 
 /* ---- a JSON-shaped message made from the input ---- */

@@ -1,0 +1,182 @@
+/*-------------------------------------------------------------------------
+ *
+ * pipeline.h
+ *		A pipeline's definition as the worker holds it, loaded from
+ *		kafka_sink.pipeline_definitions by ks_catalog_load_pipeline
+ *		(catalog.c), grouped into the parts that use it: where messages come
+ *		from (source), how they are read (contract), where rows go
+ *		(targets), when a batch closes (batching) and whose rights and
+ *		secrets the pipeline carries (security).
+ *
+ *		Owns: the types of the definition.  Must not: hold state of a
+ *		running batch (worker.h, apply.h) or code.  The decoders' and the
+ *		router's compiled forms are opaque pointers here; their types are in
+ *		format.h, envelope.h and route.h.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_PIPELINE_H
+#define KS_PIPELINE_H
+
+#include "kafka_sink.h"
+
+#include "nodes/pg_list.h"
+
+typedef enum KsMode
+{
+	KS_MODE_MERGE,
+	KS_MODE_APPEND,
+	KS_MODE_FUNCTION
+} KsMode;
+
+typedef enum KsKeyFormat
+{
+	KS_KEY_NONE,				/* key columns come from the value */
+	KS_KEY_STRING,				/* the message key is the (single) key column */
+	KS_KEY_JSON,				/* the message key is a JSON object of key columns */
+	KS_KEY_AVRO					/* the message key is Avro (Confluent wire format) */
+} KsKeyFormat;
+
+/* A Confluent-compatible schema registry (schema_registry.c) */
+typedef struct KsRegistryConf
+{
+	char	   *key;			/* the url option as written: the catalog's registry */
+	List	   *urls;			/* of char *, tried in turn */
+	char	   *userinfo;		/* basic.auth.user.info, a secret; NULL: none */
+	char	   *ca_location;	/* ssl.ca.location, or NULL */
+	int			timeout_ms;
+	Oid			owner;			/* whose rights decide ssl.ca.location */
+} KsRegistryConf;
+
+/* A column mapping: column <- JSON path, for one schema version or all. */
+typedef struct KsMapping
+{
+	char	   *version;		/* NULL: the default mapping */
+	char	   *column;
+	char	   *path;
+	int			scale;			/* divide numbers by 10^scale */
+} KsMapping;
+
+/* envelope debezium: what a truncate event does */
+typedef enum KsOnTruncate
+{
+	KS_TRUNCATE_APPLY,			/* delete the rows older than the truncate */
+	KS_TRUNCATE_IGNORE,
+	KS_TRUNCATE_FAIL			/* the pipeline fails */
+} KsOnTruncate;
+
+/* a name and a value: librdkafka options, the targets map */
+typedef struct KsOption
+{
+	char	   *name;
+	char	   *value;
+} KsOption;
+
+struct KsFormat;
+struct KsEnvelope;
+struct KsRouting;
+
+/*
+ * Where messages come from and where reading starts and ends: the
+ * consumer (consumer.c) and the assignment (assignment.c) read it.
+ */
+typedef struct KsSource
+{
+	char	   *bootstrap_servers;
+	/* exactly one of the three is set */
+	List	   *subscribe;		/* of char * */
+	char	   *subscribe_pattern;
+	List	   *assign;			/* of KsTopicPartition */
+	char	   *starting_offsets;	/* the spec as written (offsets.c) */
+	List	   *start_offsets;	/* of KsPartition: per-partition starting_offsets */
+	int64		start_ts_ms;	/* starting_offsets as a timestamp, in Unix ms */
+	char	   *ending_offsets; /* NULL: unbounded; else a bounded (backfill) pipeline */
+	List	   *end_offsets;	/* of KsPartition: per-partition ending_offsets */
+	int64		end_ts_ms;
+	bool		fail_on_data_loss;
+} KsSource;
+
+/*
+ * How a message is read (format.h, envelope.h, decode.h, target.c): the
+ * formats, the envelope, the mappings of fields to columns, the event id.
+ * The catalog's names are resolved by ks_load_pipeline (decode.c) into
+ * value_fmt, key_fmt and envelope.
+ */
+typedef struct KsContract
+{
+	const char *value_format_name;
+	const char *envelope_name;
+	const struct KsFormat *value_fmt;
+	const struct KsFormat *key_fmt; /* KS_KEY_JSON and KS_KEY_AVRO */
+	const struct KsEnvelope *envelope;
+	KsKeyFormat key_format;
+	char	   *value_schema;	/* inline Avro writer schema, or NULL */
+	KsRegistryConf *registry;	/* NULL: none */
+	List	   *mappings;		/* of KsMapping */
+	List	   *versions;		/* of char *: the known schema versions */
+	char	   *schema_version_field;
+	char	   *event_id;		/* JSON path of the producer's event id */
+	int			event_id_retention_s;
+	bool		delete_on_tombstone;
+	KsOnTruncate on_truncate;	/* envelope debezium */
+} KsContract;
+
+/*
+ * Where rows go and how they are written (apply/, route.c): one target or
+ * a routing rule, the key and ordering, the mode, the bronze table and the
+ * dead-letter topic.
+ */
+typedef struct KsTargets
+{
+	Oid			target;			/* InvalidOid when routed */
+	List	   *key_columns;	/* of char * */
+	char	   *order_column;
+	KsMode		mode;
+	Oid			batch_function;
+	Oid			bronze;
+	char	   *dead_letter_topic;	/* NULL: none; else quarantined messages
+									 * also go there through the outbox */
+	/* routing (route.c): one pipeline writing many tables */
+	char	   *target_template;	/* a target with {placeholders}, or NULL */
+	List	   *target_map;		/* of KsOption: topic or source schema.table
+								 * -> table name; NIL: none */
+	bool		create_targets;
+	bool		evolve_add_columns;
+	struct KsRouting *routing;	/* compiled on first use (route.c) */
+} KsTargets;
+
+/* When a batch closes (fill.c, consumer.c) and how many workers read. */
+typedef struct KsBatching
+{
+	int64		max_offsets_per_batch;
+	int64		max_batch_bytes;
+	int			trigger_interval_ms;
+	int64		min_offsets_per_batch;	/* 0: none */
+	int64		max_trigger_delay_ms;
+	int			workers;
+} KsBatching;
+
+/*
+ * Whose rights the pipeline runs with and its librdkafka options, secrets
+ * (kafka_sink.secrets) included: checked by ks_options_check
+ * (kafka_options.c) against the owner, never logged.
+ */
+typedef struct KsSecurity
+{
+	Oid			owner;
+	List	   *options;		/* of KsOption, secrets included */
+} KsSecurity;
+
+typedef struct KsPipeline
+{
+	int64		id;
+	char	   *name;
+	char	   *state;
+	KsSource	source;
+	KsContract	contract;
+	KsTargets	targets;
+	KsBatching	batching;
+	KsSecurity	security;
+} KsPipeline;
+
+#endif							/* KS_PIPELINE_H */
