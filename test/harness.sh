@@ -72,7 +72,7 @@ die()  { printf '[harness] ERROR: %s\n' "$*" >&2; exit 1; }
 APT_PKGS=(build-essential pkg-config postgresql-15 postgresql-server-dev-15
           librdkafka-dev postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
           kcat python3 curl prometheus-postgres-exporter
-          libavro-dev libcurl4-openssl-dev python3-venv)
+          libavro-dev libcurl4-openssl-dev python3-venv postgresql-15-partman)
 
 cmd_deps() {
     local missing=() p

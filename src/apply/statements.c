@@ -2,7 +2,8 @@
  *
  * statements.c
  *		The text of every statement a batch runs against the user's tables:
- *		the MERGE, the tombstones' DELETE, the append INSERT, the batch
+ *		the MERGE (or the on_conflict strategy's INSERT ... ON CONFLICT and
+ *		UPDATE), the tombstones' DELETE, the append INSERT, the batch
  *		function call, the bronze INSERT, and kafka_sink.pipeline_statements()
  *		which shows them, built by these same functions.
  *
@@ -129,23 +130,29 @@ append_key_match(StringInfo b, KsTarget *t)
 	}
 }
 
-char *
-ks_merge_sql(KsTarget *t, bool by_hand)
+/* the ordering guard: a target row newer than the message stays */
+static void
+append_guard(StringInfo b, KsTarget *t, const char *prefix)
 {
-	StringInfoData b;
-	bool		first;
-
-	initStringInfo(&b);
-	appendStringInfo(&b, "MERGE INTO %s AS t USING (%s) AS s ON ", t->qualified_name, ks_source_sql(t, by_hand));
-	append_key_match(&b, t);
-	appendStringInfoString(&b, " WHEN MATCHED");
 	if (t->order_index >= 0)
 	{
 		const char *o = quote_identifier(t->columns[t->order_index].name);
 
-		appendStringInfo(&b, " AND (t.%s IS NULL OR s.%s >= t.%s)", o, o, o);
+		appendStringInfo(b, "%s(t.%s IS NULL OR s.%s >= t.%s)", prefix, o, o, o);
 	}
-	first = true;
+}
+
+/*
+ * The SET list of a matched row, after prefix: a column the message did
+ * not set keeps the target's value; a folded column applies only when the
+ * message that supplied it passes the guard.  False when there is no
+ * column to set (only the key).
+ */
+static bool
+append_update_set(StringInfo b, KsTarget *t, const char *prefix)
+{
+	bool		first = true;
+
 	for (int i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
@@ -154,34 +161,114 @@ ks_merge_sql(KsTarget *t, bool by_hand)
 		if (c->is_key)
 			continue;
 		if (c->lineage)
-			appendStringInfo(&b, "%s%s = %s", first ? " THEN UPDATE SET " : ", ", name, c->lineage);
+			appendStringInfo(b, "%s%s = %s", first ? prefix : ", ", name, c->lineage);
 		else if (c->prov >= 0)
 		{
 			const char *o = quote_identifier(t->columns[t->order_index].name);
 
 			/* the message that supplied the column applies, by the guard */
-			appendStringInfo(&b, "%s%s = CASE WHEN s._ks_p%d AND (t.%s IS NULL OR s._ks_o%d >= t.%s)"
+			appendStringInfo(b, "%s%s = CASE WHEN s._ks_p%d AND (t.%s IS NULL OR s._ks_o%d >= t.%s)"
 							 " THEN s.%s ELSE t.%s END",
-							 first ? " THEN UPDATE SET " : ", ", name, i, o, i, o, name, name);
+							 first ? prefix : ", ", name, i, o, i, o, name, name);
 		}
 		else
-			appendStringInfo(&b, "%s%s = CASE WHEN s._ks_p%d THEN s.%s ELSE t.%s END",
-							 first ? " THEN UPDATE SET " : ", ", name, i, name, name);
+			appendStringInfo(b, "%s%s = CASE WHEN s._ks_p%d THEN s.%s ELSE t.%s END",
+							 first ? prefix : ", ", name, i, name, name);
 		first = false;
 	}
-	if (first)
-		appendStringInfoString(&b, " THEN DO NOTHING");
-	appendStringInfoString(&b, " WHEN NOT MATCHED THEN INSERT (");
+	return !first;
+}
+
+static void
+append_column_list(StringInfo b, KsTarget *t)
+{
 	for (int i = 0; i < t->ncolumns; i++)
-		appendStringInfo(&b, "%s%s", i > 0 ? ", " : "", quote_identifier(t->columns[i].name));
-	appendStringInfoString(&b, ") VALUES (");
+		appendStringInfo(b, "%s%s", i > 0 ? ", " : "", quote_identifier(t->columns[i].name));
+}
+
+static void
+append_insert_values(StringInfo b, KsTarget *t)
+{
 	for (int i = 0; i < t->ncolumns; i++)
 	{
 		if (i > 0)
-			appendStringInfoString(&b, ", ");
-		append_insert_value(&b, &t->columns[i], i);
+			appendStringInfoString(b, ", ");
+		append_insert_value(b, &t->columns[i], i);
 	}
+}
+
+char *
+ks_merge_sql(KsTarget *t, bool by_hand)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "MERGE INTO %s AS t USING (%s) AS s ON ", t->qualified_name, ks_source_sql(t, by_hand));
+	append_key_match(&b, t);
+	appendStringInfoString(&b, " WHEN MATCHED");
+	append_guard(&b, t, " AND ");
+	if (!append_update_set(&b, t, " THEN UPDATE SET "))
+		appendStringInfoString(&b, " THEN DO NOTHING");
+	appendStringInfoString(&b, " WHEN NOT MATCHED THEN INSERT (");
+	append_column_list(&b, t);
+	appendStringInfoString(&b, ") VALUES (");
+	append_insert_values(&b, t);
 	appendStringInfoChar(&b, ')');
+	return b.data;
+}
+
+/*
+ * The on_conflict strategy's two statements, run one after the other (each
+ * with its own snapshot) over the same rows: the INSERT of the keys the
+ * target lacks, then the UPDATE of the others, under the MERGE's guard and
+ * SET list.  $2 is the transaction id that the INSERT writes with, so that
+ * the UPDATE skips the rows it just inserted (the MERGE, too, either
+ * inserts or updates a key).  The INSERT proposes only keys it does not
+ * find (NOT EXISTS): INSERT ... ON CONFLICT checks a proposed row's NOT
+ * NULL and CHECK constraints, fires its BEFORE INSERT triggers and takes
+ * its defaults' sequence values before it looks for a conflict, which for
+ * a key the MERGE updates (or leaves, stale) the MERGE never does.  A key
+ * a concurrent transaction inserted meanwhile is skipped by the ON
+ * CONFLICT and then found by the UPDATE, which the guard decides as for
+ * any row.  Why not a DO UPDATE: its SET sees only the
+ * proposed row (EXCLUDED), which cannot tell a field the message left out
+ * from one it set to the default, nor carry the order value of the
+ * message that supplied a folded column (docs/design/apply.md).
+ */
+char *
+ks_onconflict_insert_sql(KsTarget *t, bool by_hand)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "INSERT INTO %s (", t->qualified_name);
+	append_column_list(&b, t);
+	appendStringInfoString(&b, ") SELECT ");
+	append_insert_values(&b, t);
+	appendStringInfo(&b, " FROM (%s) AS s WHERE NOT EXISTS (SELECT FROM %s AS t WHERE ",
+					 ks_source_sql(t, by_hand), t->qualified_name);
+	append_key_match(&b, t);
+	appendStringInfoString(&b, ") ORDER BY s._ks_seq ON CONFLICT (");
+	for (int k = 0; k < t->nkeys; k++)
+		appendStringInfo(&b, "%s%s", k > 0 ? ", " : "", quote_identifier(t->columns[t->key_index[k]].name));
+	appendStringInfoString(&b, ") DO NOTHING");
+	return b.data;
+}
+
+/* NULL when the target has no column but the key (nothing to update) */
+char *
+ks_onconflict_update_sql(KsTarget *t, bool by_hand)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "UPDATE %s AS t", t->qualified_name);
+	if (!append_update_set(&b, t, " SET "))
+		return NULL;
+	appendStringInfo(&b, " FROM (%s) AS s WHERE ", ks_source_sql(t, by_hand));
+	append_key_match(&b, t);
+	appendStringInfoString(&b, " AND t.xmin OPERATOR(pg_catalog.<>) $2");
+	append_guard(&b, t, " AND ");
 	return b.data;
 }
 
@@ -219,15 +306,9 @@ ks_append_sql(KsTarget *t, bool by_hand)
 
 	initStringInfo(&b);
 	appendStringInfo(&b, "INSERT INTO %s (", t->qualified_name);
-	for (int i = 0; i < t->ncolumns; i++)
-		appendStringInfo(&b, "%s%s", i > 0 ? ", " : "", quote_identifier(t->columns[i].name));
+	append_column_list(&b, t);
 	appendStringInfoString(&b, ") SELECT ");
-	for (int i = 0; i < t->ncolumns; i++)
-	{
-		if (i > 0)
-			appendStringInfoString(&b, ", ");
-		append_insert_value(&b, &t->columns[i], i);
-	}
+	append_insert_values(&b, t);
 	appendStringInfo(&b, " FROM (%s) AS s ORDER BY s._ks_seq", ks_source_sql(t, by_hand));
 	return b.data;
 }
