@@ -487,14 +487,15 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("the bronze table of pipeline \"%s\" no longer exists", p->name)));
 
-#define KS_EMIT(rel, kind, stmt, hand, note) \
+#define KS_EMIT(rel, kind, stmt, hand, note) KS_EMIT_BY("sql", rel, kind, stmt, hand, note)
+#define KS_EMIT_BY(strategy, rel, kind, stmt, hand, note) \
 	do { \
 		Datum		v_[7]; \
 		bool		n_[7] = {false, false, false, false, false, false, false}; \
 		v_[0] = Int32GetDatum(++step); \
 		v_[1] = ObjectIdGetDatum(rel); \
 		v_[2] = CStringGetTextDatum(kind); \
-		v_[3] = CStringGetTextDatum("sql"); \
+		v_[3] = CStringGetTextDatum(strategy); \
 		if ((stmt) != NULL) v_[4] = CStringGetTextDatum(stmt); else n_[4] = true; \
 		if ((hand) != NULL) v_[5] = CStringGetTextDatum(hand); else n_[5] = true; \
 		v_[6] = CStringGetTextDatum(note); \
@@ -531,7 +532,26 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 			KS_EMIT(t->relid, "delete", ks_delete_sql(t, false), ks_delete_sql(t, true),
 					"Runs first, over the batch's tombstones that win their key (delete_on_tombstone). "
 					"To run by hand: PREPARE d(bigint) AS <by_hand>; EXECUTE d(<batch id>).");
-		if (p->mode == KS_MODE_MERGE)
+		if (p->mode == KS_MODE_MERGE && ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT)
+		{
+			char	   *update = ks_onconflict_update_sql(t, false);
+
+			KS_EMIT_BY("on_conflict", t->relid, "insert", ks_onconflict_insert_sql(t, false),
+					   ks_onconflict_insert_sql(t, true),
+					   "kafka_sink.apply_strategy = on_conflict, in place of the MERGE: over one row per key, "
+					   "the winner of the reduce, inserts the keys the target lacks (ON CONFLICT DO NOTHING: a "
+					   "key a concurrent transaction inserts is left to the update). $1 is the batch id. "
+					   "To run by hand: PREPARE i(bigint) AS <by_hand>; EXECUTE i(<batch id>).");
+			if (update != NULL)
+				KS_EMIT_BY("on_conflict", t->relid, "update", update, ks_onconflict_update_sql(t, true),
+						   "Runs right after the insert, over the same rows: updates the keys the target had, "
+						   "under the ordering guard, with the MERGE's SET list (a field the message left out "
+						   "keeps the row's value). $2 is the id of the transaction the insert wrote with, so "
+						   "that the rows it inserted are not updated again. To run by hand: PREPARE u(bigint, "
+						   "xid) AS <by_hand>; EXECUTE u(<batch id>, '0') (0: no row is skipped; a row the "
+						   "insert just wrote is then rewritten with the same values).");
+		}
+		else if (p->mode == KS_MODE_MERGE)
 			KS_EMIT(t->relid, "merge", ks_merge_sql(t, false), ks_merge_sql(t, true),
 					psprintf("Runs over one row per key, the winner of the reduce: %s, then the latest "
 							 "offset. The WHEN MATCHED condition is the ordering guard: a target row "
@@ -554,6 +574,7 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 					"offset order. To run by hand: PREPARE f(bigint) AS <by_hand>; EXECUTE f(<batch id>).");
 	}
 #undef KS_EMIT
+#undef KS_EMIT_BY
 	SPI_finish();
 	return (Datum) 0;
 }
