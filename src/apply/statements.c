@@ -197,6 +197,17 @@ append_insert_values(StringInfo b, KsTarget *t)
 	}
 }
 
+/* "INSERT INTO target (columns) SELECT <values> FROM (<batch>) AS s" */
+static void
+append_insert_select(StringInfo b, KsTarget *t, bool by_hand)
+{
+	appendStringInfo(b, "INSERT INTO %s (", t->qualified_name);
+	append_column_list(b, t);
+	appendStringInfoString(b, ") SELECT ");
+	append_insert_values(b, t);
+	appendStringInfo(b, " FROM (%s) AS s", ks_source_sql(t, by_hand));
+}
+
 char *
 ks_merge_sql(KsTarget *t, bool by_hand)
 {
@@ -241,12 +252,8 @@ ks_onconflict_insert_sql(KsTarget *t, bool by_hand)
 	StringInfoData b;
 
 	initStringInfo(&b);
-	appendStringInfo(&b, "INSERT INTO %s (", t->qualified_name);
-	append_column_list(&b, t);
-	appendStringInfoString(&b, ") SELECT ");
-	append_insert_values(&b, t);
-	appendStringInfo(&b, " FROM (%s) AS s WHERE NOT EXISTS (SELECT FROM %s AS t WHERE ",
-					 ks_source_sql(t, by_hand), t->qualified_name);
+	append_insert_select(&b, t, by_hand);
+	appendStringInfo(&b, " WHERE NOT EXISTS (SELECT FROM %s AS t WHERE ", t->qualified_name);
 	append_key_match(&b, t);
 	appendStringInfoString(&b, ") ORDER BY s._ks_seq ON CONFLICT (");
 	for (int k = 0; k < t->nkeys; k++)
@@ -305,11 +312,8 @@ ks_append_sql(KsTarget *t, bool by_hand)
 	StringInfoData b;
 
 	initStringInfo(&b);
-	appendStringInfo(&b, "INSERT INTO %s (", t->qualified_name);
-	append_column_list(&b, t);
-	appendStringInfoString(&b, ") SELECT ");
-	append_insert_values(&b, t);
-	appendStringInfo(&b, " FROM (%s) AS s ORDER BY s._ks_seq", ks_source_sql(t, by_hand));
+	append_insert_select(&b, t, by_hand);
+	appendStringInfoString(&b, " ORDER BY s._ks_seq");
 	return b.data;
 }
 
