@@ -264,8 +264,8 @@ SELECT kafka_sink.create_pipeline(name => '$topic', bootstrap_servers => '$KS_BO
 SQL
 for i in $(seq 1 30); do echo "k$i|{\"n\": $i}"; done | produce "$topic" -p 0
 for i in $(seq 31 50); do echo "k$i|{\"n\": $i}"; done | produce "$topic" -p 1
-poll "$(checkpoint_covers_sql "$topic" 30)" 60 || true
-sleep 3
+poll "SELECT count(*) > 0 FROM kafka_sink.errors e JOIN kafka_sink.pipeline_definitions p ON p.id = e.pipeline_id
+       WHERE p.name = '$topic' AND e.sqlstate = '23514'" 60 || true
 check "bronze: partition 1's messages have no bronze partition, so its batches land nothing and checkpoint nothing" \
     "0|0" "$(sql -Atc "SELECT (SELECT count(*) FROM $S.raw WHERE partition = 1) || '|' ||
                              coalesce((SELECT sum(o.next_offset) FROM kafka_sink.offsets o
@@ -274,8 +274,11 @@ check "bronze: partition 1's messages have no bronze partition, so its batches l
 check "bronze: the error says so" t \
     "$(sql -Atc "SELECT count(*) > 0 FROM kafka_sink.errors e JOIN kafka_sink.pipeline_definitions p ON p.id = e.pipeline_id
                   WHERE p.name = '$topic' AND e.message LIKE '%no partition of relation%'")"
+poll "SELECT state = 'failed' FROM kafka_sink.status WHERE name = '$topic'" 30 || true
+check "bronze: the pipeline stopped as failed (the error is permanent)" failed \
+    "$(sql -Atc "SELECT state FROM kafka_sink.status WHERE name = '$topic'")"
 sql -c "SET ROLE ks_e2e" -c "CREATE TABLE $S.raw_1 PARTITION OF $S.raw FOR VALUES IN (1)"
-sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.start('$topic')" >/dev/null 2>&1 || true
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.start('$topic')" >/dev/null
 poll "$(checkpoint_covers_sql "$topic" 50)" 90 || check "bronze: consumed after the partition was created" t f
 check "bronze: every message landed once" "50|50" \
     "$(sql -Atc "SELECT count(*) || '|' || count(DISTINCT (partition, \"offset\")) FROM $S.raw")"
