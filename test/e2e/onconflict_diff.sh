@@ -12,7 +12,9 @@
 # every row change (an AFTER row trigger logging each insert, update and
 # delete with its batch), so the two tables are equal after every batch.
 # Each on_conflict pipeline must have gone through ON CONFLICT
-# (sink.applyRows.onConflict).
+# (sink.applyRows.onConflict).  Then 6,000 such messages through the MERGE,
+# and through on_conflict with three kill -9 of its worker mid-run: the
+# same rows.
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
@@ -150,5 +152,60 @@ done
 stale="$(sql -Atc "SELECT sum(b.stale) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
                     WHERE p.name = '$(table_of check_lineage on_conflict)'")"
 check "check_lineage: some messages were stale by the guard ($stale)" t "$([ "${stale:-0}" -gt 0 ] && echo t || echo f)"
+
+# ---- kill -9 of the on_conflict worker mid-run ------------------------------------
+ktopic="ocdk_$SFX"
+python3 - "$SEED" "$W/kmsgs" <<'PY'
+import json, random, sys
+rnd = random.Random(int(sys.argv[1]) + 7)
+with open(sys.argv[2], "w") as f:
+    for i in range(6000):
+        k = rnd.randint(1, 400)
+        if rnd.random() < 0.05:
+            print(f"{k}\t", file=f)
+            continue
+        m = {"v": rnd.randint(0, 500)}
+        if rnd.random() < 0.6:
+            m["t"] = f"t{i}"
+        if rnd.random() < 0.6:
+            m["c"] = rnd.randint(0, 200)
+        print(f"{k}\t{json.dumps(m)}", file=f)
+PY
+kcat -P -b "$KS_BOOTSTRAP" -t "$ktopic" -p 0 -K $'\t' -Z < "$W/kmsgs"
+kn="$(wc -l < "$W/kmsgs")"
+for st in sql on_conflict; do
+    set_apply_strategy "$st"
+    name="ocdk_${st}_$SFX"
+    sql > /dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.$name (id int PRIMARY KEY, v int, t text, c int CHECK (c IS NULL OR c % 13 <> 5));
+SELECT kafka_sink.create_pipeline(name => '$name', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['$ktopic'], target => 'e2e.$name', order_column => 'v', key_format => 'string',
+    delete_on_tombstone => true, starting_offsets => 'earliest', max_offsets_per_batch => 200,
+    trigger_interval => '0');
+SQL
+    kills=0; at=""
+    if [ "$st" = on_conflict ]; then
+        for target in 600 2000 3600; do
+            poll "$(checkpoint_covers_sql "$name" "$target")" 90 || true
+            pid="$(wait_worker "$name" none 30 || true)"
+            now="$(sql -Atc "SELECT coalesce(sum(o.next_offset), 0) FROM kafka_sink.offsets o
+                               JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id
+                              WHERE p.name = '$name'" 2>/dev/null || echo '?')"
+            if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then kills=$((kills + 1)); at+=" $now"; fi
+            sleep 2
+        done
+        check "on_conflict: $kills kill -9 of the worker mid-run (checkpoint at $at of $kn)" 3 "$kills"
+    fi
+    poll "$(checkpoint_covers_sql "$name" "$kn")" 180 || check "$name consumed the topic" t f
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.stop('$name')" > /dev/null
+    sql -c "COPY (SELECT id, v, t, c FROM e2e.$name ORDER BY id) TO STDOUT" > "$W/k.$st"
+    sql -c "COPY (SELECT q.message_offset, q.reason FROM kafka_sink.quarantine q
+                    JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id
+                   WHERE p.name = '$name' ORDER BY 1) TO STDOUT" >> "$W/k.$st"
+done
+set_apply_strategy RESET
+check "after the kills on_conflict's table and quarantine equal the MERGE's ($(wc -l < "$W/k.sql") lines)" \
+    "$(cat "$W/k.sql")" "$(cat "$W/k.on_conflict")"
 
 finish
