@@ -66,6 +66,11 @@ CREATE TABLE val.orders (order_id bigint PRIMARY KEY, event_ts timestamptz NOT N
                          amount numeric(18,2), pos point, doc json);
 CREATE TABLE val.nokey (id bigint, v text);
 CREATE TABLE val.multi (a int, b int, v text, UNIQUE (a, b));
+-- partitioned: the key must hold the partition key (of each level)
+CREATE TABLE val.parted (id int, day int, region text, v text, PRIMARY KEY (id, day, region))
+    PARTITION BY RANGE (day);
+CREATE TABLE val.parted_1 PARTITION OF val.parted FOR VALUES FROM (0) TO (10) PARTITION BY LIST (region);
+CREATE TABLE val.parted_expr (id int, day int, v text) PARTITION BY RANGE ((day % 7));
 RESET ROLE;
 CREATE TABLE val.not_mine (id bigint PRIMARY KEY);
 CREATE TABLE val.read_only (id bigint PRIMARY KEY);
@@ -95,6 +100,9 @@ SELECT val.create_with($$key_columns => ARRAY['amount']$$);
 SELECT val.create_with($$target => 'val.nokey'$$);
 SELECT val.create_with($$target => 'val.multi', key_columns => ARRAY['a']$$);
 SELECT val.create_with($$key_columns => ARRAY['order_id', 'order_id']$$);
+SELECT val.create_with($$target => 'val.parted', key_columns => ARRAY['id']$$);
+SELECT val.create_with($$target => 'val.parted', key_columns => ARRAY['id', 'region']$$);
+SELECT val.create_with($$target => 'val.parted_expr', key_columns => ARRAY['id']$$);
 -- an order column that is missing or has no ordering
 SELECT val.create_with($$order_column => 'nope'$$);
 SELECT val.create_with($$order_column => 'pos'$$);

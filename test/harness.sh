@@ -28,7 +28,7 @@
 #   KS_KAFKA_PROPS    extra server.properties lines, appended on every start
 #   KS_PRELOAD        shared_preload_libraries (default kafka_sink; '' = none)
 #   KS_PG_CONF        extra postgresql.conf lines, rewritten on every start
-#   KS_APPLY_STRATEGY kafka_sink.apply_strategy for the cluster (sql|auto;
+#   KS_APPLY_STRATEGY kafka_sink.apply_strategy for the cluster (sql|auto|on_conflict;
 #                     unset = the GUC's default), e.g. to run the suites
 #                     with the direct heap apply forced
 #   KS_PGUSER_OS      OS user that owns the cluster when run as root (kstest)
@@ -72,7 +72,7 @@ die()  { printf '[harness] ERROR: %s\n' "$*" >&2; exit 1; }
 APT_PKGS=(build-essential pkg-config postgresql-15 postgresql-server-dev-15
           librdkafka-dev postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
           kcat python3 curl prometheus-postgres-exporter
-          libavro-dev libcurl4-openssl-dev python3-venv)
+          libavro-dev libcurl4-openssl-dev python3-venv postgresql-15-partman)
 
 cmd_deps() {
     local missing=() p

@@ -45,7 +45,8 @@
  * The strategy that applies a target: with kafka_sink.apply_strategy =
  * auto, a merge-mode target goes to the heap strategy, which checks in its
  * begin() (with the table locked) whether it can write the target exactly
- * as the MERGE would, and hands everything else to the SQL strategy.
+ * as the MERGE would, and hands everything else to the SQL strategy; with
+ * on_conflict, to the SQL strategy's INSERT ... ON CONFLICT and UPDATE.
  */
 const KsApplyStrategy *
 ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
@@ -53,6 +54,8 @@ ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
 	(void) t;
 	if (ks_apply_strategy == KS_APPLY_STRATEGY_AUTO && p->targets.mode == KS_MODE_MERGE)
 		return &ks_apply_heap;
+	if (ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT && p->targets.mode == KS_MODE_MERGE)
+		return &ks_apply_onconflict;
 	return &ks_apply_sql;
 }
 
@@ -141,6 +144,7 @@ stats_add_diff(KsBatchStats *to, const KsBatchStats *after, const KsBatchStats *
 	to->duplicates += after->duplicates - before->duplicates;
 	to->apply_rows += after->apply_rows - before->apply_rows;
 	to->heap_rows += after->heap_rows - before->heap_rows;
+	to->onconflict_rows += after->onconflict_rows - before->onconflict_rows;
 }
 
 /*

@@ -38,13 +38,14 @@ typedef struct KsBatchStats
 	int64		bytes;
 	/*
 	 * Merge mode: rows (winners and tombstones) handed to the target's
-	 * strategy, and of those the ones the heap strategy applied itself
-	 * (the rest ran through the SQL strategy's MERGE and DELETE); shown in
-	 * the progress record as sink.applyRows, so that a test can tell which
-	 * way a batch went.
+	 * strategy, and of those the ones the heap strategy applied itself and
+	 * the winners the on_conflict strategy wrote (the rest ran through the
+	 * SQL strategy's MERGE and DELETE); shown in the progress record as
+	 * sink.applyRows, so that a test can tell which way a batch went.
 	 */
 	int64		apply_rows;
 	int64		heap_rows;
+	int64		onconflict_rows;
 } KsBatchStats;
 
 typedef struct KsApplyStrategy KsApplyStrategy;

@@ -8,7 +8,8 @@
  *
  * Owns: _batch_rows(), the plan cache, the key-probe plan settings, the
  * row-fault table (which errors are a row's, which the system's), and
- * KsApplyStrategy ks_apply_sql.  Must not: choose which rows apply (the
+ * KsApplyStrategy ks_apply_sql and ks_apply_onconflict (the same machinery
+ * with INSERT ... ON CONFLICT and an UPDATE in place of the MERGE).  Must not: choose which rows apply (the
  * reduce in apply.c/reduce.c does), write the catalog, or build statement
  * text (statements.c).
  *
@@ -26,6 +27,8 @@
 #include "apply.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -35,6 +38,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 static KsBatch *srf_batch = NULL;
@@ -260,11 +264,15 @@ prepared(const char *sql, int nargs, Oid *argtypes)
 	return plan;
 }
 
+/*
+ * Runs sql over rows: $1 is the batch id; with with_xid, $2 the id of the
+ * (sub)transaction it writes with (the on_conflict strategy's UPDATE).
+ */
 static void
-run_statement(KsBatch *batch, const char *sql, int *rows, int nrows)
+run_statement(KsBatch *batch, const char *sql, int *rows, int nrows, bool with_xid)
 {
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(batch->batch_id)};
+	Oid			argtypes[2] = {INT8OID, XIDOID};
+	Datum		values[2] = {Int64GetDatum(batch->batch_id), (Datum) 0};
 	int			rc;
 	int			catalog_writes;
 
@@ -275,7 +283,9 @@ run_statement(KsBatch *batch, const char *sql, int *rows, int nrows)
 	catalog_writes = ks_catalog_writes_suspend();
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(prepared(sql, 1, argtypes), values, NULL, false, 0);
+		if (with_xid)
+			values[1] = TransactionIdGetDatum(GetCurrentTransactionId());
+		rc = SPI_execute_plan(prepared(sql, with_xid ? 2 : 1, argtypes), values, NULL, false, 0);
 		if (rc < 0)
 			elog(ERROR, "kafka_sink: SPI_execute failed (%d) for: %s", rc, sql);
 	}
@@ -289,9 +299,15 @@ run_statement(KsBatch *batch, const char *sql, int *rows, int nrows)
 	PG_END_TRY();
 }
 
-/* Runs a statement and adds what it inserted and updated to the stats. */
+/*
+ * Runs a statement (and sql2 after it, with $2: the on_conflict strategy's
+ * UPDATE) and adds what they inserted and updated to the stats, once both
+ * succeeded (an error rolls back the rows of both).  *running: the
+ * statement running, for the error's classification.
+ */
 static void
-counted_run(KsBatch *batch, const char *sql, int *rows, int nrows)
+counted_run(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nrows,
+			const char **running)
 {
 	int64		ins0,
 				upd0,
@@ -299,7 +315,13 @@ counted_run(KsBatch *batch, const char *sql, int *rows, int nrows)
 				upd1;
 
 	xact_counts(batch->target->relid, &ins0, &upd0);
-	run_statement(batch, sql, rows, nrows);
+	*running = sql;
+	run_statement(batch, sql, rows, nrows, false);
+	if (sql2 != NULL)
+	{
+		*running = sql2;
+		run_statement(batch, sql2, rows, nrows, true);
+	}
 	xact_counts(batch->target->relid, &ins1, &upd1);
 	batch->stats.inserted += ins1 - ins0;
 	batch->stats.updated += upd1 - upd0;
@@ -319,6 +341,8 @@ counted_run(KsBatch *batch, const char *sql, int *rows, int nrows)
  * them:
  *
  *   22 data exception, 23 integrity constraint  row: constraint_violation
+ *      (but 23514 reported on a partitioned table of the target's tree,
+ *      with no constraint named: no partition for the row, no_partition)
  *      (but 23505 on the key index from a concurrent writer: transient)
  *   54 program limit (54000: an index row too big) row: value_too_large,
  *      54xxx others (a trigger recursing too deep) row: rejected_by_target
@@ -380,6 +404,30 @@ owner_holds(Oid relid, AclMode needs)
 }
 
 /*
+ * Whether a check violation is tuple routing's "no partition of relation
+ * ... found for row": PostgreSQL reports it (ExecFindPartition) with the
+ * partitioned table and no constraint; a CHECK constraint's violation
+ * names its constraint and a leaf table, and a leaf target's "violates
+ * partition constraint" names a table that is not partitioned.
+ */
+static bool
+no_partition_error(KsBatch *batch, ErrorData *edata)
+{
+	Oid			nsp;
+	Oid			rel;
+
+	if (edata->sqlerrcode != ERRCODE_CHECK_VIOLATION || edata->constraint_name != NULL ||
+		edata->table_name == NULL || edata->schema_name == NULL)
+		return false;
+	nsp = get_namespace_oid(edata->schema_name, true);
+	rel = OidIsValid(nsp) ? get_relname_relid(edata->table_name, nsp) : InvalidOid;
+	if (!OidIsValid(rel) || get_rel_relkind(rel) != RELKIND_PARTITIONED_TABLE)
+		return false;
+	return rel == batch->target->relid ||
+		list_member_oid(find_all_inheritors(batch->target->relid, NoLock, NULL), rel);
+}
+
+/*
  * The quarantine reason when the error is the fault of the rows the
  * statement was given, KS_OK when it is the system's (see the table above).
  * needs: the privileges the statement needs on the target.
@@ -390,7 +438,7 @@ row_fault(KsBatch *batch, ErrorData *edata, const char *sql, AclMode needs)
 	switch (ks_errclass(edata->sqlerrcode))
 	{
 		case KS_ERR_BAD_VALUE:
-			return KS_CONSTRAINT_VIOLATION;
+			return no_partition_error(batch, edata) ? KS_NO_PARTITION : KS_CONSTRAINT_VIOLATION;
 		case KS_ERR_TOO_LARGE:
 			return KS_VALUE_TOO_LARGE;
 		case KS_ERR_REJECTED:
@@ -434,9 +482,11 @@ typedef struct StatementCall
 {
 	KsBatch    *batch;
 	const char *sql;
+	const char *sql2;			/* on_conflict: the UPDATE after the INSERT */
 	int		   *rows;
 	int			nrows;
 	bool		deletes;		/* count what it deletes, not inserts/updates */
+	const char *running;		/* the statement that raised the error */
 } StatementCall;
 
 static void
@@ -456,21 +506,22 @@ statement_call(void *arg)
 	cb.arg = NULL;
 	cb.previous = error_context_stack;
 	error_context_stack = &cb;
+	c->running = c->sql;
 	if (c->deletes)
 	{
-		run_statement(c->batch, c->sql, c->rows, c->nrows);
+		run_statement(c->batch, c->sql, c->rows, c->nrows, false);
 		c->batch->stats.deleted += SPI_processed;
 	}
 	else
-		counted_run(c->batch, c->sql, c->rows, c->nrows);
+		counted_run(c->batch, c->sql, c->sql2, c->rows, c->nrows, &c->running);
 	error_context_stack = cb.previous;
 }
 
 static bool
-try_statement(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode needs,
+try_statement(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nrows, AclMode needs,
 			  KsReason *reason, char **err)
 {
-	StatementCall call = {batch, sql, rows, nrows, (needs & ACL_DELETE) != 0};
+	StatementCall call = {batch, sql, sql2, rows, nrows, (needs & ACL_DELETE) != 0, sql};
 	ErrorData  *edata = ks_try_subxact(statement_call, &call);
 
 	if (edata == NULL)
@@ -483,6 +534,7 @@ try_statement(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode nee
 				 errmsg("a concurrent transaction inserted a key of this batch into %s",
 						batch->target->qualified_name),
 				 errdetail("%s", edata->message)));
+	sql = call.running;
 	*reason = row_fault(batch, edata, sql, needs);
 	if (*reason == KS_OK)
 		rethrow_system_error(edata, sql);
@@ -500,7 +552,7 @@ try_statement(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode nee
  * Returns the number of rows quarantined here (their reason is set).
  */
 static int
-apply_rows(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode needs)
+apply_rows(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nrows, AclMode needs)
 {
 	char	   *err = NULL;
 	KsReason	reason = KS_OK;
@@ -508,7 +560,7 @@ apply_rows(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode needs)
 
 	if (nrows == 0)
 		return 0;
-	if (try_statement(batch, sql, rows, nrows, needs, &reason, &err))
+	if (try_statement(batch, sql, sql2, rows, nrows, needs, &reason, &err))
 		return 0;
 	if (nrows == 1)
 	{
@@ -517,8 +569,8 @@ apply_rows(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode needs)
 		return 1;
 	}
 	/* bisect: halves that succeed are applied, failing halves split again */
-	failed += apply_rows(batch, sql, rows, nrows / 2, needs);
-	failed += apply_rows(batch, sql, rows + nrows / 2, nrows - nrows / 2, needs);
+	failed += apply_rows(batch, sql, sql2, rows, nrows / 2, needs);
+	failed += apply_rows(batch, sql, sql2, rows + nrows / 2, nrows - nrows / 2, needs);
 	return failed;
 }
 
@@ -530,7 +582,7 @@ apply_rows(KsBatch *batch, const char *sql, int *rows, int nrows, AclMode needs)
 static void
 run_batch_function(KsBatch *batch, const char *sql, int *rows, int nrows)
 {
-	StatementCall call = {batch, sql, rows, nrows, false};
+	StatementCall call = {batch, sql, NULL, rows, nrows, false, sql};
 	ErrorData  *edata = ks_try_subxact(statement_call, &call);
 
 	if (edata != NULL)
@@ -542,10 +594,12 @@ run_batch_function(KsBatch *batch, const char *sql, int *rows, int nrows)
 
 typedef struct SqlApplyState
 {
-	char	   *upsert;			/* merge mode: the MERGE */
+	char	   *upsert;			/* merge mode: the MERGE, or on_conflict's INSERT */
+	char	   *upsert2;		/* on_conflict: its UPDATE (NULL: none) */
 	char	   *delete;			/* merge mode: the tombstones' DELETE */
 	char	   *insert;			/* append mode */
 	char	   *function;		/* function mode */
+	bool		onconflict;		/* the on_conflict strategy's state */
 	int			guc_level;		/* pin_key_probe_plan's, 0: none */
 } SqlApplyState;
 
@@ -570,20 +624,23 @@ sql_begin(KsBatch *batch, KsBatchTarget *bt)
 static int
 sql_delete_rows(KsBatch *batch, void *state, int *rows, int nrows)
 {
-	return apply_rows(batch, ((SqlApplyState *) state)->delete, rows, nrows, ACL_DELETE | ACL_SELECT);
+	return apply_rows(batch, ((SqlApplyState *) state)->delete, NULL, rows, nrows, ACL_DELETE | ACL_SELECT);
 }
 
 static int
 sql_upsert_rows(KsBatch *batch, void *state, int *rows, int nrows)
 {
-	return apply_rows(batch, ((SqlApplyState *) state)->upsert, rows, nrows,
-					  ACL_INSERT | ACL_UPDATE | ACL_SELECT);
+	SqlApplyState *st = state;
+
+	if (st->onconflict)
+		batch->stats.onconflict_rows += nrows;
+	return apply_rows(batch, st->upsert, st->upsert2, rows, nrows, ACL_INSERT | ACL_UPDATE | ACL_SELECT);
 }
 
 static int
 sql_insert_rows(KsBatch *batch, void *state, int *rows, int nrows)
 {
-	return apply_rows(batch, ((SqlApplyState *) state)->insert, rows, nrows, ACL_INSERT);
+	return apply_rows(batch, ((SqlApplyState *) state)->insert, NULL, rows, nrows, ACL_INSERT);
 }
 
 static void
@@ -601,6 +658,38 @@ sql_end(KsBatch *batch, void *state)
 	if (st->guc_level > 0)
 		AtEOXact_GUC(true, st->guc_level);
 }
+
+/*
+ * The on_conflict strategy: merge mode's winners through INSERT ... ON
+ * CONFLICT (key) DO NOTHING and an UPDATE under the ordering guard
+ * (statements.c, ks_onconflict_insert_sql), for targets where the MERGE is
+ * refused or slow; tombstones, append and function modes as the SQL
+ * strategy does them.  Faults of rows are narrowed down over the two
+ * statements together, as over the MERGE.
+ */
+static void *
+onconflict_begin(KsBatch *batch, KsBatchTarget *bt)
+{
+	SqlApplyState *st = sql_begin(batch, bt);
+
+	if (bt->mode == KS_MODE_MERGE)
+	{
+		st->onconflict = true;
+		st->upsert = ks_onconflict_insert_sql(bt->target, false);
+		st->upsert2 = ks_onconflict_update_sql(bt->target, false);
+	}
+	return st;
+}
+
+const KsApplyStrategy ks_apply_onconflict = {
+	.name = "on_conflict",
+	.begin = onconflict_begin,
+	.delete_rows = sql_delete_rows,
+	.upsert_rows = sql_upsert_rows,
+	.insert_rows = sql_insert_rows,
+	.call_function = sql_call_function,
+	.end = sql_end,
+};
 
 const KsApplyStrategy ks_apply_sql = {
 	.name = "sql",

@@ -12,6 +12,7 @@
 #include "apply.h"
 
 extern const KsApplyStrategy ks_apply_sql;
+extern const KsApplyStrategy ks_apply_onconflict;
 
 /* whether a statement of a batch is running in this process */
 extern bool ks_batch_rows_active(void);

@@ -354,7 +354,14 @@ try_bronze(KsBatch *batch, const char *sql, Oid *argtypes, Datum *values)
 	ErrorData  *edata = ks_try_subxact(bronze_call, &call);
 
 	if (edata != NULL && edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+	{
+		/* a partitioned bronze table without a partition for a message */
+		if (edata->sqlerrcode == ERRCODE_CHECK_VIOLATION && edata->constraint_name == NULL &&
+			edata->hint == NULL)
+			edata->hint = pstrdup("Bronze takes every message of the batch: create the bronze table's "
+								  "partition for it, then kafka_sink.start() the pipeline.");
 		ReThrowError(edata);
+	}
 	return edata == NULL;
 }
 

@@ -224,8 +224,9 @@ progress_json(KsBatch *batch)
 					 s->stale, s->superseded, s->quarantined, s->duplicates);
 	/* merge mode: which strategy wrote the winners (apply_heap.c) */
 	if (p->targets.mode == KS_MODE_MERGE && target)
-		appendStringInfo(&b, ",\"applyRows\":{\"heap\":" INT64_FORMAT ",\"sql\":" INT64_FORMAT "}",
-						 s->heap_rows, s->apply_rows - s->heap_rows);
+		appendStringInfo(&b, ",\"applyRows\":{\"heap\":" INT64_FORMAT ",\"sql\":" INT64_FORMAT
+						 ",\"onConflict\":" INT64_FORMAT "}",
+						 s->heap_rows, s->apply_rows - s->heap_rows, s->onconflict_rows);
 	if (target)
 	{
 		appendStringInfoString(&b, ",\"targets\":");

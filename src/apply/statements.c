@@ -2,7 +2,8 @@
  *
  * statements.c
  *		The text of every statement a batch runs against the user's tables:
- *		the MERGE, the tombstones' DELETE, the append INSERT, the batch
+ *		the MERGE (or the on_conflict strategy's INSERT ... ON CONFLICT and
+ *		UPDATE), the tombstones' DELETE, the append INSERT, the batch
  *		function call, the bronze INSERT, and kafka_sink.pipeline_statements()
  *		which shows them, built by these same functions.
  *
@@ -19,6 +20,7 @@
 #include "catalog.h"
 #include "apply.h"
 #include "decode.h"
+#include "guc.h"
 
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
@@ -131,23 +133,29 @@ append_key_match(StringInfo b, KsTarget *t)
 	}
 }
 
-char *
-ks_merge_sql(KsTarget *t, bool by_hand)
+/* the ordering guard: a target row newer than the message stays */
+static void
+append_guard(StringInfo b, KsTarget *t, const char *prefix)
 {
-	StringInfoData b;
-	bool		first;
-
-	initStringInfo(&b);
-	appendStringInfo(&b, "MERGE INTO %s AS t USING (%s) AS s ON ", t->qualified_name, ks_source_sql(t, by_hand));
-	append_key_match(&b, t);
-	appendStringInfoString(&b, " WHEN MATCHED");
 	if (t->order_index >= 0)
 	{
 		const char *o = quote_identifier(t->columns[t->order_index].name);
 
-		appendStringInfo(&b, " AND (t.%s IS NULL OR s.%s >= t.%s)", o, o, o);
+		appendStringInfo(b, "%s(t.%s IS NULL OR s.%s >= t.%s)", prefix, o, o, o);
 	}
-	first = true;
+}
+
+/*
+ * The SET list of a matched row, after prefix: a column the message did
+ * not set keeps the target's value; a folded column applies only when the
+ * message that supplied it passes the guard.  False when there is no
+ * column to set (only the key).
+ */
+static bool
+append_update_set(StringInfo b, KsTarget *t, const char *prefix)
+{
+	bool		first = true;
+
 	for (int i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
@@ -156,34 +164,121 @@ ks_merge_sql(KsTarget *t, bool by_hand)
 		if (c->is_key)
 			continue;
 		if (c->lineage)
-			appendStringInfo(&b, "%s%s = %s", first ? " THEN UPDATE SET " : ", ", name, c->lineage);
+			appendStringInfo(b, "%s%s = %s", first ? prefix : ", ", name, c->lineage);
 		else if (c->prov >= 0)
 		{
 			const char *o = quote_identifier(t->columns[t->order_index].name);
 
 			/* the message that supplied the column applies, by the guard */
-			appendStringInfo(&b, "%s%s = CASE WHEN s._ks_p%d AND (t.%s IS NULL OR s._ks_o%d >= t.%s)"
+			appendStringInfo(b, "%s%s = CASE WHEN s._ks_p%d AND (t.%s IS NULL OR s._ks_o%d >= t.%s)"
 							 " THEN s.%s ELSE t.%s END",
-							 first ? " THEN UPDATE SET " : ", ", name, i, o, i, o, name, name);
+							 first ? prefix : ", ", name, i, o, i, o, name, name);
 		}
 		else
-			appendStringInfo(&b, "%s%s = CASE WHEN s._ks_p%d THEN s.%s ELSE t.%s END",
-							 first ? " THEN UPDATE SET " : ", ", name, i, name, name);
+			appendStringInfo(b, "%s%s = CASE WHEN s._ks_p%d THEN s.%s ELSE t.%s END",
+							 first ? prefix : ", ", name, i, name, name);
 		first = false;
 	}
-	if (first)
-		appendStringInfoString(&b, " THEN DO NOTHING");
-	appendStringInfoString(&b, " WHEN NOT MATCHED THEN INSERT (");
+	return !first;
+}
+
+static void
+append_column_list(StringInfo b, KsTarget *t)
+{
 	for (int i = 0; i < t->ncolumns; i++)
-		appendStringInfo(&b, "%s%s", i > 0 ? ", " : "", quote_identifier(t->columns[i].name));
-	appendStringInfoString(&b, ") VALUES (");
+		appendStringInfo(b, "%s%s", i > 0 ? ", " : "", quote_identifier(t->columns[i].name));
+}
+
+static void
+append_insert_values(StringInfo b, KsTarget *t)
+{
 	for (int i = 0; i < t->ncolumns; i++)
 	{
 		if (i > 0)
-			appendStringInfoString(&b, ", ");
-		append_insert_value(&b, &t->columns[i], i);
+			appendStringInfoString(b, ", ");
+		append_insert_value(b, &t->columns[i], i);
 	}
+}
+
+/* "INSERT INTO target (columns) SELECT <values> FROM (<batch>) AS s" */
+static void
+append_insert_select(StringInfo b, KsTarget *t, bool by_hand)
+{
+	appendStringInfo(b, "INSERT INTO %s (", t->qualified_name);
+	append_column_list(b, t);
+	appendStringInfoString(b, ") SELECT ");
+	append_insert_values(b, t);
+	appendStringInfo(b, " FROM (%s) AS s", ks_source_sql(t, by_hand));
+}
+
+char *
+ks_merge_sql(KsTarget *t, bool by_hand)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "MERGE INTO %s AS t USING (%s) AS s ON ", t->qualified_name, ks_source_sql(t, by_hand));
+	append_key_match(&b, t);
+	appendStringInfoString(&b, " WHEN MATCHED");
+	append_guard(&b, t, " AND ");
+	if (!append_update_set(&b, t, " THEN UPDATE SET "))
+		appendStringInfoString(&b, " THEN DO NOTHING");
+	appendStringInfoString(&b, " WHEN NOT MATCHED THEN INSERT (");
+	append_column_list(&b, t);
+	appendStringInfoString(&b, ") VALUES (");
+	append_insert_values(&b, t);
 	appendStringInfoChar(&b, ')');
+	return b.data;
+}
+
+/*
+ * The on_conflict strategy's two statements, run one after the other (each
+ * with its own snapshot) over the same rows: the INSERT of the keys the
+ * target lacks, then the UPDATE of the others, under the MERGE's guard and
+ * SET list.  $2 is the transaction id that the INSERT writes with, so that
+ * the UPDATE skips the rows it just inserted (the MERGE, too, either
+ * inserts or updates a key).  The INSERT proposes only keys it does not
+ * find (NOT EXISTS): INSERT ... ON CONFLICT checks a proposed row's NOT
+ * NULL and CHECK constraints, fires its BEFORE INSERT triggers and takes
+ * its defaults' sequence values before it looks for a conflict, which for
+ * a key the MERGE updates (or leaves, stale) the MERGE never does.  A key
+ * a concurrent transaction inserted meanwhile is skipped by the ON
+ * CONFLICT and then found by the UPDATE, which the guard decides as for
+ * any row.  Why not a DO UPDATE: its SET sees only the
+ * proposed row (EXCLUDED), which cannot tell a field the message left out
+ * from one it set to the default, nor carry the order value of the
+ * message that supplied a folded column (docs/design/apply.md).
+ */
+char *
+ks_onconflict_insert_sql(KsTarget *t, bool by_hand)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	append_insert_select(&b, t, by_hand);
+	appendStringInfo(&b, " WHERE NOT EXISTS (SELECT FROM %s AS t WHERE ", t->qualified_name);
+	append_key_match(&b, t);
+	appendStringInfoString(&b, ") ORDER BY s._ks_seq ON CONFLICT (");
+	for (int k = 0; k < t->nkeys; k++)
+		appendStringInfo(&b, "%s%s", k > 0 ? ", " : "", quote_identifier(t->columns[t->key_index[k]].name));
+	appendStringInfoString(&b, ") DO NOTHING");
+	return b.data;
+}
+
+/* NULL when the target has no column but the key (nothing to update) */
+char *
+ks_onconflict_update_sql(KsTarget *t, bool by_hand)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "UPDATE %s AS t", t->qualified_name);
+	if (!append_update_set(&b, t, " SET "))
+		return NULL;
+	appendStringInfo(&b, " FROM (%s) AS s WHERE ", ks_source_sql(t, by_hand));
+	append_key_match(&b, t);
+	appendStringInfoString(&b, " AND t.xmin OPERATOR(pg_catalog.<>) $2");
+	append_guard(&b, t, " AND ");
 	return b.data;
 }
 
@@ -220,17 +315,8 @@ ks_append_sql(KsTarget *t, bool by_hand)
 	StringInfoData b;
 
 	initStringInfo(&b);
-	appendStringInfo(&b, "INSERT INTO %s (", t->qualified_name);
-	for (int i = 0; i < t->ncolumns; i++)
-		appendStringInfo(&b, "%s%s", i > 0 ? ", " : "", quote_identifier(t->columns[i].name));
-	appendStringInfoString(&b, ") SELECT ");
-	for (int i = 0; i < t->ncolumns; i++)
-	{
-		if (i > 0)
-			appendStringInfoString(&b, ", ");
-		append_insert_value(&b, &t->columns[i], i);
-	}
-	appendStringInfo(&b, " FROM (%s) AS s ORDER BY s._ks_seq", ks_source_sql(t, by_hand));
+	append_insert_select(&b, t, by_hand);
+	appendStringInfoString(&b, " ORDER BY s._ks_seq");
 	return b.data;
 }
 
@@ -408,14 +494,15 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("the bronze table of pipeline \"%s\" no longer exists", p->name)));
 
-#define KS_EMIT(rel, kind, stmt, hand, note) \
+#define KS_EMIT(rel, kind, stmt, hand, note) KS_EMIT_BY("sql", rel, kind, stmt, hand, note)
+#define KS_EMIT_BY(strategy, rel, kind, stmt, hand, note) \
 	do { \
 		Datum		v_[7]; \
 		bool		n_[7] = {false, false, false, false, false, false, false}; \
 		v_[0] = Int32GetDatum(++step); \
 		v_[1] = ObjectIdGetDatum(rel); \
 		v_[2] = CStringGetTextDatum(kind); \
-		v_[3] = CStringGetTextDatum("sql"); \
+		v_[3] = CStringGetTextDatum(strategy); \
 		if ((stmt) != NULL) v_[4] = CStringGetTextDatum(stmt); else n_[4] = true; \
 		if ((hand) != NULL) v_[5] = CStringGetTextDatum(hand); else n_[5] = true; \
 		v_[6] = CStringGetTextDatum(note); \
@@ -452,7 +539,26 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 			KS_EMIT(t->relid, "delete", ks_delete_sql(t, false), ks_delete_sql(t, true),
 					"Runs first, over the batch's tombstones that win their key (delete_on_tombstone). "
 					"To run by hand: PREPARE d(bigint) AS <by_hand>; EXECUTE d(<batch id>).");
-		if (p->targets.mode == KS_MODE_MERGE)
+		if (p->targets.mode == KS_MODE_MERGE && ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT)
+		{
+			char	   *update = ks_onconflict_update_sql(t, false);
+
+			KS_EMIT_BY("on_conflict", t->relid, "insert", ks_onconflict_insert_sql(t, false),
+					   ks_onconflict_insert_sql(t, true),
+					   "kafka_sink.apply_strategy = on_conflict, in place of the MERGE: over one row per key, "
+					   "the winner of the reduce, inserts the keys the target lacks (ON CONFLICT DO NOTHING: a "
+					   "key a concurrent transaction inserts is left to the update). $1 is the batch id. "
+					   "To run by hand: PREPARE i(bigint) AS <by_hand>; EXECUTE i(<batch id>).");
+			if (update != NULL)
+				KS_EMIT_BY("on_conflict", t->relid, "update", update, ks_onconflict_update_sql(t, true),
+						   "Runs right after the insert, over the same rows: updates the keys the target had, "
+						   "under the ordering guard, with the MERGE's SET list (a field the message left out "
+						   "keeps the row's value). $2 is the id of the transaction the insert wrote with, so "
+						   "that the rows it inserted are not updated again. To run by hand: PREPARE u(bigint, "
+						   "xid) AS <by_hand>; EXECUTE u(<batch id>, '0') (0: no row is skipped; a row the "
+						   "insert just wrote is then rewritten with the same values).");
+		}
+		else if (p->targets.mode == KS_MODE_MERGE)
 			KS_EMIT(t->relid, "merge", ks_merge_sql(t, false), ks_merge_sql(t, true),
 					psprintf("Runs over one row per key, the winner of the reduce: %s, then the latest "
 							 "offset. The WHEN MATCHED condition is the ordering guard: a target row "
@@ -475,6 +581,7 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 					"offset order. To run by hand: PREPARE f(bigint) AS <by_hand>; EXECUTE f(<batch id>).");
 	}
 #undef KS_EMIT
+#undef KS_EMIT_BY
 	SPI_finish();
 	return (Datum) 0;
 }

@@ -20,6 +20,8 @@
 extern char *ks_batch_columns_sql(KsTarget *t);
 extern char *ks_source_sql(KsTarget *t, bool by_hand);
 extern char *ks_merge_sql(KsTarget *t, bool by_hand);
+extern char *ks_onconflict_insert_sql(KsTarget *t, bool by_hand);
+extern char *ks_onconflict_update_sql(KsTarget *t, bool by_hand);
 extern char *ks_truncate_sql(KsTarget *t);
 extern char *ks_delete_sql(KsTarget *t, bool by_hand);
 extern char *ks_append_sql(KsTarget *t, bool by_hand);

@@ -133,6 +133,8 @@ ks_reason_name(KsReason r)
 			return "invalid_envelope";
 		case KS_DEAD_LETTER_LOOP:
 			return "dead_letter_loop";
+		case KS_NO_PARTITION:
+			return "no_partition";
 	}
 	return "unknown";
 }

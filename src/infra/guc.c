@@ -52,6 +52,7 @@ static const struct config_enum_entry fault_point_options[] = {
 static const struct config_enum_entry apply_strategy_options[] = {
 	{"sql", KS_APPLY_STRATEGY_SQL, false},
 	{"auto", KS_APPLY_STRATEGY_AUTO, false},
+	{"on_conflict", KS_APPLY_STRATEGY_ON_CONFLICT, false},
 	{NULL, 0, false}
 };
 
@@ -129,7 +130,7 @@ ks_guc_init(void)
 
 	DefineCustomEnumVariable("kafka_sink.apply_strategy",
 							 "How merge-mode batches are written to their target.",
-							 "sql: the MERGE through SPI. auto: directly through the heap and its indexes (probe the key index, compare the order column, update or insert) for plain targets where that is exactly what the MERGE does; other targets keep the MERGE.",
+							 "sql: the MERGE through SPI. auto: directly through the heap and its indexes (probe the key index, compare the order column, update or insert) for plain targets where that is exactly what the MERGE does; other targets keep the MERGE. on_conflict: INSERT ... ON CONFLICT (key) DO NOTHING, then an UPDATE under the ordering guard, for targets where the MERGE is refused or slow.",
 							 &ks_apply_strategy,
 							 KS_APPLY_STRATEGY_AUTO,
 							 apply_strategy_options,

@@ -37,8 +37,10 @@ extern int	ks_apply_strategy;	/* KsApplyStrategyChoice */
 typedef enum KsApplyStrategyChoice
 {
 	KS_APPLY_STRATEGY_SQL = 0,	/* always the MERGE through SPI */
-	KS_APPLY_STRATEGY_AUTO		/* the heap strategy where it is exact (the
+	KS_APPLY_STRATEGY_AUTO,		/* the heap strategy where it is exact (the
 								 * default) */
+	KS_APPLY_STRATEGY_ON_CONFLICT	/* INSERT ... ON CONFLICT DO NOTHING, then
+									 * the guarded UPDATE, through SPI */
 } KsApplyStrategyChoice;
 
 typedef enum KsFaultPoint

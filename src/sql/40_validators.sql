@@ -266,6 +266,8 @@ DECLARE
     k text;
     keys_attnums int2[];
     kind "char";
+    part_columns text[];
+    missing text[];
 BEGIN
     SELECT relkind INTO kind FROM pg_class WHERE oid = target;
     IF kind NOT IN ('r', 'p') THEN
@@ -325,6 +327,36 @@ BEGIN
                  WHERE i.indrelid = target AND i.indisunique AND i.indisvalid
                    AND i.indpred IS NULL AND i.indexprs IS NULL
                    AND (SELECT array_agg(x ORDER BY x) FROM unnest(i.indkey::int2[]) x) = keys_attnums) THEN
+            IF kind = 'p' THEN
+                -- a unique index on a partitioned table must hold the
+                -- partition key of the table and of each partitioned
+                -- partition below it (PostgreSQL refuses it otherwise)
+                IF EXISTS (SELECT 1 FROM pg_partition_tree(target) t
+                             JOIN pg_partitioned_table pt ON pt.partrelid = t.relid
+                            WHERE 0 = ANY (pt.partattrs::int2[])) THEN
+                    RAISE EXCEPTION 'partitioned table % has no unique index on key columns % and cannot have one', target, key_columns
+                        USING ERRCODE = 'invalid_table_definition',
+                              DETAIL = 'It, or a partition of it, is partitioned by an expression, and a unique index on a partitioned table must hold its partition key columns.',
+                              HINT = 'Partition the target by columns, or use mode => ''append''.';
+                END IF;
+                SELECT array_agg(DISTINCT a.attname::text ORDER BY a.attname::text) INTO part_columns
+                  FROM pg_partition_tree(target) t
+                  JOIN pg_partitioned_table pt ON pt.partrelid = t.relid
+                  CROSS JOIN LATERAL unnest(pt.partattrs::int2[]) AS x(attnum)
+                  JOIN pg_attribute a ON a.attrelid = t.relid AND a.attnum = x.attnum;
+                SELECT array_agg(c ORDER BY c) INTO missing FROM unnest(part_columns) c WHERE c <> ALL (key_columns);
+                IF missing IS NOT NULL THEN
+                    RAISE EXCEPTION 'key columns % must include the partition key column(s) % of partitioned table %',
+                                    key_columns, missing, target
+                        USING ERRCODE = 'invalid_table_definition',
+                              DETAIL = 'A unique index on a partitioned table must hold its partition key columns, so the key of a merge must too.',
+                              HINT = format('Pass key_columns => %s and CREATE UNIQUE INDEX ON %s (%s).',
+                                            (SELECT 'ARRAY[' || string_agg(quote_literal(c), ',') || ']'
+                                               FROM unnest(key_columns || missing) c),
+                                            target,
+                                            (SELECT string_agg(quote_ident(c), ', ') FROM unnest(key_columns || missing) c));
+                END IF;
+            END IF;
             RAISE EXCEPTION 'key columns % are not covered by a unique index on %', key_columns, target
                 USING ERRCODE = 'invalid_table_definition',
                       HINT = 'A deterministic MERGE needs a unique key: CREATE UNIQUE INDEX ON the target (the key columns).';

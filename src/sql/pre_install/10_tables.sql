@@ -178,7 +178,7 @@ CREATE TABLE kafka_sink.quarantine (
                        'unknown_schema_id', 'not_wire_format', 'invalid_avro',
                        'invalid_envelope',
                        'no_target', 'target_refused', 'schema_change_refused',
-                       'dead_letter_loop')),
+                       'dead_letter_loop', 'no_partition')),
     detail         text NOT NULL,
     created_at     timestamptz NOT NULL DEFAULT now(),
     replayed_at    timestamptz,
@@ -370,7 +370,8 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'no_target (routing: the message''s target could not be named or does not exist), target_refused '
     '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
     '(evolve: a change of the embedded schema that kafka_sink will not make), dead_letter_loop (the message '
-    'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic)';
+    'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic), '
+    'no_partition (a partitioned target has no partition for the row: replayable once the partition exists)';
 COMMENT ON COLUMN kafka_sink.quarantine.target IS
     'The table the message was routed to, or would have been (quoted, schema-qualified); NULL for rows written before 0.2.0';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.target_template IS

@@ -18,7 +18,7 @@ ALTER TABLE kafka_sink.quarantine ADD CONSTRAINT quarantine_reason_check CHECK (
     'invalid_value', 'unknown_schema_version', 'null_key',
     'constraint_violation', 'value_too_large', 'rejected_by_target',
     'unknown_schema_id', 'not_wire_format', 'invalid_avro', 'invalid_envelope',
-    'no_target', 'target_refused', 'schema_change_refused', 'dead_letter_loop'));
+    'no_target', 'target_refused', 'schema_change_refused', 'dead_letter_loop', 'no_partition'));
 COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'Why the message was not applied: invalid_json, not_an_object, missing_required_field, invalid_value, '
     'unknown_schema_version, null_key, constraint_violation (a constraint or data error of the row), '
@@ -29,4 +29,5 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'no_target (routing: the message''s target could not be named or does not exist), target_refused '
     '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
     '(evolve: a change of the embedded schema that kafka_sink will not make), dead_letter_loop (the message '
-    'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic)';
+    'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic), '
+    'no_partition (a partitioned target has no partition for the row: replayable once the partition exists)';
