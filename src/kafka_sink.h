@@ -251,6 +251,10 @@ typedef struct KsPipeline
 	const struct KsFormat *key_fmt; /* KS_KEY_JSON and KS_KEY_AVRO */
 	const struct KsEnvelope *envelope;
 	KsOnTruncate on_truncate;	/* envelope debezium */
+	char	   *unavailable_placeholder;	/* envelope debezium: the
+											 * connector's own
+											 * unavailable.value.placeholder,
+											 * or NULL (its default) */
 	char	   *value_schema;	/* inline Avro writer schema, or NULL */
 	KsRegistryConf *registry;	/* NULL: none */
 	/* routing (route.c): one pipeline writing many tables */
@@ -299,6 +303,8 @@ typedef struct KsMessage
 	int64		timestamp_ms;	/* -1 when unknown */
 	int			part_index;		/* index into the worker's partitions */
 	void	   *handle;			/* rd_kafka_message_t, owned by consumer.c */
+	const char *headers_json;	/* no handle (a replay): the quarantine's
+								 * headers, ks_message_headers_json's text */
 } KsMessage;
 
 /* ---- catalog_guard.c ---- */
