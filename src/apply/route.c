@@ -25,8 +25,8 @@
  * has no target), kafka.partition, kafka.offset or kafka.key (meta.c), or
  * a JSON path of the value ({source.table}; in a value wrapped as
  * {"schema":..., "payload":...} the path is looked up under payload when
- * it is absent at the top).  A dot outside braces separates the schema from the table
- * ('replica.{source.table}'; at most one such dot).  Without one, the
+ * it is absent at the top).  A dot outside braces separates the schema
+ * from the table ('replica.{source.table}'; at most one such dot).  Without one, the
  * expansion itself is split: the part after its last dot is the table, the
  * part between the two last dots the schema, and a name without dots is in
  * schema public (a Debezium topic dbserver1.inventory.orders into '{topic}'

@@ -522,7 +522,6 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		if (strchr(t->columns[i].name, '.') != NULL)
 		{
 			KsPath		nested;
-
 			KsMeta		meta;
 
 			/* a column called headers.x or kafka.x reads the value's fields */
