@@ -367,9 +367,9 @@ expand_part(KsTplPart *part, KsMessage *m, KsSlotValue *slots, bool value_ok, ch
 					v = ks_meta_text(&sv);
 					if (v == NULL)
 					{
-						*why = sv.kind == KS_SLOT_ABSENT ?
+						*why = sv.kind == KS_SLOT_ABSENT && pc->meta.header != NULL ?
 							psprintf("The message has no header \"%s\", which the target template names.", pc->meta.header) :
-							psprintf("The %s of the target template is null or not UTF-8 text.", pc->text);
+							psprintf("The %s of the target template is absent, null or not UTF-8 text.", pc->text);
 						return NULL;
 					}
 					appendStringInfoString(&b, v);

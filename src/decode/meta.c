@@ -129,10 +129,14 @@ ks_meta_value(KsMessage *m, const KsMeta *meta, KsSlotValue *out)
 			out->text = pstrdup(m->topic);
 			break;
 		case KS_META_PARTITION:
+			if (m->partition < 0)
+				break;			/* a message without coordinates (lineage.c) */
 			out->kind = KS_SLOT_SCALAR;
 			out->text = psprintf("%d", m->partition);
 			break;
 		case KS_META_OFFSET:
+			if (m->offset < 0)
+				break;
 			out->kind = KS_SLOT_SCALAR;
 			out->text = psprintf(INT64_FORMAT, m->offset);
 			break;

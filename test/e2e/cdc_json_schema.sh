@@ -7,7 +7,8 @@
 #     (kcat -H): creates, an update, a delete by the framed key and its
 #     tombstone, a key change; a frame of an unknown schema id and a value
 #     without the frame are quarantined (unknown_schema_id, not_wire_format);
-#     the rows equal the model the script states.
+#     the rows equal the model the script states; headers with the plain
+#     envelope and json_schema values too.
 #  2. A custom placeholder keeps the replica's value exactly as the default
 #     one does: two pipelines, one with Debezium's default placeholder and
 #     one with a custom one, get the same events with their own placeholder
@@ -95,6 +96,24 @@ check "JSON Schema frames applied as change events (upsert, update, delete by th
       "$(sql -c "SELECT string_agg(concat_ws('|', id, name, tenant) || '@' || _kafka_source_position, ' ' ORDER BY id) FROM e2e.cdcjs_$SFX")"
 check "an unknown schema id and a value without the frame are quarantined" "8:unknown_schema_id,9:not_wire_format" \
       "$(sql -c "SELECT string_agg(q.message_offset || ':' || q.reason, ',' ORDER BY q.message_offset) FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name = 'cdcjs_$SFX'")"
+
+# ---- headers with the plain envelope and json_schema values --------------------------------
+PLAIN_ID="$(register "${T}_plain-value" "$ROW")"
+sql >/dev/null <<SQL
+CREATE TABLE e2e.jsplain_$SFX (id int PRIMARY KEY, name text, tenant text, part int);
+ALTER TABLE e2e.jsplain_$SFX OWNER TO ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => 'jsplain_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['${T}_plain'], target => 'e2e.jsplain_$SFX', starting_offsets => 'earliest',
+       value_format => 'json_schema', schema_registry => $REGJSON,
+       columns => '{"tenant": "headers.tenant", "part": "kafka.partition"}');
+SQL
+"$HARNESS" topic-create "${T}_plain" 1 >/dev/null 2>&1
+printf '%s\n' "- 1|$PLAIN_ID {\"id\": 1, \"name\": \"x\"}" "- 2|$PLAIN_ID {\"id\": 2, \"name\": \"y\"}" \
+    | frames | kcat -P -b "$KS_BOOTSTRAP" -t "${T}_plain" -K '|' -H tenant=t1 -H tenant=t2
+check_caught_up "jsplain_$SFX"
+check "json_schema values with the plain envelope: header and kafka.partition columns" "1|x|t2|0 2|y|t2|0" \
+      "$(sql -c "SELECT string_agg(concat_ws('|', id, name, tenant, part), ' ' ORDER BY id) FROM e2e.jsplain_$SFX")"
 
 # ---- a custom unavailable.value.placeholder -------------------------------------------------
 DEF="__debezium_unavailable_value"

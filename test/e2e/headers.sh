@@ -97,7 +97,8 @@ ALTER TABLE e2e.rt_${SFX}_a OWNER TO ks_e2e;
 ALTER TABLE e2e.rt_${SFX}_b OWNER TO ks_e2e;
 SET ROLE ks_e2e;
 SELECT kafka_sink.create_pipeline(name => '$P2', bootstrap_servers => '$KS_BOOTSTRAP',
-       subscribe => ARRAY['$T2'], target => 'e2e.rt_${SFX}_{headers.tenant}', starting_offsets => 'earliest');
+       subscribe => ARRAY['$T2'], target => 'e2e.rt_${SFX}_{headers.tenant}', starting_offsets => 'earliest',
+       bronze => 'e2e.hdrr_bronze_$SFX');
 SQL
 hk() { kcat -P -b "$KS_BOOTSTRAP" -t "$T2" "$@"; }
 echo '{"id": 1, "qty": 10}' | hk -H tenant=a
@@ -108,6 +109,9 @@ echo '{"id": 1, "qty": 11}' | hk -H tenant=b -H tenant=a
 check_caught_up "$P2"
 check "routed by the header: a" "1:11" "$(sql -c "SELECT string_agg(id || ':' || qty, ',' ORDER BY id) FROM e2e.rt_${SFX}_a")"
 check "routed by the header: b" "1:20" "$(sql -c "SELECT string_agg(id || ':' || qty, ',' ORDER BY id) FROM e2e.rt_${SFX}_b")"
+check "message_fate says it does not trace a table named by a header, instead of naming none" \
+      "applied or superseded|a table named by a header or Kafka's metadata is not traced here" \
+      "$(sql -c "SELECT fate || '|' || detail FROM kafka_sink.message_fate('$P2', '$T2', 0, 0)")"
 check "no header, and a table that does not exist: no_target" "2:no_target,3:no_target" "$(quarantined "$P2")"
 check "the detail of the missing header names it" 1 \
       "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id
