@@ -13,7 +13,9 @@
 # becomes bytea (replay reads the headers back from the quarantine), and a
 # pipeline routed by {headers.tenant} writes two tables, quarantines a
 # message without the header and one naming a missing table, and lands the
-# latter by replay once the table exists.  Create-time refusals are in
+# latter by replay once the table exists; plain Avro values read their
+# header columns the same way; message_fate says what it cannot trace.
+# Create-time refusals are in
 # pg_regress (sql/headers.sql).
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
@@ -85,6 +87,25 @@ check "message_fate says it does not decode a key taken from a header, instead o
 check "message_fate of a quarantined header message" "quarantined" \
       "$(sql -c "SELECT fate FROM kafka_sink.message_fate('$P', '$T', 0, 3)")"
 sql -c "SELECT kafka_sink.drop_pipeline('$P')" >/dev/null
+
+# ---- Avro values: the same header fields -------------------------------------------------
+T3="e2e_hdra_$SFX"
+"$HARNESS" topic-create "$T3" 1 >/dev/null 2>&1
+SCHEMA="$("$PY" "$MODEL" avro "$KS_BOOTSTRAP" "$T3")"
+sql >/dev/null <<SQL
+CREATE TABLE e2e.hdra_$SFX (tenant text, id int, qty int, trace uuid, PRIMARY KEY (tenant, id));
+ALTER TABLE e2e.hdra_$SFX OWNER TO ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => 'hdra_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$T3'], target => 'e2e.hdra_$SFX', starting_offsets => 'earliest',
+       value_format => 'avro', value_schema => '$SCHEMA',
+       columns => '{"tenant": "headers.tenant", "trace": "headers.trace"}');
+SQL
+check_caught_up "hdra_$SFX"
+check "Avro values: a header key column and a header uuid column" \
+      "a|1|10|0b1f1d3e-8c27-4b8a-9a55-c7e3a0d7f001 b|2|20|0b1f1d3e-8c27-4b8a-9a55-c7e3a0d7f001" \
+      "$(sql -c "SELECT string_agg(concat_ws('|', tenant, id, qty, trace), ' ' ORDER BY tenant) FROM e2e.hdra_$SFX")"
+sql -c "SELECT kafka_sink.drop_pipeline('hdra_$SFX')" >/dev/null
 
 # ---- routing by a header ------------------------------------------------------------------
 T2="e2e_hdrr_$SFX"

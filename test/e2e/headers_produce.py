@@ -6,6 +6,8 @@ must become, computed here from the messages alone.
       round 1 and 2: confluent-kafka's Producer (binary headers, a header
       without value, repeated headers, explicit timestamps); round 3: kcat
       with -H, one call per message
+  headers_produce.py avro BOOTSTRAP TOPIC
+      two plain Avro values with headers; prints their schema
   headers_produce.py rows          the rows the target must hold at the end
                                    (after the fix and the replay), one line each
   headers_produce.py quarantine    offset:reason of each quarantined message
@@ -152,9 +154,30 @@ def produce(rnd, bootstrap, topic):
         subprocess.run(args, input=key + b"|" + json.dumps(value).encode() + b"\n", check=True)
 
 
+AVRO_SCHEMA = {"type": "record", "name": "Row", "fields": [
+    {"name": "id", "type": "int"}, {"name": "qty", "type": "int"}]}
+
+
+def produce_avro(bootstrap, topic):
+    """Plain Avro binary values (the pipeline's value_schema) with headers."""
+    import io
+    import fastavro
+    from confluent_kafka import Producer
+    schema = fastavro.parse_schema(AVRO_SCHEMA)
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i, tenant in ((1, b"a"), (2, b"b")):
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, schema, {"id": i, "qty": 10 * i})
+        p.produce(topic, value=buf.getvalue(), headers=[("tenant", tenant), ("trace", U1.encode())])
+    p.flush(10)
+
+
 def main():
     cmd = sys.argv[1]
-    if cmd == "produce":
+    if cmd == "avro":
+        produce_avro(sys.argv[2], sys.argv[3])
+        print(json.dumps(AVRO_SCHEMA))
+    elif cmd == "produce":
         produce(int(sys.argv[2]), sys.argv[3], sys.argv[4])
     elif cmd == "rows":
         rows, _ = model(sys.argv[2], True)
