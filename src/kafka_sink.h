@@ -67,6 +67,8 @@ typedef struct KsMessage
 	int64		timestamp_ms;	/* -1 when unknown */
 	int			part_index;		/* index into the worker's partitions */
 	void	   *handle;			/* rd_kafka_message_t, owned by consumer.c */
+	const char *headers_json;	/* no handle (a replay): the quarantine's
+								 * headers, ks_message_headers_json's text */
 } KsMessage;
 
 /* ---- small conversions everyone needs ---- */

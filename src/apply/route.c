@@ -20,11 +20,13 @@
  * that DDL but a transient one, a lock held past
  * kafka_sink.ddl_lock_timeout; the table goes on for the other messages.
  *
- * A template is literal text and placeholders: {topic}, or a JSON path of
- * the value ({source.table}; in a value wrapped as {"schema":...,
- * "payload":...} the path is looked up under payload when it is absent at
- * the top).  A dot outside braces separates the schema from the table
- * ('replica.{source.table}'; at most one such dot).  Without one, the
+ * A template is literal text and placeholders: {topic}, a header
+ * ({headers.tenant}: its last value as UTF-8 text; a message without it
+ * has no target), kafka.partition, kafka.offset or kafka.key (meta.c), or
+ * a JSON path of the value ({source.table}; in a value wrapped as
+ * {"schema":..., "payload":...} the path is looked up under payload when
+ * it is absent at the top).  A dot outside braces separates the schema
+ * from the table ('replica.{source.table}'; at most one such dot).  Without one, the
  * expansion itself is split: the part after its last dot is the table, the
  * part between the two last dots the schema, and a name without dots is in
  * schema public (a Debezium topic dbserver1.inventory.orders into '{topic}'
@@ -80,7 +82,8 @@ typedef enum KsPieceKind
 {
 	KS_PIECE_TEXT,
 	KS_PIECE_TOPIC,
-	KS_PIECE_FIELD
+	KS_PIECE_FIELD,
+	KS_PIECE_META				/* a header, kafka.topic/partition/offset/key */
 } KsPieceKind;
 
 typedef struct KsPiece
@@ -89,6 +92,7 @@ typedef struct KsPiece
 	char	   *text;			/* literal text, or the field's path */
 	int			slot;			/* field: its slot in the walk */
 	int			payload_slot;	/* field: the same under payload */
+	KsMeta		meta;			/* meta: which (meta.c) */
 } KsPiece;
 
 typedef struct KsTplPart
@@ -195,6 +199,7 @@ parse_template(const char *tpl, List **parts)
 			const char *end = strchr(s + 1, '}');
 			const char *open = strchr(s + 1, '{');
 			char	   *name;
+			KsMeta		meta;
 
 			if (end == NULL || (open != NULL && open < end))
 				template_error(tpl, "A \"{\" is not closed by \"}\".");
@@ -203,6 +208,14 @@ parse_template(const char *tpl, List **parts)
 			name = pnstrdup(s + 1, end - s - 1);
 			if (strcmp(name, "topic") == 0)
 				add_piece(&pieces, KS_PIECE_TOPIC, name, strlen(name));
+			else if (ks_meta_parse(name, &meta) != KS_META_NONE)
+			{
+				if (meta.kind == KS_META_INVALID)
+					template_error(tpl, psprintf("\"%s\" is no header (headers.<name>) nor one of kafka.topic, kafka.partition, kafka.offset and kafka.key.", name));
+				if (meta.kind == KS_META_TIMESTAMP)
+					template_error(tpl, "kafka.timestamp cannot name a table.");
+				add_piece(&pieces, KS_PIECE_META, name, strlen(name));
+			}
 			else
 			{
 				KsPath		path;
@@ -280,6 +293,8 @@ routing_of(KsPipeline *p)
 				KsPiece    *pc = &r->parts[k].pieces[i++];
 
 				*pc = *(KsPiece *) lfirst(lc);
+				if (pc->kind == KS_PIECE_META)
+					(void) ks_meta_parse(pc->text, &pc->meta);
 				if (pc->kind == KS_PIECE_FIELD)
 				{
 					pc->slot = slot_of(&paths, pc->text);
@@ -349,6 +364,22 @@ expand_part(KsTplPart *part, KsMessage *m, KsSlotValue *slots, bool value_ok, ch
 				break;
 			case KS_PIECE_TOPIC:
 				appendStringInfoString(&b, m->topic);
+				break;
+			case KS_PIECE_META:
+				{
+					KsSlotValue sv;
+
+					ks_meta_value(m, &pc->meta, &sv);
+					v = ks_meta_text(&sv);
+					if (v == NULL)
+					{
+						*why = sv.kind == KS_SLOT_ABSENT && pc->meta.header != NULL ?
+							psprintf("The message has no header \"%s\", which the target template names.", pc->meta.header) :
+							psprintf("The %s of the target template is absent, null or not UTF-8 text.", pc->text);
+						return NULL;
+					}
+					appendStringInfoString(&b, v);
+				}
 				break;
 			case KS_PIECE_FIELD:
 				v = value_ok ? slot_text(slots, pc->slot, pc->payload_slot) : NULL;

@@ -266,7 +266,8 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_target_template		35
 #define Anum_pipeline_create_targets		36
 #define Anum_pipeline_evolve				37
-#define Natts_pipeline						37
+#define Anum_pipeline_unavailable_placeholder	38
+#define Natts_pipeline						38
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -285,7 +286,8 @@ load_offset_spec(const char *column, const char *spec,
 	" (SELECT s.value FROM kafka_sink.secrets s WHERE s.pipeline_id = $1" \
 	"   AND s.name = 'schema_registry.basic.auth.user.info')," \
 	" envelope, on_truncate," \
-	" target_template, create_targets::int::int8, evolve" \
+	" target_template, create_targets::int::int8, evolve," \
+	" unavailable_value_placeholder" \
 	" FROM kafka_sink.pipeline_definitions WHERE id = $1"
 
 /*
@@ -382,6 +384,7 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		char	   *trunc = getstr(0, Anum_pipeline_on_truncate, mcxt);
 
 		p->contract.envelope_name = env ? env : "plain";
+		p->contract.unavailable_placeholder = getstr(0, Anum_pipeline_unavailable_placeholder, mcxt);
 		if (trunc == NULL || strcmp(trunc, "apply") == 0)
 			p->contract.on_truncate = KS_TRUNCATE_APPLY;
 		else if (strcmp(trunc, "ignore") == 0)
@@ -877,7 +880,7 @@ ks_catalog_read_quarantine(int64 pipeline_id, Datum ids, int64 **qids, KsMessage
 
 	ks_spi_exec("read the quarantine",
 				"SELECT id, topic, partition, message_offset,"
-				" (extract(epoch FROM message_ts) * 1000)::int8, key, value"
+				" (extract(epoch FROM message_ts) * 1000)::int8, key, value, headers::text"
 				" FROM kafka_sink.quarantine WHERE pipeline_id = $1 AND id = ANY ($2)"
 				" ORDER BY topic, partition, message_offset FOR UPDATE",
 				2, argtypes, values, NULL, false, SPI_OK_SELECT);
@@ -913,6 +916,7 @@ ks_catalog_read_quarantine(int64 pipeline_id, Datum ids, int64 **qids, KsMessage
 			m->value = VARDATA_ANY(b);
 			m->value_len = VARSIZE_ANY_EXHDR(b);
 		}
+		m->headers_json = SPI_getvalue(tt->vals[i], tt->tupdesc, 8);
 		(*msgs)[i] = m;
 	}
 	return (int) n;

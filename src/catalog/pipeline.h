@@ -119,6 +119,10 @@ typedef struct KsContract
 	int			event_id_retention_s;
 	bool		delete_on_tombstone;
 	KsOnTruncate on_truncate;	/* envelope debezium */
+	char	   *unavailable_placeholder;	/* envelope debezium: the
+											 * connector's own
+											 * unavailable.value.placeholder,
+											 * or NULL (its default) */
 } KsContract;
 
 /*

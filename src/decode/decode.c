@@ -22,6 +22,9 @@
  * subtransaction; only when a value fails is that subtransaction rolled
  * back, the message quarantined, and conversion resumed after it.
  *
+ * Slots that name a header or Kafka's metadata (meta.c) are filled from the
+ * message after the format ran, whatever the value holds there.
+ *
  * Owns: converting values and classifying their faults.  Must not: open
  * the target (target.c), know a format's bytes or an envelope's meaning.
  *
@@ -379,6 +382,36 @@ convert_value(KsTarget *t, KsRow *row, int c, KsSlotValue *f, int scale)
 			break;
 		case KS_SLOT_SCALAR:
 			break;
+		case KS_SLOT_BYTES:
+			/* a header or the raw key (meta.c): bytes into bytea, else UTF-8 text */
+			if (getBaseType(col->typid) == BYTEAOID)
+			{
+				bytea	   *b = palloc(VARHDRSZ + f->len);
+
+				SET_VARSIZE(b, VARHDRSZ + f->len);
+				memcpy(VARDATA(b), f->text, f->len);
+				text = NULL;
+				if (col->typid != BYTEAOID)
+				{
+					/* a domain over bytea: its checks, through its input */
+					text = DatumGetCString(DirectFunctionCall1(byteaout, PointerGetDatum(b)));
+					in_server_encoding = true;
+					break;
+				}
+				row->values[c] = PointerGetDatum(b);
+				row->nulls[c] = false;
+				row->present[c] = true;
+				return;
+			}
+			if (strlen(f->text) != f->len ||
+				!pg_verify_mbstr(PG_UTF8, f->text, (int) f->len, true))
+			{
+				row->reason = KS_INVALID_VALUE;
+				row->detail = psprintf("field \"%s\" is not a valid %s: the header or key is not UTF-8 text",
+									   col->name, col->type_sql);
+				return;
+			}
+			break;
 		case KS_SLOT_DATUM:
 			if (f->typid == col->typid)
 			{
@@ -490,6 +523,23 @@ void
 ks_convert_field(KsTarget *t, KsRow *row, int c, KsSlotValue *f)
 {
 	convert_value(t, row, c, f, 0);
+}
+
+/*
+ * Whether column c is mapped to a header or Kafka's metadata (meta.c),
+ * for envelopes that read their columns themselves (envelope_debezium.c);
+ * when it is, the column is converted from the message.
+ */
+bool
+ks_convert_meta_column(KsTarget *t, KsRow *row, int c)
+{
+	KsSlotValue f;
+
+	if (t->meta == NULL || t->map[c] < 0 || t->meta[t->map[c]].kind == KS_META_NONE)
+		return false;
+	ks_meta_value(row->msg, &t->meta[t->map[c]], &f);
+	convert_value(t, row, c, &f, 0);
+	return true;
 }
 
 /* key_format string, json or avro: the key columns come from the message key. */
@@ -609,20 +659,27 @@ ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots)
 	int		   *map = t->map;
 	int		   *scale = t->scale;
 
+	/* headers and Kafka's metadata: the message's, whatever the value holds */
+	if (t->meta != NULL)
+		for (int s = 0; s < t->walk.nslots; s++)
+			if (t->meta[s].kind != KS_META_NONE)
+				ks_meta_value(row->msg, &t->meta[s], &slots[s]);
 	if (t->version_slot >= 0)
 	{
 		KsSlotValue *vs = &slots[t->version_slot];
 		int			v = -1;
 
-		if (vs->kind == KS_SLOT_STRING || vs->kind == KS_SLOT_SCALAR)
+		const char *vt = ks_meta_text(vs);
+
+		if (vt != NULL)
 			for (int i = 0; i < t->nversions; i++)
-				if (strcmp(t->version_names[i], vs->text) == 0)
+				if (strcmp(t->version_names[i], vt) == 0)
 					v = i;
 		if (v < 0)
 		{
 			row->reason = KS_UNKNOWN_SCHEMA_VERSION;
-			row->detail = vs->kind == KS_SLOT_STRING || vs->kind == KS_SLOT_SCALAR ?
-				psprintf("schema version \"%s\" is not one of the pipeline's schema_versions", vs->text) :
+			row->detail = vt != NULL ?
+				psprintf("schema version \"%s\" is not one of the pipeline's schema_versions", vt) :
 				psprintf("the schema version field \"%s\" is missing or not a scalar", p->contract.schema_version_field);
 			return;
 		}
@@ -631,10 +688,7 @@ ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots)
 	}
 	if (t->event_id_slot >= 0)
 	{
-		KsSlotValue *es = &slots[t->event_id_slot];
-
-		if (es->kind == KS_SLOT_STRING || es->kind == KS_SLOT_SCALAR)
-			row->event_id = es->text;
+		row->event_id = (char *) ks_meta_text(&slots[t->event_id_slot]);
 	}
 
 	for (int i = 0; i < t->ncolumns && row->reason == KS_OK; i++)

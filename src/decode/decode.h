@@ -14,6 +14,7 @@
 #include "kafka_sink.h"
 #include "pipeline.h"
 #include "jsonwalk.h"
+#include "meta.h"
 
 #include "access/attnum.h"
 
@@ -76,6 +77,10 @@ typedef struct KsTarget
 	int		  **vscale;
 	int			version_slot;
 	int			event_id_slot;
+	KsMeta	   *meta;			/* per slot of walk: the header or Kafka
+								 * metadata it names (meta.c), filled from
+								 * the message after the format; NULL when
+								 * no slot names any */
 	KsWalkPaths key_walk;		/* key_format json or avro: one slot per key column */
 	bool	   *pg_array;		/* per slot of walk: an array column takes it */
 	bool	   *key_pg_array;	/* per slot of key_walk */
@@ -150,6 +155,7 @@ extern void ks_row_init(KsTarget *t, KsRow *row);
 extern bool ks_row_too_large(KsRow *row);
 extern void ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row);
 extern void ks_convert_field(KsTarget *t, KsRow *row, int c, KsSlotValue *f);
+extern bool ks_convert_meta_column(KsTarget *t, KsRow *row, int c);
 extern void ks_decode_fields(KsTarget *t, KsPipeline *p, KsRow *row, KsSlotValue *slots);
 extern void ks_decode_batch(KsTarget *t, KsPipeline *p, KsRow *rows, int nrows);
 extern PGDLLEXPORT Datum kafka_sink_json_path_valid(PG_FUNCTION_ARGS);

@@ -3,7 +3,9 @@
  * envelope_debezium.c
  *		The Debezium envelope: a message value is a change event
  *		{"before", "after", "source", "op", ...}, bare or wrapped by
- *		JsonConverter's schemas.enable=true as {"schema", "payload"}.
+ *		JsonConverter's schemas.enable=true as {"schema", "payload"}, or
+ *		bare in Confluent's wire format (JsonSchemaConverter,
+ *		value_format json_schema).
  *
  * op c, r, u: an upsert of "after"; d: a delete of the key (from the
  * message key, else the key columns of "before"; never a non-key value of
@@ -25,7 +27,9 @@
  * Fields are read through KsCdcField (a kind, a text, the schema's
  * semantic name and scale).  JSON fills it: an Avro change event is first
  * translated to the JSON JsonConverter would have written, with its
- * Connect schema (envelope_debezium_avro.c).
+ * Connect schema (envelope_debezium_avro.c).  A column mapped to a header
+ * or Kafka's metadata (meta.c) is taken from the message instead of
+ * "after".
  *
  * Owns: what a change event means.  Must not: apply rows or write the
  * catalog (apply.c), know a target's statements.  Over 1,000 lines on
@@ -872,6 +876,13 @@ read_event(const char *data, size_t len, bool server_text, KsJson **payload,
 	return KS_OK;
 }
 
+/* whether the pipeline reads JsonSchemaConverter's values (value_format json_schema) */
+static bool
+json_schema_value(KsPipeline *p)
+{
+	return p->contract.value_fmt != NULL && strcmp(p->contract.value_fmt->name, "json_schema") == 0;
+}
+
 /* The key columns of a delete: the message key's fields, else before's. */
 static void
 delete_key(KsTarget *t, KsPipeline *p, KsRow *row, CdcStruct *before)
@@ -893,6 +904,16 @@ delete_key(KsTarget *t, KsPipeline *p, KsRow *row, CdcStruct *before)
 			avro = ks_cdc_avro_event_text(p, true, m->key, m->key_len, &reason, &detail);
 			if (avro != NULL)
 				reason = read_event(avro, strlen(avro), true, &payload, &schema, &detail);
+		}
+		else if (json_schema_value(p) && m->key_len >= 5 && m->key[0] == 0)
+		{
+			/* a key in the wire frame too (JsonSchemaConverter); JSON text never starts with NUL */
+			const char *data = m->key;
+			size_t		len = m->key_len;
+
+			reason = ks_json_schema_payload(p, true, &data, &len, &detail);
+			if (reason == KS_OK)
+				reason = read_event(data, len, false, &payload, &schema, &detail);
 		}
 		else
 			reason = read_event(m->key, m->key_len, false, &payload, &schema, &detail);
@@ -938,13 +959,46 @@ set_position(KsTarget *t, KsRow *row, const char *pos)
 /*
  * Debezium's placeholder for a value the source did not send: an unchanged
  * TOASTed column of an update under REPLICA IDENTITY DEFAULT (PostgreSQL),
- * or a column left out by the source.  Its default is this text; a bytes
- * column carries the same octets in base64, an array column a list of it.
- * Such a column is absent from the row (the MERGE keeps the replica's
- * value), never written as the placeholder.
+ * or a column left out by the source.  Its default is this text, and a
+ * connector's unavailable.value.placeholder another one (the pipeline's
+ * unavailable_value_placeholder); a bytes column carries the same octets
+ * in base64, an array column a list of it.  Such a column is absent from
+ * the row (the MERGE keeps the replica's value), never written as the
+ * placeholder.
  */
 #define KS_DBZ_UNAVAILABLE "__debezium_unavailable_value"
-#define KS_DBZ_UNAVAILABLE_B64 "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="
+
+/* the placeholder and its base64, for the pipeline being decoded */
+static char *placeholder_text = NULL;
+static char *placeholder_b64 = NULL;
+
+static void
+set_placeholder(KsPipeline *p)
+{
+	const char *want = p->contract.unavailable_placeholder ? p->contract.unavailable_placeholder : KS_DBZ_UNAVAILABLE;
+	int			len = strlen(want);
+	int			cap = pg_b64_enc_len(len) + 1;
+	int			n;
+
+	if (placeholder_text != NULL && strcmp(placeholder_text, want) == 0)
+		return;
+	if (placeholder_text != NULL)
+	{
+		pfree(placeholder_text);
+		pfree(placeholder_b64);
+	}
+	placeholder_text = MemoryContextStrdup(TopMemoryContext, want);
+	placeholder_b64 = MemoryContextAlloc(TopMemoryContext, cap);
+	/* const void *: the source is const char * before 18, const uint8 * from 18 */
+	n = pg_b64_encode((const void *) want, len, placeholder_b64, cap);
+	placeholder_b64[n < 0 ? 0 : n] = '\0';
+}
+
+static bool
+is_placeholder(const char *s)
+{
+	return strcmp(s, placeholder_text) == 0 || strcmp(s, placeholder_b64) == 0;
+}
 
 static bool
 is_unavailable(const KsCdcField *f)
@@ -953,13 +1007,11 @@ is_unavailable(const KsCdcField *f)
 	if (f->kind == KS_SLOT_COMPOSITE)
 		return f->composite->kind == KS_J_ARRAY && f->composite->n == 1 &&
 			f->composite->items[0]->kind == KS_J_STRING &&
-			(strcmp(f->composite->items[0]->str, KS_DBZ_UNAVAILABLE) == 0 ||
-			 strcmp(f->composite->items[0]->str, KS_DBZ_UNAVAILABLE_B64) == 0);
+			is_placeholder(f->composite->items[0]->str);
 	if (f->text == NULL)
 		return false;
 	if (f->kind == KS_SLOT_STRING)
-		return strcmp(f->text, KS_DBZ_UNAVAILABLE) == 0 ||
-			strcmp(f->text, KS_DBZ_UNAVAILABLE_B64) == 0;
+		return is_placeholder(f->text);
 	return false;
 }
 
@@ -999,11 +1051,21 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 		}
 		reason = read_event(text, strlen(text), true, &payload, &schema, &detail);
 	}
+	else if (json_schema_value(p))
+	{
+		/* JsonSchemaConverter: the bare event (no embedded schema) in the wire frame */
+		const char *data = m->value;
+		size_t		len = m->value_len;
+
+		reason = ks_json_schema_payload(p, false, &data, &len, &detail);
+		if (reason == KS_OK)
+			reason = read_event(data, len, false, &payload, &schema, &detail);
+	}
 	else if (strcmp(p->contract.value_fmt ? p->contract.value_fmt->name : "json", "json") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("envelope debezium does not read value_format %s", p->contract.value_fmt->name),
-				 errhint("Use value_format json (JsonConverter) or avro (AvroConverter).")));
+				 errhint("Use value_format json (JsonConverter), avro (AvroConverter) or json_schema (JsonSchemaConverter).")));
 	else
 		reason = read_event(m->value, m->value_len, false, &payload, &schema, &detail);
 	if (reason == KS_NOT_AN_OBJECT)
@@ -1052,12 +1114,15 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 			row->detail = psprintf("the change event of op \"%s\" has no \"after\" object", op);
 			return;
 		}
+		set_placeholder(p);
 		for (int i = 0; i < t->ncolumns && row->reason == KS_OK; i++)
 		{
 			KsCdcField	f;
 
 			if (t->columns[i].lineage || i == t->order_index)
 				continue;
+			if (ks_convert_meta_column(t, row, i))
+				continue;		/* mapped to a header or Kafka's metadata */
 			read_field(&after, t->columns[i].name, &f);
 			if (!t->columns[i].is_key && is_unavailable(&f))
 			{

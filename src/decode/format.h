@@ -61,5 +61,7 @@ extern KsReason ks_format_avro_decode(const KsFormatCall *call, const char *data
 									  KsSlotValue *out, char **detail);
 extern KsReason ks_format_json_schema_decode(const KsFormatCall *call, const char *data, size_t len,
 											 KsSlotValue *out, char **detail);
+extern KsReason ks_json_schema_payload(KsPipeline *p, bool is_key, const char **data, size_t *len,
+									   char **detail);
 
 #endif							/* KS_FORMAT_H */

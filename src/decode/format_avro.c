@@ -90,6 +90,24 @@ ks_format_avro_decode(const KsFormatCall *call, const char *data, size_t len,
 	return r == KS_AVRO_NOT_A_RECORD ? KS_NOT_AN_OBJECT : KS_INVALID_AVRO;
 }
 
+/*
+ * A json_schema frame's JSON, for an envelope that parses it itself
+ * (Debezium with Confluent's JsonSchemaConverter): KS_OK with data and len
+ * moved past the frame once the registry knows its schema id, else a
+ * reason (not_wire_format, unknown_schema_id) and *detail.
+ */
+KsReason
+ks_json_schema_payload(KsPipeline *p, bool is_key, const char **data, size_t *len, char **detail)
+{
+	KsFormatCall call = {0};
+	KsSchemaEntry *e;
+
+	call.p = p;
+	call.is_key = is_key;
+	call.whole_slot = -1;
+	return frame_schema(&call, data, len, &e, detail);
+}
+
 KsReason
 ks_format_json_schema_decode(const KsFormatCall *call, const char *data, size_t len,
 							 KsSlotValue *out, char **detail)

@@ -440,6 +440,21 @@ build_walk(KsWalkPaths *walk, List *paths)
 	walk->paths = palloc0(sizeof(KsPath) * Max(walk->nslots, 1));
 	foreach(lc, paths)
 	{
+		KsMeta		meta;
+
+		if (ks_meta_parse(lfirst(lc), &meta) != KS_META_NONE)
+		{
+			/*
+			 * A header or Kafka's metadata (filled from the message, not the
+			 * value): one segment, its whole text, so that any header name
+			 * is taken; what a format captures there is replaced.
+			 */
+			walk->paths[i].nsegs = 1;
+			walk->paths[i].segs = palloc(sizeof(char *));
+			walk->paths[i].segs[0] = pstrdup(lfirst(lc));
+			i++;
+			continue;
+		}
 		if (!ks_path_parse(lfirst(lc), &walk->paths[i]))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -509,9 +524,12 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		if (strchr(t->columns[i].name, '.') != NULL)
 		{
 			KsPath		nested;
+			KsMeta		meta;
 
+			/* a column called headers.x or kafka.x reads the value's fields */
 			if (ks_path_parse(t->columns[i].name, &nested))
-				t->alt[i] = slot_for(&paths, t->columns[i].name);
+				t->alt[i] = slot_for(&paths, ks_meta_parse(t->columns[i].name, &meta) == KS_META_NONE ?
+									 t->columns[i].name : psprintf("\\%s", t->columns[i].name));
 		}
 		else if (p->targets.target_template != NULL || p->targets.target_map != NIL)
 		{
@@ -561,6 +579,25 @@ build_mappings(KsTarget *t, KsPipeline *p)
 	t->version_slot = p->contract.schema_version_field ? slot_for(&paths, p->contract.schema_version_field) : -1;
 	t->event_id_slot = p->contract.event_id ? slot_for(&paths, p->contract.event_id) : -1;
 	build_walk(&t->walk, paths);
+	t->meta = NULL;
+	v = 0;
+	foreach(lc, paths)
+	{
+		KsMeta		meta;
+
+		if (ks_meta_parse(lfirst(lc), &meta) == KS_META_INVALID)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown Kafka metadata field \"%s\" in pipeline \"%s\"", (char *) lfirst(lc), p->name),
+					 errhint("The Kafka metadata fields are kafka.key, kafka.timestamp, kafka.topic, kafka.partition, kafka.offset and headers.<name>.")));
+		if (meta.kind != KS_META_NONE)
+		{
+			if (t->meta == NULL)
+				t->meta = palloc0(sizeof(KsMeta) * t->walk.nslots);
+			t->meta[v] = meta;
+		}
+		v++;
+	}
 
 	if (p->contract.key_format == KS_KEY_JSON || p->contract.key_format == KS_KEY_AVRO)
 	{

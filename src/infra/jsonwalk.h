@@ -27,9 +27,11 @@ typedef enum KsSlotKind
 	KS_SLOT_STRING,				/* text is the unescaped string */
 	KS_SLOT_SCALAR,				/* number, true, false: the token as is */
 	KS_SLOT_COMPOSITE,			/* object or array: its JSON text */
-	KS_SLOT_DATUM				/* a value already of type typid (datum),
+	KS_SLOT_DATUM,				/* a value already of type typid (datum),
 								 * text NULL: Avro's common types for a
 								 * column of exactly that type */
+	KS_SLOT_BYTES				/* text: len raw bytes (and a NUL after
+								 * them): a Kafka header or key (meta.c) */
 } KsSlotKind;
 
 typedef struct KsSlotValue
@@ -40,6 +42,7 @@ typedef struct KsSlotValue
 	uintptr_t	datum;			/* KS_SLOT_DATUM: a Datum (uintptr_t: the
 								 * fuzzers build this header as frontend
 								 * code, without Datum) */
+	size_t		len;			/* KS_SLOT_BYTES: the bytes' length */
 } KsSlotValue;
 
 typedef enum KsWalkResult

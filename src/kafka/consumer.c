@@ -25,6 +25,7 @@
 #include "hosts.h"
 #include "consumer.h"
 #include "producer.h"
+#include "jsontree.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -740,7 +741,13 @@ append_json_bytes(StringInfo buf, const char *data, size_t len)
 		appendStringInfoString(buf, "null");
 		return;
 	}
-	if (pg_verify_mbstr(PG_UTF8, data, len, true) && memchr(data, '\0', len) == NULL)
+	/*
+	 * Text as it is; bytes that are not UTF-8 text, hold a NUL or could be
+	 * read as this hex form ("\x..."), as "\x" and their bytes in hex: the
+	 * two forms never meet, so replay reads the bytes back exactly.
+	 */
+	if (pg_verify_mbstr(PG_UTF8, data, len, true) && memchr(data, '\0', len) == NULL &&
+		!(len >= 2 && data[0] == '\\' && data[1] == 'x'))
 	{
 		char	   *s = pnstrdup(data, len);
 
@@ -834,6 +841,82 @@ ks_message_header_get(KsMessage *msg, const char *name, int idx, const void **va
 		rd_kafka_message_headers((rd_kafka_message_t *) msg->handle, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
 		return false;
 	return rd_kafka_header_get(hdrs, idx, name, value, size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+/* a hex digit's value, or -1 */
+static int
+hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * The last header named name of a replayed message, from the quarantine's
+ * headers (append_json_bytes's forms: text, "\x" and hex, or null).
+ */
+static bool
+json_header_last(const char *headers_json, const char *name, const void **value, size_t *size)
+{
+	char	   *err = NULL;
+	KsJson	   *arr = ks_json_tree(pstrdup(headers_json), strlen(headers_json), GetDatabaseEncoding(), &err);
+	bool		found = false;
+
+	if (arr == NULL || arr->kind != KS_J_ARRAY)
+		return false;
+	for (int i = 0; i < arr->n; i++)
+	{
+		KsJson	   *k = ks_json_get(arr->items[i], "key");
+		KsJson	   *v = ks_json_get(arr->items[i], "value");
+
+		if (k == NULL || k->kind != KS_J_STRING || strcmp(k->str, name) != 0)
+			continue;
+		found = true;
+		*value = NULL;
+		*size = 0;
+		if (v == NULL || v->kind != KS_J_STRING)
+			continue;
+		if (v->str[0] == '\\' && v->str[1] == 'x')
+		{
+			size_t		n = (strlen(v->str) - 2) / 2;
+			char	   *b = palloc(Max(n, 1));
+
+			for (size_t j = 0; j < n; j++)
+				b[j] = (char) (hex_value(v->str[2 + 2 * j]) * 16 + hex_value(v->str[3 + 2 * j]));
+			*value = b;
+			*size = n;
+		}
+		else
+		{
+			*value = v->str;
+			*size = strlen(v->str);
+		}
+	}
+	return found;
+}
+
+/*
+ * The last header named name of a message (a header sent more than once:
+ * the last one), its value valid while the message is; false when there
+ * is none.  A header without value has *value NULL.  A replayed message
+ * (no librdkafka message behind it) reads the headers it was quarantined
+ * with.
+ */
+bool
+ks_message_header_last(KsMessage *msg, const char *name, const void **value, size_t *size)
+{
+	rd_kafka_headers_t *hdrs;
+
+	if (msg->handle == NULL)
+		return msg->headers_json != NULL && json_header_last(msg->headers_json, name, value, size);
+	if (rd_kafka_message_headers((rd_kafka_message_t *) msg->handle, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return false;
+	return rd_kafka_header_get_last(hdrs, name, value, size) == RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
 /* ---- the loaded librdkafka ---- */

@@ -63,6 +63,8 @@ extern char *ks_message_headers_json(KsMessage *msg);
 extern List *ks_message_headers(KsMessage *msg);
 extern bool ks_message_header_get(KsMessage *msg, const char *name, int idx,
 								  const void **value, size_t *size);
+extern bool ks_message_header_last(KsMessage *msg, const char *name,
+								   const void **value, size_t *size);
 extern void ks_check_options(List *options);
 extern const char *ks_librdkafka_version(void);
 extern char *ks_librdkafka_features(void);

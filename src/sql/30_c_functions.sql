@@ -120,6 +120,17 @@ AS 'MODULE_PATHNAME', 'kafka_sink_json_path_valid';
 COMMENT ON FUNCTION kafka_sink._json_path_valid(text) IS
     'Internal: whether a mapping path is valid (dots separate fields; a backslash escapes a dot or a backslash)';
 
+-- Whether a field path names a header or Kafka's metadata (headers.<name>,
+-- kafka.key, kafka.timestamp, kafka.topic, kafka.partition, kafka.offset),
+-- by the parser decoding uses (src/decode/meta.c); raises for kafka.<other>
+-- and for headers. without a name.
+CREATE OR REPLACE FUNCTION kafka_sink._check_field_path(path text, what text)
+RETURNS boolean
+LANGUAGE C IMMUTABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'kafka_sink_check_field_path';
+COMMENT ON FUNCTION kafka_sink._check_field_path(text, text) IS
+    'Internal: whether a field path names a header or Kafka''s metadata (headers.<name>, kafka.key, kafka.timestamp, kafka.topic, kafka.partition, kafka.offset); raises for an unknown kafka.* name';
+
 -- One parser of offsets specs: the C function the worker uses (src/infra/offsets.c).
 -- what names the spec in messages: starting_offsets, ending_offsets or
 -- reset_offsets; with start, an ending_offsets is checked against it.

@@ -420,7 +420,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'For example {"amount": "payload.amount"} or {"amount": {"path": "amount_cents", "scale": 2}}.';
     END IF;
-    IF NOT kafka_sink._json_path_valid(path) THEN
+    IF NOT kafka_sink._check_field_path(path, format('column "%s"', col))
+       AND NOT kafka_sink._json_path_valid(path) THEN
         RAISE EXCEPTION 'invalid JSON path "%" for column "%"', path, col
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'A path names nested fields with dots, such as "payload.amount"; write \. for a dot within a field name ("a\.b" is the field "a.b").';
@@ -491,13 +492,25 @@ BEGIN
             PERFORM kafka_sink._check_mapping(target, m.key, m.value, format('schema version "%s"', v))
                FROM jsonb_each(spec) m;
         END LOOP;
-        IF NOT kafka_sink._json_path_valid(schema_version_field) THEN
+        IF schema_version_field = 'kafka.timestamp' THEN
+            RAISE EXCEPTION 'kafka.timestamp cannot be the schema_version_field'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Name a field of the value or a header: schema_version_field => ''headers.schema_version''.';
+        END IF;
+        IF NOT kafka_sink._check_field_path(schema_version_field, 'schema_version_field')
+           AND NOT kafka_sink._json_path_valid(schema_version_field) THEN
             RAISE EXCEPTION 'invalid JSON path "%" for schema_version_field', schema_version_field
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = 'A path names nested fields with dots; write \. for a dot within a field name.';
         END IF;
     END IF;
-    IF event_id IS NOT NULL AND NOT kafka_sink._json_path_valid(event_id) THEN
+    IF event_id = 'kafka.timestamp' THEN
+        RAISE EXCEPTION 'kafka.timestamp cannot be the event_id'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Name a field of the value or a header holding the producer''s event id: event_id => ''headers.event_id''.';
+    END IF;
+    IF event_id IS NOT NULL AND NOT kafka_sink._check_field_path(event_id, 'event_id')
+       AND NOT kafka_sink._json_path_valid(event_id) THEN
         RAISE EXCEPTION 'invalid JSON path "%" for event_id', event_id
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass the field holding the producer''s event id, such as ''event_id''.';
     END IF;
@@ -993,10 +1006,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
     END IF;
-    IF value_format IS NULL OR value_format NOT IN ('json', 'avro') THEN
-        RAISE EXCEPTION 'envelope debezium supports value_format json and avro only'
+    IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema') THEN
+        RAISE EXCEPTION 'envelope debezium supports value_format json, avro and json_schema only'
             USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable) or Confluent''s AvroConverter (value_format avro with a schema_registry).';
+                  HINT = 'Use Kafka Connect''s JsonConverter (with or without schemas.enable), Confluent''s AvroConverter (value_format avro with a schema_registry) or its JsonSchemaConverter (value_format json_schema with a schema_registry).';
     END IF;
     col := coalesce(col, '_kafka_source_position');
     IF target IS NULL THEN
@@ -1023,6 +1036,32 @@ END
 $$;
 COMMENT ON FUNCTION kafka_sink._check_envelope(text, text, regclass, text, text, text) IS
 'Internal: checks envelope and on_truncate; for envelope debezium returns the order column taking the source position (_kafka_source_position by default), which must be a numeric column of the target.';
+
+-- envelope debezium (issue 25): the connector's unavailable.value.placeholder,
+-- when it is not Debezium's default.  NULL is the default.
+CREATE OR REPLACE FUNCTION kafka_sink._check_unavailable_placeholder(placeholder text, envelope text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF placeholder IS NULL THEN
+        RETURN;
+    END IF;
+    IF envelope IS DISTINCT FROM 'debezium' THEN
+        RAISE EXCEPTION 'unavailable_value_placeholder needs envelope debezium'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Only Debezium change events carry the placeholder; pass envelope => ''debezium'' as well.';
+    END IF;
+    IF placeholder = '' OR length(placeholder) > 1024 THEN
+        RAISE EXCEPTION 'unavailable_value_placeholder must be between 1 and 1024 characters'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass the connector''s unavailable.value.placeholder exactly as it is configured.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_unavailable_placeholder(text, text) IS
+'Internal: checks unavailable_value_placeholder (the connector''s unavailable.value.placeholder): envelope debezium, 1 to 1024 characters.';
 
 -- Routing (issue 16): a target template, the targets map, create_targets
 -- and evolve, as create_pipeline gets them.  The worker parses and checks

@@ -24,7 +24,8 @@ CREATE OR REPLACE FUNCTION kafka_sink._api_alter_pipeline(
     on_truncate           text DEFAULT NULL,
     targets               jsonb DEFAULT NULL,
     create_targets        boolean DEFAULT NULL,
-    evolve                text DEFAULT NULL)
+    evolve                text DEFAULT NULL,
+    unavailable_value_placeholder text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -115,6 +116,11 @@ BEGIN
         PERFORM kafka_sink._check_target(p.target, p.key_columns, new_order_column, p.mode);
     END IF;
 
+    IF nullif(unavailable_value_placeholder, '') IS NOT NULL THEN
+        PERFORM kafka_sink._check_unavailable_placeholder(unavailable_value_placeholder,
+                                                          coalesce(_api_alter_pipeline.envelope, p.envelope));
+    END IF;
+
     UPDATE kafka_sink.pipeline_definitions x SET
         envelope = coalesce(_api_alter_pipeline.envelope, x.envelope),
         on_truncate = coalesce(_api_alter_pipeline.on_truncate,
@@ -135,6 +141,10 @@ BEGIN
         targets = p.targets,
         create_targets = p.create_targets,
         evolve = p.evolve,
+        -- '' removes the placeholder (NULL leaves it as it is)
+        unavailable_value_placeholder = CASE WHEN _api_alter_pipeline.unavailable_value_placeholder IS NULL
+                                             THEN x.unavailable_value_placeholder
+                                             ELSE nullif(_api_alter_pipeline.unavailable_value_placeholder, '') END,
         generation = x.generation + 1,
         updated_at = now()
     WHERE x.id = p.id;
@@ -163,11 +173,12 @@ CREATE OR REPLACE FUNCTION kafka_sink.alter_pipeline(
     on_truncate           text DEFAULT NULL,
     targets               jsonb DEFAULT NULL,
     create_targets        boolean DEFAULT NULL,
-    evolve                text DEFAULT NULL)
+    evolve                text DEFAULT NULL,
+    unavailable_value_placeholder text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text) IS
-'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column; targets replaces the routing map (''{}'' removes it).';
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text) IS
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column; targets replaces the routing map (''{}'' removes it); unavailable_value_placeholder: as for create_pipeline, '''' removes it.';

@@ -282,6 +282,14 @@ BEGIN
                    p.value_format, p.key_format), p.target::text;
         RETURN;
     END IF;
+    -- a key column mapped to a header or Kafka's metadata (src/decode/meta.c):
+    -- bronze keeps the headers, but their bytes are read by the worker only
+    IF p.key_format = 'none' AND EXISTS (SELECT 1 FROM unnest(p.key_columns) c
+                                          WHERE coalesce(p.columns->>c, p.columns->c->>'path') ~ '^(headers|kafka)\.') THEN
+        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
+            'a key taken from a header or Kafka''s metadata is not decoded here'::text, p.target::text;
+        RETURN;
+    END IF;
     -- the message's key, decoded the way the pipeline does for the common cases
     IF p.key_format = 'string' THEN
         v := jsonb_build_object(p.key_columns[1], convert_from(msg.key, 'UTF8'));
@@ -352,7 +360,8 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
                                        WHERE s.pipeline_id = p.id AND s.name LIKE 'schema\_registry.%'), '{}')
            AS schema_registry,
        p.envelope, p.on_truncate,
-       p.target_template, p.targets, p.create_targets, p.evolve
+       p.target_template, p.targets, p.create_targets, p.evolve,
+       p.unavailable_value_placeholder
   FROM kafka_sink.pipeline_definitions p;
 
 -- One row per topic-partition: the committed checkpoint beside the

@@ -471,7 +471,10 @@ BEGIN
     target := CASE WHEN routed THEN kafka_sink._message_target(p.id, topic, msg_value) ELSE p.target::text END;
     IF target IS NULL THEN
         fate := 'applied or superseded';
-        detail := 'the pipeline''s routing names no table for it';
+        -- bronze keeps the headers, but routing by them is the worker's only
+        detail := CASE WHEN p.target_template ~ '\{(headers|kafka)\.'
+                       THEN 'a table named by a header or Kafka''s metadata is not traced here'
+                       ELSE 'the pipeline''s routing names no table for it' END;
         RETURN;
     END IF;
     tgt := to_regclass(target);

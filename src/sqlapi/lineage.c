@@ -71,6 +71,8 @@ kafka_sink_message_target(PG_FUNCTION_ARGS)
 		m.value = VARDATA_ANY(v);
 		m.value_len = VARSIZE_ANY_EXHDR(v);
 	}
+	/* no coordinates: kafka.partition and kafka.offset are absent (meta.c) */
+	m.partition = -1;
 	m.offset = -1;
 	m.timestamp_ms = -1;
 

@@ -10,7 +10,8 @@
 # Groups: env and names; SQL (sql, sql_at, as_role, poll, worker pids);
 # results (check, lines_with, finish); set-up (setup_owner); producing
 # (produce, produce_py, produce_batch, cdc_event, check_caught_up,
-# high_watermarks); exit hooks (at_exit); clusters
+# high_watermarks); Confluent's clients (confluent_python, registry_start);
+# exit hooks (at_exit); clusters
 # of a script's own (own_cluster_start ...); processes of a script's own
 # (stop_process, own_broker_start); waiting (wait_for); ports (free_port);
 # the apply strategy (set_apply_strategy, applied_rows, batches_and_quarantine,
@@ -179,6 +180,37 @@ check_caught_up() { check "$1 caught up" t "$(sql -c "SELECT kafka_sink.wait('$1
 high_watermarks() {
     "$HARNESS" topic-offsets "$1" 2>/dev/null | awk -F'\t' '{printf "%s%s:%s", (NR > 1 ? " " : ""), $1, $2}'
 }
+
+# ---------------------------------------------------------------- Confluent's clients
+
+# confluent_python: sets PY, a python with confluent-kafka[avro,json,
+# schemaregistry] (from PyPI, in a venv under the run directory, or
+# KS_AVRO_VENV), installed when missing
+confluent_python() {
+    local home="${KS_AVRO_VENV:-$KS_RUN/venv}"
+    if [ ! -x "$home/bin/python" ] || ! "$home/bin/python" -c 'import confluent_kafka.schema_registry.avro, jsonschema, fastavro' 2>/dev/null; then
+        echo "# venv $home: confluent-kafka[avro,json,schemaregistry] from PyPI"
+        python3 -m venv "$home"
+        "$home/bin/pip" install -q --disable-pip-version-check 'confluent-kafka[avro,json,schemaregistry]' >/dev/null
+    fi
+    PY="$home/bin/python"
+}
+
+# registry_start USERINFO NAME: test/tools/schema_registry.py with basic
+# auth USERINFO, its state in $KS_RUN/registry_NAME (REGDIR), stopped at
+# exit; sets REG, its URL
+registry_start() {
+    REGDIR="$KS_RUN/registry_$2"
+    mkdir -p "$REGDIR"
+    python3 "$REPO/test/tools/schema_registry.py" --port 0 --port-file "$REGDIR/port" \
+        --state "$REGDIR/state.json" --user "$1" > "$REGDIR/log" 2>&1 &
+    REG_PID=$!
+    at_exit registry_stop
+    for _ in $(seq 50); do [ -s "$REGDIR/port" ] && break; sleep 0.1; done
+    REG="http://127.0.0.1:$(cat "$REGDIR/port")"
+}
+# shellcheck disable=SC2317  # reached through the trap
+registry_stop() { stop_process "$REG_PID"; wait "$REG_PID" 2>/dev/null; }
 
 # ---------------------------------------------------------------- exit hooks
 

@@ -85,6 +85,10 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     evolve                text NOT NULL DEFAULT 'none'
                           CONSTRAINT pipeline_definitions_evolve_check
                           CHECK (evolve IN ('none', 'add_columns')),
+    -- change events (issue 25): the connector's unavailable.value.placeholder
+    unavailable_value_placeholder text
+                          CONSTRAINT pipeline_definitions_unavailable_value_placeholder_check
+                          CHECK (unavailable_value_placeholder <> ''),
     CONSTRAINT pipeline_definitions_registry_needed_check
         CHECK (value_format = 'json' OR schema_registry IS NOT NULL OR (value_format = 'avro' AND value_schema IS NOT NULL)),
     CONSTRAINT pipeline_definitions_value_schema_check
@@ -407,3 +411,5 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.envelope IS
     'What a message means: plain (the value is the row) or debezium (a change event: op, before, after, source)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.on_truncate IS
     'envelope debezium: what a truncate event does: apply (delete the rows older than it), ignore, or fail (the pipeline fails)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.unavailable_value_placeholder IS
+    'envelope debezium: the connector''s unavailable.value.placeholder (NULL: Debezium''s default __debezium_unavailable_value); a column holding it is left as the replica has it';

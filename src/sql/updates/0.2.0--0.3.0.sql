@@ -31,3 +31,17 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     '(evolve: a change of the embedded schema that kafka_sink will not make), dead_letter_loop (the message '
     'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic), '
     'no_partition (a partitioned target has no partition for the row: replayable once the partition exists)';
+
+-- envelope debezium: the connector's own unavailable.value.placeholder
+-- (issue 25); create_pipeline and alter_pipeline take it as their last
+-- argument, so their released signatures go
+ALTER TABLE kafka_sink.pipeline_definitions
+    ADD COLUMN unavailable_value_placeholder text
+        CONSTRAINT pipeline_definitions_unavailable_value_placeholder_check
+        CHECK (unavailable_value_placeholder <> '');
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.unavailable_value_placeholder IS
+    'envelope debezium: the connector''s unavailable.value.placeholder (NULL: Debezium''s default __debezium_unavailable_value); a column holding it is left as the replica has it';
+DROP FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text);
+DROP FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text);
+DROP FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text);
+DROP FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text);
