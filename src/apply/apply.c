@@ -29,6 +29,7 @@
 #include "cdc_guard.h"
 #include "checkpoint.h"
 #include "dedupe.h"
+#include "history.h"
 #include "hops.h"
 #include "quarantine.h"
 #include "reduce.h"
@@ -214,6 +215,15 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 
 		if (bt->mode == KS_MODE_MERGE)
 			apply_merge(batch, bt, state);
+		else if (bt->mode == KS_MODE_HISTORY)
+		{
+			/* every event, folded into the versions of its key (history.c) */
+			int		   *sel = palloc(sizeof(int) * Max(batch->nmsgs, 1));
+			int			nsel = ks_history_rows(batch, sel);
+
+			batch->stats.apply_rows += nsel;
+			bt->strategy->upsert_rows(batch, state, sel, nsel);
+		}
 		else
 		{
 			int		   *sel = palloc(sizeof(int) * Max(batch->nmsgs, 1));

@@ -22,6 +22,7 @@
 #include "decode.h"
 #include "errclass.h"
 #include "apply.h"
+#include "history.h"
 
 #include "access/xact.h"
 #include "catalog/pg_inherits.h"
@@ -50,7 +51,7 @@ static KsSrfColumn *
 batch_rows_columns(KsTarget *t, int *ncols)
 {
 	int			n = t->ncolumns;
-	KsSrfColumn *cols = palloc(sizeof(KsSrfColumn) * (2 * n + 5 + t->nprov));
+	KsSrfColumn *cols = palloc(sizeof(KsSrfColumn) * (2 * n + 6 + t->nprov));
 	int			next = 2 * n + 5;
 	static const KsSrfColumn tail[5] = {
 		{"_ks_topic", TEXTOID, -1}, {"_ks_partition", INT4OID, -1}, {"_ks_offset", INT8OID, -1},
@@ -76,6 +77,14 @@ batch_rows_columns(KsTarget *t, int *ncols)
 			next++;
 		}
 	Assert(next == 2 * n + 5 + t->nprov);
+	/* mode history: whether the row is a delete (history.c) */
+	if (t->history)
+	{
+		cols[next].name = "_ks_del";
+		cols[next].typid = BOOLOID;
+		cols[next].typmod = -1;
+		next++;
+	}
 	*ncols = next;
 	return cols;
 }
@@ -158,6 +167,11 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 			values[2 * n + 4] = TimestampTzGetDatum(ks_epoch_ms_to_timestamptz(row->msg->timestamp_ms));
 		else
 			nulls[2 * n + 4] = true;
+		if (t->history)
+		{
+			values[natts - 1] = BoolGetDatum(row->is_delete);
+			nulls[natts - 1] = false;
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -540,7 +554,7 @@ run_batch_function(KsBatch *batch, const char *sql, int *rows, int nrows)
 
 typedef struct SqlApplyState
 {
-	char	   *upsert;			/* merge mode: the MERGE */
+	char	   *upsert;			/* merge mode: the MERGE; history: its statement */
 	char	   *delete;			/* merge mode: the tombstones' DELETE */
 	char	   *insert;			/* append mode */
 	char	   *function;		/* function mode */
@@ -552,7 +566,9 @@ sql_begin(KsBatch *batch, KsBatchTarget *bt)
 {
 	SqlApplyState *st = palloc0(sizeof(SqlApplyState));
 
-	if (bt->mode == KS_MODE_MERGE)
+	if (bt->mode == KS_MODE_HISTORY)
+		st->upsert = ks_history_sql(bt->target, false);
+	else if (bt->mode == KS_MODE_MERGE)
 	{
 		st->guc_level = pin_key_probe_plan(bt->target);
 		st->upsert = ks_merge_sql(bt->target, false);

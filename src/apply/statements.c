@@ -17,6 +17,7 @@
 #include "catalog.h"
 #include "apply.h"
 #include "decode.h"
+#include "history.h"
 
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
@@ -55,6 +56,8 @@ ks_batch_columns_sql(KsTarget *t)
 	for (int i = 0; i < t->ncolumns; i++)
 		if (t->columns[i].prov >= 0)
 			appendStringInfo(&b, ", _ks_o%d %s", i, t->columns[t->order_index].type_sql);
+	if (t->history)
+		appendStringInfoString(&b, ", _ks_del boolean");
 	appendStringInfoChar(&b, ')');
 	return b.data;
 }
@@ -462,6 +465,13 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 							 p->order_column ? psprintf("the greatest %s (NULL lowest)",
 														quote_identifier(p->order_column))
 							 : "no order column, so"));
+		else if (p->mode == KS_MODE_HISTORY)
+			KS_EMIT(t->relid, "history", ks_history_sql(t, false), ks_history_sql(t, true),
+					"Runs over every message that decoded (not a winner per key): folds the events into the "
+					"versions of their keys from the version in effect before each key's earliest event on, "
+					"updates the stored versions that change (_valid_to, values, _deleted, _is_current, "
+					"_fields) and inserts the new ones; _ks_del is true for a delete. $1 is the batch id. "
+					"To run by hand: PREPARE h(bigint) AS <by_hand>; EXECUTE h(<batch id>) (docs/history.md).");
 		else if (p->mode == KS_MODE_APPEND)
 			KS_EMIT(t->relid, "append", ks_append_sql(t, false), ks_append_sql(t, true),
 					"Runs over every message that decoded (not quarantined, not a duplicate event id), in "

@@ -30,3 +30,8 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
     '(evolve: a change of the embedded schema that kafka_sink will not make), dead_letter_loop (the message '
     'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic)';
+
+-- mode history (docs/history.md): one row per version of a key
+ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT pipeline_definitions_mode_check;
+ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_mode_check
+    CHECK (mode IN ('merge', 'append', 'function', 'history'));
