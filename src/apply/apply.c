@@ -219,7 +219,19 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 		{
 			/* every event, folded into the versions of its key (history.c) */
 			int		   *sel = palloc(sizeof(int) * Max(batch->nmsgs, 1));
-			int			nsel = ks_history_rows(batch, sel);
+			int			nsel;
+
+			/* truncates: on_truncate fail or ignore (apply is refused at create) */
+			if (bt->target->cdc)
+			{
+				if (batch->pipeline->on_truncate == KS_TRUNCATE_APPLY)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("pipeline \"%s\" in mode history cannot apply truncates", batch->pipeline->name),
+							 errhint("Alter the pipeline with on_truncate => 'fail' or 'ignore'.")));
+				ks_cdc_truncates(batch);
+			}
+			nsel = ks_history_rows(batch, sel);
 
 			batch->stats.apply_rows += nsel;
 			bt->strategy->upsert_rows(batch, state, sel, nsel);

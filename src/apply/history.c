@@ -144,7 +144,8 @@ keys_match(KsTarget *t, const char *a, const char *b)
  *   g   one row per (key, v), the last, with _valid_to the next v.
  *
  * then the stored versions that differ are updated and the new ones
- * inserted.  Lineage columns name the message that last changed a version.
+ * inserted.  A version's lineage columns name the last message at its v
+ * (a re-sent copy that changes nothing leaves them).
  */
 char *
 ks_history_sql(KsTarget *t, bool by_hand)

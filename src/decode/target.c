@@ -345,8 +345,11 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 	{
 		int			found = 0;
 
-		/* each version starts at its event's order value: one is needed */
-		if (t->order_index >= 0)
+		/*
+		 * each version starts at its event's order value: one is needed
+		 * (a change event's is its source position, always set)
+		 */
+		if (t->order_index >= 0 && p->envelope != &ks_envelope_debezium)
 			t->columns[t->order_index].required = true;
 		for (int i = 0; i < t->ncolumns; i++)
 			if (t->columns[i].history == 'f' || t->columns[i].history == 't' ||

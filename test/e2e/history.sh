@@ -136,6 +136,86 @@ check "the point-in-time read uses the (key, _valid_from) index" "t" \
                   WHERE id = 1 AND _valid_from <= now() AND (_valid_to IS NULL OR now() < _valid_to)
                     AND NOT _deleted" | grep -q 'Index Scan using h'"${SFX}"'_1_one_pkey' && echo t || echo f)"
 
+# change events into a history table: versions by source position, a late
+# update between two, a re-sent range, a delete and a new life after it
+CT="hist_cdc_$SFX"
+"$HARNESS" topic-create "$CT" 1 >/dev/null 2>&1 || true
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.hcdc_$SFX (id int NOT NULL, name text, qty int, _kafka_source_position numeric NOT NULL,
+                            _valid_from numeric NOT NULL, _valid_to numeric, _deleted boolean NOT NULL,
+                            _is_current boolean, _kafka_offset bigint, PRIMARY KEY (id, _valid_from));
+SELECT kafka_sink.create_pipeline(name => 'hcdc_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$CT'], target => 'e2e.hcdc_$SFX', starting_offsets => 'earliest',
+       envelope => 'debezium', mode => 'history', on_truncate => 'ignore');
+SQL
+cev() { cdc_event "$1" "$2" "lsn=${3:-0}" ${4+--name "$4"} --extra '{"qty": 5}' --before-extra '{"qty": 0}'; }
+hrows() { sql -c "SELECT string_agg(id || ':' || _valid_from || '-' || coalesce(_valid_to::text, '') || ':'
+                         || coalesce(name, '~') || CASE WHEN _deleted THEN ':deleted' ELSE '' END
+                         || CASE WHEN _is_current THEN ':current' ELSE '' END, ' ' ORDER BY id, _valid_from)
+                    FROM e2e.hcdc_$SFX"; }
+{ cev c 1 100 a; cev u 1 120 a2; cev c 2 110 b; cev d 2 130; cev tomb 2; } | produce_batch "$CT"
+check_caught_up "hcdc_$SFX"
+check "change events: versions by position, a delete ends its key's version" \
+      "1:100-120:a 1:120-:a2:current 2:110-130:b 2:130-:b:deleted" "$(hrows)"
+{ cev c 1 100 a; cev u 1 115 late; cev c 2 140 b2; cev d 2 130; cev tomb 2; cev t 0 150; } | produce_batch "$CT"
+check_caught_up "hcdc_$SFX"
+check "a late update lands between its neighbours; re-sent events change nothing; a new life after the delete" \
+      "1:100-115:a 1:115-120:late 1:120-:a2:current 2:110-130:b 2:130-140:b:deleted 2:140-:b2:current" "$(hrows)"
+check "change events: nothing quarantined" 0 \
+      "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+                  ON p.id = q.pipeline_id WHERE p.name = 'hcdc_$SFX'")"
+
+# quarantine and replay: a version the target refuses is quarantined, the
+# rest applied; after the fix the replay folds it in where it belongs
+QT="hist_q_$SFX"
+"$HARNESS" topic-create "$QT" 1 >/dev/null 2>&1 || true
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.hq_$SFX (id bigint NOT NULL, ts timestamptz NOT NULL, a text, b text,
+                          _valid_from timestamptz NOT NULL, _valid_to timestamptz, _deleted boolean NOT NULL,
+                          _fields text[],
+                          _kafka_topic text, _kafka_partition int, _kafka_offset bigint,
+                          PRIMARY KEY (id, _valid_from), CONSTRAINT no_bad CHECK (a IS DISTINCT FROM 'bad'));
+SELECT kafka_sink.create_pipeline(name => 'hq_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$QT'], target => 'e2e.hq_$SFX', mode => 'history', order_column => 'ts',
+       key_format => 'string', starting_offsets => 'earliest');
+SQL
+qrows() { sql -c "SELECT string_agg(id || '@' || to_char(_valid_from AT TIME ZONE 'UTC', 'HH24') || ':' || coalesce(a, '~')
+                         || '/' || coalesce(b, '~'), ' ' ORDER BY id, _valid_from) FROM e2e.hq_$SFX"; }
+{
+    echo '1|{"id": 1, "ts": "2026-01-01T10:00:00Z", "a": "x", "b": "p"}'
+    echo '1|{"id": 1, "ts": "2026-01-01T12:00:00Z", "b": "q"}'
+    echo '1|{"id": 1, "ts": "2026-01-01T11:00:00Z", "a": "bad"}'
+    echo '2|{"id": 2, "ts": "2026-01-01T10:00:00Z", "a": "y"}'
+    echo '2|{"id": 2, "ts": "not a time"}'
+} | produce_batch "$QT"
+check_caught_up "hq_$SFX"
+check "a refused version is quarantined, the rest applied" "1@10:x/p 1@12:x/q 2@10:y/~" "$(qrows)"
+check "quarantined with their reasons" "2:constraint_violation 4:invalid_value" \
+      "$(sql -c "SELECT string_agg(q.message_offset || ':' || q.reason, ' ' ORDER BY q.message_offset)
+                   FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id
+                  WHERE p.name = 'hq_$SFX'")"
+check "message_fate: a message that wrote a version" "applied as a version" \
+      "$(sql -c "SELECT fate FROM kafka_sink.message_fate('hq_$SFX', '$QT', 0, 3)")"
+check "message_fate: a quarantined one" "quarantined" \
+      "$(sql -c "SELECT fate FROM kafka_sink.message_fate('hq_$SFX', '$QT', 0, 2)")"
+sql -c "ALTER TABLE e2e.hq_$SFX DROP CONSTRAINT no_bad" >/dev/null
+check "replay after the fix" "1/0" \
+      "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '/' || still_failing FROM kafka_sink.replay_quarantine('hq_$SFX', reason => 'constraint_violation')")"
+check "the replayed event lands between its neighbours, the later version folds it" \
+      "1@10:x/p 1@11:bad/p 1@12:bad/q 2@10:y/~" "$(qrows)"
+check "message_fate: the partial message whose version the replay changed" "applied as a version" \
+      "$(sql -c "SELECT fate FROM kafka_sink.message_fate('hq_$SFX', '$QT', 0, 1)")"
+echo '1|{"id": 1, "ts": "2026-01-01T10:00:00Z", "a": "x", "b": "p"}' | produce_batch "$QT"
+check_caught_up "hq_$SFX"
+check "a re-sent copy changes nothing" "1@10:x/p 1@11:bad/p 1@12:bad/q 2@10:y/~" "$(qrows)"
+check "message_fate: the re-sent copy" "folded into history" \
+      "$(sql -c "SELECT fate FROM kafka_sink.message_fate('hq_$SFX', '$QT', 0, 5)")"
+for name in "hcdc_$SFX" "hq_$SFX"; do
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+done
+
 # create-time refusals: the table's shape, with their errcodes
 refusal() { # DESCRIPTION EXPECTED_SQLSTATE TABLE_DDL [OPTIONS]
     local got
