@@ -212,6 +212,13 @@ check_caught_up "hq_$SFX"
 check "a re-sent copy changes nothing" "1@10:x/p 1@11:bad/p 1@12:bad/q 2@10:y/~" "$(qrows)"
 check "message_fate: the re-sent copy" "folded into history" \
       "$(sql -c "SELECT fate FROM kafka_sink.message_fate('hq_$SFX', '$QT', 0, 5)")"
+check "message_fates gives message_fate's answer for each message" \
+      "6 messages: applied as a version 3, folded into history 1, applied as a version 1 (replayed), quarantined 1" \
+      "$(sql -c "SELECT count(*) || ' messages: applied as a version ' || count(*) FILTER (WHERE f.fate = 'applied as a version' AND f.\"offset\" <> 2)
+                        || ', folded into history ' || count(*) FILTER (WHERE f.fate = 'folded into history')
+                        || ', applied as a version ' || count(*) FILTER (WHERE f.fate = 'applied as a version' AND f.\"offset\" = 2)
+                        || ' (replayed), quarantined ' || count(*) FILTER (WHERE f.fate = 'quarantined')
+                   FROM kafka_sink.message_fates('hq_$SFX') f")"
 for name in "hcdc_$SFX" "hq_$SFX"; do
     sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
 done
