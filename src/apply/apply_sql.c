@@ -197,13 +197,23 @@ pin_key_probe_plan(KsTarget *t)
 {
 	int			level;
 
-	if (t->key_index_name == NULL)
+	if (t->key_index_name == NULL && !t->history)
 		return 0;
 	level = NewGUCNestLevel();
 	(void) set_config_option("enable_hashjoin", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+
+	/*
+	 * The history statement reads the target only by key and _valid_from
+	 * (history.c); planned while the table is small, or generically, it
+	 * would scan the whole table per batch (measured: seven times slower
+	 * at 90,000 versions), so its one table is read through the index.
+	 */
+	if (t->history)
+		(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }
 
@@ -567,7 +577,10 @@ sql_begin(KsBatch *batch, KsBatchTarget *bt)
 	SqlApplyState *st = palloc0(sizeof(SqlApplyState));
 
 	if (bt->mode == KS_MODE_HISTORY)
+	{
+		st->guc_level = pin_key_probe_plan(bt->target);
 		st->upsert = ks_history_sql(bt->target, false);
+	}
 	else if (bt->mode == KS_MODE_MERGE)
 	{
 		st->guc_level = pin_key_probe_plan(bt->target);

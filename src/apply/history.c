@@ -196,9 +196,15 @@ ks_history_sql(KsTarget *t, bool by_hand)
 		else if (c->lineage && !c->history)
 			appendStringInfo(&b, ", t.%s", quote_identifier(c->name));
 	}
-	appendStringInfo(&b, " FROM m JOIN %s AS t ON %s WHERE t._valid_from >= coalesce("
+	/*
+	 * per key, two probes of the (key, _valid_from) index, whatever the
+	 * table's size: OFFSET 0 keeps the planner from flattening the LATERAL
+	 * into a hash join over the whole table (measured: 1.6 s instead of
+	 * 0.2 s for 10,000 keys against 90,000 versions)
+	 */
+	appendStringInfo(&b, " FROM m CROSS JOIN LATERAL (SELECT * FROM %s AS t WHERE %s AND t._valid_from >= coalesce("
 					 "(SELECT max(t2._valid_from) FROM %s AS t2 WHERE %s AND t2._valid_from < m._ks_min),"
-					 " m._ks_min))",
+					 " m._ks_min) OFFSET 0) AS t)",
 					 t->qualified_name, keys_match(t, "t", "m"), t->qualified_name, keys_match(t, "t2", "m"));
 
 	/* b: ties at one v; c: segments between deletes */
