@@ -4,7 +4,8 @@
  *		The text of every statement a batch runs against the user's tables:
  *		the MERGE, the tombstones' DELETE, the append INSERT, the batch
  *		function call, the bronze INSERT, and kafka_sink.pipeline_statements()
- *		which shows them, built by these same functions.
+ *		which shows them, built by these same functions (mode history's
+ *		statement is history.c's).
  *
  * Owns: statement text, quoted (quote_identifier, qualified operators and
  * collations), for the worker and by hand.  Must not: run anything, or
