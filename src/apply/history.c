@@ -120,6 +120,17 @@ keys_match(KsTarget *t, const char *a, const char *b)
 	return s.data;
 }
 
+/* _fields of a version of g: the names of the data columns its events carried */
+static void
+append_fields_array(StringInfo b, KsTarget *t)
+{
+	appendStringInfoString(b, "pg_catalog.array_remove(ARRAY[NULL::text");
+	for (int i = 0; i < t->ncolumns; i++)
+		if (is_data(&t->columns[i]))
+			appendStringInfo(b, ", CASE WHEN g._ks_q%d THEN %s END", i, quote_literal_cstr(t->columns[i].name));
+	appendStringInfoString(b, "], NULL)");
+}
+
 /*
  * The history statement, over the batch's events (kafka_sink._batch_rows()
  * or, by hand, the staging table), $1 the batch id.  Its steps, as CTEs:
@@ -254,12 +265,9 @@ ks_history_sql(KsTarget *t, bool by_hand)
 		appendStringInfoString(&b, ", _is_current = (g._ks_to IS NULL AND NOT g._ks_del)");
 	if (fields >= 0)
 	{
-		appendStringInfoString(&b, ", _fields = CASE WHEN g._ks_base THEN g._ks_f ELSE");
-		appendStringInfoString(&b, " pg_catalog.array_remove(ARRAY[NULL::text");
-		for (i = 0; i < t->ncolumns; i++)
-			if (is_data(&t->columns[i]))
-				appendStringInfo(&b, ", CASE WHEN g._ks_q%d THEN %s END", i, quote_literal_cstr(t->columns[i].name));
-		appendStringInfoString(&b, "], NULL) END");
+		appendStringInfoString(&b, ", _fields = CASE WHEN g._ks_base THEN g._ks_f ELSE ");
+		append_fields_array(&b, t);
+		appendStringInfoString(&b, " END");
 	}
 	for (i = 0; i < t->ncolumns; i++)
 	{
@@ -283,11 +291,8 @@ ks_history_sql(KsTarget *t, bool by_hand)
 		}
 	if (fields >= 0)
 	{
-		appendStringInfoString(&b, " OR NOT g._ks_base AND t._fields IS DISTINCT FROM pg_catalog.array_remove(ARRAY[NULL::text");
-		for (i = 0; i < t->ncolumns; i++)
-			if (is_data(&t->columns[i]))
-				appendStringInfo(&b, ", CASE WHEN g._ks_q%d THEN %s END", i, quote_literal_cstr(t->columns[i].name));
-		appendStringInfoString(&b, "], NULL)");
+		appendStringInfoString(&b, " OR NOT g._ks_base AND t._fields IS DISTINCT FROM ");
+		append_fields_array(&b, t);
 	}
 	appendStringInfoString(&b, ") RETURNING 1)");
 
@@ -305,11 +310,8 @@ ks_history_sql(KsTarget *t, bool by_hand)
 					 current >= 0 ? ", g._ks_to IS NULL AND NOT g._ks_del" : "");
 	if (fields >= 0)
 	{
-		appendStringInfoString(&b, ", pg_catalog.array_remove(ARRAY[NULL::text");
-		for (i = 0; i < t->ncolumns; i++)
-			if (is_data(&t->columns[i]))
-				appendStringInfo(&b, ", CASE WHEN g._ks_q%d THEN %s END", i, quote_literal_cstr(t->columns[i].name));
-		appendStringInfoString(&b, "], NULL)");
+		appendStringInfoString(&b, ", ");
+		append_fields_array(&b, t);
 	}
 	for (i = 0; i < t->ncolumns; i++)
 	{

@@ -285,29 +285,20 @@ BEGIN
                   HINT = 'The pipeline writes as its owner, who needs INSERT, UPDATE and SELECT on the target.';
     END IF;
 
-    IF key_columns IS NULL AND mode = 'history' THEN
+    IF key_columns IS NULL AND mode IN ('merge', 'history') THEN
         -- a history table's primary key is (the key, _valid_from)
         SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
           INTO key_columns
           FROM pg_index i
           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-         WHERE i.indrelid = target AND i.indisprimary AND a.attname <> '_valid_from';
+         WHERE i.indrelid = target AND i.indisprimary AND (mode = 'merge' OR a.attname <> '_valid_from');
         IF key_columns IS NULL THEN
-            RAISE EXCEPTION 'target % has no primary key on (the key, _valid_from)', target
+            RAISE EXCEPTION 'target % has no primary key%', target,
+                            CASE mode WHEN 'history' THEN ' on (the key, _valid_from)' ELSE '' END
                 USING ERRCODE = 'invalid_table_definition',
-                      HINT = 'Pass key_columns => ARRAY[''order_id''], or add PRIMARY KEY (order_id, _valid_from).';
-        END IF;
-    END IF;
-    IF key_columns IS NULL AND mode = 'merge' THEN
-        SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
-          INTO key_columns
-          FROM pg_index i
-          JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-         WHERE i.indrelid = target AND i.indisprimary;
-        IF key_columns IS NULL THEN
-            RAISE EXCEPTION 'target % has no primary key', target
-                USING ERRCODE = 'invalid_table_definition',
-                      HINT = 'Pass key_columns => ARRAY[''order_id''], covered by a unique index, or add a primary key.';
+                      HINT = CASE mode WHEN 'history'
+                                 THEN 'Pass key_columns => ARRAY[''order_id''], or add PRIMARY KEY (order_id, _valid_from).'
+                                 ELSE 'Pass key_columns => ARRAY[''order_id''], covered by a unique index, or add a primary key.' END;
         END IF;
     END IF;
 
@@ -1114,17 +1105,13 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Use value_format json with values as Kafka Connect''s JsonConverter writes them (schemas.enable), or avro, or create the targets first.';
     END IF;
-    IF mode = 'history' THEN
-        RAISE EXCEPTION 'mode history cannot route to many targets'
+    IF mode IN ('function', 'history') THEN
+        RAISE EXCEPTION 'mode % cannot route to many targets', mode
             USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'A history table has a shape of its own (version columns, a unique index on the key and _valid_from) that routing does not create or check.',
-                  HINT = 'Create one history pipeline per target table.';
-    END IF;
-    IF mode = 'function' THEN
-        RAISE EXCEPTION 'mode function cannot route to many targets'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'A batch function takes the rows of one table type.',
-                  HINT = 'Use mode merge or append with a target template or a targets map.';
+                  DETAIL = CASE mode WHEN 'function' THEN 'A batch function takes the rows of one table type.'
+                           ELSE 'A history table has a shape of its own (version columns, a unique index on the key and _valid_from) that routing does not create or check.' END,
+                  HINT = CASE mode WHEN 'function' THEN 'Use mode merge or append with a target template or a targets map.'
+                         ELSE 'Create one history pipeline per target table.' END;
     END IF;
     IF template IS NOT NULL THEN
         PERFORM kafka_sink._check_target_template(template);

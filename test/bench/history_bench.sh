@@ -33,11 +33,11 @@ SELECT kafka_sink.create_pipeline(name => 'hb_merge_$SFX', bootstrap_servers => 
     subscribe => ARRAY['$T'], target => 'e2e.hb_merge_$SFX', order_column => 'v', key_format => 'string',
     starting_offsets => 'earliest', max_offsets_per_batch => 10000, trigger_interval => '0');
 SQL
-poll "$(echo "SELECT coalesce((SELECT sum(o.next_offset) FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id WHERE p.name = 'hb_merge_$SFX'), 0) >= $N")" 900
+poll "$(done_sql "hb_merge_$SFX" "$N")" 900
 sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.create_pipeline(name => 'hb_hist_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
     subscribe => ARRAY['$T'], target => 'e2e.hb_hist_$SFX', mode => 'history', order_column => 'v', key_format => 'string',
     starting_offsets => 'earliest', max_offsets_per_batch => 10000, trigger_interval => '0')" >/dev/null
-poll "$(echo "SELECT coalesce((SELECT sum(o.next_offset) FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id WHERE p.name = 'hb_hist_$SFX'), 0) >= $N")" 1800
+poll "$(done_sql "hb_hist_$SFX" "$N")" 1800
 for m in merge hist; do
     sql -c "SELECT '$m: ' || sum(b.messages) || ' messages in ' || count(*) || ' batches, '
                    || round(sum(b.messages) / extract(epoch FROM max(b.committed_at) - min(b.started_at))) || ' msg/s, '

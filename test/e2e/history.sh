@@ -38,12 +38,6 @@ SELECT kafka_sink.create_pipeline(name => '$1', bootstrap_servers => '$KS_BOOTST
 SQL
 }
 
-done_sql() { # NAME N: true once the pipeline has checkpointed all N messages
-    echo "SELECT coalesce((SELECT sum(o.next_offset) FROM kafka_sink.offsets o
-                    JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id
-                   WHERE p.name = '$1'), 0) >= $2"
-}
-
 versions_sql() {
     echo "COPY (SELECT id, (extract(epoch FROM _valid_from) * 1000)::bigint,
                        (extract(epoch FROM _valid_to) * 1000)::bigint, _deleted, _is_current, a, b, c, _fields
