@@ -36,6 +36,7 @@ OBJS = \
 	src/infra/errclass.o \
 	src/apply/statements.o \
 	src/apply/reduce.o \
+	src/apply/history.o \
 	src/apply/checkpoint.o \
 	src/apply/bronze.o \
 	src/apply/quarantine.o \

@@ -33,6 +33,7 @@
 #include "cdc_guard.h"
 #include "checkpoint.h"
 #include "dedupe.h"
+#include "history.h"
 #include "hops.h"
 #include "quarantine.h"
 #include "reduce.h"
@@ -222,6 +223,27 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 
 		if (bt->mode == KS_MODE_MERGE)
 			apply_merge(batch, bt, state);
+		else if (bt->mode == KS_MODE_HISTORY)
+		{
+			/* every event, folded into the versions of its key (history.c) */
+			int		   *sel = palloc(sizeof(int) * Max(batch->nmsgs, 1));
+			int			nsel;
+
+			/* truncates: on_truncate fail or ignore (apply is refused at create) */
+			if (bt->target->cdc)
+			{
+				if (batch->pipeline->contract.on_truncate == KS_TRUNCATE_APPLY)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("pipeline \"%s\" in mode history cannot apply truncates", batch->pipeline->name),
+							 errhint("Alter the pipeline with on_truncate => 'fail' or 'ignore'.")));
+				ks_cdc_truncates(batch);
+			}
+			nsel = ks_history_rows(batch, sel);
+
+			batch->stats.apply_rows += nsel;
+			bt->strategy->upsert_rows(batch, state, sel, nsel);
+		}
 		else
 		{
 			int		   *sel = palloc(sizeof(int) * Max(batch->nmsgs, 1));

@@ -213,7 +213,8 @@ progress_json(KsBatch *batch)
 	if (target)
 		escape_json(&b, psprintf("kafka_sink %s into %s",
 								 p->targets.mode == KS_MODE_MERGE ? "MERGE" :
-								 p->targets.mode == KS_MODE_APPEND ? "INSERT" : "batch function", target));
+								 p->targets.mode == KS_MODE_APPEND ? "INSERT" :
+								 p->targets.mode == KS_MODE_HISTORY ? "history" : "batch function", target));
 	else
 		escape_json(&b, "kafka_sink bronze only");
 	appendStringInfo(&b, ",\"numOutputRows\":" INT64_FORMAT ",\"inserted\":" INT64_FORMAT

@@ -5,7 +5,8 @@
  *		the MERGE (or the on_conflict strategy's INSERT ... ON CONFLICT and
  *		UPDATE), the tombstones' DELETE, the append INSERT, the batch
  *		function call, the bronze INSERT, and kafka_sink.pipeline_statements()
- *		which shows them, built by these same functions.
+ *		which shows them, built by these same functions (mode history's
+ *		statement is history.c's).
  *
  * Owns: statement text, quoted (quote_identifier, qualified operators and
  * collations), for the worker and by hand.  Must not: run anything, or
@@ -21,6 +22,7 @@
 #include "apply.h"
 #include "decode.h"
 #include "guc.h"
+#include "history.h"
 
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
@@ -59,6 +61,8 @@ ks_batch_columns_sql(KsTarget *t)
 	for (int i = 0; i < t->ncolumns; i++)
 		if (t->columns[i].prov >= 0)
 			appendStringInfo(&b, ", _ks_o%d %s", i, t->columns[t->order_index].type_sql);
+	if (t->history)
+		appendStringInfoString(&b, ", _ks_del boolean");
 	appendStringInfoChar(&b, ')');
 	return b.data;
 }
@@ -570,6 +574,13 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 							 p->targets.order_column ? psprintf("the greatest %s (NULL lowest)",
 														quote_identifier(p->targets.order_column))
 							 : "no order column, so"));
+		else if (p->targets.mode == KS_MODE_HISTORY)
+			KS_EMIT(t->relid, "history", ks_history_sql(t, false), ks_history_sql(t, true),
+					"Runs over every message that decoded (not a winner per key): folds the events into the "
+					"versions of their keys from the version in effect before each key's earliest event on, "
+					"updates the stored versions that change (_valid_to, values, _deleted, _is_current, "
+					"_fields) and inserts the new ones; _ks_del is true for a delete. $1 is the batch id. "
+					"To run by hand: PREPARE h(bigint) AS <by_hand>; EXECUTE h(<batch id>) (docs/history.md).");
 		else if (p->targets.mode == KS_MODE_APPEND)
 			KS_EMIT(t->relid, "append", ks_append_sql(t, false), ks_append_sql(t, true),
 					"Runs over every message that decoded (not quarantined, not a duplicate event id), in "

@@ -353,7 +353,8 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->targets.order_column = getstr(0, Anum_pipeline_order_column, mcxt);
 	mode = getstr(0, Anum_pipeline_mode, mcxt);
 	p->targets.mode = strcmp(mode, "append") == 0 ? KS_MODE_APPEND :
-		strcmp(mode, "function") == 0 ? KS_MODE_FUNCTION : KS_MODE_MERGE;
+		strcmp(mode, "function") == 0 ? KS_MODE_FUNCTION :
+		strcmp(mode, "history") == 0 ? KS_MODE_HISTORY : KS_MODE_MERGE;
 	p->targets.batch_function = (Oid) getint8(0, Anum_pipeline_batch_function);
 	p->source.starting_offsets = getstr(0, Anum_pipeline_starting_offsets, mcxt);
 	p->source.fail_on_data_loss = getint8(0, Anum_pipeline_fail_on_data_loss) != 0;

@@ -26,7 +26,8 @@ typedef enum KsMode
 {
 	KS_MODE_MERGE,
 	KS_MODE_APPEND,
-	KS_MODE_FUNCTION
+	KS_MODE_FUNCTION,
+	KS_MODE_HISTORY				/* one row per version of a key (history.c) */
 } KsMode;
 
 typedef enum KsKeyFormat

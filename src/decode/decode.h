@@ -37,6 +37,9 @@ typedef struct KsColumn
 	bool		is_array;		/* an array type (or a domain over one) */
 	bool		elem_is_json;	/* ... of json or jsonb */
 	const char *lineage;		/* for _kafka_* columns: the source expression */
+	char		history;		/* mode history's version columns: 'f'
+								 * _valid_from, 't' _valid_to, 'd' _deleted,
+								 * 'c' _is_current, 'p' _fields; else 0 */
 	int			prov;			/* merge with an order column, optional column:
 								 * index of its supplier-order column, else -1 */
 	/* key columns: how the key index compares them (its opclass, collation) */
@@ -61,6 +64,7 @@ typedef struct KsTarget
 								 * source position, deletes and truncates are
 								 * guarded by it (cdc_guard.c) */
 	char	   *key_index_name;	/* the unique index over the key columns */
+	bool		history;		/* mode history: the batch rows carry _ks_del */
 	int			nprov;			/* supplier-order columns of the batch rows */
 	Oid			rowtype;
 	int			natts_all;

@@ -70,6 +70,23 @@ lineage_source(const char *name)
 	return NULL;
 }
 
+/* Mode history's version columns (docs/history.md), written by history.c. */
+static char
+history_column(const char *name)
+{
+	if (strcmp(name, "_valid_from") == 0)
+		return 'f';
+	if (strcmp(name, "_valid_to") == 0)
+		return 't';
+	if (strcmp(name, "_deleted") == 0)
+		return 'd';
+	if (strcmp(name, "_is_current") == 0)
+		return 'c';
+	if (strcmp(name, "_fields") == 0)
+		return 'p';
+	return 0;
+}
+
 static int
 column_index(KsTarget *t, const char *name)
 {
@@ -243,6 +260,10 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 				(getBaseType(elem) == JSONOID || getBaseType(elem) == JSONBOID);
 		}
 		c->lineage = lineage_source(c->name);
+		if (p->targets.mode == KS_MODE_HISTORY)
+			c->history = history_column(c->name);
+		if (c->history)
+			c->lineage = "NULL";	/* not decoded: history.c computes it */
 		if (c->lineage)
 			c->required = false;
 		if (att->atthasdef)
@@ -320,6 +341,28 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 							p->targets.order_column, p->name, t->qualified_name),
 					 errhint("Drop the pipeline and create it again with an order column of the target.")));
 		t->columns[t->order_index].is_order = true;
+	}
+	t->history = p->targets.mode == KS_MODE_HISTORY;
+	if (t->history)
+	{
+		int			found = 0;
+
+		/*
+		 * each version starts at its event's order value: one is needed
+		 * (a change event's is its source position, always set)
+		 */
+		if (t->order_index >= 0 && p->contract.envelope != &ks_envelope_debezium)
+			t->columns[t->order_index].required = true;
+		for (int i = 0; i < t->ncolumns; i++)
+			if (t->columns[i].history == 'f' || t->columns[i].history == 't' ||
+				t->columns[i].history == 'd')
+				found++;
+		if (t->order_index < 0 || found != 3)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+					 errmsg("history target %s of pipeline \"%s\" lacks its order column or a version column",
+							t->qualified_name, p->name),
+					 errhint("A history target has _valid_from, _valid_to (the order column's type) and _deleted boolean: see docs/history.md.")));
 	}
 	t->cdc = p->contract.envelope == &ks_envelope_debezium;
 	if (t->cdc && (t->order_index < 0 || getBaseType(t->columns[t->order_index].typid) != NUMERICOID))

@@ -276,27 +276,31 @@ BEGIN
                   HINT = 'The target must be an ordinary or partitioned table.';
     END IF;
     PERFORM kafka_sink._check_user_table(target, 'target');
-    IF mode IN ('merge', 'append') AND NOT has_table_privilege(target, 'INSERT') THEN
+    IF mode IN ('merge', 'append', 'history') AND NOT has_table_privilege(target, 'INSERT') THEN
         RAISE EXCEPTION 'permission denied for table %', target
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'The pipeline writes as its owner, who needs INSERT, UPDATE and SELECT on the target.';
     END IF;
-    IF mode = 'merge' AND NOT (has_table_privilege(target, 'UPDATE') AND has_table_privilege(target, 'SELECT')) THEN
+    IF mode IN ('merge', 'history') AND NOT (has_table_privilege(target, 'UPDATE') AND has_table_privilege(target, 'SELECT')) THEN
         RAISE EXCEPTION 'permission denied for table %', target
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'The pipeline writes as its owner, who needs INSERT, UPDATE and SELECT on the target.';
     END IF;
 
-    IF key_columns IS NULL AND mode = 'merge' THEN
+    IF key_columns IS NULL AND mode IN ('merge', 'history') THEN
+        -- a history table's primary key is (the key, _valid_from)
         SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
           INTO key_columns
           FROM pg_index i
           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-         WHERE i.indrelid = target AND i.indisprimary;
+         WHERE i.indrelid = target AND i.indisprimary AND (mode = 'merge' OR a.attname <> '_valid_from');
         IF key_columns IS NULL THEN
-            RAISE EXCEPTION 'target % has no primary key', target
+            RAISE EXCEPTION 'target % has no primary key%', target,
+                            CASE mode WHEN 'history' THEN ' on (the key, _valid_from)' ELSE '' END
                 USING ERRCODE = 'invalid_table_definition',
-                      HINT = 'Pass key_columns => ARRAY[''order_id''], covered by a unique index, or add a primary key.';
+                      HINT = CASE mode WHEN 'history'
+                                 THEN 'Pass key_columns => ARRAY[''order_id''], or add PRIMARY KEY (order_id, _valid_from).'
+                                 ELSE 'Pass key_columns => ARRAY[''order_id''], covered by a unique index, or add a primary key.' END;
         END IF;
     END IF;
 
@@ -380,11 +384,14 @@ BEGIN
                       HINT = 'Use a column of a type with a default btree operator class, such as timestamptz or bigint.';
         END IF;
         PERFORM kafka_sink._check_writable_column(target, order_column, 'order column');
-        IF mode <> 'merge' THEN
-            RAISE EXCEPTION 'order_column only applies to mode merge'
+        IF mode NOT IN ('merge', 'history') THEN
+            RAISE EXCEPTION 'order_column only applies to modes merge and history'
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = 'Drop order_column, or use mode => ''merge''.';
         END IF;
+    END IF;
+    IF mode = 'history' THEN
+        PERFORM kafka_sink._check_history_target(target, key_columns, order_column);
     END IF;
     PERFORM kafka_sink._check_lineage_columns(target);
     RETURN key_columns;
@@ -392,6 +399,77 @@ END
 $$;
 COMMENT ON FUNCTION kafka_sink._check_target(regclass, text[], text, text) IS
 'Internal: checks a pipeline''s target, key and order columns and the caller''s privileges on it; returns the key columns (by default the primary key).';
+
+-- Mode history (docs/history.md): the order column, the version columns of
+-- its type, _deleted, the optional _is_current and _fields, and the unique
+-- index on (the key, _valid_from) that the batch's statement probes.
+CREATE OR REPLACE FUNCTION kafka_sink._check_history_target(target regclass, key_columns text[], order_column text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    order_type text;
+    col record;
+    want_attnums int2[];
+BEGIN
+    IF order_column IS NULL THEN
+        RAISE EXCEPTION 'mode history needs an order_column'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass order_column => ''event_ts'': its value is where each version starts (_valid_from).';
+    END IF;
+    IF order_column IN ('_valid_from', '_valid_to', '_is_current', '_deleted', '_fields')
+       OR order_column = ANY (key_columns) THEN
+        RAISE EXCEPTION 'order column "%" cannot be a key or version column', order_column
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Keep the event''s order value in a column of its own; _valid_from copies it.';
+    END IF;
+    IF key_columns && ARRAY['_valid_from', '_valid_to', '_is_current', '_deleted', '_fields'] THEN
+        RAISE EXCEPTION 'key_columns cannot name a version column'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'key_columns are the business key; the unique index is on (the key, _valid_from).';
+    END IF;
+    SELECT format_type(a.atttypid, a.atttypmod) INTO order_type
+      FROM pg_attribute a WHERE a.attrelid = target AND a.attname = order_column;
+    FOR col IN
+        SELECT w.name, w.type, w.required, format_type(a.atttypid, a.atttypmod) AS has_type,
+               a.attgenerated <> '' OR a.attidentity = 'a' AS computed
+          FROM (VALUES ('_valid_from', order_type, true), ('_valid_to', order_type, true),
+                       ('_deleted', 'boolean', true), ('_is_current', 'boolean', false),
+                       ('_fields', 'text[]', false)) AS w(name, type, required)
+          LEFT JOIN pg_attribute a ON a.attrelid = target AND a.attname = w.name AND a.attnum > 0
+                                  AND NOT a.attisdropped
+    LOOP
+        IF col.has_type IS NULL AND col.required THEN
+            RAISE EXCEPTION 'a history target needs a column % %', col.name, col.type
+                USING ERRCODE = 'invalid_table_definition',
+                      HINT = format('ALTER TABLE %s ADD COLUMN %I %s (see docs/history.md for the table''s shape).',
+                                    target, col.name, col.type);
+        END IF;
+        IF col.has_type IS NOT NULL AND (col.has_type <> col.type OR col.computed) THEN
+            RAISE EXCEPTION 'column % of a history target must be a plain column of type %, not %',
+                            col.name, col.type, col.has_type
+                USING ERRCODE = 'invalid_table_definition',
+                      HINT = format('_valid_from and _valid_to have the order column''s type (%s), _deleted and _is_current boolean, _fields text[].',
+                                    order_type);
+        END IF;
+    END LOOP;
+    SELECT array_agg(attnum ORDER BY attnum) INTO want_attnums
+      FROM pg_attribute WHERE attrelid = target AND attname = ANY (key_columns || '_valid_from'::text);
+    IF NOT EXISTS (
+            SELECT 1 FROM pg_index i
+             WHERE i.indrelid = target AND i.indisunique AND i.indisvalid
+               AND i.indpred IS NULL AND i.indexprs IS NULL
+               AND (SELECT array_agg(x ORDER BY x) FROM unnest(i.indkey::int2[]) x) = want_attnums) THEN
+        RAISE EXCEPTION 'a history target needs a unique index on (%, _valid_from)', array_to_string(key_columns, ', ')
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = format('CREATE UNIQUE INDEX ON %s (%s, _valid_from): it keeps one row per version and serves point-in-time reads.',
+                                target, array_to_string(key_columns, ', '));
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_history_target(regclass, text[], text) IS
+'Internal: checks a history-mode target: an order column, _valid_from and _valid_to of its type, _deleted boolean, the optional _is_current boolean and _fields text[], and a unique index on (the key columns, _valid_from).';
 
 -- One column mapping: a path string, or {"path": ..., "scale": n}.
 CREATE OR REPLACE FUNCTION kafka_sink._check_mapping(target regclass, col text, spec jsonb, what text)
@@ -468,8 +546,8 @@ BEGIN
         RAISE EXCEPTION 'key_format string needs exactly one key column'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Use key_format => ''json'' for a composite key.';
     END IF;
-    IF delete_on_tombstone IS NULL OR (delete_on_tombstone AND (key_format = 'none' OR mode <> 'merge')) THEN
-        RAISE EXCEPTION 'delete_on_tombstone needs mode merge and a key_format of string or json'
+    IF delete_on_tombstone IS NULL OR (delete_on_tombstone AND (key_format = 'none' OR mode NOT IN ('merge', 'history'))) THEN
+        RAISE EXCEPTION 'delete_on_tombstone needs mode merge or history and a key_format of string or json'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'A tombstone has no value, so the key must come from the message key.';
     END IF;
@@ -1001,10 +1079,16 @@ BEGIN
         END IF;
         RETURN order_column;
     END IF;
-    IF mode IS DISTINCT FROM 'merge' THEN
-        RAISE EXCEPTION 'envelope debezium needs a target in mode merge'
+    IF mode IS NULL OR mode NOT IN ('merge', 'history') THEN
+        RAISE EXCEPTION 'envelope debezium needs a target in mode merge or history'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
+    END IF;
+    IF mode = 'history' AND on_truncate = 'apply' THEN
+        RAISE EXCEPTION 'mode history does not apply truncates'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'A truncate would end every key''s version in effect at its position, keys not seen yet included; kafka_sink does not keep that yet.',
+                  HINT = 'Pass on_truncate => ''fail'' (the pipeline stops at a truncate) or ''ignore''.';
     END IF;
     IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema') THEN
         RAISE EXCEPTION 'envelope debezium supports value_format json, avro and json_schema only'
@@ -1092,11 +1176,13 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Use value_format json with values as Kafka Connect''s JsonConverter writes them (schemas.enable), or avro, or create the targets first.';
     END IF;
-    IF mode = 'function' THEN
-        RAISE EXCEPTION 'mode function cannot route to many targets'
+    IF mode IN ('function', 'history') THEN
+        RAISE EXCEPTION 'mode % cannot route to many targets', mode
             USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'A batch function takes the rows of one table type.',
-                  HINT = 'Use mode merge or append with a target template or a targets map.';
+                  DETAIL = CASE mode WHEN 'function' THEN 'A batch function takes the rows of one table type.'
+                           ELSE 'A history table has a shape of its own (version columns, a unique index on the key and _valid_from) that routing does not create or check.' END,
+                  HINT = CASE mode WHEN 'function' THEN 'Use mode merge or append with a target template or a targets map.'
+                         ELSE 'Create one history pipeline per target table.' END;
     END IF;
     IF template IS NOT NULL THEN
         PERFORM kafka_sink._check_target_template(template);

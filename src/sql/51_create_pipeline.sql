@@ -92,10 +92,10 @@ BEGIN
     PERFORM kafka_sink._check_bootstrap_servers(bootstrap_servers);
     PERFORM kafka_sink._check_source(subscribe, subscribe_pattern, assign);
 
-    IF mode IS NULL OR mode NOT IN ('merge', 'append', 'function') THEN
+    IF mode IS NULL OR mode NOT IN ('merge', 'append', 'function', 'history') THEN
         RAISE EXCEPTION 'invalid mode "%"', mode
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'mode is one of ''merge'', ''append'' or ''function''.';
+                  HINT = 'mode is one of ''merge'', ''append'', ''function'' or ''history''.';
     END IF;
     IF create_targets IS NULL OR evolve IS NULL THEN
         RAISE EXCEPTION 'create_targets and evolve cannot be null'

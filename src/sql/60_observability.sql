@@ -197,7 +197,9 @@ COMMENT ON FUNCTION kafka_sink._bronze_message(regclass, text, integer, bigint) 
 -- current source), superseded (another message of its key won within its
 -- batch), stale (the target already held a newer event when it arrived),
 -- overwritten (applied, then replaced by a later batch), deleted (its key's
--- row is gone), duplicate (its event id was applied before), or appended.
+-- row is gone), duplicate (its event id was applied before), or appended;
+-- in mode history, applied as a version (the lineage columns of a version
+-- name it) or folded into history (another message at its order value holds it).
 -- Telling superseded, stale, overwritten and deleted apart needs the lineage
 -- columns on the target and the raw message in bronze; without them the
 -- answer is 'applied or superseded'.
@@ -247,6 +249,26 @@ BEGIN
     END IF;
     IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL AND p.mode <> 'function' THEN
         RETURN QUERY SELECT 'landed'::text, b_id, 'bronze only'::text, NULL::text;
+        RETURN;
+    END IF;
+    -- mode history (docs/history.md): every decoded message is folded into
+    -- the versions of its key; a version's lineage columns name the last
+    -- message at its order value that changed it
+    IF p.mode = 'history' THEN
+        has_lineage := (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = p.target AND NOT a.attisdropped
+                          AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset')) = 3;
+        IF has_lineage THEN
+            EXECUTE format('SELECT string_agg(CASE WHEN t._deleted THEN ''the delete at '' ELSE ''the version from '' END'
+                           ' || t._valid_from::text, '', '' ORDER BY t._valid_from) FROM %s t'
+                           ' WHERE t._kafka_topic = $1 AND t._kafka_partition = $2 AND t._kafka_offset = $3', p.target)
+               INTO cond USING topic, partition, "offset";
+        END IF;
+        RETURN QUERY SELECT CASE WHEN cond IS NOT NULL THEN 'applied as a version' ELSE 'folded into history' END,
+            b_id,
+            CASE WHEN cond IS NOT NULL THEN 'last wrote ' || cond
+                 WHEN has_lineage THEN 'applied; its version is held by another message at the same order value (a re-sent copy that changed nothing, or a later message)'
+                 ELSE 'applied; lineage columns on the target are needed to tell which version it wrote' END,
+            p.target::text;
         RETURN;
     END IF;
     IF p.mode <> 'merge' THEN
@@ -323,7 +345,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) IS
-'What happened to one message: pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, truncated, duplicate, appended or landed, with the batch, a detail and the table it went to (for a routed pipeline the table its routing names; for Debezium change events judged by source position; Avro keys decoded through kafka_sink.schemas).';
+'What happened to one message: pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, truncated, duplicate, appended or landed (mode history: applied as a version, or folded into history), with the batch, a detail and the table it went to (for a routed pipeline the table its routing names; for Debezium change events judged by source position; Avro keys decoded through kafka_sink.schemas).';
 
 -- The wire format's schema id of a raw value (bronze, quarantine), or NULL.
 CREATE OR REPLACE FUNCTION kafka_sink.wire_schema_id(value bytea)

@@ -285,6 +285,17 @@ BEGIN
         RETURN;
     END IF;
 
+    -- mode history: message_fate's answer for each message (a version's
+    -- lineage columns name the message it holds)
+    IF p.mode = 'history' THEN
+        RETURN QUERY EXECUTE body || $q$
+        SELECT m.topic, m.partition, m."offset", f.fate, f.batch_id, f.detail, f.target
+          FROM m CROSS JOIN LATERAL kafka_sink.message_fate($6, m.topic, m.partition, m."offset") f
+         ORDER BY 1, 2, 3 $q$
+            USING p.id, topic, partition, from_offset, to_offset, p.name;
+        RETURN;
+    END IF;
+
     -- (a key in a registry's wire format other than Avro is decoded by the
     -- worker only: as message_fate, no more than 'applied or superseded')
     IF p.target IS NULL OR p.mode <> 'merge' OR NOT has_lineage OR p.bronze IS NULL

@@ -38,12 +38,6 @@ SELECT kafka_sink.create_pipeline(name => '$1', bootstrap_servers => '$KS_BOOTST
 SQL
 }
 
-done_sql() { # NAME N: true once the pipeline has checkpointed all N messages
-    echo "SELECT coalesce((SELECT sum(o.next_offset) FROM kafka_sink.offsets o
-                    JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id
-                   WHERE p.name = '$1'), 0) >= $2"
-}
-
 for s in $(seq 1 "$SEEDS"); do
     seed=$((RANDOM * 32768 + RANDOM))
     topic="det_${SFX}_$s"

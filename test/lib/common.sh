@@ -9,7 +9,7 @@
 #
 # Groups: env and names; SQL (sql, sql_at, as_role, poll, worker pids);
 # results (check, lines_with, finish); set-up (setup_owner); producing
-# (produce, produce_py, produce_batch, cdc_event, check_caught_up,
+# (produce, produce_py, produce_batch, cdc_event, done_sql, check_caught_up,
 # high_watermarks); Confluent's clients (confluent_python, registry_start);
 # exit hooks (at_exit); clusters
 # of a script's own (own_cluster_start ...); processes of a script's own
@@ -171,6 +171,14 @@ produce_batch() { produce "$1" -Z; }
 # cdc_event OP ID POSITION [OPTIONS]: one Debezium change event as a line
 # "key|value" (test/lib/cdc_event.py says what OP, POSITION and OPTIONS are)
 cdc_event() { python3 "$KS_LIB_DIR/cdc_event.py" "$@"; }
+
+# done_sql PIPELINE N: SQL that is true once the pipeline has checkpointed N
+# messages (summed over its partitions), for poll
+done_sql() {
+    echo "SELECT coalesce((SELECT sum(o.next_offset) FROM kafka_sink.offsets o
+                    JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id
+                   WHERE p.name = '$1'), 0) >= $2"
+}
 
 # check_caught_up PIPELINE: a check that kafka_sink.wait() saw it catch up
 check_caught_up() { check "$1 caught up" t "$(sql -c "SELECT kafka_sink.wait('$1', '90 s')")"; }

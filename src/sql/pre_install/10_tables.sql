@@ -24,7 +24,7 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     key_columns           text[],
     order_column          text,
     mode                  text NOT NULL DEFAULT 'merge'
-                          CHECK (mode IN ('merge', 'append', 'function')),
+                          CHECK (mode IN ('merge', 'append', 'function', 'history')),
     batch_function        regprocedure,
     starting_offsets      text NOT NULL DEFAULT 'latest',
     ending_offsets        text,            -- set: a bounded (backfill) pipeline

@@ -45,3 +45,8 @@ DROP FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, 
 DROP FUNCTION kafka_sink._api_create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text);
 DROP FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text);
 DROP FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text);
+
+-- mode history (docs/history.md): one row per version of a key
+ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT pipeline_definitions_mode_check;
+ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_mode_check
+    CHECK (mode IN ('merge', 'append', 'function', 'history'));

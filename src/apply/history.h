@@ -1,0 +1,18 @@
+/*-------------------------------------------------------------------------
+ *
+ * history.h
+ *		Mode history (history.c): the events a batch applies and the
+ *		statement that folds them into the versions of their keys.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_HISTORY_H
+#define KS_HISTORY_H
+
+#include "kafka_sink.h"
+#include "apply.h"
+
+extern int	ks_history_rows(KsBatch *batch, int *sel);
+extern char *ks_history_sql(KsTarget *t, bool by_hand);
+
+#endif							/* KS_HISTORY_H */

@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# test/e2e/history.sh — mode history (docs/history.md) against a model.
+# For a few random seeds, history_model.py generates events (keys, partial
+# messages with random subsets of fields and explicit nulls, order values
+# around now with ties and late events, tombstones, re-sent ranges); after
+# they are produced, the broker's timestamps (a tombstone's order value)
+# are read back, and the model computes, independently of the extension,
+# the history table version by version and what each key held at chosen
+# times.  The topic is ingested by pipelines that cut it differently (one
+# batch, one message per batch, two random max_offsets_per_batch) and by
+# one whose worker is killed with SIGKILL three times while it runs; every
+# table must equal the model, and the point-in-time query of the docs must
+# return what the model held.  Then the create-time refusals.
+# shellcheck source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+setup_owner
+W="$KS_RUN/history.$SFX"
+mkdir -p "$W"
+SEEDS="${KS_HISTORY_SEEDS:-3}"
+
+table_sql() {
+    cat <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.$1 (id bigint NOT NULL, ts timestamptz NOT NULL, a text, b text, c integer,
+                     _valid_from timestamptz NOT NULL, _valid_to timestamptz,
+                     _deleted boolean NOT NULL DEFAULT false, _is_current boolean, _fields text[],
+                     _kafka_offset bigint, PRIMARY KEY (id, _valid_from));
+SQL
+}
+
+pipeline_sql() { # NAME TOPIC MAX_OFFSETS
+    cat <<SQL
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => '$1', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['$2'], target => 'e2e.$1', mode => 'history', order_column => 'ts',
+    key_format => 'string', delete_on_tombstone => true, starting_offsets => 'earliest',
+    max_offsets_per_batch => $3, trigger_interval => '0');
+SQL
+}
+
+versions_sql() {
+    echo "COPY (SELECT id, (extract(epoch FROM _valid_from) * 1000)::bigint,
+                       (extract(epoch FROM _valid_to) * 1000)::bigint, _deleted, _is_current, a, b, c, _fields
+                  FROM e2e.$1 ORDER BY id, _valid_from) TO STDOUT"
+}
+
+# the point-in-time read of docs/history.md, for every key at each time
+pit_sql() { # NAME TIMES_FILE
+    echo "CREATE TEMP TABLE pit_times (ms bigint);"
+    echo "COPY pit_times FROM STDIN;"
+    cat "$2"
+    echo '\.'
+    echo "COPY (SELECT p.ms, h.id, h.a, h.b, h.c
+                  FROM pit_times p
+                  CROSS JOIN (SELECT DISTINCT id FROM e2e.$1) k
+                  CROSS JOIN LATERAL (SELECT t.id, t.a, t.b, t.c FROM e2e.$1 t
+                        WHERE t.id = k.id
+                          AND t._valid_from <= 'epoch'::timestamptz + p.ms * interval '1 millisecond'
+                          AND (t._valid_to IS NULL
+                               OR 'epoch'::timestamptz + p.ms * interval '1 millisecond' < t._valid_to)
+                          AND NOT t._deleted) h
+                 ORDER BY p.ms, h.id) TO STDOUT;"
+}
+
+for s in $(seq 1 "$SEEDS"); do
+    seed=$((RANDOM * 32768 + RANDOM))
+    topic="hist_${SFX}_$s"
+    python3 "$E2E_DIR/history_model.py" gen "$seed" "$(date +%s%3N)" "$W/msgs.$s"
+    n="$(wc -l < "$W/msgs.$s")"
+    "$HARNESS" topic-create "$topic" 1 >/dev/null 2>&1 || true
+    kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z < "$W/msgs.$s"
+    kcat -C -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -o beginning -e -q -f '%o\t%T\n' > "$W/ts.$s"
+    python3 "$E2E_DIR/history_model.py" expect "$W/msgs.$s" "$W/ts.$s" "$W/expected.$s" "$W/pit.$s" "$seed"
+    cut -f1 "$W/pit.$s" | sort -un > "$W/times.$s"
+    r1=$((RANDOM % 6 + 2))
+    r2=$((RANDOM % 20 + 2))
+    names=("h${SFX}_${s}_one" "h${SFX}_${s}_each" "h${SFX}_${s}_ra$r1" "h${SFX}_${s}_rb$r2" "h${SFX}_${s}_kill")
+    maxes=(100000 1 "$r1" "$r2" 3)
+    for i in "${!names[@]}"; do
+        table_sql "${names[$i]}" | sql
+        pipeline_sql "${names[$i]}" "$topic" "${maxes[$i]}" | sql > /dev/null
+    done
+    # kill -9 the last one's worker three times while it applies
+    kill_name="${names[4]}"
+    for _ in 1 2 3; do
+        pid="$(wait_worker "$kill_name" "" 60 || true)"
+        sleep "0.$((RANDOM % 8 + 1))"
+        [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+        # the postmaster restarts every backend after a SIGKILL: wait for it
+        wait_for 60 sql -c "SELECT 1" >/dev/null 2>&1 || true
+    done
+    for i in "${!names[@]}"; do
+        name="${names[$i]}"
+        if ! poll "$(done_sql "$name" "$n")" 300; then
+            check "seed $seed: $name (max_offsets_per_batch ${maxes[$i]}) consumed the topic" "t" "f"
+            continue
+        fi
+        batches="$(sql -c "SELECT count(*) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
+                            ON p.id = b.pipeline_id WHERE p.name = '$name' AND b.messages > 0")"
+        sql -c "$(versions_sql "$name")" > "$W/actual.$s.$i"
+        if diff -u "$W/expected.$s" "$W/actual.$s.$i" > "$W/diff.$s.$i"; then
+            check "seed $seed: $name ($n messages in $batches batches) equals the model version by version" "same" "same"
+        else
+            check "seed $seed: $name ($n messages in $batches batches) equals the model version by version" "same" "differs"
+            head -40 "$W/diff.$s.$i"
+        fi
+        pit_sql "$name" "$W/times.$s" | sql > "$W/pit_actual.$s.$i"
+        if diff -u "$W/pit.$s" "$W/pit_actual.$s.$i" > "$W/pitdiff.$s.$i"; then
+            check "seed $seed: $name point-in-time reads at $(wc -l < "$W/times.$s") times equal the model" "same" "same"
+        else
+            check "seed $seed: $name point-in-time reads equal the model" "same" "differs"
+            head -20 "$W/pitdiff.$s.$i"
+        fi
+        check "seed $seed: $name quarantined nothing" 0 \
+              "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+                          ON p.id = q.pipeline_id WHERE p.name = '$name'")"
+        if [ "$i" = 1 ]; then
+            check "seed $seed: $name applied one message per batch" "$n" "$batches"
+        fi
+    done
+    for name in "${names[@]}"; do
+        sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+    done
+done
+
+# the point-in-time read is served by the unique index on (id, _valid_from)
+check "the point-in-time read uses the (key, _valid_from) index" "t" \
+      "$(sql -c "SET enable_seqscan = off; SET enable_bitmapscan = off;
+                 EXPLAIN (COSTS OFF) SELECT * FROM e2e.h${SFX}_1_one
+                  WHERE id = 1 AND _valid_from <= now() AND (_valid_to IS NULL OR now() < _valid_to)
+                    AND NOT _deleted" | grep -q 'Index Scan using h'"${SFX}"'_1_one_pkey' && echo t || echo f)"
+
+# change events into a history table: versions by source position, a late
+# update between two, a re-sent range, a delete and a new life after it
+CT="hist_cdc_$SFX"
+"$HARNESS" topic-create "$CT" 1 >/dev/null 2>&1 || true
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.hcdc_$SFX (id int NOT NULL, name text, qty int, _kafka_source_position numeric NOT NULL,
+                            _valid_from numeric NOT NULL, _valid_to numeric, _deleted boolean NOT NULL,
+                            _is_current boolean, _kafka_offset bigint, PRIMARY KEY (id, _valid_from));
+SELECT kafka_sink.create_pipeline(name => 'hcdc_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$CT'], target => 'e2e.hcdc_$SFX', starting_offsets => 'earliest',
+       envelope => 'debezium', mode => 'history', on_truncate => 'ignore');
+SQL
+cev() { cdc_event "$1" "$2" "lsn=${3:-0}" ${4+--name "$4"} --extra '{"qty": 5}' --before-extra '{"qty": 0}'; }
+hrows() { sql -c "SELECT string_agg(id || ':' || _valid_from || '-' || coalesce(_valid_to::text, '') || ':'
+                         || coalesce(name, '~') || CASE WHEN _deleted THEN ':deleted' ELSE '' END
+                         || CASE WHEN _is_current THEN ':current' ELSE '' END, ' ' ORDER BY id, _valid_from)
+                    FROM e2e.hcdc_$SFX"; }
+{ cev c 1 100 a; cev u 1 120 a2; cev c 2 110 b; cev d 2 130; cev tomb 2; } | produce_batch "$CT"
+check_caught_up "hcdc_$SFX"
+check "change events: versions by position, a delete ends its key's version" \
+      "1:100-120:a 1:120-:a2:current 2:110-130:b 2:130-:b:deleted" "$(hrows)"
+{ cev c 1 100 a; cev u 1 115 late; cev c 2 140 b2; cev d 2 130; cev tomb 2; cev t 0 150; } | produce_batch "$CT"
+check_caught_up "hcdc_$SFX"
+check "a late update lands between its neighbours; re-sent events change nothing; a new life after the delete" \
+      "1:100-115:a 1:115-120:late 1:120-:a2:current 2:110-130:b 2:130-140:b:deleted 2:140-:b2:current" "$(hrows)"
+check "change events: nothing quarantined" 0 \
+      "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+                  ON p.id = q.pipeline_id WHERE p.name = 'hcdc_$SFX'")"
+
+# quarantine and replay: a version the target refuses is quarantined, the
+# rest applied; after the fix the replay folds it in where it belongs
+QT="hist_q_$SFX"
+"$HARNESS" topic-create "$QT" 1 >/dev/null 2>&1 || true
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.hq_$SFX (id bigint NOT NULL, ts timestamptz NOT NULL, a text, b text,
+                          _valid_from timestamptz NOT NULL, _valid_to timestamptz, _deleted boolean NOT NULL,
+                          _fields text[],
+                          _kafka_topic text, _kafka_partition int, _kafka_offset bigint,
+                          PRIMARY KEY (id, _valid_from), CONSTRAINT no_bad CHECK (a IS DISTINCT FROM 'bad'));
+SELECT kafka_sink.create_pipeline(name => 'hq_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$QT'], target => 'e2e.hq_$SFX', mode => 'history', order_column => 'ts',
+       key_format => 'string', starting_offsets => 'earliest');
+SQL
+qrows() { sql -c "SELECT string_agg(id || '@' || to_char(_valid_from AT TIME ZONE 'UTC', 'HH24') || ':' || coalesce(a, '~')
+                         || '/' || coalesce(b, '~'), ' ' ORDER BY id, _valid_from) FROM e2e.hq_$SFX"; }
+{
+    echo '1|{"id": 1, "ts": "2026-01-01T10:00:00Z", "a": "x", "b": "p"}'
+    echo '1|{"id": 1, "ts": "2026-01-01T12:00:00Z", "b": "q"}'
+    echo '1|{"id": 1, "ts": "2026-01-01T11:00:00Z", "a": "bad"}'
+    echo '2|{"id": 2, "ts": "2026-01-01T10:00:00Z", "a": "y"}'
+    echo '2|{"id": 2, "ts": "not a time"}'
+} | produce_batch "$QT"
+check_caught_up "hq_$SFX"
+check "a refused version is quarantined, the rest applied" "1@10:x/p 1@12:x/q 2@10:y/~" "$(qrows)"
+check "quarantined with their reasons" "2:constraint_violation 4:invalid_value" \
+      "$(sql -c "SELECT string_agg(q.message_offset || ':' || q.reason, ' ' ORDER BY q.message_offset)
+                   FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id
+                  WHERE p.name = 'hq_$SFX'")"
+check "message_fate: a message that wrote a version" "applied as a version" \
+      "$(sql -c "SELECT fate FROM kafka_sink.message_fate('hq_$SFX', '$QT', 0, 3)")"
+check "message_fate: a quarantined one" "quarantined" \
+      "$(sql -c "SELECT fate FROM kafka_sink.message_fate('hq_$SFX', '$QT', 0, 2)")"
+sql -c "ALTER TABLE e2e.hq_$SFX DROP CONSTRAINT no_bad" >/dev/null
+check "replay after the fix" "1/0" \
+      "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '/' || still_failing FROM kafka_sink.replay_quarantine('hq_$SFX', reason => 'constraint_violation')")"
+check "the replayed event lands between its neighbours, the later version folds it" \
+      "1@10:x/p 1@11:bad/p 1@12:bad/q 2@10:y/~" "$(qrows)"
+check "message_fate: the partial message whose version the replay changed" "applied as a version" \
+      "$(sql -c "SELECT fate FROM kafka_sink.message_fate('hq_$SFX', '$QT', 0, 1)")"
+echo '1|{"id": 1, "ts": "2026-01-01T10:00:00Z", "a": "x", "b": "p"}' | produce_batch "$QT"
+check_caught_up "hq_$SFX"
+check "a re-sent copy changes nothing" "1@10:x/p 1@11:bad/p 1@12:bad/q 2@10:y/~" "$(qrows)"
+check "message_fate: the re-sent copy" "folded into history" \
+      "$(sql -c "SELECT fate FROM kafka_sink.message_fate('hq_$SFX', '$QT', 0, 5)")"
+check "message_fates gives message_fate's answer for each message" \
+      "6 messages: applied as a version 3, folded into history 1, applied as a version 1 (replayed), quarantined 1" \
+      "$(sql -c "SELECT count(*) || ' messages: applied as a version ' || count(*) FILTER (WHERE f.fate = 'applied as a version' AND f.\"offset\" <> 2)
+                        || ', folded into history ' || count(*) FILTER (WHERE f.fate = 'folded into history')
+                        || ', applied as a version ' || count(*) FILTER (WHERE f.fate = 'applied as a version' AND f.\"offset\" = 2)
+                        || ' (replayed), quarantined ' || count(*) FILTER (WHERE f.fate = 'quarantined')
+                   FROM kafka_sink.message_fates('hq_$SFX') f")"
+for name in "hcdc_$SFX" "hq_$SFX"; do
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+done
+
+# create-time refusals: the table's shape, with their errcodes
+refusal() { # DESCRIPTION EXPECTED_SQLSTATE TABLE_DDL [OPTIONS]
+    local got
+    got="$(sql 2>&1 <<SQL || true
+SET ROLE ks_e2e;
+DROP TABLE IF EXISTS e2e.hbad_$SFX;
+$3;
+\set VERBOSITY verbose
+SELECT kafka_sink.create_pipeline(name => 'hbad_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['x'], target => 'e2e.hbad_$SFX', mode => 'history', start => false
+    ${4:-, order_column => 'ts'});
+SQL
+)"
+    check "refused: $1" "$2" "$(echo "$got" | grep -o 'ERROR:  [0-9A-Z]\{5\}' | head -1 | cut -c9-)"
+}
+refusal "no order column" 22023 \
+    "CREATE TABLE e2e.hbad_$SFX (id int, ts timestamptz, _valid_from timestamptz, _valid_to timestamptz, _deleted boolean, PRIMARY KEY (id, _valid_from))" \
+    ", key_columns => ARRAY['id']"
+refusal "no _valid_to" 42P16 \
+    "CREATE TABLE e2e.hbad_$SFX (id int, ts timestamptz, _valid_from timestamptz, _deleted boolean, PRIMARY KEY (id, _valid_from))"
+refusal "_valid_from of another type than the order column" 42P16 \
+    "CREATE TABLE e2e.hbad_$SFX (id int, ts timestamptz, _valid_from bigint, _valid_to timestamptz, _deleted boolean, PRIMARY KEY (id, _valid_from))"
+refusal "no _deleted" 42P16 \
+    "CREATE TABLE e2e.hbad_$SFX (id int, ts timestamptz, _valid_from timestamptz, _valid_to timestamptz, PRIMARY KEY (id, _valid_from))"
+refusal "no unique index on (key, _valid_from)" 42P16 \
+    "CREATE TABLE e2e.hbad_$SFX (id int, ts timestamptz, _valid_from timestamptz, _valid_to timestamptz, _deleted boolean)" \
+    ", order_column => 'ts', key_columns => ARRAY['id']"
+refusal "a primary key on the key alone" 42P16 \
+    "CREATE TABLE e2e.hbad_$SFX (id int PRIMARY KEY, ts timestamptz, _valid_from timestamptz, _valid_to timestamptz, _deleted boolean)"
+refusal "_is_current not boolean" 42P16 \
+    "CREATE TABLE e2e.hbad_$SFX (id int, ts timestamptz, _valid_from timestamptz, _valid_to timestamptz, _deleted boolean, _is_current int, PRIMARY KEY (id, _valid_from))"
+refusal "routing" 0A000 \
+    "CREATE TABLE e2e.hbad_$SFX (id int, ts timestamptz, _valid_from timestamptz, _valid_to timestamptz, _deleted boolean, PRIMARY KEY (id, _valid_from))" \
+    ", order_column => 'ts', targets => '{\"x\": \"e2e.hbad_$SFX\"}'"
+sql -c "DROP TABLE IF EXISTS e2e.hbad_$SFX" >/dev/null
+finish

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""history_model.py -- random events for test/e2e/history.sh and the history
+table they must give, computed independently of the extension from the rule
+of docs/history.md (written from the issue, not from the extension's SQL).
+
+    history_model.py gen SEED NOW_MS MESSAGES_FILE
+    history_model.py expect MESSAGES_FILE TIMESTAMPS_FILE VERSIONS_FILE PIT_FILE SEED
+
+gen writes "key<TAB>json" lines (a tombstone is "key<TAB>", sent with
+kcat -Z): upserts of keys 1..K with ts (epoch ms) around NOW_MS, partial
+messages (random subsets of a, b, c; explicit nulls), ties, late events,
+tombstones, and re-sent ranges (the same lines again, later offsets).
+
+expect reads the messages and the Kafka timestamps the broker gave them
+("offset<TAB>timestamp_ms" lines: a tombstone's order value), and writes
+
+    VERSIONS_FILE  the table, as COPY (SELECT id, epoch ms of _valid_from,
+                   of _valid_to, _deleted, _is_current, a, b, c, _fields
+                   ORDER BY id, _valid_from) TO STDOUT prints it;
+    PIT_FILE       lines "t<TAB>id<TAB>a<TAB>b<TAB>c": what each key held at
+                   chosen times t (point-in-time reads), deleted keys absent.
+
+The rule, per key, over the set of its events (arrival order only breaks
+ties: the later offset is the later message):
+  - an event at order value v is the version starting at v; it lasts until
+    the next version of the key starts (_valid_to), the last one is open
+    (_valid_to NULL, _is_current unless it is a delete);
+  - several events at one v: taken in offset order, a delete discards the
+    events at v before it; an upsert after a delete at v replaces it;
+  - a delete at v is a version of its own with _deleted, keeping the values
+    of the version it ends;
+  - a field absent from an upsert takes the value of the version before v
+    (null when that is a delete or there is none); among events at one v, a
+    later present field overwrites an earlier one;
+  - _fields: the fields the version's own events carried, in column order.
+Standard library only.
+"""
+import datetime
+import json
+import random
+import sys
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def iso(ms):
+    """epoch ms -> the ISO 8601 text the message carries"""
+    d = EPOCH + datetime.timedelta(milliseconds=ms)
+    return d.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (ms % 1000)
+
+
+def epoch_ms(text):
+    d = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    return (d - EPOCH) // datetime.timedelta(milliseconds=1)
+
+COLS = ["a", "b", "c"]
+
+
+def gen(seed, now_ms, path):
+    rnd = random.Random(seed)
+    nkeys = rnd.randint(3, 6)
+    lines = []
+    used_ts = []
+    for _ in range(rnd.randint(60, 110)):
+        k = rnd.randint(1, nkeys)
+        r = rnd.random()
+        if r < 0.12:
+            lines.append("%d\t" % k)           # tombstone: v = its Kafka timestamp
+            continue
+        if r < 0.25 and used_ts:
+            ts = rnd.choice(used_ts)          # a tie with an earlier event
+        else:
+            ts = now_ms + rnd.randint(-60000, 60000)
+            used_ts.append(ts)
+        msg = {"id": k, "ts": iso(ts)}
+        for c in COLS:
+            p = rnd.random()
+            if p < 0.35:
+                continue                      # absent
+            if p < 0.45:
+                msg[c] = None                 # explicit null
+            elif c == "c":
+                msg[c] = rnd.randint(0, 999)
+            else:
+                msg[c] = rnd.choice(["x", "y", "z", "w"]) + str(rnd.randint(0, 99))
+        lines.append("%d\t%s" % (k, json.dumps(msg)))
+    # re-sent ranges: a producer retrying, a connector replaying
+    for _ in range(rnd.randint(1, 3)):
+        i = rnd.randrange(len(lines))
+        j = min(len(lines), i + rnd.randint(1, 15))
+        lines.extend(lines[i:j])
+    with open(path, "w") as f:
+        for line in lines:
+            f.write(line + "\n")
+
+
+def versions_of(events):
+    """events: list of (v, offset, kind, fields) of one key -> versions."""
+    by_v = {}
+    for ev in sorted(events, key=lambda e: (e[0], e[1])):
+        by_v.setdefault(ev[0], []).append(ev)
+    out = []
+    prev = None                               # the previous version
+    for v in sorted(by_v):
+        evs = by_v[v]
+        # a delete discards what came before it at v; what comes after replaces it
+        last_del = max((i for i, e in enumerate(evs) if e[2] == "delete"), default=None)
+        if last_del is not None:
+            evs = evs[last_del:]
+            if len(evs) > 1:
+                evs = evs[1:]
+        if evs[0][2] == "delete":
+            vals = dict(prev["vals"]) if prev else {c: None for c in COLS}
+            ver = {"v": v, "deleted": True, "vals": vals, "fields": []}
+        else:
+            if prev is None or prev["deleted"]:
+                vals = {c: None for c in COLS}
+            else:
+                vals = dict(prev["vals"])
+            carried = set()
+            for e in evs:
+                for c, x in e[3].items():
+                    vals[c] = x
+                    carried.add(c)
+            # the order column is carried by every upsert
+            ver = {"v": v, "deleted": False, "vals": vals,
+                   "fields": ["ts"] + [c for c in COLS if c in carried]}
+        out.append(ver)
+        prev = ver
+    for i, ver in enumerate(out):
+        ver["to"] = out[i + 1]["v"] if i + 1 < len(out) else None
+        ver["current"] = ver["to"] is None and not ver["deleted"]
+    return out
+
+
+def fields_text(fields):
+    return "{" + ",".join(fields) + "}"
+
+
+def cell(x):
+    if x is None:
+        return "\\N"
+    if isinstance(x, bool):
+        return "t" if x else "f"
+    return str(x)
+
+
+def expect(msgs_path, ts_path, versions_path, pit_path, seed):
+    kafka_ts = {}
+    with open(ts_path) as f:
+        for line in f:
+            off, ts = line.rstrip("\n").split("\t")
+            kafka_ts[int(off)] = int(ts)
+    events = {}
+    with open(msgs_path) as f:
+        for off, line in enumerate(f):
+            key, _, value = line.rstrip("\n").partition("\t")
+            k = int(key)
+            if value == "":
+                events.setdefault(k, []).append((kafka_ts[off], off, "delete", {}))
+                continue
+            msg = json.loads(value)
+            fields = {c: msg[c] for c in COLS if c in msg}
+            events.setdefault(k, []).append((epoch_ms(msg["ts"]), off, "upsert", fields))
+    table = {k: versions_of(evs) for k, evs in events.items()}
+    with open(versions_path, "w") as f:
+        for k in sorted(table):
+            for ver in table[k]:
+                # _fields: the key is not a version's field
+                fl = ver["fields"]
+                f.write("\t".join([str(k), str(ver["v"]), cell(ver["to"]), cell(ver["deleted"]),
+                                   cell(ver["current"])] + [cell(ver["vals"][c]) for c in COLS]
+                                  + [fields_text(fl)]) + "\n")
+    # point-in-time: at each version start, just before it, and at random times
+    rnd = random.Random(seed)
+    times = set()
+    for vs in table.values():
+        for ver in vs:
+            times.add(ver["v"])
+            times.add(ver["v"] - 1)
+    lo = min(times)
+    hi = max(times)
+    for _ in range(20):
+        times.add(rnd.randint(lo - 10, hi + 10))
+    times = sorted(rnd.sample(sorted(times), min(40, len(times))))
+    with open(pit_path, "w") as f:
+        for t in times:
+            for k in sorted(table):
+                for ver in table[k]:
+                    if ver["v"] <= t and (ver["to"] is None or t < ver["to"]) and not ver["deleted"]:
+                        f.write("\t".join([str(t), str(k)] + [cell(ver["vals"][c]) for c in COLS]) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "gen":
+        gen(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    else:
+        expect(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]))
