@@ -163,12 +163,24 @@ typedef enum KsKeyFormat
 	KS_KEY_AVRO					/* the message key is Avro (Confluent wire format) */
 } KsKeyFormat;
 
+/*
+ * How a secret option is given (src/infra/secret_ref.c): the value itself,
+ * or a reference to where the server reads it at each client build.
+ */
+typedef enum KsSecretRef
+{
+	KS_REF_NONE = 0,			/* value is the secret */
+	KS_REF_ENV,					/* value names a variable of the server's environment */
+	KS_REF_FILE					/* value is the absolute path of a file holding it */
+} KsSecretRef;
+
 /* A Confluent-compatible schema registry (schema_registry.c) */
 typedef struct KsRegistryConf
 {
 	char	   *key;			/* the url option as written: the catalog's registry */
 	List	   *urls;			/* of char *, tried in turn */
 	char	   *userinfo;		/* basic.auth.user.info, a secret; NULL: none */
+	KsSecretRef userinfo_ref;	/* userinfo is a variable or a path */
 	char	   *ca_location;	/* ssl.ca.location, or NULL */
 	int			timeout_ms;
 	Oid			owner;			/* whose rights decide ssl.ca.location */
@@ -194,7 +206,8 @@ typedef enum KsOnTruncate
 typedef struct KsOption
 {
 	char	   *name;
-	char	   *value;
+	char	   *value;			/* the value, or the variable or path of ref */
+	KsSecretRef ref;
 } KsOption;
 
 struct KsFormat;
