@@ -153,6 +153,15 @@ kafka_sink--%--$(EXTVERSION).sql: $(SQL_UPDATES) $(SQL_PARTS) src/sql/assemble.s
 installcheck-temp:
 	$(pg_regress_installcheck) $(REGRESS_TEMP_OPTS) $(REGRESS_OPTS) $(REGRESS)
 
+# make dist: the PGXN archive, kafka_sink-<version>.zip, of the tracked
+# files as the working tree has them (git stash create: uncommitted changes
+# included, untracked files not); `pgxn install ./kafka_sink-0.3.0.zip`
+# builds and installs it (test/e2e/package.sh)
+.PHONY: dist
+dist:
+	ref=$$(git stash create 2>/dev/null); \
+	git archive --format=zip --prefix=$(EXTENSION)-$(EXTVERSION)/ -o $(EXTENSION)-$(EXTVERSION).zip $${ref:-HEAD}
+
 .PHONY: test demo bench
 test:
 	bash test/run_tests.sh
