@@ -16,6 +16,7 @@ OBJS = \
 	src/kafka/kafka_options.o \
 	src/kafka/hops.o \
 	src/infra/hosts.o \
+	src/infra/secret_ref.o \
 	src/catalog/role_guard.o \
 	src/decode/target.o \
 	src/decode/decode.o \
@@ -96,7 +97,7 @@ DATA = kafka_sink--0.1.0.sql kafka_sink--0.1.0--0.2.0.sql
 DATA_built = kafka_sink--$(EXTVERSION).sql $(UPDATE_SCRIPTS)
 PGFILEDESC = "kafka_sink - exactly-once Kafka sink"
 
-REGRESS = create validation kafka_options versions create_refusals internal_functions lineage batching_knobs dead_letter comments review_outbox_status review_unserved_database review_catalog_lock cdc_envelope routing cdc_typmods cdc_statements cdc_position headers
+REGRESS = create validation kafka_options secret_refs versions create_refusals internal_functions lineage batching_knobs dead_letter comments review_outbox_status review_unserved_database review_catalog_lock cdc_envelope routing cdc_typmods cdc_statements cdc_position headers
 REGRESS_OPTS = --dbname=kafka_sink_regress
 # make installcheck runs against a server that is up (test/run_tests.sh
 # regress starts one with the module preloaded); make installcheck-temp
@@ -153,6 +154,15 @@ kafka_sink--%--$(EXTVERSION).sql: $(SQL_UPDATES) $(SQL_PARTS) src/sql/assemble.s
 .PHONY: installcheck-temp
 installcheck-temp:
 	$(pg_regress_installcheck) $(REGRESS_TEMP_OPTS) $(REGRESS_OPTS) $(REGRESS)
+
+# make dist: the PGXN archive, kafka_sink-<version>.zip, of the tracked
+# files as the working tree has them (git stash create: uncommitted changes
+# included, untracked files not); `pgxn install ./kafka_sink-0.3.0.zip`
+# builds and installs it (test/e2e/package.sh)
+.PHONY: dist
+dist:
+	ref=$$(git stash create 2>/dev/null); \
+	git archive --format=zip --prefix=$(EXTENSION)-$(EXTVERSION)/ -o $(EXTENSION)-$(EXTVERSION).zip $${ref:-HEAD}
 
 .PHONY: test demo bench
 test:

@@ -72,7 +72,8 @@ die()  { printf '[harness] ERROR: %s\n' "$*" >&2; exit 1; }
 APT_PKGS=(build-essential pkg-config postgresql-15 postgresql-server-dev-15
           librdkafka-dev postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
           kcat python3 curl prometheus-postgres-exporter
-          libavro-dev libcurl4-openssl-dev python3-venv postgresql-15-partman)
+          libavro-dev libcurl4-openssl-dev python3-venv postgresql-15-partman
+          debhelper postgresql-server-dev-all pgxnclient)  # the last three: test/e2e/package.sh
 
 cmd_deps() {
     local missing=() p

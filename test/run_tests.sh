@@ -43,7 +43,7 @@
 #                                  (test/tools/librdkafka.sh), PostgreSQL 15
 #                                  again with KS_RDKAFKA_TESTS (default
 #                                  "regress tap e2e") and KS_RDKAFKA_SCRIPTS
-#                                  (default "broker_security"), with
+#                                  (default "broker_security secret_refs"), with
 #                                  kafka_sink.apply_strategy =
 #                                  KS_RDKAFKA_APPLY_STRATEGY (default sql:
 #                                  the MERGE for every target).
@@ -392,7 +392,7 @@ for v in "${rdk_matrix[@]}"; do
     build_install COPT=-Werror
     setup_step pg-start "$H" pg-start
     load_env
-    export KS_SCRIPTS="${KS_RDKAFKA_SCRIPTS:-broker_security}"
+    export KS_SCRIPTS="${KS_RDKAFKA_SCRIPTS:-broker_security secret_refs}"
     # this pass also keeps the MERGE covered on its own: every merge-mode
     # target through the SQL strategy (the default, auto, writes plain
     # tables through the heap strategy everywhere else)

@@ -25,6 +25,7 @@
 #include "catalog.h"
 #include "hops.h"
 #include "offsets.h"
+#include "secret_ref.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -187,7 +188,12 @@ load_text_list(const char *sql, int64 pipeline_id, MemoryContext mcxt)
 	return result;
 }
 
-/* A query's (name, value) rows, as a list of KsOption in mcxt. */
+/*
+ * A query's (name, value) rows, as a list of KsOption in mcxt.  A third
+ * column, when the query has one, is the text of a secret's reference
+ * (secret_ref.c) or NULL; a reference that does not parse is an ERROR
+ * naming the option.
+ */
 static List *
 load_option_list(const char *sql, int64 pipeline_id, MemoryContext mcxt)
 {
@@ -197,11 +203,14 @@ load_option_list(const char *sql, int64 pipeline_id, MemoryContext mcxt)
 	exec_id(sql, pipeline_id, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		KsOption   *o = MemoryContextAlloc(mcxt, sizeof(KsOption));
+		KsOption   *o = MemoryContextAllocZero(mcxt, sizeof(KsOption));
+		char	   *ref = SPI_tuptable->tupdesc->natts >= 3 ? getstr(i, 3, CurrentMemoryContext) : NULL;
 
 		o->name = getstr(i, 1, mcxt);
 		o->value = getstr(i, 2, mcxt);
 		old = MemoryContextSwitchTo(mcxt);
+		if (ref != NULL)
+			ks_secret_ref_parse_text(ref, "Kafka option", o->name, &o->ref, &o->value);
 		result = lappend(result, o);
 		MemoryContextSwitchTo(old);
 	}
@@ -267,7 +276,8 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_create_targets		36
 #define Anum_pipeline_evolve				37
 #define Anum_pipeline_unavailable_placeholder	38
-#define Natts_pipeline						38
+#define Anum_pipeline_registry_userinfo_ref	39
+#define Natts_pipeline						39
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -287,7 +297,9 @@ load_offset_spec(const char *column, const char *spec,
 	"   AND s.name = 'schema_registry.basic.auth.user.info')," \
 	" envelope, on_truncate," \
 	" target_template, create_targets::int::int8, evolve," \
-	" unavailable_value_placeholder" \
+	" unavailable_value_placeholder," \
+	" CASE WHEN jsonb_typeof(schema_registry->'basic.auth.user.info') = 'object'" \
+	"   THEN (schema_registry->'basic.auth.user.info')::text END" \
 	" FROM kafka_sink.pipeline_definitions WHERE id = $1"
 
 /*
@@ -300,6 +312,7 @@ load_formats(KsPipeline *p, MemoryContext mcxt)
 {
 	char	   *value_format = getstr(0, Anum_pipeline_value_format, mcxt);
 	char	   *url;
+	char	   *ref;
 
 	p->contract.value_format_name = value_format ? value_format : "json";
 	p->contract.value_schema = getstr(0, Anum_pipeline_value_schema, mcxt);
@@ -316,6 +329,14 @@ load_formats(KsPipeline *p, MemoryContext mcxt)
 		r->timeout_ms = (int) Min(Max(getint8(0, Anum_pipeline_registry_timeout_ms), 1), 3600000);
 		r->ca_location = getstr(0, Anum_pipeline_registry_ca_location, mcxt);
 		r->userinfo = getstr(0, Anum_pipeline_registry_userinfo, mcxt);
+		ref = getstr(0, Anum_pipeline_registry_userinfo_ref, mcxt);
+		if (ref != NULL)
+		{
+			old = MemoryContextSwitchTo(mcxt);
+			ks_secret_ref_parse_text(ref, "schema registry option", "basic.auth.user.info",
+									 &r->userinfo_ref, &r->userinfo);
+			MemoryContextSwitchTo(old);
+		}
 		r->owner = p->security.owner;
 		old = MemoryContextSwitchTo(mcxt);
 		for (tok = strtok_r(list, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
@@ -458,9 +479,12 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		MemoryContextSwitchTo(old);
 	}
 
-	p->security.options = load_option_list("SELECT key, value FROM kafka_sink.pipeline_definitions d, jsonb_each_text(d.kafka_options)"
+	/* a secret given by reference is in the definition, as its reference */
+	p->security.options = load_option_list("SELECT o.key, CASE WHEN jsonb_typeof(o.value) <> 'object' THEN o.value #>> '{}' END,"
+								  " CASE WHEN jsonb_typeof(o.value) = 'object' THEN o.value::text END"
+								  " FROM kafka_sink.pipeline_definitions d, jsonb_each(d.kafka_options) o"
 								  " WHERE d.id = $1"
-								  " UNION ALL SELECT name, value FROM kafka_sink.secrets WHERE pipeline_id = $1"
+								  " UNION ALL SELECT name, value, NULL FROM kafka_sink.secrets WHERE pipeline_id = $1"
 								  " AND name NOT LIKE 'schema\\_registry.%'",
 								  pipeline_id, mcxt);
 	load_offset_spec("starting_offsets", p->source.starting_offsets,
@@ -1220,8 +1244,8 @@ ks_catalog_outbox_pending(int limit, KsOutMsg **msgs, int64 **ids, MemoryContext
 		TupleDesc	d = SPI_tuptable->tupdesc;
 		bool		isnull;
 		char	   *s;
-		KsOption   *hops = MemoryContextAlloc(cxt, sizeof(KsOption));
-		KsOption   *h = MemoryContextAlloc(cxt, sizeof(KsOption));
+		KsOption   *hops = MemoryContextAllocZero(cxt, sizeof(KsOption));
+		KsOption   *h = MemoryContextAllocZero(cxt, sizeof(KsOption));
 		MemoryContext old;
 
 		(*ids)[i] = DatumGetInt64(SPI_getbinval(t, d, 1, &isnull));
@@ -1307,7 +1331,7 @@ ks_catalog_outbox_pending(int limit, KsOutMsg **msgs, int64 **ids, MemoryContext
 			for (int i = 0; i < n; i++)
 				if ((*ids)[i] == id)
 				{
-					KsOption   *h = MemoryContextAlloc(cxt, sizeof(KsOption));
+					KsOption   *h = MemoryContextAllocZero(cxt, sizeof(KsOption));
 					MemoryContext old;
 					char	   *v = SPI_getvalue(t, SPI_tuptable->tupdesc, 3);
 

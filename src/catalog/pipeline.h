@@ -19,6 +19,7 @@
 #define KS_PIPELINE_H
 
 #include "kafka_sink.h"
+#include "secret_ref.h"
 
 #include "nodes/pg_list.h"
 
@@ -44,6 +45,7 @@ typedef struct KsRegistryConf
 	char	   *key;			/* the url option as written: the catalog's registry */
 	List	   *urls;			/* of char *, tried in turn */
 	char	   *userinfo;		/* basic.auth.user.info, a secret; NULL: none */
+	KsSecretRef userinfo_ref;	/* userinfo is a variable or a path */
 	char	   *ca_location;	/* ssl.ca.location, or NULL */
 	int			timeout_ms;
 	Oid			owner;			/* whose rights decide ssl.ca.location */
@@ -66,13 +68,7 @@ typedef enum KsOnTruncate
 	KS_TRUNCATE_FAIL			/* the pipeline fails */
 } KsOnTruncate;
 
-/* a name and a value: librdkafka options, the targets map */
-typedef struct KsOption
-{
-	char	   *name;
-	char	   *value;
-} KsOption;
-
+/* KsOption (a name and a value: librdkafka options, the targets map) is in secret_ref.h */
 struct KsFormat;
 struct KsEnvelope;
 struct KsRouting;

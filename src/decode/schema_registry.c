@@ -39,6 +39,7 @@
 #include "avro_binary.h"
 #include "kafka_options.h"
 #include "hosts.h"
+#include "secret_ref.h"
 
 #include <curl/curl.h>
 
@@ -175,7 +176,8 @@ typedef enum FetchResult
 
 /* One GET of base/schemas/ids/{id}; *err says why when it is not OK. */
 static FetchResult
-fetch_one(KsRegistryConf *reg, const char *base, int32 id, char **type, char **text, char **err)
+fetch_one(KsRegistryConf *reg, const char *base, const char *userinfo, int32 id,
+		  char **type, char **text, char **err)
 {
 	CURL	   *h;
 	CURLcode	rc;
@@ -221,10 +223,10 @@ fetch_one(KsRegistryConf *reg, const char *base, int32 id, char **type, char **t
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "kafka_sink/" KS_VERSION);
-	if (reg->userinfo)
+	if (userinfo)
 	{
 		curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long) CURLAUTH_BASIC);
-		curl_easy_setopt(h, CURLOPT_USERPWD, reg->userinfo);
+		curl_easy_setopt(h, CURLOPT_USERPWD, userinfo);
 	}
 	if (reg->ca_location)
 		curl_easy_setopt(h, CURLOPT_CAINFO, reg->ca_location);
@@ -282,17 +284,43 @@ fetch_quiet(KsRegistryConf *reg, int32 id, char **type, char **text, char **why)
 	ListCell   *lc;
 	StringInfoData errs;
 	List	   *check = NIL;
+	KsOption   *auth = NULL;
+	char	   *userinfo = NULL;
 
 	/* the catalog is data: the rules again, where the options are used */
 	if (reg->ca_location)
 	{
-		KsOption   *o = palloc(sizeof(KsOption));
+		KsOption   *o = palloc0(sizeof(KsOption));
 
 		o->name = "ssl.ca.location";
 		o->value = reg->ca_location;
-		check = list_make1(o);
+		check = lappend(check, o);
+	}
+	if (reg->userinfo)
+	{
+		auth = palloc0(sizeof(KsOption));
+		auth->name = "basic.auth.user.info";
+		auth->value = reg->userinfo;
+		auth->ref = reg->userinfo_ref;
+		check = lappend(check, auth);
 	}
 	ks_registry_options_check(check, reg->owner);
+
+	/* a reference is read at each fetch: a rotated file is used from the next one */
+	if (auth)
+	{
+		userinfo = ks_option_value(auth, "schema registry option", reg->owner);
+		if (auth->ref != KS_REF_NONE && strchr(userinfo, ':') == NULL)
+		{
+			ks_secret_free(auth, userinfo);
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 auth->ref == KS_REF_ENV ?
+					 errmsg("environment variable \"%s\" of schema registry option \"%s\" is not user:password", auth->value, auth->name) :
+					 errmsg("file \"%s\" of schema registry option \"%s\" is not user:password", auth->value, auth->name),
+					 errhint("It holds user:password, on one line.")));
+		}
+	}
 	foreach(lc, reg->urls)
 		ks_hosts_check_url("schema registry option \"url\"", lfirst(lc));
 	if (!curl_ready)
@@ -308,15 +336,19 @@ fetch_quiet(KsRegistryConf *reg, int32 id, char **type, char **text, char **why)
 	foreach(lc, reg->urls)
 	{
 		char	   *err = NULL;
-		FetchResult r = fetch_one(reg, lfirst(lc), id, type, text, &err);
+		FetchResult r = fetch_one(reg, lfirst(lc), userinfo, id, type, text, &err);
 
 		if (r != FETCH_UNAVAILABLE)
+		{
+			ks_secret_free(auth, userinfo);
 			return r;
+		}
 		if (errs.len > 0)
 			appendStringInfoString(&errs, "; ");
 		appendStringInfoString(&errs, err);
 		CHECK_FOR_INTERRUPTS();
 	}
+	ks_secret_free(auth, userinfo);
 	*why = errs.data;
 	return FETCH_UNAVAILABLE;
 }

@@ -11,6 +11,7 @@
 #include "kafka_sink.h"
 #include "guc.h"
 #include "hosts.h"
+#include "secret_ref.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -197,6 +198,19 @@ ks_guc_init(void)
 							   PGC_SUSET,
 							   GUC_LIST_INPUT,
 							   ks_allowed_hosts_check, NULL, NULL);
+
+	/*
+	 * PGC_SIGHUP: the server's own setting, the one the worker resolving a
+	 * reference sees; a session cannot widen it (secret_ref.c).
+	 */
+	DefineCustomStringVariable("kafka_sink.secret_env_allowed",
+							   "Environment variables of the server that a pipeline's secret options may name ({\"env\": \"NAME\"}).",
+							   "A comma-separated list of variable names; empty allows none.",
+							   &ks_secret_env_allowed,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT | GUC_SUPERUSER_ONLY,
+							   ks_secret_env_allowed_check, NULL, NULL);
 
 	DefineCustomIntVariable("kafka_sink.outbox_retention",
 							"How long delivered outbox rows are kept.",

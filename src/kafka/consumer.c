@@ -23,6 +23,7 @@
 #include "pipeline.h"
 #include "kafka_options.h"
 #include "hosts.h"
+#include "secret_ref.h"
 #include "consumer.h"
 #include "producer.h"
 #include "jsontree.h"
@@ -145,6 +146,9 @@ ks_check_options(List *options)
 		KsOption   *o = lfirst(lc);
 		char		errstr[512];
 
+		/* a reference is read by the worker, when it builds its client */
+		if (o->ref != KS_REF_NONE)
+			continue;
 		if (rd_kafka_conf_set(conf, o->name, o->value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
 		{
 			rd_kafka_conf_destroy(conf);
@@ -248,6 +252,7 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	rd_kafka_conf_t *conf;
 	char		errstr[512];
 	char	   *group;
+	char	  **values;
 	ListCell   *lc;
 
 	/*
@@ -258,6 +263,7 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 	ks_options_check(p->security.options, p->security.owner, KS_USE_CONSUMER);
 	ks_hosts_check_brokers("bootstrap_servers", p->source.bootstrap_servers);
 
+	values = ks_option_values(p->security.options, "Kafka option", p->security.owner);
 	c = palloc0(sizeof(KsConsumer));
 	conf = rd_kafka_conf_new();
 	c->pipeline = p;
@@ -315,12 +321,15 @@ ks_consumer_create(KsPipeline *p, const char *group_suffix)
 		 * this consumer's own group: this client must not read that group's
 		 * offsets, nor look like one of its members.
 		 */
+		char	   *value = values[foreach_current_index(lc)];
+
 		if (strcmp(o->name, "group.id") == 0)
 		{
 			c->mirror_group = pstrdup(o->value);
 			continue;
 		}
-		ks_rd_conf_set(conf, o->name, o->value);
+		ks_rd_conf_set(conf, o->name, value);
+		ks_secret_free(o, value);
 	}
 
 	c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));

@@ -29,6 +29,7 @@
 #include "pipeline.h"
 #include "kafka_options.h"
 #include "hosts.h"
+#include "secret_ref.h"
 
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
@@ -314,30 +315,6 @@ ks_option_is_secret(const char *name)
 		strstr(lower, "token") != NULL;
 }
 
-/*
- * May the owner have the server read files on its behalf?  The same bar as
- * pg_read_file and COPY FROM a file.  Syscache lookups need a transaction;
- * a worker builds its client outside one.
- */
-static bool
-owner_reads_server_files(Oid owner)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	bool		started = false;
-	bool		result;
-
-	if (!IsTransactionState())
-	{
-		StartTransactionCommand();
-		started = true;
-	}
-	result = superuser_arg(owner) || has_privs_of_role(owner, ROLE_PG_READ_SERVER_FILES);
-	if (started)
-		CommitTransactionCommand();
-	MemoryContextSwitchTo(cxt);
-	return result;
-}
-
 static bool
 owner_is_superuser(Oid owner)
 {
@@ -445,6 +422,24 @@ check_mechanism(const char *name, const char *value, Oid owner)
 }
 
 /*
+ * A reference stands for secrets only: it keeps a value out of the
+ * statement, the log and the catalog, which matters for a secret alone,
+ * and on any other option it would read the server's environment or files
+ * into a setting the owner sees (an error, a view).
+ */
+static void
+check_reference(const char *what, const KsOption *o, bool secret, Oid owner)
+{
+	if (!secret)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s \"%s\" cannot be given by reference", what, o->name),
+				 errdetail("Only secret options (passwords, keys, client secrets) may be read from the server's environment or a file."),
+				 errhint("Give its value as a JSON string.")));
+	ks_secret_ref_check(what, o->name, o->ref, o->value, owner);
+}
+
+/*
  * Pass one: the names.  Every option is looked up before any value is
  * looked at, so that a refused name is the one reported, whatever the
  * order of the options.
@@ -487,7 +482,7 @@ check_name(KsOption *o, const KsOptDef *d, Oid owner, KsOptionUse use)
 			/* librdkafka's own search of the system's CA stores */
 			if (strcmp(o->name, "ssl.ca.location") == 0 && strcmp(o->value, "probe") == 0)
 				break;
-			if (!owner_reads_server_files(owner))
+			if (!ks_owner_reads_server_files(owner))
 				ereport(ERROR,
 						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 						 errmsg("Kafka option \"%s\" names a file on the database server", o->name),
@@ -498,6 +493,8 @@ check_name(KsOption *o, const KsOptDef *d, Oid owner, KsOptionUse use)
 		case OPT_SECRET:
 			break;
 	}
+	if (o->ref != KS_REF_NONE)
+		check_reference("Kafka option", o, d->kind == OPT_SECRET, owner);
 	if ((d->flags & use) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -535,6 +532,8 @@ ks_options_check(List *options, Oid owner, KsOptionUse use)
 		KsOption   *o = lfirst(lc);
 		const KsOptDef *d = find_option(o->name);
 
+		if (o->ref != KS_REF_NONE)
+			continue;			/* a secret: no value rules */
 		if ((d->flags & OPT_KRB_NAME) && !krb_name_ok(o->value))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -631,7 +630,12 @@ ks_registry_options_check(List *options, Oid owner)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("schema registry option \"%s\" has no value", o->name)));
-		if (d->kind == OPT_PATH && !owner_reads_server_files(owner))
+		if (o->ref != KS_REF_NONE)
+		{
+			check_reference("schema registry option", o, d->kind == OPT_SECRET, owner);
+			continue;			/* user:password is checked when it is read */
+		}
+		if (d->kind == OPT_PATH && !ks_owner_reads_server_files(owner))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("schema registry option \"%s\" names a file on the database server", o->name),

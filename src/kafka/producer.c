@@ -15,6 +15,7 @@
 #include "kafka_client.h"
 #include "kafka_options.h"
 #include "hosts.h"
+#include "secret_ref.h"
 #include "producer.h"
 
 #include "miscadmin.h"
@@ -201,11 +202,13 @@ ks_producer_create(const char *servers, List *options)
 	KsProducer *p;
 	rd_kafka_conf_t *conf;
 	char		errstr[512];
+	char	  **values;
 	ListCell   *lc;
 
 	/* the relay's options come from its own configuration */
 	ks_options_check(options, GetUserId(), KS_USE_PRODUCER);
 	ks_hosts_check_brokers("kafka_sink.outbox_bootstrap_servers", servers);
+	values = ks_option_values(options, "Kafka option", GetUserId());
 	p = palloc0(sizeof(KsProducer));
 	conf = rd_kafka_conf_new();
 	ks_rd_conf_set(conf, "bootstrap.servers", servers);
@@ -219,7 +222,8 @@ ks_producer_create(const char *servers, List *options)
 	{
 		KsOption   *o = lfirst(lc);
 
-		ks_rd_conf_set(conf, o->name, o->value);
+		ks_rd_conf_set(conf, o->name, values[foreach_current_index(lc)]);
+		ks_secret_free(o, values[foreach_current_index(lc)]);
 	}
 	rd_kafka_conf_set_log_cb(conf, ks_rd_log_cb);
 	rd_kafka_conf_set_error_cb(conf, ks_rd_error_cb);

@@ -690,7 +690,10 @@ $$;
 COMMENT ON FUNCTION kafka_sink._check_batch_function(regprocedure, regclass) IS
 'Internal: checks a function-mode pipeline''s batch function: a plain function of the user''s taking (bigint, rows[]), executable by the caller.';
 
--- Stores options: secrets go to kafka_sink.secrets, the rest is returned.
+-- Stores options: secret values go to kafka_sink.secrets, the rest is
+-- returned.  A secret given by reference ({"env": ...}, {"file": ...},
+-- checked by _check_kafka_options) is no secret itself: it stays in the
+-- definition, where the worker finds it.
 CREATE OR REPLACE FUNCTION kafka_sink._split_secrets(p_pipeline_id bigint, options jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -698,16 +701,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     k text;
-    v text;
+    v jsonb;
     plain jsonb := '{}';
 BEGIN
-    FOR k, v IN SELECT * FROM jsonb_each_text(options) LOOP
-        IF kafka_sink._is_secret_option(k) THEN
+    FOR k, v IN SELECT * FROM jsonb_each(options) LOOP
+        IF jsonb_typeof(v) = 'object' THEN
+            plain := plain || jsonb_build_object(k, v);
+        ELSIF kafka_sink._is_secret_option(k) THEN
             INSERT INTO kafka_sink.secrets AS s (pipeline_id, name, value)
-            VALUES (p_pipeline_id, k, v)
+            VALUES (p_pipeline_id, k, v #>> '{}')
             ON CONFLICT (pipeline_id, name) DO UPDATE SET value = excluded.value;
         ELSE
-            plain := plain || jsonb_build_object(k, v);
+            plain := plain || jsonb_build_object(k, v #>> '{}');
         END IF;
     END LOOP;
     RETURN plain;
@@ -716,7 +721,7 @@ $$;
 
 -- Creates the bronze table if absent (as the caller), or checks that an
 COMMENT ON FUNCTION kafka_sink._split_secrets(bigint, jsonb) IS
-'Internal: stores the secret kafka_options of a pipeline in kafka_sink.secrets and returns the others.';
+'Internal: stores the secret kafka_options of a pipeline in kafka_sink.secrets and returns the others (a secret given by reference among them: the reference is no secret).';
 
 -- existing one has the standard columns.  Returns it.
 CREATE OR REPLACE FUNCTION kafka_sink._bronze_table(name text)
@@ -977,17 +982,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     k text;
-    v text;
+    v jsonb;
     plain jsonb := '{}';
 BEGIN
     DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p_pipeline_id AND s.name LIKE 'schema\_registry.%';
     IF registry IS NOT NULL THEN
-        FOR k, v IN SELECT * FROM jsonb_each_text(jsonb_strip_nulls(registry)) LOOP
-            IF kafka_sink._is_secret_registry_option(k) THEN
-                INSERT INTO kafka_sink.secrets AS s (pipeline_id, name, value)
-                VALUES (p_pipeline_id, 'schema_registry.' || k, v);
-            ELSE
+        FOR k, v IN SELECT * FROM jsonb_each(jsonb_strip_nulls(registry)) LOOP
+            -- a secret by reference stays in the definition (as _split_secrets)
+            IF jsonb_typeof(v) = 'object' THEN
                 plain := plain || jsonb_build_object(k, v);
+            ELSIF kafka_sink._is_secret_registry_option(k) THEN
+                INSERT INTO kafka_sink.secrets AS s (pipeline_id, name, value)
+                VALUES (p_pipeline_id, 'schema_registry.' || k, v #>> '{}');
+            ELSE
+                plain := plain || jsonb_build_object(k, v #>> '{}');
             END IF;
         END LOOP;
     END IF;

@@ -64,8 +64,9 @@ BEGIN
     END IF;
     IF kafka_options IS NOT NULL THEN
         PERFORM kafka_sink._check_kafka_options(kafka_options);
-        -- a key with a JSON null value removes the option
-        FOR k IN SELECT key FROM jsonb_each(kafka_options) WHERE jsonb_typeof(value) = 'null' LOOP
+        -- a key with a JSON null value removes the option; a key given
+        -- anew replaces the old value, a literal or a reference, whichever it was
+        FOR k IN SELECT key FROM jsonb_each(kafka_options) LOOP
             DELETE FROM kafka_sink.secrets s WHERE s.pipeline_id = p.id AND s.name = k;
             p.kafka_options := p.kafka_options - k;
         END LOOP;

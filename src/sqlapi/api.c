@@ -33,6 +33,7 @@
 #include "shmem.h"
 #include "kafka_options.h"
 #include "hosts.h"
+#include "secret_ref.h"
 #include "catalog.h"
 #include "decode.h"
 #include "consumer.h"
@@ -65,7 +66,9 @@ PG_FUNCTION_INFO_V1(kafka_sink_librdkafka_features);
 
 /*
  * A jsonb object of scalars -> list of KsOption.  JSON nulls are skipped
- * (alter_pipeline uses them to remove an option).
+ * (alter_pipeline uses them to remove an option).  For kafka_options and
+ * schema_registry, an object given for a secret option is a reference
+ * (secret_ref.c); any other object is refused here.
  */
 static List *
 options_from_jsonb(Jsonb *jb, const char *what)
@@ -75,6 +78,8 @@ options_from_jsonb(Jsonb *jb, const char *what)
 	JsonbIteratorToken tok;
 	List	   *result = NIL;
 	char	   *key = NULL;
+	bool		kafka = strcmp(what, "kafka_options") == 0;
+	bool		registry = strcmp(what, "schema_registry") == 0;
 
 	if (!JB_ROOT_IS_OBJECT(jb))
 		ereport(ERROR,
@@ -94,8 +99,17 @@ options_from_jsonb(Jsonb *jb, const char *what)
 
 			if (v.type == jbvNull)
 				continue;
-			o = palloc(sizeof(KsOption));
+			o = palloc0(sizeof(KsOption));
 			o->name = key;
+			if (v.type == jbvBinary &&
+				(registry ? ks_registry_option_is_secret(key) : kafka && ks_option_is_secret(key)))
+			{
+				ks_secret_ref_parse(v.val.binary.data,
+									registry ? "schema registry option" : "Kafka option",
+									key, &o->ref, &o->value);
+				result = lappend(result, o);
+				continue;
+			}
 			switch (v.type)
 			{
 				case jbvString:
@@ -111,6 +125,8 @@ options_from_jsonb(Jsonb *jb, const char *what)
 					ereport(ERROR,
 							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							 errmsg("%s value for \"%s\" must be a string, number or boolean", what, key),
+							 kafka || registry ?
+							 errhint("Use a JSON string, number or boolean; only a secret option takes {\"env\": \"NAME\"} or {\"file\": \"/path\"}.") :
 							 errhint("Use a JSON string, number or boolean.")));
 			}
 			result = lappend(result, o);
@@ -176,7 +192,7 @@ with_hops_header(List *headers)
 	}
 	if (!ks_hops_in_batch())
 		return headers;
-	h = palloc(sizeof(KsOption));
+	h = palloc0(sizeof(KsOption));
 	h->name = pstrdup(KS_HOPS_HEADER);
 	h->value = psprintf("%d", ks_hops_next());
 	return lappend(headers, h);

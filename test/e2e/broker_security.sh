@@ -152,33 +152,11 @@ ssl.client.auth=none
 listener.name.mtls.ssl.client.auth=required
 listener.name.mtls.ssl.truststore.type=PEM
 listener.name.mtls.ssl.truststore.location=$SSLDIR/ca.pem
-log.dirs=$BDIR/data
 num.partitions=2
-auto.create.topics.enable=true
-offsets.topic.replication.factor=1
 offsets.topic.num.partitions=2
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
-num.network.threads=2
-num.io.threads=2
+$(own_broker_files "$BDIR")
 EOF
 [ "$SSL_OK" = 1 ] || sed -i '/^ssl\./d; /^listener\.name\.mtls\./d; s/,MTLS:SSL//' "$BDIR/server.properties"
-cat > "$BDIR/log4j2.properties" <<'EOF'
-status = warn
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = OUT
-logger.request.name = kafka.request.logger
-logger.request.level = WARN
-logger.state.name = state.change.logger
-logger.state.level = WARN
-EOF
 own_broker_start "$BDIR" \
     --add-scram "SCRAM-SHA-256=[name=alice,password=$PW_ALICE]" \
     --add-scram "SCRAM-SHA-512=[name=bob,password=$PW_BOB]" || exit 1

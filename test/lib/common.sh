@@ -13,7 +13,7 @@
 # high_watermarks); Confluent's clients (confluent_python, registry_start);
 # exit hooks (at_exit); clusters
 # of a script's own (own_cluster_start ...); processes of a script's own
-# (stop_process, own_broker_start); waiting (wait_for); ports (free_port);
+# (stop_process, own_broker_files, own_broker_start); waiting (wait_for); ports (free_port);
 # the apply strategy (set_apply_strategy, applied_rows, batches_and_quarantine,
 # checkpoint_covers_sql).
 set -euo pipefail
@@ -298,6 +298,37 @@ stop_process() {
         sleep 0.1
     done
     kill -KILL "$pid" 2>/dev/null || true
+}
+
+# own_broker_files DIR: the settings every own single-node broker shares
+# (printed, for the script's server.properties, whose listeners and
+# security are its own; data in DIR/data) and DIR/log4j2.properties
+own_broker_files() {
+    cat > "$1/log4j2.properties" <<'EOF'
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = WARN
+EOF
+    cat <<EOF
+log.dirs=$1/data
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+num.network.threads=2
+num.io.threads=2
+EOF
 }
 
 # own_broker_start DIR [STORAGE TOOL ARGS...]: a Kafka broker of the
