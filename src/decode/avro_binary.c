@@ -60,6 +60,7 @@
 #include "mb/pg_wchar.h"
 
 #include "avro_binary.h"
+#include "slot_text.h"
 
 #ifndef FRONTEND
 #include "catalog/pg_type.h"
@@ -1164,48 +1165,6 @@ append_double(StringInfo b, double v, bool single)
 	appendStringInfoString(b, buf);
 }
 
-/* A JSON string literal of valid UTF-8 text. */
-static void
-append_json_string(StringInfo b, const char *s, int64 n)
-{
-	appendStringInfoChar(b, '"');
-	for (int64 i = 0; i < n; i++)
-	{
-		unsigned char c = (unsigned char) s[i];
-
-		switch (c)
-		{
-			case '"':
-				appendStringInfoString(b, "\\\"");
-				break;
-			case '\\':
-				appendStringInfoString(b, "\\\\");
-				break;
-			case '\n':
-				appendStringInfoString(b, "\\n");
-				break;
-			case '\r':
-				appendStringInfoString(b, "\\r");
-				break;
-			case '\t':
-				appendStringInfoString(b, "\\t");
-				break;
-			case '\b':
-				appendStringInfoString(b, "\\b");
-				break;
-			case '\f':
-				appendStringInfoString(b, "\\f");
-				break;
-			default:
-				if (c < 0x20)
-					appendStringInfo(b, "\\u%04x", c);
-				else
-					appendStringInfoChar(b, (char) c);
-		}
-	}
-	appendStringInfoChar(b, '"');
-}
-
 /*
  * The text of a value that is neither a union, a record, a map nor an
  * array.  *is_string: a STRING (quoted in JSON), else a SCALAR token;
@@ -1436,20 +1395,6 @@ json_text(Dec *d, const AvNode *n, StringInfo b, int depth)
 				return true;
 			}
 	}
-}
-
-/* An element of a PostgreSQL array literal, double-quoted. */
-static void
-append_array_element(StringInfo b, const char *s, int len)
-{
-	appendStringInfoChar(b, '"');
-	for (int i = 0; i < len; i++)
-	{
-		if (s[i] == '"' || s[i] == '\\')
-			appendStringInfoChar(b, '\\');
-		appendStringInfoChar(b, s[i]);
-	}
-	appendStringInfoChar(b, '"');
 }
 
 /* An Avro array as a PostgreSQL array literal; nested arrays as dimensions. */

@@ -78,7 +78,8 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown value_format \"%s\" of pipeline \"%s\"", p->value_format_name, p->name)));
-	p->key_fmt = ks_format_find(p->key_format == KS_KEY_AVRO ? "avro" : "json");
+	p->key_fmt = ks_format_find(p->key_format == KS_KEY_AVRO ? "avro" :
+								p->key_format == KS_KEY_PROTOBUF ? "protobuf" : "json");
 	p->envelope = ks_envelope_find(p->envelope_name);
 	if (p->envelope == NULL)
 		ereport(ERROR,
@@ -128,6 +129,8 @@ ks_reason_name(KsReason r)
 			return "invalid_envelope";
 		case KS_DEAD_LETTER_LOOP:
 			return "dead_letter_loop";
+		case KS_INVALID_PROTOBUF:
+			return "invalid_protobuf";
 	}
 	return "unknown";
 }
@@ -485,7 +488,7 @@ ks_convert_field(KsTarget *t, KsRow *row, int c, KsSlotValue *f)
 	convert_value(t, row, c, f, 0);
 }
 
-/* key_format string, json or avro: the key columns come from the message key. */
+/* key_format string, json, avro or protobuf: the key columns come from the message key. */
 void
 ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row)
 {

@@ -61,6 +61,10 @@ extern KsReason ks_format_avro_decode(const KsFormatCall *call, const char *data
 extern KsReason ks_format_json_schema_decode(const KsFormatCall *call, const char *data, size_t len,
 											 KsSlotValue *out, char **detail);
 
+/* format_protobuf.c */
+extern KsReason ks_format_protobuf_decode(const KsFormatCall *call, const char *data, size_t len,
+										  KsSlotValue *out, char **detail);
+
 /* schema_registry.c */
 typedef struct KsSchemaEntry
 {
@@ -68,7 +72,8 @@ typedef struct KsSchemaEntry
 	char	   *type;			/* AVRO, JSON, PROTOBUF */
 	char	   *text;
 	struct KsAvroSchema *avro;	/* AVRO: compiled, else NULL */
-	char	   *invalid;		/* AVRO that does not compile: why */
+	struct KsPbSchema *proto;	/* PROTOBUF: compiled, else NULL */
+	char	   *invalid;		/* AVRO or PROTOBUF that does not compile: why */
 	bool		in_catalog;		/* known to be in kafka_sink.schemas */
 	TimestampTz stored_in_xact; /* fetched here: inserted in this transaction */
 } KsSchemaEntry;

@@ -31,6 +31,7 @@
 #include "catalog.h"
 #include "format.h"
 #include "avro_binary.h"
+#include "protobuf.h"
 #include "kafka_options.h"
 #include "hosts.h"
 
@@ -110,6 +111,15 @@ make_entry(int32 id, const char *type, const char *text)
 
 		e->avro = ks_avro_schema_parse(text, strlen(text), &err);
 		if (e->avro == NULL)
+			e->invalid = err;
+	}
+	else if (strcmp(type, "PROTOBUF") == 0)
+	{
+		char	   *err = NULL;
+		KsPbFile	f = {"schema.proto", text, strlen(text)};
+
+		e->proto = ks_pb_schema_parse(&f, 1, &err);
+		if (e->proto == NULL)
 			e->invalid = err;
 	}
 	MemoryContextSwitchTo(old);
@@ -448,7 +458,7 @@ side_is_framed(KsPipeline *p, bool is_key)
 
 	if (f == NULL)
 		return false;
-	if (strcmp(f->name, "json_schema") == 0)
+	if (strcmp(f->name, "json_schema") == 0 || strcmp(f->name, "protobuf") == 0)
 		return true;
 	return strcmp(f->name, "avro") == 0 && (is_key || p->value_schema == NULL);
 }

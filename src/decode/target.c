@@ -560,7 +560,7 @@ build_mappings(KsTarget *t, KsPipeline *p)
 	t->event_id_slot = p->event_id ? slot_for(&paths, p->event_id) : -1;
 	build_walk(&t->walk, paths);
 
-	if (p->key_format == KS_KEY_JSON || p->key_format == KS_KEY_AVRO)
+	if (p->key_format == KS_KEY_JSON || p->key_format == KS_KEY_AVRO || p->key_format == KS_KEY_PROTOBUF)
 	{
 		List	   *kpaths = NIL;
 

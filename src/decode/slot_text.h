@@ -1,0 +1,71 @@
+/*-------------------------------------------------------------------------
+ *
+ * slot_text.h
+ *		The texts the binary decoders (avro_binary.c, protobuf.c) write into
+ *		slots: a JSON string literal, an element of a PostgreSQL array
+ *		literal.  Inline: both are built without the backend for test/fuzz.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KS_SLOT_TEXT_H
+#define KS_SLOT_TEXT_H
+
+#include "lib/stringinfo.h"
+
+/* A JSON string literal of valid UTF-8 text. */
+static inline void
+append_json_string(StringInfo b, const char *s, int64 n)
+{
+	appendStringInfoChar(b, '"');
+	for (int64 i = 0; i < n; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		switch (c)
+		{
+			case '"':
+				appendStringInfoString(b, "\\\"");
+				break;
+			case '\\':
+				appendStringInfoString(b, "\\\\");
+				break;
+			case '\n':
+				appendStringInfoString(b, "\\n");
+				break;
+			case '\r':
+				appendStringInfoString(b, "\\r");
+				break;
+			case '\t':
+				appendStringInfoString(b, "\\t");
+				break;
+			case '\b':
+				appendStringInfoString(b, "\\b");
+				break;
+			case '\f':
+				appendStringInfoString(b, "\\f");
+				break;
+			default:
+				if (c < 0x20)
+					appendStringInfo(b, "\\u%04x", c);
+				else
+					appendStringInfoChar(b, (char) c);
+		}
+	}
+	appendStringInfoChar(b, '"');
+}
+
+/* An element of a PostgreSQL array literal, double-quoted. */
+static inline void
+append_array_element(StringInfo b, const char *s, int len)
+{
+	appendStringInfoChar(b, '"');
+	for (int i = 0; i < len; i++)
+	{
+		if (s[i] == '"' || s[i] == '\\')
+			appendStringInfoChar(b, '\\');
+		appendStringInfoChar(b, s[i]);
+	}
+	appendStringInfoChar(b, '"');
+}
+
+#endif							/* KS_SLOT_TEXT_H */
