@@ -609,6 +609,38 @@ ks_avro_schema_parse(const char *json, size_t len, char **errmsg)
 	return s;
 }
 
+KsAvroSchema *
+ks_avro_schema_parse_refs(const char *const *refs, int nrefs, const char *main, char **errmsg)
+{
+	StringInfoData b;
+	KsAvroSchema *s;
+
+	/*
+	 * A union of the references (named types, dependencies first) and the
+	 * schema: one parse defines every name before the schema uses it.
+	 */
+	initStringInfo(&b);
+	appendStringInfoChar(&b, '[');
+	for (int i = 0; i < nrefs; i++)
+	{
+		appendStringInfoString(&b, refs[i]);
+		appendStringInfoChar(&b, ',');
+	}
+	appendStringInfoString(&b, main);
+	appendStringInfoChar(&b, ']');
+	s = ks_avro_schema_parse(b.data, b.len, errmsg);
+	pfree(b.data);
+	if (s == NULL)
+		return NULL;
+	if (s->root->type != AV_UNION || s->root->n != nrefs + 1)
+	{
+		*errmsg = psprintf("a schema with references must not itself be a union");
+		return NULL;
+	}
+	s->root = s->root->children[nrefs];
+	return s;
+}
+
 bool
 ks_avro_schema_is_record(const KsAvroSchema *s)
 {

@@ -48,39 +48,47 @@ is_number_type(Oid typid)
 	}
 }
 
+/* per slot: 1 read by a column of a number type, 2 by another, 3 both */
 static void
-mark(bool *number, int nslots, int s, Oid typid)
+mark(char *readers, int nslots, int s, Oid typid)
 {
-	if (s >= 0 && s < nslots && is_number_type(typid))
-		number[s] = true;
+	if (s >= 0 && s < nslots)
+		readers[s] |= is_number_type(typid) ? 1 : 2;
 }
 
 /*
- * Per slot: a column of a number type reads it, so an enum there is
- * wanted as its number.  A few columns a message: cheaper than keeping it.
+ * Per slot: only columns of number types read it, so an enum there is
+ * wanted as its number (a slot that a text column reads too takes the
+ * name).  A few columns a message: cheaper than keeping it.
  */
 static bool *
 enum_number_slots(const KsFormatCall *call)
 {
 	KsTarget   *t = call->t;
 	int			nslots = call->walk->nslots;
+	char	   *readers = palloc0(Max(nslots, 1));
 	bool	   *number = palloc0(sizeof(bool) * Max(nslots, 1));
 
 	if (call->is_key)
 	{
 		for (int k = 0; k < t->nkeys && k < nslots; k++)
-			mark(number, nslots, k, t->columns[t->key_index[k]].typid);
-		return number;
+			mark(readers, nslots, k, t->columns[t->key_index[k]].typid);
 	}
-	for (int i = 0; i < t->ncolumns; i++)
+	else
 	{
-		Oid			typid = t->columns[i].typid;
+		for (int i = 0; i < t->ncolumns; i++)
+		{
+			Oid			typid = t->columns[i].typid;
 
-		mark(number, nslots, t->map[i], typid);
-		mark(number, nslots, t->alt[i], typid);
-		for (int v = 0; v < t->nversions; v++)
-			mark(number, nslots, t->vmap[v][i], typid);
+			mark(readers, nslots, t->map[i], typid);
+			mark(readers, nslots, t->alt[i], typid);
+			for (int v = 0; v < t->nversions; v++)
+				mark(readers, nslots, t->vmap[v][i], typid);
+		}
 	}
+	for (int s = 0; s < nslots; s++)
+		number[s] = readers[s] == 1;
+	pfree(readers);
 	return number;
 }
 
