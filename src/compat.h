@@ -2,7 +2,7 @@
  *
  * compat.h
  *		API differences across the supported PostgreSQL versions (15 to 18),
- *		in one place (included by kafka_sink.h; see docs/design-notes.md,
+ *		in one place (included by kafka_sink.h; see docs/design/catalog.md,
  *		"Version support").
  *
  * Every PG_VERSION_NUM test of the extension is here, as a wrapper that

@@ -11,7 +11,9 @@
 # (test/harness.sh; PostgreSQL 15 unless told otherwise), then runs the suites:
 #   regress  test/tools/check_sql_scripts.sh (the rule of src/sql/README.md),
 #            test/tools/check_layers.py (the stages of src/README.md, on the
-#            built objects), then make installcheck (pg_regress: sql/ + expected/)
+#            built objects), test/tools/check_doc_links.py (every relative
+#            link in the docs resolves, every test file is in test/README.md),
+#            then make installcheck (pg_regress: sql/ + expected/)
 #   tap      pg_prove over test/pgtap/*.sql, one suite per file
 #   e2e      every executable test/e2e/*.sh, one suite per script
 #   chaos    every executable test/chaos/*.sh, one suite per script
@@ -298,6 +300,14 @@ run_parts() {
             pass "layers"
         else
             fail "layers"
+        fi
+        # every relative link and anchor in the docs resolves, every design
+        # note is in the index and every test file in test/README.md
+        begin "regress: doc links"
+        if run_limited python3 test/tools/check_doc_links.py; then
+            pass "doc links"
+        else
+            fail "doc links"
         fi
         begin "regress: make installcheck"
         rm -f regression.diffs regression.out

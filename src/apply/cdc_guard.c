@@ -18,8 +18,8 @@
  *   recorded delete and the target's recorded truncate: else it is stale.
  *
  * Deleted keys are pruned after the pipeline's event_id_retention (the
- * truncate row, one per target, is kept).  See docs/design-notes.md,
- * "CDC: the Debezium envelope and its guards".
+ * truncate row, one per target, is kept).  See docs/design/cdc.md,
+ * "The guards".
  *
  * Owns: those rules.  Must not: decode (envelope_debezium.c) or choose
  * winners (reduce.c).

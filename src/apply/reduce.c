@@ -174,7 +174,7 @@ positioned(KsTarget *t, KsKeyHash *kh, KsRow *r)
 /*
  * Folds the rows that are OK into one row per key, in batch order, so
  * that the MERGE of a batch gives what applying its messages one at a time
- * gives, wherever the batch boundaries fall (docs/design-notes.md,
+ * gives, wherever the batch boundaries fall (docs/design/guarantee.md,
  * "Partial messages fold in order").  Applying one at a time, a message
  * applies iff its order value is >= the row's (NULL lowest); so within a
  * batch it can only apply if it is >= every earlier message of its key: a

@@ -20,7 +20,7 @@
  * Uuid; bytes as base64) become the text the column type's input function
  * takes, through decode.c's conversion.  With an embedded schema the
  * field's semantic name decides; without one, the target column's type
- * (docs/design-notes.md, "CDC: the Debezium envelope and its guards").
+ * (docs/design/cdc.md, "The envelope").
  *
  * Fields are read through KsCdcField (a kind, a text, the schema's
  * semantic name and scale), which is what an Avro-encoded change event
@@ -550,7 +550,7 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 		return;
 	}
 
-	/* no schema: the column's type decides (docs/design-notes.md) */
+	/* no schema: the column's type decides (docs/design/cdc.md) */
 	if (base == NUMERICOID && f->kind == KS_SLOT_STRING && !looks_numeric(f->text))
 	{
 		/* precise: base64 of the unscaled integer at the column's scale */

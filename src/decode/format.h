@@ -10,7 +10,7 @@
  * Decoding calls only ks_format_decode; everything after the slots (schema
  * versions, scales, the column types' input functions, required columns)
  * is shared by every format.  A new format (Protobuf, see
- * docs/design-notes.md) is a new file, format_<name>.c, with its decode
+ * docs/design/decoding.md) is a new file, format_<name>.c, with its decode
  * function declared below, and one line in the table of format.c.
  *
  *-------------------------------------------------------------------------

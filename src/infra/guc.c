@@ -184,7 +184,7 @@ ks_guc_init(void)
 	 * PGC_SUSET: only a superuser (or a role a superuser granted SET on it)
 	 * widens it, for a session, a role or a database, or the server.  "*"
 	 * by default: 0.1.0 pipelines keep connecting where they did
-	 * ("kafka_sink.allowed_hosts" in docs/design-notes.md).
+	 * ("kafka_sink.allowed_hosts" in docs/design/trust-boundary.md).
 	 */
 	DefineCustomStringVariable("kafka_sink.allowed_hosts",
 							   "Hosts a pipeline may make the server connect to: brokers, OAuth token endpoints, schema registries.",

@@ -19,7 +19,7 @@
  * CIDR range, each with an optional ":port" (IPv6 in brackets then:
  * "[fd00::/8]:9092").  Names are compared as written, never resolved: an
  * IP range matches IP literals only, and a name under an allowed suffix is
- * trusted to resolve where its DNS says (see docs/design-notes.md).
+ * trusted to resolve where its DNS says (see docs/design/trust-boundary.md).
  * Anything that does not parse as a plain host (user information, a
  * backslash, a percent sign, odd characters) is refused rather than
  * guessed at: a parser that disagrees with libcurl's is how allow-lists

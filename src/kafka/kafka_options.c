@@ -234,7 +234,7 @@ static const KsOptDef ks_options[] = {
 	 * ---- consumer: the group the checkpoints are mirrored to ----
 	 * Not the consumer's own group: the worker commits the offsets it has
 	 * checkpointed to it, after each batch, for Kafka's lag tools
-	 * (mirror.c, "Kafka's own lag tools" in docs/design-notes.md).
+	 * (mirror.c, "Kafka's own lag tools" in docs/design/kafka.md).
 	 */
 	{"group.id", OPT_PLAIN, OPT_C | OPT_GROUP_NAME, NULL},
 

@@ -8,7 +8,7 @@
 -- code allows catalog writes at that moment: the public API functions that
 -- write are C trampolines (kafka_sink_api_call) that allow them while they
 -- run their SQL body kafka_sink._api_<name>, and pipeline workers allow
--- them except while code of the user's runs.  See docs/design-notes.md,
+-- them except while code of the user's runs.  See docs/design/catalog.md,
 -- "The catalog is written only through the API".
 --
 -- To change an API function, change kafka_sink._api_<name> (50_api.sql,

@@ -1,6 +1,6 @@
 -- kafka_sink: the writer API besides create_pipeline and alter_pipeline
--- (51_, 52_).  The trust boundary (docs/design-notes.md, "The catalog is
--- written only through the API"): every public function that writes the
+-- (51_, 52_).  The trust boundary (docs/design/catalog.md, "The catalog
+-- is written only through the API"): every public function that writes the
 -- catalog is a C entry point, kafka_sink_api_call, that allows catalog
 -- writes while it runs its SQL body kafka_sink._api_<name> (same
 -- parameters).  The bodies run as the caller; only the extension owner may

@@ -1,7 +1,7 @@
 -- ---- lineage: batch ranges, lineage views, message fates, the apply statements ----
 --
 -- Lineage as relations a user can join, filter and point a BI tool at
--- (docs/design-notes.md, "Lineage as relations").  Nothing here writes the
+-- (docs/design/observability.md, "Lineage as relations").  Nothing here writes the
 -- catalog: the views read it under its row level security, and
 -- create_lineage_view creates a view in the target's schema as its caller.
 
@@ -398,7 +398,7 @@ COMMENT ON FUNCTION kafka_sink.pipeline_statements(text) IS
 -- _message_target), its key (Avro through the stored schemas only,
 -- _avro_key), and for envelope debezium the event's op and source
 -- position, judged against the row's position and kafka_sink.cdc_deletions
--- (docs/design-notes.md, "CDC: message fates of change events").
+-- (docs/design/cdc.md, "Message fates of change events").
 
 CREATE OR REPLACE FUNCTION kafka_sink._message_target(pipeline_id bigint, topic text, value bytea)
 RETURNS text

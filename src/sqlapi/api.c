@@ -17,7 +17,7 @@
  * caller is a member of the owner (ks_may_see_owner, or the catalog's row
  * level security when it reads the catalog).  The helpers are in
  * sqlcall.c; each function's header comment says what it checks, and
- * docs/design-notes.md ("Internal SQL-callable functions") lists them.
+ * docs/design/catalog.md ("Internal SQL-callable functions") lists them.
  *
  * Owns: the C bodies of the SQL-callable functions that need librdkafka
  * or shared memory.  Must not: hold SQL text against the catalog

@@ -389,6 +389,15 @@ for ev in "${events[@]}"; do
             else
                 fail "the worker(s) started during the broker outage catch up with new messages within 60 s (workers $pids0 -> $(worker_pids "$P"), chunks delivered $c0 -> $(producer_count))"
                 chaos_ok=0
+                # the evidence: what the worker shows, its recent errors, the
+                # offsets against the log's end, and its lines in the log
+                log "status: $(qr 10 "SELECT state || ' | ' || coalesce(worker_detail, '') || ' | behind ' || max_offsets_behind || ' | last commit ' || coalesce(last_commit_at::text, '-') FROM kafka_sink.status WHERE name = '$P'" || echo '?')"
+                qr 10 "SELECT occurred_at || ' ' || kind || ' ' || message FROM kafka_sink.errors WHERE pipeline_id = $PIPELINE_ID ORDER BY id DESC LIMIT 5" || true
+                harness topic-offsets "$TOPIC" 2>&1 | head -n 20 || true
+                qr 10 "SELECT partition || ': ' || next_offset FROM kafka_sink.offsets WHERE pipeline_id = $PIPELINE_ID ORDER BY 1" 2>&1 | head -n 20 || true
+                for wp in $pids0 $(worker_pids "$P"); do
+                    pg_log_since_start | grep -F "[$wp]" | tail -n 25 || true
+                done
             fi
             old=0                  # the next event uses the running worker
             ;;

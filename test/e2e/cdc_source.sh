@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# cdc_source: the CDC source of the issue-16 tests works (groundwork only).
-# This does NOT test kafka_sink: the Debezium envelope is not decoded yet
-# (the next session builds it on the restructured architecture).  It checks
-# that what the coming end-to-end test will feed kafka_sink is what we think
-# it is, so a failure there points at the sink, not at the source:
+# cdc_source: the CDC source of the CDC tests works.  This does NOT test
+# kafka_sink (cdc_replica.sh does); it checks that what the end-to-end test
+# feeds kafka_sink is what we think it is, so a failure there points at the
+# sink, not at the source:
 #  - test/tools/debezium_source.sh starts a PostgreSQL source of its own
 #    (wal_level = logical, no kafka_sink) and Kafka Connect standalone with
 #    the Debezium PostgreSQL connector (pgoutput) against it;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/e2e/determinism.sh — a merge pipeline's result does not depend on
-# where batch boundaries fall (docs/design-notes.md, "Partial messages fold
-# in order").  For a few random seeds, determinism_model.py generates a
+# where batch boundaries fall (docs/design/guarantee.md, "Partial messages
+# fold in order").  For a few random seeds, determinism_model.py generates a
 # message sequence (keys, partial messages with random subsets of optional
 # fields, explicit nulls, order values with ties and stale ones, absent and
 # null order values, tombstones) and computes, one message at a time and

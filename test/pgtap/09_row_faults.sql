@@ -7,7 +7,7 @@
 -- without its schema (the worker pins search_path), a revoked INSERT and a
 -- trigger function lacking a privilege are the system's.  Replay applies
 -- what a dropped trigger rejected.  See "Whose fault is an error" in
--- docs/design-notes.md.
+-- docs/design/decoding.md.
 \ir common.psql
 SELECT plan(26);
 
