@@ -9,9 +9,9 @@
  * pipeline's value_format or key_format says) and a decode function.
  * Decoding calls only ks_format_decode; everything after the slots (schema
  * versions, scales, the column types' input functions, required columns)
- * is shared by every format.  A new format (Protobuf, see
- * docs/design/decoding.md) is a new file, format_<name>.c, with its decode
- * function declared below, and one line in the table of format.c.
+ * is shared by every format.  A new format is a new file,
+ * format_<name>.c (as format_protobuf.c), with its decode function
+ * declared below, and one line in the table of format.c.
  *
  *-------------------------------------------------------------------------
  */

@@ -21,6 +21,11 @@
  * a schema) raises ERRCODE_CONNECTION_FAILURE: the worker retries the
  * batch after a pause, and nothing is quarantined or lost.
  *
+ * References (a schema's "references": name, subject, version) are
+ * followed when the schema is fetched (walk_refs), bounded, and kept with
+ * it as one bundle (type "<type>+refs"); a cycle or a missing reference is
+ * the schema's error, compiled into an entry that is invalid.
+ *
  * The registry password (basic.auth.user.info) is handed to libcurl
  * apart from the URL and appears in no message: URLs carrying user
  * information are refused where the options are checked.
