@@ -14,9 +14,11 @@
 #  - bad frames quarantined as not_wire_format, unknown_schema_id and
 #    invalid_protobuf (wrong wire type, bad message index, bad UTF-8, cut
 #    off), the unknown id replayed once it is registered;
-#  - references for Avro (a named type from another subject) and a cycle of
-#    references (Protobuf imports, Avro): quarantined with the cycle named,
-#    no hang, no crash.
+#  - references for Avro (a named type from another subject) and JSON Schema
+#    ($ref to another subject, kept with the schema); a cycle, a dangling
+#    reference and a chain deeper than 16: quarantined with the cause named,
+#    no hang, no crash;
+#  - Protobuf keys feed the key column.
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
 PY_HOME="${KS_AVRO_VENV:-$KS_RUN/venv}"
@@ -58,9 +60,11 @@ CREATE TABLE $S.orders (order_id bigint PRIMARY KEY, customer text, status text,
     units bigint, note text, email text, phone text, priority int);
 CREATE TABLE $S.refs (id bigint PRIMARY KEY, city text);
 CREATE TABLE $S.nums (order_id bigint PRIMARY KEY, status int);
+CREATE TABLE $S.keyed (order_id bigint PRIMARY KEY, customer text);
+CREATE TABLE $S.js (id bigint PRIMARY KEY, city text);
 SQL
-T="e2e_pb_$SFX"; T_REF="e2e_pb_refs_$SFX"
-for t in "$T" "$T_REF"; do "$HARNESS" topic-create "$t" 1 >/dev/null 2>&1; done
+T="e2e_pb_$SFX"; T_REF="e2e_pb_refs_$SFX"; T_KEY="e2e_pb_keys_$SFX"; T_JS="e2e_pb_js_$SFX"
+for t in "$T" "$T_REF" "$T_KEY" "$T_JS"; do "$HARNESS" topic-create "$t" 1 >/dev/null 2>&1; done
 rows() { sql -c "SELECT count(*) FROM $S.$1"; }
 quarantined() { sql -c "SELECT coalesce(string_agg(reason, ',' ORDER BY message_offset), '') FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id WHERE p.name = '$1' AND q.replayed_at IS NULL"; }
 
@@ -162,7 +166,41 @@ check "a cycle of references and a dangling one are quarantined, named" "true|tr
       "$(sql -c "SELECT bool_or(detail LIKE '%cycle%')::text || '|' || bool_or(detail LIKE '%e2e-nowhere%') FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id WHERE p.name = 'pb_refs_$SFX'")"
 check "the reference pipeline keeps running" running "$(sql -c "SELECT state FROM kafka_sink.pipelines WHERE name = 'pb_refs_$SFX'")"
 
-for n in pb pb_num pb_refs; do
+# ---- references: a chain deeper than the bound ----
+for i in $(seq 17 -1 0); do
+    register "e2e-deep-$i" "{\"schemaType\": \"PROTOBUF\", \"schema\": \"syntax = \\\"proto3\\\"; import \\\"d$((i + 1)).proto\\\"; message D$i { int64 id = 1; }\", \"references\": [{\"name\": \"d$((i + 1)).proto\", \"subject\": \"e2e-deep-$((i + 1))\", \"version\": 1}]}" > "$REGDIR/deep.id"
+done
+$PRODUCE raw "$KS_BOOTSTRAP" "$T_REF" "00$(hexid "$(cat "$REGDIR/deep.id")")000801"
+poll "SELECT count(*) = 1 FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id WHERE p.name = 'pb_refs_$SFX' AND detail LIKE '%more than 16 deep%'" 60 || true
+check "references nested deeper than 16 are quarantined with the bound" 1 \
+      "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id WHERE p.name = 'pb_refs_$SFX' AND detail LIKE '%more than 16 deep%'")"
+
+# ---- JSON Schema with a reference ($ref to another subject) ----
+register e2e-js-addr '{"schemaType": "JSON", "schema": "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}"}' >/dev/null
+js_id="$(register e2e-js '{"schemaType": "JSON", "schema": "{\"type\": \"object\", \"properties\": {\"id\": {\"type\": \"integer\"}, \"addr\": {\"$ref\": \"addr.json\"}}}", "references": [{"name": "addr.json", "subject": "e2e-js-addr", "version": 1}]}')"
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.create_pipeline(name => 'pb_js_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+          subscribe => ARRAY['$T_JS'], target => '$S.js', starting_offsets => 'earliest', trigger_interval => '50 ms',
+          value_format => 'json_schema', schema_registry => $REGJSON, columns => '{\"city\": \"addr.city\"}')" >/dev/null
+$PRODUCE raw "$KS_BOOTSTRAP" "$T_JS" "00$(hexid "$js_id")$(printf '{"id": 5, "addr": {"city": "Bergen"}}' | od -An -tx1 | tr -d ' \n')"
+poll "SELECT count(*) = 1 FROM $S.js" 60 || true
+check "a JSON Schema with a reference: resolved, kept with it, its messages land" "5|Bergen|JSON+refs" \
+      "$(sql -c "SELECT id || '|' || city FROM $S.js")|$(sql -c "SELECT schema_type FROM kafka_sink.schemas WHERE registry = '$REG' AND id = $js_id")"
+
+# ---- Protobuf keys ----
+key_id="$(register e2e-key '{"schemaType": "PROTOBUF", "schema": "syntax = \"proto3\"; message K { int64 order_id = 1; }"}')"
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.create_pipeline(name => 'pb_key_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+          subscribe => ARRAY['$T_KEY'], target => '$S.keyed', starting_offsets => 'earliest', trigger_interval => '50 ms',
+          key_columns => ARRAY['order_id'], key_format => 'protobuf', value_format => 'protobuf', schema_registry => $REGJSON)" >/dev/null
+# key order_id 42; the value (schema v1) says customer "key" and order_id 7, which the key overrides
+$PY -c "
+from confluent_kafka import Producer
+p = Producer({'bootstrap.servers': '$KS_BOOTSTRAP'})
+p.produce('$T_KEY', key=bytes.fromhex('00$(hexid "$key_id")00082a'), value=bytes.fromhex('00$(hexid $V1_ID)00080712036b6579'))
+p.flush(30)"
+poll "SELECT count(*) = 1 FROM $S.keyed" 60 || true
+check "a Protobuf key feeds the key column" "42|key" "$(sql -c "SELECT order_id || '|' || customer FROM $S.keyed")"
+
+for n in pb pb_num pb_refs pb_js pb_key; do
     sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.drop_pipeline('${n}_$SFX')" >/dev/null
 done
 finish
