@@ -1838,11 +1838,7 @@ ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths, const bool *pg_a
 	int			nactive = 0;
 
 	*detail = NULL;
-	for (int i = 0; i < paths->nslots; i++)
-	{
-		out[i].kind = KS_SLOT_ABSENT;
-		out[i].text = NULL;
-	}
+	slots_absent(out, paths->nslots, false);
 	memset(&d, 0, sizeof(d));
 	d.p = (const unsigned char *) data;
 	d.end = d.p + len;
@@ -1880,13 +1876,7 @@ ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths, const bool *pg_a
 		ok = fail(&d, "%lld bytes are left over after the value", (long long) (d.end - d.p));
 	if (!ok)
 	{
-		for (int i = 0; i < paths->nslots; i++)
-		{
-			if (out[i].text)
-				pfree(out[i].text);
-			out[i].kind = KS_SLOT_ABSENT;
-			out[i].text = NULL;
-		}
+		slots_absent(out, paths->nslots, true);
 		*detail = d.err;
 		return KS_AVRO_INVALID;
 	}

@@ -1287,11 +1287,7 @@ ks_pb_decode(const KsPbSchema *s, const KsWalkPaths *paths, const bool *pg_array
 	bool		ok = true;
 
 	*detail = NULL;
-	for (int i = 0; i < paths->nslots; i++)
-	{
-		out[i].kind = KS_SLOT_ABSENT;
-		out[i].text = NULL;
-	}
+	slots_absent(out, paths->nslots, false);
 	memset(&d, 0, sizeof(d));
 	d.paths = paths;
 	d.pg_array = pg_array;
@@ -1307,13 +1303,7 @@ ks_pb_decode(const KsPbSchema *s, const KsWalkPaths *paths, const bool *pg_array
 				ok = walk_path(&d, root, i);
 	if (!ok)
 	{
-		for (int i = 0; i < paths->nslots; i++)
-		{
-			if (out[i].text)
-				pfree(out[i].text);
-			out[i].kind = KS_SLOT_ABSENT;
-			out[i].text = NULL;
-		}
+		slots_absent(out, paths->nslots, true);
 		*detail = d.err;
 		return false;
 	}

@@ -3,7 +3,7 @@
  * slot_text.h
  *		The texts the binary decoders (avro_binary.c, protobuf.c) write into
  *		slots: a JSON string literal, an element of a PostgreSQL array
- *		literal.  Inline: both are built without the backend for test/fuzz.
+ *		literal; slots made ABSENT.  Inline: both are built without the backend for test/fuzz.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,6 +11,7 @@
 #define KS_SLOT_TEXT_H
 
 #include "lib/stringinfo.h"
+#include "jsonwalk.h"
 
 /* A JSON string literal of valid UTF-8 text. */
 static inline void
@@ -66,6 +67,19 @@ append_array_element(StringInfo b, const char *s, int len)
 		appendStringInfoChar(b, s[i]);
 	}
 	appendStringInfoChar(b, '"');
+}
+
+/* Every slot ABSENT; free_text: the texts written so far freed first. */
+static inline void
+slots_absent(KsSlotValue *out, int n, bool free_text)
+{
+	for (int i = 0; i < n; i++)
+	{
+		if (free_text && out[i].text)
+			pfree(out[i].text);
+		out[i].kind = KS_SLOT_ABSENT;
+		out[i].text = NULL;
+	}
 }
 
 #endif							/* KS_SLOT_TEXT_H */
