@@ -901,17 +901,6 @@ skip(Dec *d, const AvNode *n, int depth)
 
 /* ---- texts ---- */
 
-/* A StringInfo that starts small: most values are a few bytes. */
-static void
-init_small(StringInfo b)
-{
-	b->data = palloc(32);
-	b->maxlen = 32;
-	b->len = 0;
-	b->cursor = 0;
-	b->data[0] = '\0';
-}
-
 /* Appends v in decimal, zero-padded to width digits. */
 static void
 append_int(StringInfo b, int64 v, int width)

@@ -456,7 +456,13 @@ finish(Dec *d, Node *node, int depth)
 
 	if (node->n == 0)
 		return true;
-	qsort(node->items, node->n, sizeof(Item), item_cmp);
+	/* on the wire in field order, as writers do: no sort needed */
+	for (int i = 1; i < node->n; i++)
+		if (node->items[i].field < node->items[i - 1].field)
+		{
+			qsort(node->items, node->n, sizeof(Item), item_cmp);
+			break;
+		}
 
 	if (m->noneofs > 0)
 	{
@@ -1063,7 +1069,7 @@ capture(Dec *d, const PbField *f, const Item *it, int n, int s, int depth)
 
 	if (it == NULL && f->presence)
 		return true;			/* ABSENT */
-	initStringInfo(&b);
+	init_small(&b);
 	if (f->repeated && !f->map && d->pg_array && d->pg_array[s])
 	{
 		appendStringInfoChar(&b, '{');
@@ -1076,7 +1082,7 @@ capture(Dec *d, const PbField *f, const Item *it, int n, int s, int depth)
 				appendStringInfoChar(&b, ',');
 			if (!spend(d, 1))
 				return false;
-			initStringInfo(&e);
+			init_small(&e);
 			if (f->type == PB_MESSAGE)
 			{
 				if (!message_slot(d, f->msg, it[k].sub, &e, &ek, depth + 1))
@@ -1119,7 +1125,7 @@ map_entry(Dec *d, const PbField *f, const Item *it, int n, const char *seg)
 	const Node *found = NULL;
 	StringInfoData kb;
 
-	initStringInfo(&kb);
+	init_small(&kb);
 	for (int k = 0; k < n; k++)
 	{
 		int			nk;
@@ -1206,6 +1212,19 @@ walk_path(Dec *d, const Node *node, int s)
 		node = it[n - 1].sub;
 	}
 	return true;
+}
+
+/* Frees a decoded tree (its values point into the message: not those) */
+static void
+free_node(Node *node)
+{
+	if (node == NULL)
+		return;
+	for (int i = 0; i < node->n; i++)
+		free_node(node->items[i].sub);
+	if (node->items)
+		pfree(node->items);
+	pfree(node);
 }
 
 /* The message-index list: the message type the payload is written with */
@@ -1298,9 +1317,12 @@ ks_pb_decode(const KsPbSchema *s, const KsWalkPaths *paths, const bool *pg_array
 	else if ((root = read_root(&d, s, data, len)) == NULL)
 		ok = false;
 	else
+	{
 		for (int i = 0; i < paths->nslots && ok; i++)
 			if (paths->paths[i].nsegs >= 1)
 				ok = walk_path(&d, root, i);
+		free_node(root);
+	}
 	if (!ok)
 	{
 		slots_absent(out, paths->nslots, true);
@@ -1329,7 +1351,9 @@ ks_pb_to_json(const KsPbSchema *s, const char *data, size_t len, char **detail)
 	{
 		*detail = d.err;
 		pfree(b.data);
+		free_node(root);
 		return NULL;
 	}
+	free_node(root);
 	return b.data;
 }

@@ -69,6 +69,17 @@ append_array_element(StringInfo b, const char *s, int len)
 	appendStringInfoChar(b, '"');
 }
 
+/* A StringInfo that starts small: most values are a few bytes. */
+static inline void
+init_small(StringInfo b)
+{
+	b->data = palloc(32);
+	b->maxlen = 32;
+	b->len = 0;
+	b->cursor = 0;
+	b->data[0] = '\0';
+}
+
 /* Every slot ABSENT; free_text: the texts written so far freed first. */
 static inline void
 slots_absent(KsSlotValue *out, int n, bool free_text)
