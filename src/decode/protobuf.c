@@ -581,6 +581,24 @@ int_value(PbType t, uint64 v)
 	}
 }
 
+/* v >= 0 in decimal, zero-padded to width digits */
+static void
+append_digits(StringInfo b, int64 v, int width)
+{
+	char		buf[24];
+	int			n = 0;
+
+	do
+	{
+		buf[n++] = (char) ('0' + v % 10);
+		v /= 10;
+	} while (v > 0 || n < width);
+	enlargeStringInfo(b, n);
+	while (n > 0)
+		b->data[b->len++] = buf[--n];
+	b->data[b->len] = '\0';
+}
+
 static void
 append_double(StringInfo b, double x, bool single, bool quoted)
 {
@@ -718,7 +736,22 @@ scalar_text(Dec *d, const PbField *f, const Item *it, StringInfo b, bool json,
 				break;
 			}
 		default:
-			appendStringInfo(b, INT64_FORMAT, int_value(f->type, v));
+			{
+				int64		x = int_value(f->type, v);
+
+				if (x < 0)
+				{
+					appendStringInfoChar(b, '-');
+					/* INT64_MIN has no positive twin */
+					if (x == PG_INT64_MIN)
+					{
+						appendStringInfoString(b, "9223372036854775808");
+						break;
+					}
+					x = -x;
+				}
+				append_digits(b, x, 1);
+			}
 	}
 	(void) d;
 }
@@ -750,12 +783,13 @@ append_nanos(StringInfo b, int32 nanos)
 {
 	if (nanos == 0)
 		return;
+	appendStringInfoChar(b, '.');
 	if (nanos % 1000000 == 0)
-		appendStringInfo(b, ".%03d", nanos / 1000000);
+		append_digits(b, nanos / 1000000, 3);
 	else if (nanos % 1000 == 0)
-		appendStringInfo(b, ".%06d", nanos / 1000);
+		append_digits(b, nanos / 1000, 6);
 	else
-		appendStringInfo(b, ".%09d", nanos);
+		append_digits(b, nanos, 9);
 }
 
 /* seconds and nanos of a Timestamp or Duration node */
@@ -802,8 +836,17 @@ timestamp_text(Dec *d, const Node *node, StringInfo b, bool json)
 	civil(days, &y, &mo, &dd);
 	if (json)
 		appendStringInfoChar(b, '"');
-	appendStringInfo(b, "%04d-%02d-%02dT%02d:%02d:%02d", (int) y, mo, dd,
-					 (int) (rem / 3600), (int) (rem / 60 % 60), (int) (rem % 60));
+	append_digits(b, y, 4);
+	appendStringInfoChar(b, '-');
+	append_digits(b, mo, 2);
+	appendStringInfoChar(b, '-');
+	append_digits(b, dd, 2);
+	appendStringInfoChar(b, 'T');
+	append_digits(b, rem / 3600, 2);
+	appendStringInfoChar(b, ':');
+	append_digits(b, rem / 60 % 60, 2);
+	appendStringInfoChar(b, ':');
+	append_digits(b, rem % 60, 2);
 	append_nanos(b, nanos);
 	appendStringInfoChar(b, 'Z');
 	if (json)
