@@ -45,6 +45,11 @@
  * budget of 32 a byte of the payload plus 2 a byte of the schema plus
  * 65536, as for Avro.
  *
+ * Over 1,000 lines on purpose, as avro_binary.c: the tree, its rendering
+ * into slots and JSON, and the path walk share one representation and one
+ * set of bounds, fuzzed as one unit without the backend; split, the
+ * bounds would be kept in several places.
+ *
  *-------------------------------------------------------------------------
  */
 #ifdef FRONTEND

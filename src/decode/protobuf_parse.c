@@ -18,6 +18,10 @@
  * size); messages nest at most KS_PB_MAX_DEPTH deep (the only recursion),
  * balanced skips count their brackets without recursing.
  *
+ * Over 1,000 lines: the lexer, the grammar and the name resolution are one
+ * pass over one state (Parse), and the built-in well-known files are read
+ * by the same code; they are fuzzed together (fuzz_protobuf).
+ *
  * Must not: depend on the backend (test/fuzz builds it with -DFRONTEND),
  * or know the wire format (protobuf.c does).
  *
