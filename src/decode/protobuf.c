@@ -6,7 +6,7 @@
  *		decode.c converts into columns, as it converts those of JSON and
  *		Avro messages.
  *
- * Why a decoder of our own (docs/design/formats.md): the registry hands
+ * Why a decoder of our own (docs/design/decoding.md): the registry hands
  * out .proto text, which libprotobuf-c cannot load at run time, and C++
  * libprotobuf would put a C++ runtime into every backend; the wire format
  * is small.  test/fuzz/fuzz_protobuf.c fuzzes this file and
