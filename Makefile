@@ -51,6 +51,9 @@ OBJS = \
 	src/infra/offsets.o \
 	src/decode/format_avro.o \
 	src/decode/avro_binary.o \
+	src/decode/format_protobuf.o \
+	src/decode/protobuf.o \
+	src/decode/protobuf_parse.o \
 	src/decode/schema_registry.o
 
 # SQL is written once (src/sql/README.md).  0.1.0's install script and the

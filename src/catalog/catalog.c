@@ -388,7 +388,8 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 
 		p->contract.key_format = strcmp(kf, "string") == 0 ? KS_KEY_STRING :
 			strcmp(kf, "json") == 0 ? KS_KEY_JSON :
-			strcmp(kf, "avro") == 0 ? KS_KEY_AVRO : KS_KEY_NONE;
+			strcmp(kf, "avro") == 0 ? KS_KEY_AVRO :
+			strcmp(kf, "protobuf") == 0 ? KS_KEY_PROTOBUF : KS_KEY_NONE;
 	}
 	p->contract.delete_on_tombstone = getint8(0, Anum_pipeline_delete_on_tombstone) != 0;
 	p->contract.schema_version_field = getstr(0, Anum_pipeline_schema_version_field, mcxt);

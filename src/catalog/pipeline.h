@@ -36,7 +36,8 @@ typedef enum KsKeyFormat
 	KS_KEY_NONE,				/* key columns come from the value */
 	KS_KEY_STRING,				/* the message key is the (single) key column */
 	KS_KEY_JSON,				/* the message key is a JSON object of key columns */
-	KS_KEY_AVRO					/* the message key is Avro (Confluent wire format) */
+	KS_KEY_AVRO,				/* the message key is Avro (Confluent wire format) */
+	KS_KEY_PROTOBUF				/* the message key is Protobuf (Confluent wire format) */
 } KsKeyFormat;
 
 /* A Confluent-compatible schema registry (schema_registry.c) */

@@ -64,6 +64,7 @@
 #include "mb/pg_wchar.h"
 
 #include "avro_binary.h"
+#include "slot_text.h"
 
 #ifndef FRONTEND
 #include "catalog/pg_type.h"
@@ -612,6 +613,38 @@ ks_avro_schema_parse(const char *json, size_t len, char **errmsg)
 	return s;
 }
 
+KsAvroSchema *
+ks_avro_schema_parse_refs(const char *const *refs, int nrefs, const char *main, char **errmsg)
+{
+	StringInfoData b;
+	KsAvroSchema *s;
+
+	/*
+	 * A union of the references (named types, dependencies first) and the
+	 * schema: one parse defines every name before the schema uses it.
+	 */
+	initStringInfo(&b);
+	appendStringInfoChar(&b, '[');
+	for (int i = 0; i < nrefs; i++)
+	{
+		appendStringInfoString(&b, refs[i]);
+		appendStringInfoChar(&b, ',');
+	}
+	appendStringInfoString(&b, main);
+	appendStringInfoChar(&b, ']');
+	s = ks_avro_schema_parse(b.data, b.len, errmsg);
+	pfree(b.data);
+	if (s == NULL)
+		return NULL;
+	if (s->root->type != AV_UNION || s->root->n != nrefs + 1)
+	{
+		*errmsg = psprintf("a schema with references must not itself be a union");
+		return NULL;
+	}
+	s->root = s->root->children[nrefs];
+	return s;
+}
+
 bool
 ks_avro_schema_is_record(const KsAvroSchema *s)
 {
@@ -871,17 +904,6 @@ skip(Dec *d, const AvNode *n, int depth)
 }
 
 /* ---- texts ---- */
-
-/* A StringInfo that starts small: most values are a few bytes. */
-static void
-init_small(StringInfo b)
-{
-	b->data = palloc(32);
-	b->maxlen = 32;
-	b->len = 0;
-	b->cursor = 0;
-	b->data[0] = '\0';
-}
 
 /* Appends v in decimal, zero-padded to width digits. */
 static void
@@ -1168,48 +1190,6 @@ append_double(StringInfo b, double v, bool single)
 	appendStringInfoString(b, buf);
 }
 
-/* A JSON string literal of valid UTF-8 text. */
-static void
-append_json_string(StringInfo b, const char *s, int64 n)
-{
-	appendStringInfoChar(b, '"');
-	for (int64 i = 0; i < n; i++)
-	{
-		unsigned char c = (unsigned char) s[i];
-
-		switch (c)
-		{
-			case '"':
-				appendStringInfoString(b, "\\\"");
-				break;
-			case '\\':
-				appendStringInfoString(b, "\\\\");
-				break;
-			case '\n':
-				appendStringInfoString(b, "\\n");
-				break;
-			case '\r':
-				appendStringInfoString(b, "\\r");
-				break;
-			case '\t':
-				appendStringInfoString(b, "\\t");
-				break;
-			case '\b':
-				appendStringInfoString(b, "\\b");
-				break;
-			case '\f':
-				appendStringInfoString(b, "\\f");
-				break;
-			default:
-				if (c < 0x20)
-					appendStringInfo(b, "\\u%04x", c);
-				else
-					appendStringInfoChar(b, (char) c);
-		}
-	}
-	appendStringInfoChar(b, '"');
-}
-
 /*
  * The text of a value that is neither a union, a record, a map nor an
  * array.  *is_string: a STRING (quoted in JSON), else a SCALAR token;
@@ -1440,20 +1420,6 @@ json_text(Dec *d, const AvNode *n, StringInfo b, int depth)
 				return true;
 			}
 	}
-}
-
-/* An element of a PostgreSQL array literal, double-quoted. */
-static void
-append_array_element(StringInfo b, const char *s, int len)
-{
-	appendStringInfoChar(b, '"');
-	for (int i = 0; i < len; i++)
-	{
-		if (s[i] == '"' || s[i] == '\\')
-			appendStringInfoChar(b, '\\');
-		appendStringInfoChar(b, s[i]);
-	}
-	appendStringInfoChar(b, '"');
 }
 
 /* An Avro array as a PostgreSQL array literal; nested arrays as dimensions. */
@@ -1865,11 +1831,7 @@ ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths, const bool *pg_a
 	int			nactive = 0;
 
 	*detail = NULL;
-	for (int i = 0; i < paths->nslots; i++)
-	{
-		out[i].kind = KS_SLOT_ABSENT;
-		out[i].text = NULL;
-	}
+	slots_absent(out, paths->nslots, false);
 	memset(&d, 0, sizeof(d));
 	d.p = (const unsigned char *) data;
 	d.end = d.p + len;
@@ -1907,13 +1869,7 @@ ks_avro_decode(const KsAvroSchema *s, const KsWalkPaths *paths, const bool *pg_a
 		ok = fail(&d, "%lld bytes are left over after the value", (long long) (d.end - d.p));
 	if (!ok)
 	{
-		for (int i = 0; i < paths->nslots; i++)
-		{
-			if (out[i].text)
-				pfree(out[i].text);
-			out[i].kind = KS_SLOT_ABSENT;
-			out[i].text = NULL;
-		}
+		slots_absent(out, paths->nslots, true);
 		*detail = d.err;
 		return KS_AVRO_INVALID;
 	}

@@ -49,6 +49,13 @@ typedef enum KsAvroResult
  */
 extern KsAvroSchema *ks_avro_schema_parse(const char *json, size_t len, char **errmsg);
 
+/*
+ * As ks_avro_schema_parse, for a schema with references: the named types
+ * of refs (their JSON texts, each after those it uses) are defined first.
+ */
+extern KsAvroSchema *ks_avro_schema_parse_refs(const char *const *refs, int nrefs,
+											   const char *main, char **errmsg);
+
 /* Whether the top-level type is a record (else a primitive, e.g. a key). */
 extern bool ks_avro_schema_is_record(const KsAvroSchema *s);
 

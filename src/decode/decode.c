@@ -86,7 +86,8 @@ ks_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown value_format \"%s\" of pipeline \"%s\"", p->contract.value_format_name, p->name)));
-	p->contract.key_fmt = ks_format_find(p->contract.key_format == KS_KEY_AVRO ? "avro" : "json");
+	p->contract.key_fmt = ks_format_find(p->contract.key_format == KS_KEY_AVRO ? "avro" :
+										 p->contract.key_format == KS_KEY_PROTOBUF ? "protobuf" : "json");
 	p->contract.envelope = ks_envelope_find(p->contract.envelope_name);
 	if (p->contract.envelope == NULL)
 		ereport(ERROR,
@@ -138,6 +139,8 @@ ks_reason_name(KsReason r)
 			return "dead_letter_loop";
 		case KS_NO_PARTITION:
 			return "no_partition";
+		case KS_INVALID_PROTOBUF:
+			return "invalid_protobuf";
 	}
 	return "unknown";
 }
@@ -542,7 +545,7 @@ ks_convert_meta_column(KsTarget *t, KsRow *row, int c)
 	return true;
 }
 
-/* key_format string, json or avro: the key columns come from the message key. */
+/* key_format string, json, avro or protobuf: the key columns come from the message key. */
 void
 ks_decode_key(KsTarget *t, KsPipeline *p, KsRow *row)
 {

@@ -122,7 +122,8 @@ typedef enum KsReason
 	KS_TARGET_REFUSED,			/* routing: the target may not be written */
 	KS_SCHEMA_CHANGE_REFUSED,	/* evolve: a change kafka_sink will not make */
 	KS_DEAD_LETTER_LOOP,		/* came through the outbox too often (hops.c) */
-	KS_NO_PARTITION				/* a partitioned target has no partition for the row */
+	KS_NO_PARTITION				/* a partitioned target has no partition for the row */,
+	KS_INVALID_PROTOBUF			/* the payload does not decode with its schema */
 } KsReason;
 
 /* A decoded message: one value per target column. */

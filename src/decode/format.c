@@ -5,7 +5,8 @@
  *
  * json is the path kafka_sink always had (format_json.c); avro and
  * json_schema read Confluent's wire format (format_avro.c), avro also
- * plain Avro binary with one inline writer schema (value_schema).
+ * plain Avro binary with one inline writer schema (value_schema);
+ * protobuf reads it with a Protobuf payload (format_protobuf.c).
  *
  * Owns: the registration of formats (one line each), the choice of the
  * pipeline's value or key format, Confluent's wire-format frame, and which
@@ -28,6 +29,7 @@ static const KsFormat ks_formats[] = {
 	{"json", ks_format_json_decode},
 	{"avro", ks_format_avro_decode},
 	{"json_schema", ks_format_json_schema_decode},
+	{"protobuf", ks_format_protobuf_decode},
 	{NULL, NULL}
 };
 

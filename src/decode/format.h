@@ -9,9 +9,9 @@
  * pipeline's value_format or key_format says) and a decode function.
  * Decoding calls only ks_format_decode; everything after the slots (schema
  * versions, scales, the column types' input functions, required columns)
- * is shared by every format.  A new format (Protobuf, see
- * docs/design/decoding.md) is a new file, format_<name>.c, with its decode
- * function declared below, and one line in the table of format.c.
+ * is shared by every format.  A new format is a new file,
+ * format_<name>.c (as format_protobuf.c), with its decode function
+ * declared below, and one line in the table of format.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -63,5 +63,9 @@ extern KsReason ks_format_json_schema_decode(const KsFormatCall *call, const cha
 											 KsSlotValue *out, char **detail);
 extern KsReason ks_json_schema_payload(KsPipeline *p, bool is_key, const char **data, size_t *len,
 									   char **detail);
+
+/* format_protobuf.c */
+extern KsReason ks_format_protobuf_decode(const KsFormatCall *call, const char *data, size_t len,
+										  KsSlotValue *out, char **detail);
 
 #endif							/* KS_FORMAT_H */

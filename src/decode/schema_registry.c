@@ -21,13 +21,20 @@
  * a schema) raises ERRCODE_CONNECTION_FAILURE: the worker retries the
  * batch after a pause, and nothing is quarantined or lost.
  *
+ * References (a schema's "references": name, subject, version) are
+ * followed when the schema is fetched (walk_refs), bounded, and kept with
+ * it as one bundle (type "<type>+refs"); a cycle or a missing reference is
+ * the schema's error, compiled into an entry that is invalid.
+ *
  * The registry password (basic.auth.user.info) is handed to libcurl
  * apart from the URL and appears in no message: URLs carrying user
- * information are refused where the options are checked.
+ * information are refused where the options are checked; given by
+ * reference (secret_ref.c), it is read at each fetch.
  *
  * Owns: schemas by id and their cache, the rows of kafka_sink.schemas
- * (through catalog.c) and every HTTP request.  Must not: decode a message
- * (format_avro.c, avro_binary.c) or log a secret.
+ * (through catalog.c), references, and every HTTP request.  Must not:
+ * decode a message (format_avro.c, avro_binary.c, protobuf.c) or log a
+ * secret.
  *
  *-------------------------------------------------------------------------
  */
@@ -37,6 +44,7 @@
 #include "catalog.h"
 #include "format.h"
 #include "avro_binary.h"
+#include "protobuf.h"
 #include "kafka_options.h"
 #include "hosts.h"
 #include "secret_ref.h"
@@ -48,6 +56,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/hsearch.h"
+#include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -60,6 +69,12 @@
  * that would stop the pipeline for good.
  */
 #define KS_SCHEMA_TOO_LARGE "TOO_LARGE"
+
+/*
+ * The suffix of the type kept for a schema with references: its text is
+ * then the bundle of fetch_one (the schema and its references' texts).
+ */
+#define KS_SCHEMA_REFS "+refs"
 
 typedef struct CacheKey
 {
@@ -98,7 +113,62 @@ cache_init(void)
 	schema_cache = hash_create("kafka_sink schemas", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 }
 
-/* A cache entry for a schema's text, compiled when it is Avro. */
+/*
+ * A schema with references (fetch_one's bundle): Avro with the named types
+ * of its references, Protobuf with its imports (a reference's name is the
+ * import's file name); JSON Schema is not compiled (json_schema reads the
+ * payload as JSON).  A bundle with an error is invalid.
+ */
+static void
+compile_bundle(KsSchemaEntry *e, const char *base_type, const char *text)
+{
+	char	   *err = NULL;
+	KsJson	   *j = ks_json_parse(text, strlen(text), &err);
+	KsJson	   *main,
+			   *refs,
+			   *error;
+
+	if (j == NULL || (main = ks_json_get(j, "schema")) == NULL || main->kind != KS_J_STRING ||
+		(refs = ks_json_get(j, "references")) == NULL || refs->kind != KS_J_ARRAY)
+	{
+		e->invalid = pstrdup("the stored schema with references is not readable");
+		return;
+	}
+	if ((error = ks_json_get(j, "error")) != NULL && error->kind == KS_J_STRING)
+	{
+		e->invalid = psprintf("its references cannot be resolved: %s", error->str);
+		return;
+	}
+	if (strcmp(base_type, "PROTOBUF") == 0)
+	{
+		KsPbFile   *files = palloc(sizeof(KsPbFile) * (refs->n + 1));
+
+		files[0].name = "schema.proto";
+		files[0].text = main->str;
+		files[0].len = strlen(main->str);
+		for (int i = 0; i < refs->n; i++)
+		{
+			files[i + 1].name = ks_json_get(refs->items[i], "name")->str;
+			files[i + 1].text = ks_json_get(refs->items[i], "schema")->str;
+			files[i + 1].len = strlen(files[i + 1].text);
+		}
+		e->proto = ks_pb_schema_parse(files, refs->n + 1, &err);
+		if (e->proto == NULL)
+			e->invalid = err;
+	}
+	else if (strcmp(base_type, "AVRO") == 0)
+	{
+		const char **texts = palloc(sizeof(char *) * Max(refs->n, 1));
+
+		for (int i = 0; i < refs->n; i++)
+			texts[i] = ks_json_get(refs->items[i], "schema")->str;
+		e->avro = ks_avro_schema_parse_refs(texts, refs->n, main->str, &err);
+		if (e->avro == NULL)
+			e->invalid = err;
+	}
+}
+
+/* A cache entry for a schema's text, compiled when it is Avro or Protobuf. */
 static KsSchemaEntry *
 make_entry(int32 id, const char *type, const char *text)
 {
@@ -119,6 +189,18 @@ make_entry(int32 id, const char *type, const char *text)
 		if (e->avro == NULL)
 			e->invalid = err;
 	}
+	else if (strcmp(type, "PROTOBUF") == 0)
+	{
+		char	   *err = NULL;
+		KsPbFile	f = {"schema.proto", text, strlen(text)};
+
+		e->proto = ks_pb_schema_parse(&f, 1, &err);
+		if (e->proto == NULL)
+			e->invalid = err;
+	}
+	else if (strlen(type) > strlen(KS_SCHEMA_REFS) &&
+			 strcmp(type + strlen(type) - strlen(KS_SCHEMA_REFS), KS_SCHEMA_REFS) == 0)
+		compile_bundle(e, pnstrdup(type, strlen(type) - strlen(KS_SCHEMA_REFS)), text);
 	MemoryContextSwitchTo(old);
 	return e;
 }
@@ -174,33 +256,28 @@ typedef enum FetchResult
 	FETCH_UNAVAILABLE
 } FetchResult;
 
-/* One GET of base/schemas/ids/{id}; *err says why when it is not OK. */
-static FetchResult
-fetch_one(KsRegistryConf *reg, const char *base, const char *userinfo, int32 id,
-		  char **type, char **text, char **err)
+/*
+ * One GET of url: the status (0 without an answer) and the body in *a, or
+ * false with *err when there is no HTTP answer to judge (a.too_large: one
+ * larger than KS_REGISTRY_MAX_ANSWER).
+ */
+static bool
+http_get(KsRegistryConf *reg, const char *userinfo, const char *url, Answer *a, long *status,
+		 char **err)
 {
 	CURL	   *h;
 	CURLcode	rc;
-	long		status = 0;
-	Answer		a;
 	char		errbuf[CURL_ERROR_SIZE];
-	char	   *url;
-	size_t		blen = strlen(base);
-	FetchResult result = FETCH_UNAVAILABLE;
-	KsJson	   *j;
-	char	   *jerr;
 
-	while (blen > 0 && base[blen - 1] == '/')
-		blen--;
-	url = psprintf("%.*s/schemas/ids/%d", (int) blen, base, id);
+	*status = 0;
+	initStringInfo(&a->body);
+	a->too_large = false;
 	h = curl_easy_init();
 	if (h == NULL)
 	{
 		*err = pstrdup("libcurl could not make a handle");
-		return FETCH_UNAVAILABLE;
+		return false;
 	}
-	initStringInfo(&a.body);
-	a.too_large = false;
 	errbuf[0] = '\0';
 	curl_easy_setopt(h, CURLOPT_URL, url);
 #if LIBCURL_VERSION_NUM >= 0x075500
@@ -221,7 +298,7 @@ fetch_one(KsRegistryConf *reg, const char *base, const char *userinfo, int32 id,
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long) reg->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "kafka_sink/" KS_VERSION);
 	if (userinfo)
 	{
@@ -232,26 +309,181 @@ fetch_one(KsRegistryConf *reg, const char *base, const char *userinfo, int32 id,
 		curl_easy_setopt(h, CURLOPT_CAINFO, reg->ca_location);
 
 	rc = curl_easy_perform(h);
-	if (rc == CURLE_OK || a.too_large)
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	if (rc == CURLE_OK || a->too_large)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
 	curl_easy_cleanup(h);
+	if (rc != CURLE_OK && !(a->too_large && *status == 200))
+	{
+		*err = a->too_large ? psprintf("%s: HTTP %ld, an answer larger than %d bytes", url, *status, KS_REGISTRY_MAX_ANSWER) :
+			psprintf("%s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		return false;
+	}
+	return true;
+}
+
+/* A registry's error answer with this error_code */
+static bool
+is_error(KsJson *j, const char *code)
+{
+	KsJson	   *c = j ? ks_json_get(j, "error_code") : NULL;
+
+	return c && c->str && strcmp(c->str, code) == 0;
+}
+
+/*
+ * Schema references (name, subject, version), resolved through
+ * /subjects/{subject}/versions/{version}, recursively, into a bundle that
+ * make_entry reads: {"schema": ..., "references": [{"name", "subject",
+ * "version", "schema"}, ...], "error": ...}, each reference after those
+ * it uses, each name once.  A cycle, more than KS_REGISTRY_MAX_REF_DEPTH
+ * levels, more than KS_REGISTRY_MAX_REFS references or more than
+ * KS_REGISTRY_MAX_ANSWER bytes in all, or a reference the registry does
+ * not have, is the schema's property (its "error": its messages are
+ * quarantined); an outage is an outage.
+ */
+#define KS_REGISTRY_MAX_REF_DEPTH 16
+#define KS_REGISTRY_MAX_REFS 256
+
+typedef struct RefWalk
+{
+	KsRegistryConf *reg;
+	const char *userinfo;		/* basic.auth.user.info, resolved */
+	const char *base;
+	StringInfoData refs;		/* the references array's members so far */
+	List	   *names;			/* of char *, in refs */
+	List	   *path;			/* "subject/version" being resolved */
+	size_t		total;
+	char	   *error;			/* the schema's problem */
+	char	   *err;			/* an outage */
+} RefWalk;
+
+static bool
+walk_refs(RefWalk *w, KsJson *refs, int depth)
+{
+	for (int i = 0; i < refs->n; i++)
+	{
+		KsJson	   *r = refs->items[i];
+		KsJson	   *name = ks_json_get(r, "name");
+		KsJson	   *subject = ks_json_get(r, "subject");
+		KsJson	   *version = ks_json_get(r, "version");
+		char	   *key,
+				   *url,
+				   *esc,
+				   *jerr;
+		Answer		a;
+		long		status;
+		KsJson	   *j,
+				   *text,
+				   *sub;
+		ListCell   *lc;
+		bool		seen = false;
+
+		if (r->kind != KS_J_OBJECT || !name || name->kind != KS_J_STRING || !subject ||
+			subject->kind != KS_J_STRING || !version || version->kind != KS_J_NUMBER)
+		{
+			w->error = pstrdup("a reference is not an object of name, subject and version");
+			return false;
+		}
+		foreach(lc, w->names)
+			if (strcmp(lfirst(lc), name->str) == 0)
+				seen = true;
+		if (seen)
+			continue;
+		key = psprintf("%s/%s", subject->str, version->str);
+		foreach(lc, w->path)
+			if (strcmp(lfirst(lc), key) == 0)
+			{
+				w->error = psprintf("the references form a cycle through subject \"%s\" version %s",
+									subject->str, version->str);
+				return false;
+			}
+		if (depth >= KS_REGISTRY_MAX_REF_DEPTH)
+		{
+			w->error = psprintf("references nest more than %d deep", KS_REGISTRY_MAX_REF_DEPTH);
+			return false;
+		}
+		if (list_length(w->names) >= KS_REGISTRY_MAX_REFS)
+		{
+			w->error = psprintf("the schema has more than %d references", KS_REGISTRY_MAX_REFS);
+			return false;
+		}
+		esc = curl_easy_escape(NULL, subject->str, 0);
+		url = psprintf("%s/subjects/%s/versions/%s", w->base, esc ? esc : "", version->str);
+		if (esc)
+			curl_free(esc);
+		if (!http_get(w->reg, w->userinfo, url, &a, &status, &w->err))
+			return false;
+		if (a.too_large)
+		{
+			w->error = psprintf("reference \"%s\" is larger than %d bytes", name->str, KS_REGISTRY_MAX_ANSWER);
+			return false;
+		}
+		j = ks_json_parse(a.body.data, a.body.len, &jerr);
+		if (status == 404 && (is_error(j, "40401") || is_error(j, "40402")))
+		{
+			w->error = psprintf("reference \"%s\" (subject \"%s\" version %s) is not in the registry",
+								name->str, subject->str, version->str);
+			return false;
+		}
+		if (status != 200 || j == NULL || (text = ks_json_get(j, "schema")) == NULL || text->kind != KS_J_STRING)
+		{
+			w->err = psprintf("%s: %s", url, status != 200 ? psprintf("HTTP %ld", status) : "the answer is not a schema");
+			return false;
+		}
+		w->total += strlen(text->str);
+		if (w->total > KS_REGISTRY_MAX_ANSWER)
+		{
+			w->error = psprintf("the schema's references have more than %d bytes", KS_REGISTRY_MAX_ANSWER);
+			return false;
+		}
+		/* what it uses first */
+		sub = ks_json_get(j, "references");
+		w->path = lappend(w->path, key);
+		if (sub && sub->kind == KS_J_ARRAY && !walk_refs(w, sub, depth + 1))
+			return false;
+		w->path = list_delete_last(w->path);
+		w->names = lappend(w->names, pstrdup(name->str));
+		if (w->refs.len > 0)
+			appendStringInfoChar(&w->refs, ',');
+		appendStringInfoString(&w->refs, "{\"name\": ");
+		escape_json(&w->refs, name->str);
+		appendStringInfoString(&w->refs, ", \"subject\": ");
+		escape_json(&w->refs, subject->str);
+		appendStringInfo(&w->refs, ", \"version\": %s, \"schema\": ", version->str);
+		escape_json(&w->refs, text->str);
+		appendStringInfoChar(&w->refs, '}');
+	}
+	return true;
+}
+
+/* One GET of base/schemas/ids/{id}; *err says why when it is not OK. */
+static FetchResult
+fetch_one(KsRegistryConf *reg, const char *base, const char *userinfo, int32 id,
+		  char **type, char **text, char **err)
+{
+	Answer		a;
+	long		status;
+	char	   *url;
+	size_t		blen = strlen(base);
+	KsJson	   *j,
+			   *refs;
+	char	   *jerr;
+
+	while (blen > 0 && base[blen - 1] == '/')
+		blen--;
+	url = psprintf("%.*s/schemas/ids/%d", (int) blen, base, id);
+	if (!http_get(reg, userinfo, url, &a, &status, err))
+		return FETCH_UNAVAILABLE;
 
 	/* a schema too large to take (not an error page too large) */
-	if (a.too_large && status == 200)
+	if (a.too_large)
 	{
 		*type = KS_SCHEMA_TOO_LARGE;
 		*text = "";
 		return FETCH_OK;
 	}
-	if (rc != CURLE_OK)
-	{
-		*err = a.too_large ? psprintf("%s: HTTP %ld, an answer larger than %d bytes", url, status, KS_REGISTRY_MAX_ANSWER) :
-			psprintf("%s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
-		return FETCH_UNAVAILABLE;
-	}
 	j = ks_json_parse(a.body.data, a.body.len, &jerr);
-	if (status == 404 && j && ks_json_get(j, "error_code") &&
-		strcmp(ks_json_get(j, "error_code")->str, "40403") == 0)
+	if (status == 404 && is_error(j, "40403"))
 		return FETCH_NOT_FOUND;
 	if (status != 200)
 	{
@@ -267,11 +499,36 @@ fetch_one(KsRegistryConf *reg, const char *base, const char *userinfo, int32 id,
 	*text = ks_json_get(j, "schema")->str;
 	*type = ks_json_get(j, "schemaType") && ks_json_get(j, "schemaType")->kind == KS_J_STRING ?
 		ks_json_get(j, "schemaType")->str : "AVRO";
-	if (ks_json_get(j, "references") && ks_json_get(j, "references")->kind == KS_J_ARRAY &&
-		ks_json_get(j, "references")->n > 0)
-		*type = psprintf("%s with references", *type);
-	result = FETCH_OK;
-	return result;
+	refs = ks_json_get(j, "references");
+	if (refs && refs->kind == KS_J_ARRAY && refs->n > 0)
+	{
+		RefWalk		w;
+		StringInfoData b;
+
+		memset(&w, 0, sizeof(w));
+		w.reg = reg;
+		w.userinfo = userinfo;
+		w.base = pnstrdup(base, blen);
+		initStringInfo(&w.refs);
+		if (!walk_refs(&w, refs, 0) && w.error == NULL)
+		{
+			*err = w.err;
+			return FETCH_UNAVAILABLE;
+		}
+		initStringInfo(&b);
+		appendStringInfoString(&b, "{\"schema\": ");
+		escape_json(&b, *text);
+		appendStringInfo(&b, ", \"references\": [%s]", w.refs.data);
+		if (w.error)
+		{
+			appendStringInfoString(&b, ", \"error\": ");
+			escape_json(&b, w.error);
+		}
+		appendStringInfoChar(&b, '}');
+		*type = psprintf("%s" KS_SCHEMA_REFS, *type);
+		*text = b.data;
+	}
+	return FETCH_OK;
 }
 
 /*
@@ -486,7 +743,7 @@ side_is_framed(KsPipeline *p, bool is_key)
 
 	if (f == NULL)
 		return false;
-	if (strcmp(f->name, "json_schema") == 0)
+	if (strcmp(f->name, "json_schema") == 0 || strcmp(f->name, "protobuf") == 0)
 		return true;
 	return strcmp(f->name, "avro") == 0 && (is_key || p->contract.value_schema == NULL);
 }

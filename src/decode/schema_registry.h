@@ -24,7 +24,8 @@ typedef struct KsSchemaEntry
 	char	   *type;			/* AVRO, JSON, PROTOBUF */
 	char	   *text;
 	struct KsAvroSchema *avro;	/* AVRO: compiled, else NULL */
-	char	   *invalid;		/* AVRO that does not compile: why */
+	struct KsPbSchema *proto;	/* PROTOBUF: compiled, else NULL */
+	char	   *invalid;		/* AVRO or PROTOBUF that does not compile: why */
 	bool		in_catalog;		/* known to be in kafka_sink.schemas */
 	TimestampTz stored_in_xact; /* fetched here: inserted in this transaction */
 } KsSchemaEntry;

@@ -642,7 +642,8 @@ build_mappings(KsTarget *t, KsPipeline *p)
 		v++;
 	}
 
-	if (p->contract.key_format == KS_KEY_JSON || p->contract.key_format == KS_KEY_AVRO)
+	if (p->contract.key_format == KS_KEY_JSON || p->contract.key_format == KS_KEY_AVRO ||
+		p->contract.key_format == KS_KEY_PROTOBUF)
 	{
 		List	   *kpaths = NIL;
 

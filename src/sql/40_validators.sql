@@ -940,15 +940,15 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema') THEN
+    IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema', 'protobuf') THEN
         RAISE EXCEPTION 'invalid value_format "%"', value_format
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'value_format is ''json'', ''avro'' or ''json_schema''.';
+                  HINT = 'value_format is ''json'', ''avro'', ''json_schema'' or ''protobuf''.';
     END IF;
-    IF key_format = 'avro' AND schema_registry IS NULL THEN
-        RAISE EXCEPTION 'key_format avro needs a schema_registry'
+    IF key_format IN ('avro', 'protobuf') AND schema_registry IS NULL THEN
+        RAISE EXCEPTION 'key_format % needs a schema_registry', key_format
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Avro keys are read in Confluent''s wire format: pass schema_registry => ''{"url": "http://registry:8081"}''.';
+                  HINT = 'Avro and Protobuf keys are read in Confluent''s wire format: pass schema_registry => ''{"url": "http://registry:8081"}''.';
     END IF;
     IF value_schema IS NOT NULL AND value_format <> 'avro' THEN
         RAISE EXCEPTION 'value_schema needs value_format avro'
@@ -1023,8 +1023,8 @@ DECLARE
     keep_registry boolean := new_registry IS NULL;
 BEGIN
     IF new_key_format IS NOT NULL AND new_key_format <> p.key_format
-       AND NOT (new_key_format IN ('json', 'avro') AND p.key_format IN ('json', 'avro')) THEN
-        RAISE EXCEPTION 'key_format can only change between json and avro'
+       AND NOT (new_key_format IN ('json', 'avro', 'protobuf') AND p.key_format IN ('json', 'avro', 'protobuf')) THEN
+        RAISE EXCEPTION 'key_format can only change between json, avro and protobuf'
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Recreate the pipeline to read its keys another way.';
     END IF;

@@ -339,10 +339,10 @@ BEGIN
             'invalid_value', 'unknown_schema_version', 'null_key', 'constraint_violation', 'value_too_large',
             'rejected_by_target', 'unknown_schema_id', 'not_wire_format', 'invalid_avro',
             'invalid_envelope', 'no_target', 'target_refused', 'schema_change_refused', 'dead_letter_loop',
-            'no_partition') THEN
+            'no_partition', 'invalid_protobuf') THEN
         RAISE EXCEPTION 'unknown quarantine reason "%"', reason
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format, invalid_avro, invalid_envelope, no_target, target_refused, schema_change_refused, dead_letter_loop and no_partition.';
+                  HINT = 'Reasons are invalid_json, not_an_object, missing_required_field, invalid_value, unknown_schema_version, null_key, constraint_violation, value_too_large, rejected_by_target, unknown_schema_id, not_wire_format, invalid_avro, invalid_envelope, no_target, target_refused, schema_change_refused, dead_letter_loop, no_partition and invalid_protobuf.';
     END IF;
     SELECT array_agg(q.id) INTO chosen
       FROM kafka_sink.quarantine q

@@ -127,9 +127,9 @@ BEGIN
         order_column := kafka_sink._check_envelope(envelope, on_truncate, target_oid, order_column, mode,
                                                    value_format);
         key_columns := kafka_sink._check_target(target_oid, key_columns, order_column, mode);
-        -- Avro keys decode to the same fields as JSON keys (format.h)
+        -- Avro and Protobuf keys decode to the same fields as JSON keys (format.h)
         PERFORM kafka_sink._check_contract(target_oid, key_columns, columns,
-                                           CASE key_format WHEN 'avro' THEN 'json' ELSE key_format END,
+                                           CASE WHEN key_format IN ('avro', 'protobuf') THEN 'json' ELSE key_format END,
                                            delete_on_tombstone, schema_version_field,
                                            schema_versions, event_id, mode);
     ELSIF routed THEN

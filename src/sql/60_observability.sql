@@ -278,9 +278,10 @@ BEGIN
                  ELSE p.target::text END;
         RETURN;
     END IF;
-    -- routed tables, change events, Avro keys: the table it went to, and
-    -- its fate there (70_lineage.sql)
-    IF p.target_template IS NOT NULL OR p.targets IS NOT NULL OR p.envelope = 'debezium' OR p.key_format = 'avro' THEN
+    -- routed tables, change events, Avro and Protobuf keys: the table it
+    -- went to, and its fate there (70_lineage.sql)
+    IF p.target_template IS NOT NULL OR p.targets IS NOT NULL OR p.envelope = 'debezium'
+       OR p.key_format IN ('avro', 'protobuf') THEN
         SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
         has_msg := FOUND;
         RETURN QUERY SELECT f.fate, b_id, f.detail, f.target

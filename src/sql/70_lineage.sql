@@ -261,7 +261,7 @@ BEGIN
     -- bronze and judged by _traced_fate (a function call per message, no
     -- statement per message beyond its row's look-up by key)
     IF p.mode = 'merge' AND p.bronze IS NOT NULL
-       AND (routed OR p.envelope = 'debezium' OR p.key_format = 'avro') THEN
+       AND (routed OR p.envelope = 'debezium' OR p.key_format IN ('avro', 'protobuf')) THEN
         RETURN QUERY EXECUTE body || format($q$
         SELECT m.topic, m.partition, m."offset",
                %s ELSE f.fate END,
@@ -544,6 +544,10 @@ BEGIN
             detail := 'the key cannot be decoded here: ' || kproblem;
             RETURN;
         END IF;
+    ELSIF p.key_format = 'protobuf' THEN
+        fate := 'applied or superseded';
+        detail := 'the key cannot be decoded here: message_fate does not decode Protobuf keys';
+        RETURN;
     ELSIF p.key_format = 'string' AND msg_key IS NOT NULL THEN
         k := jsonb_build_object(keycols[1], convert_from(msg_key, 'UTF8'));
     ELSIF p.key_format = 'json' AND msg_key IS NOT NULL THEN

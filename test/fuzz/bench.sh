@@ -36,10 +36,11 @@ mkdir -p "$WORK"
     "$HERE/bench_jsonwalk.c" "$REPO/src/infra/jsonwalk.c" \
     "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a" -o "$WORK/bench_jsonwalk"
 "$WORK/bench_jsonwalk" "$@"
-# the same event from Avro (bench_avro.c): it must cost no more than from JSON
+# the same event from Avro and Protobuf (bench_avro.c): no more than from JSON
 "$CC_BIN" -O2 -DFRONTEND -D_GNU_SOURCE "${DEFS[@]}" -Wall -Wextra \
     -isystem "$PG_INC" -I"$REPO/src" -I"$REPO/src/infra" -I"$REPO/src/decode" \
     "$HERE/bench_avro.c" "$REPO/src/decode/avro_binary.c" "$REPO/src/infra/jsontree.c" "$REPO/src/infra/jsonwalk.c" \
+    "$REPO/src/decode/protobuf.c" "$REPO/src/decode/protobuf_parse.c" \
     "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a" -lm -o "$WORK/bench_avro"
 "$WORK/bench_avro" "$@"
 # the Debezium envelope's cached-schema path (bench_debezium.c) over the

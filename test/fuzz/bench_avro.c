@@ -2,7 +2,8 @@
  *
  * bench_avro.c
  *		Micro-benchmark: the bench's order event decoded from Avro
- *		(ks_avro_decode, src/decode/avro_binary.c) against the same event decoded
+ *		(ks_avro_decode, src/decode/avro_binary.c) and from Protobuf
+ *		(ks_pb_decode, src/decode/protobuf.c) against the same event decoded
  *		from JSON (ks_json_walk, src/infra/jsonwalk.c), ns per message, with the
  *		4 paths order_id, event_ts, amount, schema_version.
  *
@@ -10,6 +11,9 @@
  *		       "amount":"123.45","schema_version":1}
  *		Avro: order_id long, event_ts timestamp-millis, amount
  *		      decimal(12,2) bytes, schema_version int
+ *		Protobuf: int64 order_id = 1; google.protobuf.Timestamp event_ts = 2;
+ *		      string amount = 3; int32 schema_version = 4 (after the
+ *		      message-index byte 0)
  *
  * Both produce the texts the column input functions take next, so the
  * rest of decoding costs the same.  Built and run by test/fuzz/bench.sh
@@ -25,6 +29,7 @@
 
 #include "avro_binary.h"
 #include "jsonwalk.h"
+#include "protobuf.h"
 
 #define NDISTINCT 4096
 #define NSLOTS 4
@@ -45,6 +50,13 @@ static const char *schema_text =
 "{\"name\":\"amount\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":12,\"scale\":2}},"
 "{\"name\":\"schema_version\",\"type\":\"int\"}]}";
 
+static const char *proto_text =
+"syntax = \"proto3\"; import \"google/protobuf/timestamp.proto\";"
+"message Order { int64 order_id = 1; google.protobuf.Timestamp event_ts = 2;"
+" string amount = 3; int32 schema_version = 4; }";
+
+static char pb_msgs[NDISTINCT][48];
+static size_t pb_lens[NDISTINCT];
 static char *json_msgs[NDISTINCT];
 static size_t json_lens[NDISTINCT];
 static char avro_msgs[NDISTINCT][32];
@@ -60,9 +72,8 @@ now_ns(void)
 }
 
 static size_t
-put_long(char *p, int64 v)
+put_varint(char *p, uint64 u)
 {
-	uint64		u = ((uint64) v << 1) ^ (uint64) (v >> 63);
 	size_t		n = 0;
 
 	while (u >= 0x80)
@@ -72,6 +83,12 @@ put_long(char *p, int64 v)
 	}
 	p[n++] = (char) u;
 	return n;
+}
+
+static size_t
+put_long(char *p, int64 v)
+{
+	return put_varint(p, ((uint64) v << 1) ^ (uint64) (v >> 63));
 }
 
 static void
@@ -109,6 +126,36 @@ make_messages(void)
 			p[n++] = (char) amount[k];
 		n += put_long(p + n, 1);
 		avro_lens[i] = n;
+
+		/* Protobuf: varints are Avro's without the zigzag */
+		{
+			char	   *q = pb_msgs[i];
+			size_t		m = 0;
+			char		amt[32];
+			int			alen2 = snprintf(amt, sizeof(amt), "%lld.%02lld",
+										 (long long) (cents / 100), (long long) (cents % 100));
+			char		tsb[16];
+			size_t		tl = 0;
+
+			q[m++] = 0;			/* message index: the first message */
+			q[m++] = 0x08;
+			m += put_varint(q + m, (uint64) order_id);
+			tsb[tl++] = 0x08;
+			tl += put_varint(tsb + tl, (uint64) (ts_ms / 1000));
+			tsb[tl++] = 0x10;
+			tl += put_varint(tsb + tl, (uint64) (ts_ms % 1000) * 1000000);
+			q[m++] = 0x12;
+			q[m++] = (char) tl;
+			memcpy(q + m, tsb, tl);
+			m += tl;
+			q[m++] = 0x1a;
+			q[m++] = (char) alen2;
+			memcpy(q + m, amt, alen2);
+			m += alen2;
+			q[m++] = 0x20;
+			q[m++] = 1;
+			pb_lens[i] = m;
+		}
 	}
 }
 
@@ -130,6 +177,16 @@ decode_avro(int i, const KsWalkPaths *wp, KsSlotValue *out)
 	char	   *detail;
 
 	return ks_avro_decode(schema, wp, NULL, NULL, -1, avro_msgs[i], avro_lens[i], out, &detail) == KS_AVRO_OK;
+}
+
+static KsPbSchema *pb_schema;
+
+static bool
+decode_pb(int i, const KsWalkPaths *wp, KsSlotValue *out)
+{
+	char	   *detail;
+
+	return ks_pb_decode(pb_schema, wp, NULL, NULL, pb_msgs[i], pb_lens[i], out, &detail);
 }
 
 static double
@@ -167,9 +224,12 @@ main(int argc, char **argv)
 	KsWalkPaths wp;
 	char	   *err = NULL;
 	KsSlotValue jo[NSLOTS],
-				ao[NSLOTS];
+				ao[NSLOTS],
+				po[NSLOTS];
 	double		json_ns,
-				avro_ns;
+				avro_ns,
+				pb_ns;
+	KsPbFile	pf = {"bench.proto", proto_text, 0};
 
 	wp.nslots = NSLOTS;
 	wp.paths = palloc0(sizeof(KsPath) * NSLOTS);
@@ -182,22 +242,29 @@ main(int argc, char **argv)
 		fprintf(stderr, "bench_avro: %s\n", err);
 		return 1;
 	}
+	pb_schema = ks_pb_schema_parse(&pf, 1, &err);
+	if (pb_schema == NULL)
+	{
+		fprintf(stderr, "bench_avro: %s\n", err);
+		return 1;
+	}
 	make_messages();
 	/* the same texts from both encodings */
 	for (int i = 0; i < NDISTINCT; i++)
 	{
-		if (!decode_json(i, &wp, jo) || !decode_avro(i, &wp, ao))
+		if (!decode_json(i, &wp, jo) || !decode_avro(i, &wp, ao) || !decode_pb(i, &wp, po))
 			return 1;
 		for (int s = 0; s < NSLOTS; s++)
-			if (strcmp(jo[s].text, ao[s].text) != 0 && s != 1)
+			if ((strcmp(jo[s].text, ao[s].text) != 0 || strcmp(jo[s].text, po[s].text) != 0) && s != 1)
 			{
-				fprintf(stderr, "bench_avro: slot %s differs: %s / %s\n", names[s], jo[s].text, ao[s].text);
+				fprintf(stderr, "bench_avro: slot %s differs: %s / %s / %s\n", names[s], jo[s].text, ao[s].text, po[s].text);
 				return 1;
 			}
 	}
 	json_ns = run(decode_json, &wp, n);
 	avro_ns = run(decode_avro, &wp, n);
-	printf("bench_avro: order event, %ld messages, best of %d: JSON %.1f ns/message (%.0f bytes), Avro %.1f ns/message (%.0f bytes)\n",
-		   n, ROUNDS, json_ns, (double) json_lens[0], avro_ns, (double) avro_lens[0]);
+	pb_ns = run(decode_pb, &wp, n);
+	printf("bench_avro: order event, %ld messages, best of %d: JSON %.1f ns/message (%.0f bytes), Avro %.1f ns/message (%.0f bytes), Protobuf %.1f ns/message (%.0f bytes)\n",
+		   n, ROUNDS, json_ns, (double) json_lens[0], avro_ns, (double) avro_lens[0], pb_ns, (double) pb_lens[0]);
 	return 0;
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test/fuzz/run.sh — build the libFuzzer targets (fuzz_jsonwalk for
-# src/infra/jsonwalk.c, fuzz_avro for src/decode/avro_binary.c against libavro) and run each for a
+# src/infra/jsonwalk.c, fuzz_avro for src/decode/avro_binary.c against libavro,
+# fuzz_protobuf for src/decode/protobuf*.c, and protobuf_diff: the same
+# decoder against the official protobuf library) and run each for a
 # bounded time (make fuzz; test/run_tests.sh may call it too).
 # FUZZ_TARGETS="fuzz_avro" runs only that one.
 #
@@ -87,13 +89,37 @@ DEFS=()
 nm -g --defined-only "$LIBDIR/libpgcommon.a" 2>/dev/null | grep -qw json_errdetail ||
     DEFS+=(-DKS_FUZZ_NEED_JSON_ERRDETAIL)
 
+# protobuf_diff: src/decode/protobuf*.c (built with ASan and UBSan into
+# test/fuzz/pb_json.c) against the official protobuf library on random
+# schemas and messages (test/fuzz/protobuf_diff.py), in a venv of its own
+# under the work dir (protobuf and grpcio-tools from PyPI).
+# PROTOBUF_DIFF_ROUNDS (default 40) schemas of 30 messages each.
+run_protobuf_diff() {
+NAME=protobuf_diff
+local venv="$WORK/venv-protobuf" bin="$WORK/pb_json"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import google.protobuf, grpc_tools' 2>/dev/null; then
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check protobuf grpcio-tools >/dev/null ||
+        { echo "$NAME: pip install protobuf grpcio-tools failed" >&2; summary 0 1; return 1; }
+fi
+"$CC_BIN" -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
+    -DFRONTEND -D_GNU_SOURCE -Wall -Wextra -isystem "$PG_INC" -I"$REPO/src" -I"$REPO/src/infra" -I"$REPO/src/decode" \
+    "$HERE/pb_json.c" "$REPO/src/decode/protobuf.c" "$REPO/src/decode/protobuf_parse.c" \
+    "$LIBDIR/libpgcommon.a" "$LIBDIR/libpgport.a" -o "$bin" > "$WORK/build.log" 2>&1 ||
+    { cat "$WORK/build.log" >&2; echo "$NAME: build failed" >&2; summary 0 1; return 1; }
+"$venv/bin/python" "$HERE/protobuf_diff.py" "$bin" "${PROTOBUF_DIFF_ROUNDS:-40}" 2>&1 | grep -v 'warning: Import .* is unused'
+return "${PIPESTATUS[0]}"
+}
+
 run_target() {
 NAME="$1"
+[ "$NAME" = protobuf_diff ] && { run_protobuf_diff; return; }
 # ---- build ----
 
 case "$NAME" in
     fuzz_jsonwalk) SRCS=("$HERE/fuzz_jsonwalk.c" "$REPO/src/infra/jsonwalk.c"); XLIBS=(); SEEDS="$HERE/corpus"
                    DICT=(-dict="$HERE/json.dict") ;;
+    fuzz_protobuf) SRCS=("$HERE/fuzz_protobuf.c" "$REPO/src/decode/protobuf.c" "$REPO/src/decode/protobuf_parse.c")
+                   XLIBS=(); SEEDS="$HERE/corpus_protobuf"; DICT=(-dict="$HERE/protobuf.dict") ;;
     fuzz_avro)     SRCS=("$HERE/fuzz_avro.c" "$REPO/src/decode/avro_binary.c" "$REPO/src/infra/jsontree.c" "$REPO/src/infra/jsonwalk.c")
                    XLIBS=($(pkg-config --libs avro-c 2>/dev/null || echo -lavro)); SEEDS="$HERE/corpus_avro"; DICT=() ;;
     *) fail "unknown target $NAME" ;;
@@ -165,7 +191,7 @@ return 0
 }
 
 overall=0
-for t in ${FUZZ_TARGETS:-fuzz_jsonwalk fuzz_avro}; do
+for t in ${FUZZ_TARGETS:-fuzz_jsonwalk fuzz_avro fuzz_protobuf protobuf_diff}; do
     run_target "$t" || overall=1
 done
 exit $overall

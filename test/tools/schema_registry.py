@@ -23,6 +23,10 @@ Schema ids are global and one per distinct schema (the same schema under
 two subjects has one id), as in Confluent's.  State is kept in --state (a
 JSON file) so that a restarted registry serves the same ids.
 
+A Protobuf schema registered as a base64 FileDescriptorProto (what
+confluent-kafka's ProtobufSerializer sends) is stored and served as .proto
+text, as Confluent's registry does (proto_text below, no dependency).
+
 For outage tests, without auth and from loopback only:
   POST /_control {"mode": "ok" | "error" | "hang"}
     error: every API request answers 503; hang: every API request waits
@@ -67,6 +71,151 @@ def load():
     if ARGS.state and os.path.exists(ARGS.state):
         with open(ARGS.state) as f:
             STATE.update(json.load(f))
+
+
+# ---- Protobuf: a serialized FileDescriptorProto -> .proto text ----------------------
+
+def _pb_fields(b):
+    """field number -> list of values (ints for varints and fixed, bytes for the rest)"""
+    out, i = {}, 0
+
+    def varint():
+        nonlocal i
+        v = shift = 0
+        while True:
+            c = b[i]
+            i += 1
+            v |= (c & 0x7F) << shift
+            shift += 7
+            if not c & 0x80:
+                return v
+    while i < len(b):
+        key = varint()
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v = varint()
+        elif wt == 1:
+            v = int.from_bytes(b[i:i + 8], "little")
+            i += 8
+        elif wt == 5:
+            v = int.from_bytes(b[i:i + 4], "little")
+            i += 4
+        elif wt == 2:
+            n = varint()
+            v = b[i:i + n]
+            i += n
+        else:
+            raise ValueError("wire type %d in a descriptor" % wt)
+        out.setdefault(num, []).append(v)
+    return out
+
+
+def _s(f, n, default=""):
+    return f[n][-1].decode() if n in f else default
+
+
+def _i32(v):
+    v &= 0xFFFFFFFFFFFFFFFF
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+_PB_TYPES = {1: "double", 2: "float", 3: "int64", 4: "uint64", 5: "int32", 6: "fixed64", 7: "fixed32",
+             8: "bool", 9: "string", 12: "bytes", 13: "uint32", 15: "sfixed32", 16: "sfixed64",
+             17: "sint32", 18: "sint64"}
+
+
+def _pb_enum(e, ind):
+    e = _pb_fields(e)
+    vals = ["%s  %s = %d;\n" % (ind, _s(v, 1), _i32(v.get(2, [0])[-1])) for v in map(_pb_fields, e.get(2, []))]
+    return "%senum %s {\n%s%s}\n" % (ind, _s(e, 1), "".join(vals), ind)
+
+
+def _pb_field(f, proto3, label_ok=True):
+    t = _PB_TYPES.get(f.get(5, [0])[-1]) or _s(f, 6)
+    label = {1: "optional ", 2: "required ", 3: "repeated "}.get(f.get(4, [1])[-1], "")
+    if proto3 and label == "optional " and not f.get(17, [0])[-1]:
+        label = ""
+    if not label_ok:
+        label = ""
+    opts = ""
+    if 8 in f and 2 in _pb_fields(f[8][-1]):
+        opts = " [packed = %s]" % ("true" if _pb_fields(f[8][-1])[2][-1] else "false")
+    return "%s%s %s = %d%s;" % (label, t, _s(f, 1), f[3][-1], opts)
+
+
+def _pb_message(m, ind, proto3):
+    m = _pb_fields(m)
+    name = _s(m, 1)
+    nested = [_pb_fields(n) for n in m.get(3, [])]
+    entries = {}
+    for n in nested:
+        if 7 in n and 7 in _pb_fields(n[7][-1]) and _pb_fields(n[7][-1])[7][-1]:
+            entries[_s(n, 1)] = n
+    oneofs = [_s(_pb_fields(o), 1) for o in m.get(8, [])]
+    fields = [_pb_fields(f) for f in m.get(2, [])]
+    lines = []
+    done = set()
+    # nested types in their order (a map entry where its field is), so that
+    # the text parsed again has the same nested_type order (message indexes)
+    for n in nested:
+        nname = _s(n, 1)
+        if nname in entries:
+            for k, f in enumerate(fields):
+                if _s(f, 6).split(".")[-1] == nname and f.get(4, [1])[-1] == 3:
+                    kf, vf = (_pb_fields(x) for x in n[2])
+                    kt = _PB_TYPES.get(kf[5][-1])
+                    vt = _PB_TYPES.get(vf.get(5, [0])[-1]) or _s(vf, 6)
+                    lines.append("%s  map<%s, %s> %s = %d;\n" % (ind, kt, vt, _s(f, 1), f[3][-1]))
+                    done.add(k)
+                    break
+        else:
+            lines.append(_pb_message(n_raw(m, nname), ind + "  ", proto3))
+    for e in m.get(4, []):
+        lines.append(_pb_enum(e, ind + "  "))
+    groups = {}
+    for k, f in enumerate(fields):
+        if k in done:
+            continue
+        if 9 in f and not f.get(17, [0])[-1]:
+            groups.setdefault(f[9][-1], []).append(f)
+            if len(groups[f[9][-1]]) == 1:
+                lines.append(("oneof", f[9][-1]))
+            continue
+        lines.append("%s  %s\n" % (ind, _pb_field(f, proto3)))
+    out = []
+    for ln in lines:
+        if isinstance(ln, tuple):
+            out.append("%s  oneof %s {\n%s%s  }\n" % (ind, oneofs[ln[1]], "".join(
+                "%s    %s\n" % (ind, _pb_field(f, proto3, False)) for f in groups[ln[1]]), ind))
+        else:
+            out.append(ln)
+    return "%smessage %s {\n%s%s}\n" % (ind, name, "".join(out), ind)
+
+
+def n_raw(m, name):
+    return next(n for n in m.get(3, []) if _s(_pb_fields(n), 1) == name)
+
+
+def proto_text(text):
+    """.proto text of a base64 FileDescriptorProto; other text as it is"""
+    if "syntax" in text or "message" in text:
+        return text
+    try:
+        f = _pb_fields(base64.b64decode(text, validate=True))
+    except Exception:
+        return text
+    syntax = _s(f, 12, "proto2")
+    proto3 = syntax == "proto3"
+    out = 'syntax = "%s";\n' % syntax
+    if 2 in f:
+        out += "package %s;\n" % _s(f, 2)
+    for d in f.get(3, []):
+        out += 'import "%s";\n' % d.decode()
+    for m in f.get(4, []):
+        out += _pb_message(m, "", proto3)
+    for e in f.get(5, []):
+        out += _pb_enum(e, "")
+    return out
 
 
 def canonical(schema_type, text):
@@ -252,6 +401,8 @@ class Handler(BaseHTTPRequestHandler):
     def register(self, subj, body):
         schema_type = body.get("schemaType") or "AVRO"
         text = body["schema"]
+        if schema_type == "PROTOBUF":
+            text = proto_text(text)
         validate(schema_type, text)
         canon = canonical(schema_type, text)
         refs = body.get("references") or []
@@ -271,7 +422,8 @@ class Handler(BaseHTTPRequestHandler):
         if subj not in STATE["subjects"]:
             return self.error(404, 40401, "Subject '%s' not found." % subj)
         schema_type = body.get("schemaType") or "AVRO"
-        canon = canonical(schema_type, body["schema"])
+        text = proto_text(body["schema"]) if schema_type == "PROTOBUF" else body["schema"]
+        canon = canonical(schema_type, text)
         for v in STATE["subjects"][subj]:
             s = self.schema_by_id(v["id"])
             if s["canonical"] == canon and s["schemaType"] == schema_type:

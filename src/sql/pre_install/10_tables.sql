@@ -36,7 +36,7 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     workers               integer NOT NULL DEFAULT 1 CHECK (workers BETWEEN 1 AND 64),
     kafka_options         jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(kafka_options) = 'object'),
     columns               jsonb CHECK (jsonb_typeof(columns) = 'object'),
-    key_format            text NOT NULL DEFAULT 'none' CHECK (key_format IN ('none', 'string', 'json', 'avro')),
+    key_format            text NOT NULL DEFAULT 'none' CHECK (key_format IN ('none', 'string', 'json', 'avro', 'protobuf')),
     delete_on_tombstone   boolean NOT NULL DEFAULT false,
     schema_version_field  text,
     schema_versions       jsonb CHECK (jsonb_typeof(schema_versions) = 'object'),
@@ -60,7 +60,7 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     -- (its secret in kafka_sink.secrets as schema_registry.<option>)
     value_format          text NOT NULL DEFAULT 'json'
                           CONSTRAINT pipeline_definitions_value_format_check
-                          CHECK (value_format IN ('json', 'avro', 'json_schema')),
+                          CHECK (value_format IN ('json', 'avro', 'json_schema', 'protobuf')),
     value_schema          text,
     schema_registry       jsonb
                           CONSTRAINT pipeline_definitions_schema_registry_check
@@ -94,7 +94,7 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     CONSTRAINT pipeline_definitions_value_schema_check
         CHECK (value_schema IS NULL OR value_format = 'avro'),
     CONSTRAINT pipeline_definitions_key_registry_check
-        CHECK (key_format <> 'avro' OR schema_registry IS NOT NULL),
+        CHECK (key_format NOT IN ('avro', 'protobuf') OR schema_registry IS NOT NULL),
     CHECK (num_nonnulls(subscribe, subscribe_pattern, assign) = 1),
     CHECK (mode <> 'function' OR batch_function IS NOT NULL),
     CHECK (mode = 'function' OR target IS NOT NULL OR bronze IS NOT NULL),
@@ -182,7 +182,7 @@ CREATE TABLE kafka_sink.quarantine (
                        'unknown_schema_id', 'not_wire_format', 'invalid_avro',
                        'invalid_envelope',
                        'no_target', 'target_refused', 'schema_change_refused',
-                       'dead_letter_loop', 'no_partition')),
+                       'dead_letter_loop', 'no_partition', 'invalid_protobuf')),
     detail         text NOT NULL,
     created_at     timestamptz NOT NULL DEFAULT now(),
     replayed_at    timestamptz,
@@ -375,7 +375,8 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
     '(evolve: a change of the embedded schema that kafka_sink will not make), dead_letter_loop (the message '
     'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic), '
-    'no_partition (a partitioned target has no partition for the row: replayable once the partition exists)';
+    'no_partition (a partitioned target has no partition for the row: replayable once the partition exists), '
+    'invalid_protobuf (the Protobuf payload does not decode with its schema, or its schema does not compile)';
 COMMENT ON COLUMN kafka_sink.quarantine.target IS
     'The table the message was routed to, or would have been (quoted, schema-qualified); NULL for rows written before 0.2.0';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.target_template IS
@@ -402,7 +403,7 @@ COMMENT ON COLUMN kafka_sink.outbox.hops IS
 COMMENT ON COLUMN kafka_sink.outbox.quarantine_id IS
     'For a dead-letter message: the kafka_sink.quarantine row it was queued with (no foreign key: the outbox outlives pipelines)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_format IS
-    'json, avro (Confluent wire format, or plain Avro with value_schema) or json_schema (Confluent wire format, JSON payload)';
+    'json, avro (Confluent wire format, or plain Avro with value_schema), json_schema (Confluent wire format, JSON payload) or protobuf (Confluent wire format)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_schema IS
     'value_format avro without a registry: the one Avro writer schema of every value (plain Avro binary)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.schema_registry IS

@@ -18,7 +18,7 @@ ALTER TABLE kafka_sink.quarantine ADD CONSTRAINT quarantine_reason_check CHECK (
     'invalid_value', 'unknown_schema_version', 'null_key',
     'constraint_violation', 'value_too_large', 'rejected_by_target',
     'unknown_schema_id', 'not_wire_format', 'invalid_avro', 'invalid_envelope',
-    'no_target', 'target_refused', 'schema_change_refused', 'dead_letter_loop', 'no_partition'));
+    'no_target', 'target_refused', 'schema_change_refused', 'dead_letter_loop', 'no_partition', 'invalid_protobuf'));
 COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'Why the message was not applied: invalid_json, not_an_object, missing_required_field, invalid_value, '
     'unknown_schema_version, null_key, constraint_violation (a constraint or data error of the row), '
@@ -30,7 +30,8 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     '(routing: the target exists but the pipeline may not write it: see the detail), schema_change_refused '
     '(evolve: a change of the embedded schema that kafka_sink will not make), dead_letter_loop (the message '
     'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic), '
-    'no_partition (a partitioned target has no partition for the row: replayable once the partition exists)';
+    'no_partition (a partitioned target has no partition for the row: replayable once the partition exists), '
+    'invalid_protobuf (the Protobuf payload does not decode with its schema, or its schema does not compile)';
 
 -- envelope debezium: the connector's own unavailable.value.placeholder
 -- (issue 25); create_pipeline and alter_pipeline take it as their last
@@ -50,3 +51,16 @@ DROP FUNCTION kafka_sink._api_alter_pipeline(text, bigint, bigint, interval, int
 ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT pipeline_definitions_mode_check;
 ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_mode_check
     CHECK (mode IN ('merge', 'append', 'function', 'history'));
+
+-- the protobuf format (values and keys, Confluent wire format)
+ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT pipeline_definitions_value_format_check;
+ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_value_format_check
+    CHECK (value_format IN ('json', 'avro', 'json_schema', 'protobuf'));
+ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT pipeline_definitions_key_format_check;
+ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_key_format_check
+    CHECK (key_format IN ('none', 'string', 'json', 'avro', 'protobuf'));
+ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT pipeline_definitions_key_registry_check;
+ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_key_registry_check
+    CHECK (key_format NOT IN ('avro', 'protobuf') OR schema_registry IS NOT NULL);
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_format IS
+    'json, avro (Confluent wire format, or plain Avro with value_schema), json_schema (Confluent wire format, JSON payload) or protobuf (Confluent wire format)';
