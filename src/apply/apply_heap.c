@@ -18,6 +18,11 @@
  * Owns: kafka_sink.apply_strategy's heap side and KsApplyStrategy
  * ks_apply_heap.  Must not: choose which rows apply (apply.c, reduce.c).
  *
+ * Over 1,000 lines on purpose: the allow-list of shapes, the checks made
+ * before anything is written and the per-row probe and write share one
+ * executor state and one notion of "exactly what the MERGE does"; split,
+ * a shape allowed in one file could be written differently in another.
+ *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"

@@ -50,6 +50,10 @@
  * set of bounds, fuzzed as one unit without the backend; split, the
  * bounds would be kept in several places.
  *
+ * Owns: the Protobuf wire format and the values it yields.  Must not:
+ * depend on the backend beyond palloc and StringInfo (fuzzed standalone),
+ * fetch schemas (schema_registry.c) or convert to column types (decode.c).
+ *
  *-------------------------------------------------------------------------
  */
 #ifdef FRONTEND
