@@ -12,6 +12,11 @@
  * include it too, and a wrapper's dependencies are included where it is
  * used.
  *
+ * Owns: the differences between PostgreSQL 15, 16, 17 and 18, as
+ * macros named KS_* or Ks* that the modules call.  Must not: hold a
+ * module's API, a GUC, state or a function body, or let a PG_VERSION_NUM
+ * test live in any other file.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KAFKA_SINK_COMPAT_H

@@ -15,6 +15,11 @@
  * rows straight through the heap and its indexes; ks_apply_strategy_for()
  * chooses one per target.
  *
+ * Owns: KsBatch, KsBatchTarget, KsBatchStats, the KsApplyStrategy
+ * interface and apply.c's declarations.  Must not: declare a strategy's
+ * own exports (apply_sql.h, apply_heap.h) or another module's (reduce.h,
+ * checkpoint.h, ...); the worker's state is worker.h's.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_APPLY_H

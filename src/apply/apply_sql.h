@@ -1,8 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * apply_sql.h
- *		The SQL apply strategy (apply_sql.c): the statements of
- *		statements.c run through SPI over kafka_sink._batch_rows().
+ *		The SQL apply strategies (apply_sql.c): the statements of
+ *		statements.c and history.c run through SPI over
+ *		kafka_sink._batch_rows(); on_conflict's with INSERT ... ON
+ *		CONFLICT and an UPDATE in place of the MERGE.
+ *
+ *		Owns: KsApplyStrategy ks_apply_sql and ks_apply_onconflict, and
+ *		ks_batch_rows_active (replay.c asks it).  Must not: expose the plan
+ *		cache or the row-fault table, or build statement text (statements.h,
+ *		history.h).
  *
  *-------------------------------------------------------------------------
  */

@@ -4,6 +4,11 @@
  *		The bronze table (bronze.c): every raw message of a batch, landed
  *		in the batch's transaction.
  *
+ *		Owns: bronze.c's declarations, and ks_insert_slots, the multi-insert
+ *		with index entries that the heap strategy shares.  Must not: write a
+ *		target's rows of its own accord (ks_insert_slots writes what its
+ *		caller gives it) or the catalog.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_BRONZE_H

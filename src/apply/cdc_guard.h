@@ -3,6 +3,10 @@
  * cdc_guard.h
  *		The guards of change events across batches (cdc_guard.c).
  *
+ *		Owns: cdc_guard.c's declarations: the truncates, the deletes'
+ *		positions recorded, stale winners dropped.  Must not: decode change
+ *		events (envelope_debezium.c) or choose a key's winner (reduce.c).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_CDC_GUARD_H

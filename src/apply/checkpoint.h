@@ -5,6 +5,10 @@
  *		the batch marker with its progress record, the new offsets, data
  *		loss records, and the retention of old markers.
  *
+ *		Owns: checkpoint.c's declarations: the batch id, the checkpoint's
+ *		write and the retention of markers.  Must not: decide what a batch
+ *		applies, or hold SQL text (catalog.c writes the rows).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_CHECKPOINT_H

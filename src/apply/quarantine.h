@@ -5,6 +5,11 @@
  *		outbox row written with each when the pipeline has a
  *		dead_letter_topic.
  *
+ *		Owns: ks_quarantine_rows, the batch's quarantine rows and their
+ *		dead-letter outbox rows.  Must not: decide which rows are
+ *		quarantined (decode.c, dedupe.c, route.c and apply_sql.c set the
+ *		reasons) or hold SQL text (catalog.c).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_QUARANTINE_H

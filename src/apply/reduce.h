@@ -4,6 +4,10 @@
  *		The per-key reduce of a batch (reduce.c): one row per key by the
  *		ordering rule, the fold of partial messages, and key order.
  *
+ *		Owns: KsKeyHash (opaque, reduce.c's) and the reduce's calls.
+ *		Must not: run statements or touch the catalog; it reads rows and
+ *		marks winners.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_REDUCE_H

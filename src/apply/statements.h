@@ -2,8 +2,13 @@
  *
  * statements.h
  *		The text of every statement a batch runs against the user's
- *		tables (statements.c), and kafka_sink.pipeline_statements(), which
- *		shows them built by the same functions.
+ *		tables (statements.c; mode history's is history.c's), and
+ *		kafka_sink.pipeline_statements(), which shows them built by the
+ *		same functions.
+ *
+ *		Owns: the builders of statement text and KS_BY_HAND_STAGING.
+ *		Must not: run anything, or hold SQL text on kafka_sink's own tables
+ *		(catalog.h).
  *
  *-------------------------------------------------------------------------
  */

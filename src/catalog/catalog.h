@@ -5,6 +5,11 @@
  *		tables, the transaction block of the workers, and ks_spi_exec, the
  *		one SPI helper, which checks return codes.
  *
+ *		Owns: the declarations of every statement on kafka_sink.*, of the
+ *		workers' transaction and of the SPI helpers, and KsWanted.  Must not:
+ *		decide anything (callers decide what to write), or declare SQL on
+ *		the user's tables (statements.h, history.h).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_CATALOG_H

@@ -2,8 +2,14 @@
  *
  * avro_binary.h
  *		Avro writer schemas and the binary decoder into field-path slots
- *		(src/decode/avro_binary.c).  No backend dependency: test/fuzz builds it with
- *		-DFRONTEND against libpgcommon.
+ *		(src/decode/avro_binary.c), and ks_json_parse over jsontree.h.  No
+ *		backend dependency: test/fuzz builds it with -DFRONTEND against
+ *		libpgcommon.
+ *
+ *		Owns: KsAvroSchema (opaque), the named-type table and the
+ *		decoder's calls.  Must not: need the backend beyond palloc and
+ *		src/common, or know columns, the catalog or the registry
+ *		(schema_registry.h).
  *
  *-------------------------------------------------------------------------
  */

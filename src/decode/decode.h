@@ -6,6 +6,10 @@
  *		field values into column values that every format and envelope
  *		shares.
  *
+ *		Owns: KsColumn, KsTarget, KsRow, KsReason and decode.c's
+ *		declarations.  Must not: declare a format's or an envelope's calls
+ *		(format.h, envelope.h) or open the target (target.h).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_DECODE_H

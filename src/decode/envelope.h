@@ -6,12 +6,17 @@
  * The plain envelope (envelope_plain.c) is what kafka_sink always did: the
  * value is the row (an upsert, or an insert in append mode), a tombstone
  * with delete_on_tombstone deletes the row of its key.  A change-event
- * envelope (Debezium: op, before, after) is a new file, envelope_<name>.c,
- * with a KsEnvelope declared below and one line in ks_envelope_find.
+ * envelope is a file of its own, envelope_<name>.c (Debezium's, op,
+ * before, after: envelope_debezium.c), with a KsEnvelope declared below
+ * and one line in ks_envelope_find.
  *
  * An envelope fills one KsRow: its values (through the format, format.h,
  * and the shared conversion of decode.h), is_delete for a delete, or a
  * quarantine reason and detail.
+ *
+ * Owns: KsEnvelope, the envelopes' entries and their look-up
+ * (ks_envelope_find, in envelope_plain.c).  Must not: know a format's
+ * bytes (format.h) or convert values (decode.h).
  *
  *-------------------------------------------------------------------------
  */

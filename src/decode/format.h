@@ -7,11 +7,17 @@
  *
  * A format is one entry of the table in format.c: a name (what the
  * pipeline's value_format or key_format says) and a decode function.
- * Decoding calls only ks_format_decode; everything after the slots (schema
- * versions, scales, the column types' input functions, required columns)
- * is shared by every format.  A new format is a new file,
- * format_<name>.c (as format_protobuf.c), with its decode function
- * declared below, and one line in the table of format.c.
+ * Decoding calls ks_format_decode (the Debezium envelope, which reads its
+ * JSON itself, only ks_json_schema_payload for a json_schema frame);
+ * everything after the slots (schema versions, scales, the column types'
+ * input functions, required columns) is shared by every format.  A new
+ * format is a new file, format_<name>.c (as format_protobuf.c), with its
+ * decode function declared below, and one line in the table of format.c.
+ *
+ * Owns: KsFormat, KsFormatCall, the look-up, Confluent's frame
+ * (ks_wire_frame) and each format's decode function, its file's only
+ * export.  Must not: declare the payload decoders (avro_binary.h,
+ * protobuf.h) or the conversion into columns (decode.h).
  *
  *-------------------------------------------------------------------------
  */

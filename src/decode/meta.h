@@ -6,6 +6,10 @@
  *		kafka.partition and kafka.offset, wherever a field path is taken
  *		(mappings, event_id, schema_version_field, the routing template).
  *
+ *		Owns: KsMeta, naming a path as metadata and reading its value from
+ *		a message.  Must not: convert into columns (decode.c) or look at the
+ *		message's value.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_META_H

@@ -9,6 +9,10 @@
  * The types below the public functions are the compiled schema, shared by
  * the two files only.
  *
+ * Owns: the parse and decode calls and the compiled schema's types.
+ * Must not: need the backend beyond palloc and StringInfo, fetch schemas
+ * (schema_registry.c) or convert to column types (decode.c).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_PROTOBUF_H

@@ -3,7 +3,12 @@
  * slot_text.h
  *		The texts the binary decoders (avro_binary.c, protobuf.c) write into
  *		slots: a JSON string literal, an element of a PostgreSQL array
- *		literal; slots made ABSENT.  Inline: both are built without the backend for test/fuzz.
+ *		literal; a small StringInfo; slots made ABSENT.  Inline: both
+ *		are built without the backend for test/fuzz.
+ *
+ *		Owns: those four inline helpers, for avro_binary.c and protobuf.c
+ *		alone.  Must not: need the backend beyond palloc and StringInfo, or
+ *		hold state.
  *
  *-------------------------------------------------------------------------
  */

@@ -2,7 +2,12 @@
  *
  * errclass.h
  *		What an error raised while a batch is decoded or applied means
- *		(errclass.c): a row's fault, the batch's (retry), or fatal.
+ *		(errclass.c): a row's fault, the batch's (retried), the pipeline
+ *		stopped under the worker, or permanent (the pipeline fails).
+ *
+ *		Owns: KsErrClass and the one SQLSTATE -> category call.  Must not:
+ *		look at anything but the code, or say what a caller does with a
+ *		category (quarantine, retry or fail is the caller's).
  *
  *-------------------------------------------------------------------------
  */

@@ -4,6 +4,10 @@
  *		Which hosts a pipeline may make the server connect to
  *		(kafka_sink.allowed_hosts, src/infra/hosts.c).
  *
+ *		Owns: kafka_sink.allowed_hosts's variable and check hook, and the
+ *		checks of brokers and URLs against it.  Must not: connect (the
+ *		clients do, after asking here).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_HOSTS_H

@@ -3,9 +3,14 @@
  * jsontree.h
  *		The extension's one JSON tree (jsontree.c): a text parsed by
  *		PostgreSQL's pg_parse_json into KsJson nodes.  Used for Avro schemas
- *		and registry answers (avro_binary.c: ks_json_parse) and for Debezium
- *		change events (envelope_debezium.c).  No backend dependency: test/fuzz
- *		builds it with -DFRONTEND against libpgcommon.
+ *		and registry answers (avro_binary.c: ks_json_parse), for Debezium
+ *		change events (envelope_debezium.c) and for a replayed message's
+ *		headers (consumer.c).  No backend dependency: test/fuzz builds it
+ *		with -DFRONTEND against libpgcommon.
+ *
+ *		Owns: KsJson, building the tree and looking a member up.
+ *		Must not: need the backend beyond palloc, or know what the JSON
+ *		means (that is its callers': Avro, the registry, Debezium).
  *
  *-------------------------------------------------------------------------
  */

@@ -3,6 +3,10 @@
  * jsonwalk.h
  *		Capturing values at field paths of a JSON message (jsonwalk.c).
  *
+ *		Owns: KsPath, KsWalkPaths, the slots (KsSlotValue), the scanner
+ *		and the path parser.  Must not: need the backend beyond palloc (it
+ *		is also built without it for test/fuzz) or know columns and types.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_JSONWALK_H

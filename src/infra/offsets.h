@@ -4,6 +4,9 @@
  *		The one parser of offsets specs (offsets.c): starting_offsets and
  *		ending_offsets, shared by the validator and the workers.
  *
+ *		Owns: KsSpecKind and the one parse of a spec.  Must not: resolve
+ *		offsets against Kafka (assignment.c does) or read the catalog.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_OFFSETS_H

@@ -4,6 +4,11 @@
  *		Secrets by reference: {"env": "NAME"} and {"file": "/path"} in place
  *		of a secret option's value (src/infra/secret_ref.c).
  *
+ *		Owns: KsOption, KsSecretRef, kafka_sink.secret_env_allowed and
+ *		reading a value.  Must not: decide which options are secrets
+ *		(kafka_options.h) or hand a value to a client (consumer.c,
+ *		producer.c and schema_registry.c do).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_SECRET_REF_H

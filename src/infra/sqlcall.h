@@ -5,6 +5,9 @@
  *		context, caller-declared record types, batch-only functions, who
  *		may see a pipeline.
  *
+ *		Owns: those checks and KS_ERRCODE_WRONG_CONTEXT.  Must not: decide
+ *		what a function does, or read kafka_sink's tables.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_SQLCALL_H

@@ -6,6 +6,10 @@
  *		of the checkpoint.  Kafka is seen only through these plain
  *		structs; rdkafka.h stays in consumer.c and producer.c.
  *
+ *		Owns: KsConsumer (opaque), KsEvent, KsHeader and consumer.c's
+ *		calls.  Must not: expose rdkafka.h (kafka_client.h), touch the
+ *		catalog or hold a transaction.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_CONSUMER_H

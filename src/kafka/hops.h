@@ -4,6 +4,10 @@
  *		The outbox hop count (hops.c): how often a message came through
  *		kafka_sink's outbox, the loop it ends.
  *
+ *		Owns: the header's name, the hop-count rule and the batch's count.
+ *		Must not: write headers (quarantine.c, catalog.c and api.c do,
+ *		with the count it gives).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_HOPS_H

@@ -4,6 +4,11 @@
  *		What consumer.c and producer.c share of librdkafka: the only header
  *		that includes rdkafka.h, for those two files alone.
  *
+ *		Owns: what consumer.c lends producer.c: setting a property, the
+ *		log and the error callbacks.  Must not: be included by any other
+ *		file, or declare what the rest of kafka_sink needs (consumer.h,
+ *		producer.h).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_KAFKA_CLIENT_H

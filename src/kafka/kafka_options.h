@@ -1,8 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * kafka_options.h
- *		The allow-list of librdkafka properties a pipeline owner may set
+ *		The allow-lists of the librdkafka properties and the
+ *		schema_registry options a pipeline owner may set
  *		(src/kafka/kafka_options.c).
+ *
+ *		Owns: KsOptionUse, the checks of both allow-lists and which
+ *		options are secrets.  Must not: build a client (consumer.c,
+ *		producer.c) or read a secret's value (secret_ref.h).
  *
  *-------------------------------------------------------------------------
  */

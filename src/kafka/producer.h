@@ -4,6 +4,10 @@
  *		The Kafka producers (producer.c): the one behind kafka_sink.produce
  *		and the outbox relay's batch producer.
  *
+ *		Owns: KsProducer (opaque), KsOutMsg and the two ways to send.
+ *		Must not: expose rdkafka.h (kafka_client.h) or touch the catalog
+ *		(the relay, outbox.c, reads and marks the rows).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_PRODUCER_H

@@ -7,6 +7,10 @@
  *		itself (worker.c, declared here).  Only these four modules include
  *		it.
  *
+ *		Owns: KsWorkerState, KsMirrorState and worker.c's declarations.
+ *		Must not: be included outside those four modules, or declare
+ *		the other modules' calls (assignment.h, fill.h, mirror.h).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef KS_WORKER_H
