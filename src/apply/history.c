@@ -147,8 +147,10 @@ append_fields_array(StringInfo b, KsTarget *t)
  *       events, these in batch order): a delete discards what came before
  *       it at v and is discarded by what comes after it (the later message
  *       wins a tie);
- *   c   _ks_seg: how many deletes come before, per key (a delete ends
- *       the fold: after it, a column takes only what later events carry);
+ *   c   _ks_seg: how many runs of deletes come before, per key (a
+ *       delete ends the fold: after it, a column takes only what later
+ *       events carry; a delete right after a delete keeps the values of
+ *       the deleted version it ends, as the first did);
  *   d,f each column's value: that of the last row up to this one, in its
  *       segment, carrying the column (NULL if none), as the merge rule's
  *       fold, along time;
@@ -223,10 +225,12 @@ ks_history_sql(KsTarget *t, bool by_hand)
 					 ", b AS (SELECT a.*, max(_ks_ord) FILTER (WHERE _ks_del) OVER w AS _ks_lastdel,"
 					 " max(_ks_ord) OVER w AS _ks_maxord, bool_or(_ks_ord = 0) OVER w AS _ks_stored"
 					 " FROM a WINDOW w AS (%s, _ks_v))"
-					 ", c AS (SELECT b.*, coalesce(sum(_ks_del::integer) OVER (%s ORDER BY _ks_v, _ks_ord"
-					 " ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS _ks_seg FROM b"
-					 " WHERE _ks_ord >= coalesce(_ks_lastdel, _ks_ord) AND NOT (_ks_del AND _ks_ord < _ks_maxord))",
-					 pk, pk);
+					 ", c0 AS (SELECT b.*, lead(_ks_del) OVER (%s ORDER BY _ks_v, _ks_ord) AS _ks_nextdel FROM b"
+					 " WHERE _ks_ord >= coalesce(_ks_lastdel, _ks_ord) AND NOT (_ks_del AND _ks_ord < _ks_maxord))"
+					 ", c AS (SELECT c0.*, coalesce(sum((_ks_del AND NOT coalesce(_ks_nextdel, true))::integer)"
+					 " OVER (%s ORDER BY _ks_v, _ks_ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)"
+					 " AS _ks_seg FROM c0)",
+					 pk, pk, pk);
 
 	/* d: per column, which carrying row it takes (0: none) */
 	appendStringInfoString(&b, ", d AS (SELECT c.*");

@@ -16,7 +16,7 @@
 setup_owner
 W="$KS_RUN/history.$SFX"
 mkdir -p "$W"
-SEEDS="${KS_HISTORY_SEEDS:-3}"
+SEEDS="${KS_HISTORY_SEEDS:-3}"          # KS_HISTORY_SEED=N: seeds N, N+1, ... (to replay a failure)
 
 table_sql() {
     cat <<SQL
@@ -64,6 +64,7 @@ pit_sql() { # NAME TIMES_FILE
 
 for s in $(seq 1 "$SEEDS"); do
     seed=$((RANDOM * 32768 + RANDOM))
+    [ -z "${KS_HISTORY_SEED:-}" ] || seed=$((KS_HISTORY_SEED + s - 1))
     topic="hist_${SFX}_$s"
     python3 "$E2E_DIR/history_model.py" gen "$seed" "$(date +%s%3N)" "$W/msgs.$s"
     n="$(wc -l < "$W/msgs.$s")"
