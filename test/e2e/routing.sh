@@ -66,7 +66,10 @@ sql >/dev/null <<SQL
 SET ROLE ks_e2e;
 SELECT kafka_sink.create_pipeline(name => '$P1', bootstrap_servers => '$KS_BOOTSTRAP',
        subscribe => ARRAY['$TA', '$TB', '$TC', '$TR'], target => '$S.{topic}',
-       key_format => 'string', starting_offsets => 'earliest');
+       key_format => 'string', starting_offsets => 'earliest',
+       -- the first batch waits for all 800 messages, so that it holds
+       -- every topic whatever the order the partitions are fetched in
+       min_offsets_per_batch => 800, max_trigger_delay => '60 s');
 SQL
 poll "SELECT kafka_sink.wait('$P1', '60 s')" 90 || true
 
