@@ -676,7 +676,7 @@ append_base64(StringInfo b, const unsigned char *p, uint32 n)
 
 	enlargeStringInfo(b, need + 2);
 	appendStringInfoChar(b, '"');
-	b->len += pg_b64_encode((const char *) p, (int) n, b->data + b->len, need);
+	b->len += pg_b64_encode((const void *) p, (int) n, b->data + b->len, need);
 	appendStringInfoChar(b, '"');
 }
 
