@@ -139,6 +139,18 @@ compile_bundle(KsSchemaEntry *e, const char *base_type, const char *text)
 		e->invalid = psprintf("its references cannot be resolved: %s", error->str);
 		return;
 	}
+	/* the catalog is data: every reference has a name and a schema text */
+	for (int i = 0; i < refs->n; i++)
+	{
+		KsJson	   *name = ks_json_get(refs->items[i], "name");
+		KsJson	   *schema = ks_json_get(refs->items[i], "schema");
+
+		if (name == NULL || name->kind != KS_J_STRING || schema == NULL || schema->kind != KS_J_STRING)
+		{
+			e->invalid = pstrdup("the stored schema with references is not readable");
+			return;
+		}
+	}
 	if (strcmp(base_type, "PROTOBUF") == 0)
 	{
 		KsPbFile   *files = palloc(sizeof(KsPbFile) * (refs->n + 1));
