@@ -178,11 +178,12 @@ ks_secret_ref_parse_text(const char *json, const char *what, const char *option,
 }
 
 /*
- * The same bar as pg_read_file and COPY FROM a file.  Syscache lookups
- * need a transaction; a worker builds its clients outside one.
+ * Whether owner is a superuser, or may also have the server read files
+ * (files: the same bar as pg_read_file and COPY FROM a file).  Syscache
+ * lookups need a transaction; a worker builds its clients outside one.
  */
-bool
-ks_owner_reads_server_files(Oid owner)
+static bool
+owner_check(Oid owner, bool files)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	bool		started = false;
@@ -193,11 +194,24 @@ ks_owner_reads_server_files(Oid owner)
 		StartTransactionCommand();
 		started = true;
 	}
-	result = superuser_arg(owner) || has_privs_of_role(owner, ROLE_PG_READ_SERVER_FILES);
+	result = superuser_arg(owner) ||
+		(files && has_privs_of_role(owner, ROLE_PG_READ_SERVER_FILES));
 	if (started)
 		CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
 	return result;
+}
+
+bool
+ks_owner_reads_server_files(Oid owner)
+{
+	return owner_check(owner, true);
+}
+
+bool
+ks_owner_is_superuser(Oid owner)
+{
+	return owner_check(owner, false);
 }
 
 void

@@ -90,4 +90,7 @@ extern void ks_secret_free(const KsOption *o, char *value);
 /* May owner have the server read files on its behalf (pg_read_server_files)? */
 extern bool ks_owner_reads_server_files(Oid owner);
 
+/* Is owner a superuser?  (Inside or outside a transaction, as the above.) */
+extern bool ks_owner_is_superuser(Oid owner);
+
 #endif							/* KS_SECRET_REF_H */

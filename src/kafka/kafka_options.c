@@ -315,25 +315,6 @@ ks_option_is_secret(const char *name)
 		strstr(lower, "token") != NULL;
 }
 
-static bool
-owner_is_superuser(Oid owner)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	bool		started = false;
-	bool		result;
-
-	if (!IsTransactionState())
-	{
-		StartTransactionCommand();
-		started = true;
-	}
-	result = superuser_arg(owner);
-	if (started)
-		CommitTransactionCommand();
-	MemoryContextSwitchTo(cxt);
-	return result;
-}
-
 /* librdkafka callbacks and opaques, present and future: C API only */
 static bool
 is_callback_name(const char *name)
@@ -407,7 +388,7 @@ check_mechanism(const char *name, const char *value, Oid owner)
 			return;
 	if (strcmp(value, "GSSAPI") == 0)
 	{
-		if (owner_is_superuser(owner))
+		if (ks_owner_is_superuser(owner))
 			return;
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -501,7 +482,7 @@ check_name(KsOption *o, const KsOptDef *d, Oid owner, KsOptionUse use)
 				 errmsg("Kafka option \"%s\" does not apply to a %s", o->name,
 						use == KS_USE_CONSUMER ? "consumer" : "producer"),
 				 errhint(ALLOWED_HINT)));
-	if ((d->flags & OPT_SUPERUSER) && !owner_is_superuser(owner))
+	if ((d->flags & OPT_SUPERUSER) && !ks_owner_is_superuser(owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("Kafka option \"%s\" needs a superuser pipeline owner", o->name),
