@@ -597,8 +597,14 @@ cmd_pg_start() {
     log "pg-start: starting PostgreSQL on 127.0.0.1:$PGPORT_NUM (preload '$KS_PRELOAD')"
     local t0=$SECONDS
     echo "===== $(date -Is) pg-start" | as_pg tee -a "$PGLOG" >/dev/null
-    if ! as_pg "$KS_PGBIN/pg_ctl" -D "$PGDATA_DIR" -l "$PGLOG" \
-            -w -t 60 start > /dev/null; then
+    # KS_CORE_DUMPS=1: a crashing backend leaves a core file in the data
+    # directory (core_pattern permitting), for a backtrace with gdb.  The
+    # limit is raised in the server's own shell: runuser's PAM session
+    # resets it.
+    local core_limit=
+    [ -n "${KS_CORE_DUMPS:-}" ] && core_limit='ulimit -c unlimited;'
+    if ! as_pg bash -c "$core_limit"' exec "$@"' pg_ctl "$KS_PGBIN/pg_ctl" \
+            -D "$PGDATA_DIR" -l "$PGLOG" -w -t 60 start > /dev/null; then
         tail -n 40 "$PGLOG" >&2
         die "pg-start: PostgreSQL did not start (full log: $PGLOG)"
     fi

@@ -16,6 +16,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "spi.h"
 #include "pipeline.h"
 #include "catalog_guard.h"
 #include "apply_sql.h"
@@ -309,7 +310,7 @@ run_statement(KsBatch *batch, const char *sql, int *rows, int nrows, bool with_x
 	{
 		if (with_xid)
 			values[1] = TransactionIdGetDatum(GetCurrentTransactionId());
-		rc = SPI_execute_plan(prepared(sql, with_xid ? 2 : 1, argtypes), values, NULL, false, 0);
+		rc = ks_spi_execute_plan(prepared(sql, with_xid ? 2 : 1, argtypes), values, NULL, false, 0);
 		if (rc < 0)
 			elog(ERROR, "kafka_sink: SPI_execute failed (%d) for: %s", rc, sql);
 	}

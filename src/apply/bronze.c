@@ -13,6 +13,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "spi.h"
 #include "catalog_guard.h"
 #include "bronze.h"
 #include "catalog.h"
@@ -343,7 +344,7 @@ bronze_call(void *arg)
 	BronzeCall *c = arg;
 
 	if (!bronze_fast_path(c->batch) &&
-		SPI_execute_with_args(c->sql, 1, c->argtypes, c->values, NULL, false, 0) != SPI_OK_INSERT)
+		ks_spi_execute(c->sql, 1, c->argtypes, c->values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "kafka_sink: could not write to the bronze table");
 }
 
@@ -394,7 +395,7 @@ ks_write_bronze(KsBatch *batch)
 	PG_TRY();
 	{
 		if (!try_bronze(batch, sql, argtypes, values) &&
-			SPI_execute_with_args(psprintf("%s ON CONFLICT (topic, partition, \"offset\") DO NOTHING", sql),
+			ks_spi_execute(psprintf("%s ON CONFLICT (topic, partition, \"offset\") DO NOTHING", sql),
 								  1, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "kafka_sink: could not write to the bronze table");
 	}

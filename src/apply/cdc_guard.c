@@ -27,6 +27,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "spi.h"
 #include "pipeline.h"
 #include "catalog_guard.h"
 #include "cdc_guard.h"
@@ -124,7 +125,7 @@ ks_cdc_truncates(KsBatch *batch)
 		catalog_writes = ks_catalog_writes_suspend();
 		PG_TRY();
 		{
-			rc = SPI_execute_with_args(ks_truncate_sql(t), 1, argtypes, values, NULL, false, 0);
+			rc = ks_spi_execute(ks_truncate_sql(t), 1, argtypes, values, NULL, false, 0);
 			if (rc != SPI_OK_DELETE)
 				elog(ERROR, "kafka_sink: SPI_execute failed (%d) for a truncate", rc);
 			batch->stats.deleted += SPI_processed;

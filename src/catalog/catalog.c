@@ -20,6 +20,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "spi.h"
 #include "pipeline.h"
 #include "catalog_guard.h"
 #include "catalog.h"
@@ -122,12 +123,8 @@ void
 ks_spi_exec(const char *what, const char *sql, int nargs, Oid *argtypes, Datum *values,
 			const char *nulls, bool read_only, int expected)
 {
-	int			rc;
+	int			rc = ks_spi_execute(sql, nargs, argtypes, values, nulls, read_only, 0);
 
-	if (nargs == 0)
-		rc = SPI_execute(sql, read_only, 0);
-	else
-		rc = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, read_only, 0);
 	if (rc != expected)
 		elog(ERROR, "kafka_sink: could not %s (%s)", what, SPI_result_code_string(rc));
 }
@@ -1285,7 +1282,7 @@ ks_catalog_outbox_pending(int limit, KsOutMsg **msgs, int64 **ids, MemoryContext
 		Datum		values[1] = {int8_array(*ids, n)};
 		int			i = 0;
 
-		if (SPI_execute_with_args("SELECT o.id, h.name, h.value FROM kafka_sink.outbox o,"
+		if (ks_spi_execute("SELECT o.id, h.name, h.value FROM kafka_sink.outbox o,"
 								  " unnest(o.header_names, o.header_values) WITH ORDINALITY AS h(name, value, n)"
 								  " WHERE o.id = ANY ($1) AND o.header_names IS NOT NULL ORDER BY o.id, h.n",
 								  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
@@ -1319,7 +1316,7 @@ ks_catalog_outbox_pending(int limit, KsOutMsg **msgs, int64 **ids, MemoryContext
 		Oid			argtypes[1] = {INT8ARRAYOID};
 		Datum		values[1] = {int8_array(*ids, n)};
 
-		if (SPI_execute_with_args("SELECT o.id, h.key, h.value FROM kafka_sink.outbox o,"
+		if (ks_spi_execute("SELECT o.id, h.key, h.value FROM kafka_sink.outbox o,"
 								  " jsonb_each_text(o.headers) h WHERE o.id = ANY ($1) ORDER BY o.id",
 								  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "kafka_sink: could not read outbox headers");

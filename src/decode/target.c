@@ -14,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "spi.h"
 #include "pipeline.h"
 #include "target.h"
 #include "catalog.h"
@@ -271,7 +272,7 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 			Oid			argtypes[2] = {OIDOID, INT2OID};
 			Datum		values[2] = {ObjectIdGetDatum(relid), Int16GetDatum(att->attnum)};
 
-			if (SPI_execute_with_args("SELECT pg_catalog.pg_get_expr(adbin, adrelid)"
+			if (ks_spi_execute("SELECT pg_catalog.pg_get_expr(adbin, adrelid)"
 									  " FROM pg_catalog.pg_attrdef WHERE adrelid = $1 AND adnum = $2",
 									  2, argtypes, values, NULL, true, 1) == SPI_OK_SELECT &&
 				SPI_processed == 1)
@@ -399,7 +400,7 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 			names[i] = CStringGetTextDatum(t->columns[t->key_index[i]].name);
 		values[0] = ObjectIdGetDatum(relid);
 		values[1] = PointerGetDatum(construct_array(names, t->nkeys, TEXTOID, -1, false, TYPALIGN_INT));
-		if (SPI_execute_with_args("WITH x AS (SELECT i.indexrelid, i.indrelid, i.indkey, i.indcollation, i.indclass"
+		if (ks_spi_execute("WITH x AS (SELECT i.indexrelid, i.indrelid, i.indkey, i.indcollation, i.indclass"
 								  " FROM pg_catalog.pg_index i"
 								  " WHERE i.indrelid = $1 AND i.indisunique AND i.indpred IS NULL"
 								  " AND i.indexprs IS NULL"

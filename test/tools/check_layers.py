@@ -6,7 +6,8 @@ the library's entry point, sits above them all).  Reads every src/**/*.o
 with nm: each undefined symbol that another object defines is a call (or a
 variable use) from one module to another.  Fails on an upward call, naming
 the symbol, and on a C file of src/ that was not built (a module left out
-of OBJS).  Cycles inside one stage are listed, not refused: a stage is
+of OBJS), and on a statement run through SPI other than by src/infra/spi.c
+(which keeps the caller's memory context).  Cycles inside one stage are listed, not refused: a stage is
 changed as one piece.  Run after make; exits 1 on an offence."""
 import collections, glob, os, re, subprocess, sys
 
@@ -53,6 +54,16 @@ for mod, syms in uses.items():
         graph[mod].add(d)
         if rank(d) > rank(mod):
             bad.append(f'src/{mod}.c calls {s} of src/{d}.c: {stage(mod)} may not call up into {stage(d)}')
+
+# SPI's statements only through src/infra/spi.c, which keeps the caller's
+# memory context (SPI returns in its own, freed by SPI_finish)
+SPI_RUN = {'SPI_execute', 'SPI_execute_with_args', 'SPI_execute_plan',
+           'SPI_execute_plan_with_paramlist', 'SPI_execute_extended', 'SPI_execp',
+           'SPI_exec', 'SPI_cursor_fetch', 'SPI_cursor_open', 'SPI_cursor_open_with_args'}
+for mod, syms in uses.items():
+    for s in sorted(syms & SPI_RUN):
+        if mod != 'infra/spi':
+            bad.append(f'src/{mod}.c calls {s}: run statements through ks_spi_execute (src/infra/spi.c)')
 
 # cycles within a stage (strongly connected components), for information
 index, low, stack, on, comps, n = {}, {}, [], set(), [], [0]
