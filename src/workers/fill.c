@@ -18,8 +18,8 @@
  * Owns: KsFill, the end of each partition's range in the batch
  * (KsPartition.end, messages, bytes), the trigger's timers
  * (KsWorkerState.last_trigger, batch_delay_from), Kafka client errors in
- * the slot's detail and kafka_sink.errors, the worker's one wait
- * (ks_wait_for_kafka).  Must not: hold a transaction while it waits on
+ * the slot's detail and kafka_sink.errors, the worker's waits
+ * (ks_wait_for_kafka; ks_backoff_wait before a retry).  Must not: hold a transaction while it waits on
  * Kafka (recording a client error is a short transaction of its own,
  * between waits), move the checkpoint or the assignment (assignment.c).
  *
@@ -59,9 +59,10 @@ ks_fill_has_work(KsWorkerState *ws, KsFill *f)
 /*
  * Sleeps until Kafka has something, the latch is set or timeout_ms passes;
  * meanwhile the consumer-group mirror is served, interrupts and a reload
- * are handled.  Every wait of the worker goes through here.
+ * are handled.  Every wait of the worker goes through here.  True when the
+ * latch ended the wait.
  */
-void
+bool
 ks_wait_for_kafka(KsWorkerState *ws, long timeout_ms)
 {
 	int			rc;
@@ -93,6 +94,27 @@ ks_wait_for_kafka(KsWorkerState *ws, long timeout_ms)
 			ks_hosts_check_brokers("bootstrap_servers", ws->pipeline->source.bootstrap_servers);
 			ks_options_check(ws->pipeline->security.options, ws->pipeline->security.owner, KS_USE_CONSUMER);
 		}
+	}
+	return (rc & WL_LATCH_SET) != 0;
+}
+
+/*
+ * The wait before a failed batch is retried: all of delay_ms, whatever
+ * Kafka has meanwhile (a rewound consumer has messages at once, and a
+ * backoff that ended on them would retry an outage twice a second), unless
+ * the latch is set: a signal, a stop or a change to the pipeline.
+ */
+void
+ks_backoff_wait(KsWorkerState *ws, long delay_ms)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay_ms);
+
+	for (;;)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+
+		if (left <= 0 || ks_wait_for_kafka(ws, left))
+			return;
 	}
 }
 

@@ -32,7 +32,8 @@ extern void ks_fill_batch(KsWorkerState *ws, KsFill *f);
 extern bool ks_fill_has_work(KsWorkerState *ws, KsFill *f);
 extern void ks_fill_closed(KsWorkerState *ws);
 extern void ks_fill_release(KsFill *f);
-extern void ks_wait_for_kafka(KsWorkerState *ws, long timeout_ms);
+extern bool ks_wait_for_kafka(KsWorkerState *ws, long timeout_ms);
+extern void ks_backoff_wait(KsWorkerState *ws, long delay_ms);
 extern void ks_note_client_error(KsWorkerState *ws);
 extern void ks_kafka_healthy(KsWorkerState *ws);
 

@@ -17,6 +17,7 @@
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
+#include "spi.h"
 #include "guc.h"
 #include "shmem.h"
 #include "launcher.h"
@@ -121,8 +122,8 @@ catalog_version_matches(void)
 	static char reported[64] = "";
 	char	   *version = NULL;
 
-	if (SPI_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = '" KS_EXTENSION_NAME "'",
-					true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+	if (ks_spi_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = '" KS_EXTENSION_NAME "'",
+					   0, NULL, NULL, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
 		version = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	if (version == NULL || strcmp(version, KS_VERSION) == 0)
 	{

@@ -377,7 +377,7 @@ batch_rolled_back(KsWorkerState *ws, KsFill *f)
 					detail_and_hint(edata));
 	ks_slot_set_detail(ws->args.slot, "retrying after: %s", edata->message);
 	ks_assignment_rewind(ws);
-	ks_wait_for_kafka(ws, delay);
+	ks_backoff_wait(ws, delay);
 }
 
 /*
