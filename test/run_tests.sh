@@ -35,7 +35,9 @@
 #                                  KS_MATRIX_TESTS (default "regress tap e2e
 #                                  chaos") limited to the scripts
 #                                  KS_MATRIX_SCRIPTS (default "exactly_once
-#                                  upgrade"), with CHAOS_* from
+#                                  upgrade protobuf": protobuf for the
+#                                  registry's fetch, prefetch and outage
+#                                  path), with CHAOS_* from
 #                                  KS_MATRIX_CHAOS_ENV (a smaller exactly_once;
 #                                  it still kills workers and the postmaster).
 #                                  Their suites are named "pgNN: ...".
@@ -71,7 +73,7 @@ fi
 export PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
 read -r -a matrix <<< "${KS_PG_MATRIX:-}"
 read -r -a matrix_parts <<< "${KS_MATRIX_TESTS:-regress tap e2e chaos}"
-MATRIX_SCRIPTS="${KS_MATRIX_SCRIPTS:-exactly_once upgrade}"
+MATRIX_SCRIPTS="${KS_MATRIX_SCRIPTS:-exactly_once upgrade protobuf}"
 MATRIX_CHAOS_ENV="${KS_MATRIX_CHAOS_ENV:-CHAOS_MESSAGES=30000 CHAOS_KEYS=3000 CHAOS_CHUNKS=12 CHAOS_KILLS=10 CHAOS_EXTRA_KILLS=4}"
 SUITE_TIMEOUT="${KS_SUITE_TIMEOUT:-900}"
 
