@@ -37,7 +37,8 @@
  * Owns: the analysis and evaluation of filter and computed expressions,
  * and the API's check of them (kafka_sink._check_transform).
  * Must not: build SQL text, write the target or the catalog, or run an
- * expression at check time (only at run time, in the worker).
+ * expression at check time (only in the worker's batch, and for
+ * message_fate's question through ks_transform_filters_out).
  *
  *-------------------------------------------------------------------------
  */
@@ -339,9 +340,9 @@ typedef struct Transform
 } Transform;
 
 static Transform *
-compile(KsBatch *batch, KsTarget *t)
+compile(KsPipeline *p, KsTarget *t)
 {
-	KsTargets  *tg = &batch->pipeline->targets;
+	KsTargets  *tg = &p->targets;
 	Transform  *tf = palloc0(sizeof(Transform));
 	int			n = 0;
 	ListCell   *lc;
@@ -443,6 +444,30 @@ eval_row(Transform *tf, KsRow *r, MemoryContext out_cxt)
 	tf->ctx.what = NULL;
 }
 
+/*
+ * Whether the pipeline's filter leaves out the decoded upsert r of target
+ * t (message_fate's question, lineage.c); false without a filter.  An
+ * expression's error propagates.
+ */
+bool
+ks_transform_filters_out(KsPipeline *p, KsTarget *t, KsRow *r)
+{
+	Transform  *tf;
+	ErrorContextCallback cb;
+
+	if (p->targets.filter == NULL)
+		return false;
+	tf = compile(p, t);
+	cb.previous = error_context_stack;
+	cb.callback = expr_error_context;
+	cb.arg = &tf->ctx;
+	error_context_stack = &cb;
+	eval_row(tf, r, CurrentMemoryContext);
+	error_context_stack = cb.previous;
+	FreeExprContext(tf->econtext, true);
+	return r->filtered;
+}
+
 /* an error raised through a row's values: the message's fault */
 static bool
 row_fault(int sqlerrcode)
@@ -483,7 +508,7 @@ ks_transform_batch(KsBatch *batch, KsBatchTarget *bt)
 	}
 	if (n == 0)
 		return;
-	tf = compile(batch, bt->target);
+	tf = compile(p, bt->target);
 	cb.previous = error_context_stack;
 	cb.callback = expr_error_context;
 	cb.arg = &tf->ctx;

@@ -30,5 +30,6 @@ typedef struct KsExprColumn
 extern void ks_transform_check(const char *target_name, KsExprColumn *cols, int ncols,
 							   const char *filter, List *computed);
 extern void ks_transform_batch(KsBatch *batch, KsBatchTarget *bt);
+extern bool ks_transform_filters_out(KsPipeline *p, KsTarget *t, KsRow *r);
 
 #endif							/* KS_TRANSFORM_H */

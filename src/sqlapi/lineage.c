@@ -11,7 +11,8 @@
  * never call a schema registry: a schema id the catalog does not hold is
  * an answer ("not stored"), not a fetch.  Nothing here writes.
  *
- * Owns: those three look-ups.  Must not: decide a fate (the SQL does).
+ * Owns: those four look-ups (the fourth: whether the pipeline's filter
+ * leaves a message out).  Must not: decide a fate (the SQL does).
  *
  * Exports only SQL entry points (PG_FUNCTION_INFO_V1, declared in
  * src/sql/30_c_functions.sql), so it has no header of its own.
@@ -29,6 +30,7 @@
 #include "decode.h"
 #include "envelope.h"
 #include "format.h"
+#include "transform.h"
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -38,6 +40,71 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+
+/*
+ * kafka_sink._message_filtered(pipeline_id, topic, key, value): whether the
+ * pipeline's filter leaves this message out (docs/transform.md), decoded as
+ * the worker decodes it; NULL when the pipeline has no filter or a target
+ * of its own, or when the message is no upsert that decodes (a delete, a
+ * quarantined message).  The filter runs as the caller, a member of the
+ * owner (message_fate sees only such pipelines).
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_message_filtered);
+Datum
+kafka_sink_message_filtered(PG_FUNCTION_ARGS)
+{
+	int64		pipeline_id;
+	KsPipeline *p;
+	KsMessage	m = {0};
+	KsRow		row = {0};
+	int			answer = -1;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pipeline_id and topic cannot be null"),
+				 errhint("Pass the pipeline's id and the message's topic.")));
+	pipeline_id = PG_GETARG_INT64(0);
+	m.topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (!PG_ARGISNULL(2))
+	{
+		bytea	   *k = PG_GETARG_BYTEA_PP(2);
+
+		m.key = VARDATA_ANY(k);
+		m.key_len = VARSIZE_ANY_EXHDR(k);
+	}
+	if (!PG_ARGISNULL(3))
+	{
+		bytea	   *v = PG_GETARG_BYTEA_PP(3);
+
+		m.value = VARDATA_ANY(v);
+		m.value_len = VARSIZE_ANY_EXHDR(v);
+	}
+	m.partition = -1;
+	m.offset = -1;
+	m.timestamp_ms = -1;
+
+	ks_spi_connect();
+	p = pipeline_id > 0 ? ks_load_pipeline(pipeline_id, CurrentMemoryContext) : NULL;
+	if (p == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline %lld does not exist", (long long) pipeline_id),
+				 errhint("SELECT id, name FROM kafka_sink.pipelines lists the pipelines you can see.")));
+	if (p->targets.filter != NULL && OidIsValid(p->targets.target))
+	{
+		KsTarget   *t = ks_target_open(p);
+
+		row.msg = &m;
+		ks_decode_batch(t, p, &row, 1);
+		if (row.reason == KS_OK && !row.is_delete && !row.is_truncate && !row.skipped)
+			answer = ks_transform_filters_out(p, t, &row) ? 1 : 0;
+	}
+	SPI_finish();
+	if (answer < 0)
+		PG_RETURN_NULL();
+	PG_RETURN_BOOL(answer == 1);
+}
 
 /*
  * kafka_sink._message_target(pipeline_id, topic, value): the quoted,

@@ -9,7 +9,9 @@
 #    the topic differently (one batch, 37 per batch) and by one (7 per
 #    batch) whose worker is killed with SIGKILL three times while it runs:
 #    every target equals the model row by row, the quarantine holds exactly
-#    the model's offsets, batches.filtered sums to the model's count;
+#    the model's offsets, batches.filtered sums to the model's count, and
+#    message_fate (with bronze) says filtered, applied and quarantined for
+#    the model's messages of each kind;
 #  - Debezium change events: a filtered update leaves the row as it was, a
 #    delete passes whatever the filter, a filtered create inserts nothing,
 #    a computed column from the after image;
@@ -28,13 +30,16 @@ T="xf_$SFX"
 echo "# seed $seed (KS_TRANSFORM_SEED to replay)"
 
 python3 "$E2E_DIR/transform_model.py" gen "$seed" "$N" "$W/msgs"
-python3 "$E2E_DIR/transform_model.py" expect "$W/msgs" "$W/rows" "$W/quar" "$W/filtered"
+python3 "$E2E_DIR/transform_model.py" expect "$W/msgs" "$W/rows" "$W/quar" "$W/filtered" "$W/applied"
 "$HARNESS" topic-create "$T" 1 >/dev/null 2>&1 || true
 produce "$T" -p 0 < "$W/msgs"
 
 names=("xf${SFX}_one" "xf${SFX}_b37" "xf${SFX}_kill")
 maxes=(100000 37 7)
+bronze=("e2e.${names[0]}_raw" "" "")
 for i in "${!names[@]}"; do
+    extra=""
+    [ -z "${bronze[$i]}" ] || extra=", bronze => '${bronze[$i]}'"
     sql >/dev/null <<SQL
 SET ROLE ks_e2e;
 CREATE TABLE e2e.${names[$i]} (id bigint PRIMARY KEY, ts bigint NOT NULL, price numeric, qty int,
@@ -44,7 +49,7 @@ SELECT kafka_sink.create_pipeline(name => '${names[$i]}', bootstrap_servers => '
     key_format => 'string', starting_offsets => 'earliest', max_offsets_per_batch => ${maxes[$i]},
     trigger_interval => '0',
     filter => 'price > 0 AND email IS NOT NULL',
-    computed => '{"total": "price * qty", "email_lc": "lower(email)", "cents_each": "(price * 100)::int / qty"}');
+    computed => '{"total": "price * qty", "email_lc": "lower(email)", "cents_each": "(price * 100)::int / qty"}'$extra);
 SQL
 done
 kill_worker_times "${names[2]}" 3
@@ -71,10 +76,22 @@ for i in "${!names[@]}"; do
     check "$name: nothing else quarantined" 0 \
           "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
                       ON p.id = q.pipeline_id WHERE p.name = '$name' AND q.reason <> 'expression_error'")"
-    check "$name: batches count the model's filtered messages" "$(cat "$W/filtered")" \
+    check "$name: batches count the model's filtered messages" "$(wc -l < "$W/filtered")" \
           "$(sql -c "SELECT coalesce(sum(b.filtered), 0) FROM kafka_sink.batches b
                       JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id WHERE p.name = '$name'")"
 done
+# message_fate with bronze: filtered, applied and quarantined messages
+fates() { # FILE: the fates of its first 20 offsets, counted
+    head -20 "$1" | while read -r o; do
+        sql -c "SELECT fate FROM kafka_sink.message_fate('${names[0]}', '$T', 0, $o)"
+    done | sort | uniq -c | awk '{printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1}'
+}
+count20() { local n; n="$(head -20 "$1" | wc -l)"; echo "$2:$n"; }
+check "message_fate: the model's filtered messages are filtered" "$(count20 "$W/filtered" filtered)" "$(fates "$W/filtered")"
+check "message_fate: the model's winners are applied" "$(count20 "$W/applied" applied)" "$(fates "$W/applied")"
+if [ -s "$W/quar" ]; then
+    check "message_fate: the model's raising messages are quarantined" "$(count20 "$W/quar" quarantined)" "$(fates "$W/quar")"
+fi
 check "the progress record counts filtered messages" t \
       "$(sql -c "SELECT (b.progress->'sink'->>'filtered')::bigint = b.filtered
                    FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id

@@ -2,7 +2,7 @@
 """The model of test/e2e/transform.sh, independent of the extension.
 
   transform_model.py gen SEED N OUT        messages "key|json" (one partition)
-  transform_model.py expect MSGS ROWS QUAR FILTERED
+  transform_model.py expect MSGS ROWS QUAR FILTERED APPLIED
 
 The pipeline under test has
   filter   => 'price > 0 AND email IS NOT NULL'
@@ -14,7 +14,7 @@ in cents_each: quarantined as expression_error; every other one competes
 for its key: the greatest ts wins, a tie goes to the later offset.
 ROWS: the target's rows as COPY text (id, ts, price, qty, email, total,
 email_lc, cents_each) in id order; QUAR: the quarantined offsets; FILTERED:
-their number.
+the filtered offsets; APPLIED: the offsets the rows come from.
 """
 import json
 import random
@@ -48,10 +48,10 @@ def encode(msg):
     return "{" + ", ".join(parts) + "}"
 
 
-def expect(msgs, rows_out, quar_out, filtered_out):
+def expect(msgs, rows_out, quar_out, filtered_out, applied_out):
     best = {}
     quar = []
-    filtered = 0
+    filtered = []
     with open(msgs) as f:
         for offset, line in enumerate(f):
             m = json.loads(line.rstrip("\n").split("|", 1)[1], parse_float=Decimal, parse_int=int)
@@ -59,7 +59,7 @@ def expect(msgs, rows_out, quar_out, filtered_out):
             price = None if price is None else Decimal(price)
             email = m.get("email")
             if not (price is not None and price > 0 and email is not None):
-                filtered += 1
+                filtered.append(offset)
                 continue
             if m["qty"] == 0:
                 quar.append(offset)
@@ -76,11 +76,13 @@ def expect(msgs, rows_out, quar_out, filtered_out):
     with open(quar_out, "w") as f:
         f.write("".join("%d\n" % o for o in quar))
     with open(filtered_out, "w") as f:
-        f.write("%d\n" % filtered)
+        f.write("".join("%d\n" % o for o in filtered))
+    with open(applied_out, "w") as f:
+        f.write("".join("%d\n" % best[k][0][1] for k in sorted(best)))
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     else:
-        expect(*sys.argv[2:6])
+        expect(*sys.argv[2:7])
