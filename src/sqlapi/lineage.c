@@ -42,6 +42,55 @@
 #include "utils/jsonb.h"
 
 /*
+ * The message of a look-up's arguments: pipeline_id (argument 0) and topic
+ * (1) not null, the key at argument key_arg (-1: none) and the value at
+ * value_arg, both bytea or NULL; no coordinates (kafka.partition and
+ * kafka.offset are absent, meta.c).  Returns the pipeline's id.
+ */
+static int64
+message_args(FunctionCallInfo fcinfo, int key_arg, int value_arg, KsMessage *m)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pipeline_id and topic cannot be null"),
+				 errhint("Pass the pipeline's id and the message's topic.")));
+	m->topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (key_arg >= 0 && !PG_ARGISNULL(key_arg))
+	{
+		bytea	   *k = PG_GETARG_BYTEA_PP(key_arg);
+
+		m->key = VARDATA_ANY(k);
+		m->key_len = VARSIZE_ANY_EXHDR(k);
+	}
+	if (!PG_ARGISNULL(value_arg))
+	{
+		bytea	   *v = PG_GETARG_BYTEA_PP(value_arg);
+
+		m->value = VARDATA_ANY(v);
+		m->value_len = VARSIZE_ANY_EXHDR(v);
+	}
+	m->partition = -1;
+	m->offset = -1;
+	m->timestamp_ms = -1;
+	return PG_GETARG_INT64(0);
+}
+
+/* The pipeline, after ks_spi_connect: an error when the caller sees none of that id. */
+static KsPipeline *
+load_pipeline(int64 pipeline_id)
+{
+	KsPipeline *p = pipeline_id > 0 ? ks_load_pipeline(pipeline_id, CurrentMemoryContext) : NULL;
+
+	if (p == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline %lld does not exist", (long long) pipeline_id),
+				 errhint("SELECT id, name FROM kafka_sink.pipelines lists the pipelines you can see.")));
+	return p;
+}
+
+/*
  * kafka_sink._message_filtered(pipeline_id, topic, key, value): whether the
  * pipeline's filter leaves this message out (docs/transform.md), decoded as
  * the worker decodes it; NULL when the pipeline has no filter or a target
@@ -53,44 +102,14 @@ PG_FUNCTION_INFO_V1(kafka_sink_message_filtered);
 Datum
 kafka_sink_message_filtered(PG_FUNCTION_ARGS)
 {
-	int64		pipeline_id;
-	KsPipeline *p;
 	KsMessage	m = {0};
 	KsRow		row = {0};
+	int64		pipeline_id = message_args(fcinfo, 2, 3, &m);
+	KsPipeline *p;
 	int			answer = -1;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("pipeline_id and topic cannot be null"),
-				 errhint("Pass the pipeline's id and the message's topic.")));
-	pipeline_id = PG_GETARG_INT64(0);
-	m.topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	if (!PG_ARGISNULL(2))
-	{
-		bytea	   *k = PG_GETARG_BYTEA_PP(2);
-
-		m.key = VARDATA_ANY(k);
-		m.key_len = VARSIZE_ANY_EXHDR(k);
-	}
-	if (!PG_ARGISNULL(3))
-	{
-		bytea	   *v = PG_GETARG_BYTEA_PP(3);
-
-		m.value = VARDATA_ANY(v);
-		m.value_len = VARSIZE_ANY_EXHDR(v);
-	}
-	m.partition = -1;
-	m.offset = -1;
-	m.timestamp_ms = -1;
-
 	ks_spi_connect();
-	p = pipeline_id > 0 ? ks_load_pipeline(pipeline_id, CurrentMemoryContext) : NULL;
-	if (p == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("pipeline %lld does not exist", (long long) pipeline_id),
-				 errhint("SELECT id, name FROM kafka_sink.pipelines lists the pipelines you can see.")));
+	p = load_pipeline(pipeline_id);
 	if (p->targets.filter != NULL && OidIsValid(p->targets.target))
 	{
 		KsTarget   *t = ks_target_open(p);
@@ -124,33 +143,10 @@ kafka_sink_message_target(PG_FUNCTION_ARGS)
 	text	   *result = NULL;
 	MemoryContext caller;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("pipeline_id and topic cannot be null"),
-				 errhint("Pass the pipeline's id and the message's topic.")));
-	pipeline_id = PG_GETARG_INT64(0);
-	m.topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	if (!PG_ARGISNULL(2))
-	{
-		bytea	   *v = PG_GETARG_BYTEA_PP(2);
-
-		m.value = VARDATA_ANY(v);
-		m.value_len = VARSIZE_ANY_EXHDR(v);
-	}
-	/* no coordinates: kafka.partition and kafka.offset are absent (meta.c) */
-	m.partition = -1;
-	m.offset = -1;
-	m.timestamp_ms = -1;
-
+	pipeline_id = message_args(fcinfo, -1, 2, &m);
 	caller = CurrentMemoryContext;
 	ks_spi_connect();
-	p = pipeline_id > 0 ? ks_load_pipeline(pipeline_id, CurrentMemoryContext) : NULL;
-	if (p == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("pipeline %lld does not exist", (long long) pipeline_id),
-				 errhint("SELECT id, name FROM kafka_sink.pipelines lists the pipelines you can see.")));
+	p = load_pipeline(pipeline_id);
 	name = ks_route_name(p, &m, &why);
 	if (name)
 	{
