@@ -169,6 +169,11 @@
 #else
 #define KS_NAMESPACE_ACLCHECK(nsp, role, mode) pg_namespace_aclcheck((nsp), (role), (mode))
 #endif
+#if PG_VERSION_NUM >= 160000
+#define KS_PROC_ACLCHECK(fn, role, mode) object_aclcheck(ProcedureRelationId, (fn), (role), (mode))
+#else
+#define KS_PROC_ACLCHECK(fn, role, mode) pg_proc_aclcheck((fn), (role), (mode))
+#endif
 
 /*
  * 17: named custom wait events (WaitEventExtensionNew, utils/wait_event.h);

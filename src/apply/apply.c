@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * apply.c
- *		The one transaction of a micro-batch: decode, bronze, dedupe,
- *		reduce and apply to each target through its strategy, then
- *		quarantine rows, the batch marker and the new offsets.
+ *		The one transaction of a micro-batch: decode, the filter and
+ *		computed columns (transform.c), bronze, dedupe, reduce and apply
+ *		to each target through its strategy, then quarantine rows, the
+ *		batch marker and the new offsets.
  *
  * The caller (worker.c) has opened the transaction; everything here
  * commits or rolls back with it.
@@ -37,6 +38,7 @@
 #include "hops.h"
 #include "quarantine.h"
 #include "reduce.h"
+#include "transform.h"
 #include "decode.h"
 
 #include "utils/acl.h"
@@ -250,7 +252,8 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 			int			nsel = 0;
 
 			for (int i = 0; i < batch->nmsgs; i++)
-				if (batch->rows[i].reason == KS_OK && !batch->rows[i].duplicate)
+				if (batch->rows[i].reason == KS_OK && !batch->rows[i].duplicate &&
+					!batch->rows[i].filtered)
 					sel[nsel++] = i;
 			if (bt->mode == KS_MODE_APPEND)
 				bt->strategy->insert_rows(batch, state, sel, nsel);
@@ -267,7 +270,7 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 		KsRow	   *r = &batch->rows[i];
 
 		if (r->reason == KS_OK && bt->mode == KS_MODE_MERGE && !r->winner &&
-			!r->is_delete && !r->duplicate)
+			!r->is_delete && !r->duplicate && !r->filtered)
 			s->superseded++;
 	}
 	if (bt->mode == KS_MODE_MERGE)
@@ -308,7 +311,11 @@ ks_stage_and_apply(KsBatch *batch, bool take_batch_id)
 	ks_hops_begin_batch(batch->msgs, batch->nmsgs);
 	open_targets(batch);
 	for (int i = 0; i < batch->ntargets; i++)
+	{
 		ks_decode_batch(batch->targets[i].target, p, batch->targets[i].rows, batch->targets[i].nmsgs);
+		/* filter and computed columns, before any strategy sees the rows */
+		ks_transform_batch(batch, &batch->targets[i]);
+	}
 	batch->decode_ms = ks_ms_between(t0, GetCurrentTimestamp());
 	ks_fault(KS_FAULT_AFTER_DECODE);
 	if (take_batch_id)

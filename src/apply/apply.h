@@ -40,6 +40,7 @@ typedef struct KsBatchStats
 	int64		superseded;
 	int64		quarantined;
 	int64		duplicates;
+	int64		filtered;		/* left out by the pipeline's filter */
 	int64		bytes;
 	/*
 	 * Merge mode: rows (winners and tombstones) handed to the target's

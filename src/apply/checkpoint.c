@@ -220,9 +220,10 @@ progress_json(KsBatch *batch)
 	appendStringInfo(&b, ",\"numOutputRows\":" INT64_FORMAT ",\"inserted\":" INT64_FORMAT
 					 ",\"updated\":" INT64_FORMAT ",\"deleted\":" INT64_FORMAT
 					 ",\"stale\":" INT64_FORMAT ",\"superseded\":" INT64_FORMAT
-					 ",\"quarantined\":" INT64_FORMAT ",\"duplicates\":" INT64_FORMAT,
+					 ",\"quarantined\":" INT64_FORMAT ",\"duplicates\":" INT64_FORMAT
+					 ",\"filtered\":" INT64_FORMAT,
 					 s->inserted + s->updated + s->deleted, s->inserted, s->updated, s->deleted,
-					 s->stale, s->superseded, s->quarantined, s->duplicates);
+					 s->stale, s->superseded, s->quarantined, s->duplicates, s->filtered);
 	/* merge mode: which strategy wrote the winners (apply_heap.c) */
 	if (p->targets.mode == KS_MODE_MERGE && target)
 		appendStringInfo(&b, ",\"applyRows\":{\"heap\":" INT64_FORMAT ",\"sql\":" INT64_FORMAT

@@ -274,7 +274,8 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_evolve				37
 #define Anum_pipeline_unavailable_placeholder	38
 #define Anum_pipeline_registry_userinfo_ref	39
-#define Natts_pipeline						39
+#define Anum_pipeline_filter				40
+#define Natts_pipeline						40
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -296,7 +297,8 @@ load_offset_spec(const char *column, const char *spec,
 	" target_template, create_targets::int::int8, evolve," \
 	" unavailable_value_placeholder," \
 	" CASE WHEN jsonb_typeof(schema_registry->'basic.auth.user.info') = 'object'" \
-	"   THEN (schema_registry->'basic.auth.user.info')::text END" \
+	"   THEN (schema_registry->'basic.auth.user.info')::text END," \
+	" filter" \
 	" FROM kafka_sink.pipeline_definitions WHERE id = $1"
 
 /*
@@ -417,6 +419,8 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 					 errmsg("unknown on_truncate \"%s\" of pipeline \"%s\"", trunc, p->name)));
 	}
 
+	/* the declarative transform's filter (transform.c) */
+	p->targets.filter = getstr(0, Anum_pipeline_filter, mcxt);
 	/* routing: the template, create_targets, evolve, and the targets map */
 	p->targets.target_template = getstr(0, Anum_pipeline_target_template, mcxt);
 	p->targets.create_targets = getint8(0, Anum_pipeline_create_targets) != 0;
@@ -429,6 +433,12 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 									 " jsonb_each(d.targets) t WHERE d.id = $1 AND jsonb_typeof(t.value) = 'string'"
 									 " ORDER BY t.key COLLATE \"C\"",
 									 pipeline_id, mcxt);
+
+	/* the declarative transform's computed columns (transform.c) */
+	p->targets.computed = load_option_list("SELECT c.key, c.value #>> '{}' FROM kafka_sink.pipeline_definitions d,"
+										   " jsonb_each(d.computed) c WHERE d.id = $1"
+										   " ORDER BY c.key COLLATE \"C\"",
+										   pipeline_id, mcxt);
 
 	/* column mappings: the default one, then one per schema version */
 	exec_id("SELECT NULL::text, m.key, coalesce(m.value->>'path', m.value #>> '{}'),"
@@ -679,9 +689,9 @@ void
 ks_catalog_insert_marker(int64 pipeline_id, int64 batch_id, int worker, const char *ranges,
 						 const KsBatchStats *s, TimestampTz started_at, const char *progress)
 {
-	Oid			argtypes[15] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
-	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID};
-	Datum		v[15];
+	Oid			argtypes[16] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
+	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID, INT8OID};
+	Datum		v[16];
 
 	v[0] = Int64GetDatum(pipeline_id);
 	v[1] = Int64GetDatum(batch_id);
@@ -698,12 +708,13 @@ ks_catalog_insert_marker(int64 pipeline_id, int64 batch_id, int worker, const ch
 	v[12] = TimestampTzGetDatum(started_at);
 	v[13] = Int64GetDatum(s->duplicates);
 	v[14] = CStringGetTextDatum(progress);
+	v[15] = Int64GetDatum(s->filtered);
 	ks_spi_exec("write the batch marker",
 				"INSERT INTO kafka_sink.batches (pipeline_id, batch_id, worker, ranges,"
 				" messages, inserted, updated, deleted, stale, superseded, quarantined,"
-				" bytes, started_at, duplicates, progress) VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7,"
-				" $8, $9, $10, $11, $12, $13, $14, $15::jsonb)",
-				15, argtypes, v, NULL, false, SPI_OK_INSERT);
+				" bytes, started_at, duplicates, progress, filtered) VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7,"
+				" $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16)",
+				16, argtypes, v, NULL, false, SPI_OK_INSERT);
 }
 
 void

@@ -145,6 +145,10 @@ typedef struct KsTargets
 	bool		create_targets;
 	bool		evolve_add_columns;
 	struct KsRouting *routing;	/* compiled on first use (route.c) */
+	/* the declarative transform (transform.c): NULL and NIL when none */
+	char	   *filter;			/* a boolean SQL expression over the row */
+	List	   *computed;		/* of KsOption: column -> SQL expression,
+								 * in the order of the column names */
 } KsTargets;
 
 /* When a batch closes (fill.c, consumer.c) and how many workers read. */

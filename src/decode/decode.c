@@ -141,6 +141,8 @@ ks_reason_name(KsReason r)
 			return "no_partition";
 		case KS_INVALID_PROTOBUF:
 			return "invalid_protobuf";
+		case KS_EXPRESSION_ERROR:
+			return "expression_error";
 	}
 	return "unknown";
 }

@@ -127,7 +127,8 @@ typedef enum KsReason
 	KS_SCHEMA_CHANGE_REFUSED,	/* evolve: a change kafka_sink will not make */
 	KS_DEAD_LETTER_LOOP,		/* came through the outbox too often (hops.c) */
 	KS_NO_PARTITION				/* a partitioned target has no partition for the row */,
-	KS_INVALID_PROTOBUF			/* the payload does not decode with its schema */
+	KS_INVALID_PROTOBUF,		/* the payload does not decode with its schema */
+	KS_EXPRESSION_ERROR			/* the filter or a computed column raised (transform.c) */
 } KsReason;
 
 /* A decoded message: one value per target column. */
@@ -143,6 +144,7 @@ typedef struct KsRow
 	bool		skipped;		/* nothing to apply (the tombstone after a
 								 * delete, an ignored truncate) */
 	bool		duplicate;		/* its event id was applied before */
+	bool		filtered;		/* the pipeline's filter left it out (transform.c) */
 	char	   *event_id;
 	Datum	   *values;
 	bool	   *nulls;

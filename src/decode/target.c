@@ -88,6 +88,16 @@ history_column(const char *name)
 	return 0;
 }
 
+/*
+ * A column kafka_sink writes itself in the given mode (lineage, history's
+ * version columns): no decoded value, so no transform reads or computes it.
+ */
+bool
+ks_column_written_by_sink(const char *name, KsMode mode)
+{
+	return lineage_source(name) != NULL || (mode == KS_MODE_HISTORY && history_column(name) != 0);
+}
+
 static int
 column_index(KsTarget *t, const char *name)
 {
@@ -267,6 +277,10 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 			c->lineage = "NULL";	/* not decoded: history.c computes it */
 		if (c->lineage)
 			c->required = false;
+		/* a computed column takes its value after decoding (transform.c) */
+		foreach(lc, p->targets.computed)
+			if (strcmp(((KsOption *) lfirst(lc))->name, c->name) == 0)
+				c->required = false;
 		if (att->atthasdef)
 		{
 			Oid			argtypes[2] = {OIDOID, INT2OID};

@@ -18,5 +18,6 @@
 extern KsTarget *ks_target_open(KsPipeline *p);
 extern KsTarget *ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns);
 extern char *ks_path_escape_field(const char *name);
+extern bool ks_column_written_by_sink(const char *name, KsMode mode);
 
 #endif							/* KS_TARGET_H */

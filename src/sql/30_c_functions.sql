@@ -18,6 +18,15 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._check_bootstrap_servers(text) IS
 'Internal: raises unless every broker of a bootstrap_servers list is a well-formed host that kafka_sink.allowed_hosts allows.';
 
+CREATE OR REPLACE FUNCTION kafka_sink._check_transform(target regclass, mode text, key_columns text[],
+                                                       order_column text, filter text, computed jsonb)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kafka_sink_check_transform'
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._check_transform(regclass, text, text[], text, text, jsonb) IS
+'Internal: raises unless the filter and the computed columns are each one immutable SQL expression over the target''s columns (no subquery, aggregate, window or set-returning function), the filter boolean and each computed value assignable to its column, as the caller; runs none of them (src/apply/transform.c).';
+
 CREATE OR REPLACE FUNCTION kafka_sink._is_secret_option(name text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'kafka_sink_is_secret_option'

@@ -25,7 +25,9 @@ CREATE OR REPLACE FUNCTION kafka_sink._api_alter_pipeline(
     targets               jsonb DEFAULT NULL,
     create_targets        boolean DEFAULT NULL,
     evolve                text DEFAULT NULL,
-    unavailable_value_placeholder text DEFAULT NULL)
+    unavailable_value_placeholder text DEFAULT NULL,
+    filter                text DEFAULT NULL,
+    computed              jsonb DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -34,6 +36,9 @@ DECLARE
     p kafka_sink.pipeline_definitions;
     k text;
     new_order_column text;
+    -- '' removes the filter, '{}' the computed columns; NULL leaves them
+    new_filter text;
+    new_computed jsonb;
 BEGIN
     PERFORM kafka_sink._require_admin();
     p := kafka_sink._get_pipeline(name, true);
@@ -122,6 +127,22 @@ BEGIN
                                                           coalesce(_api_alter_pipeline.envelope, p.envelope));
     END IF;
 
+    new_filter := CASE WHEN _api_alter_pipeline.filter IS NULL THEN p.filter
+                       ELSE nullif(_api_alter_pipeline.filter, '') END;
+    new_computed := CASE WHEN _api_alter_pipeline.computed IS NULL THEN p.computed
+                         WHEN _api_alter_pipeline.computed = '{}' THEN NULL
+                         ELSE _api_alter_pipeline.computed END;
+    IF num_nonnulls(_api_alter_pipeline.filter, _api_alter_pipeline.computed) > 0
+       AND num_nonnulls(new_filter, new_computed) > 0 THEN
+        IF p.target IS NULL THEN
+            RAISE EXCEPTION 'filter and computed need the pipeline''s one target'
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'A routed or bronze-only pipeline takes no filter or computed columns.';
+        END IF;
+        PERFORM kafka_sink._check_transform(p.target, p.mode, p.key_columns, new_order_column,
+                                            new_filter, new_computed);
+    END IF;
+
     UPDATE kafka_sink.pipeline_definitions x SET
         envelope = coalesce(_api_alter_pipeline.envelope, x.envelope),
         on_truncate = coalesce(_api_alter_pipeline.on_truncate,
@@ -146,6 +167,8 @@ BEGIN
         unavailable_value_placeholder = CASE WHEN _api_alter_pipeline.unavailable_value_placeholder IS NULL
                                              THEN x.unavailable_value_placeholder
                                              ELSE nullif(_api_alter_pipeline.unavailable_value_placeholder, '') END,
+        filter = new_filter,
+        computed = new_computed,
         generation = x.generation + 1,
         updated_at = now()
     WHERE x.id = p.id;
@@ -175,11 +198,13 @@ CREATE OR REPLACE FUNCTION kafka_sink.alter_pipeline(
     targets               jsonb DEFAULT NULL,
     create_targets        boolean DEFAULT NULL,
     evolve                text DEFAULT NULL,
-    unavailable_value_placeholder text DEFAULT NULL)
+    unavailable_value_placeholder text DEFAULT NULL,
+    filter                text DEFAULT NULL,
+    computed              jsonb DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text) IS
-'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column; targets replaces the routing map (''{}'' removes it); unavailable_value_placeholder: as for create_pipeline, '''' removes it.';
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb) IS
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column; targets replaces the routing map (''{}'' removes it); unavailable_value_placeholder: as for create_pipeline, '''' removes it; filter and computed: as for create_pipeline, checked against the target as it is now ('''' removes the filter, ''{}'' the computed columns).';

@@ -197,7 +197,8 @@ COMMENT ON FUNCTION kafka_sink._bronze_message(regclass, text, integer, bigint) 
 -- current source), superseded (another message of its key won within its
 -- batch), stale (the target already held a newer event when it arrived),
 -- overwritten (applied, then replaced by a later batch), deleted (its key's
--- row is gone), duplicate (its event id was applied before), or appended;
+-- row is gone), duplicate (its event id was applied before), filtered (the
+-- pipeline's filter left it out: told with a bronze table), or appended;
 -- in mode history, applied as a version (the lineage columns of a version
 -- name it) or folded into history (another message at its order value holds it).
 -- Telling superseded, stale, overwritten and deleted apart needs the lineage
@@ -250,6 +251,15 @@ BEGIN
     IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL AND p.mode <> 'function' THEN
         RETURN QUERY SELECT 'landed'::text, b_id, 'bronze only'::text, NULL::text;
         RETURN;
+    END IF;
+    -- filtered (docs/transform.md): the filter asked again of the message in bronze
+    IF p.filter IS NOT NULL THEN
+        SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
+        IF FOUND AND kafka_sink._message_filtered(p.id, topic, msg.key, msg.value) THEN
+            RETURN QUERY SELECT 'filtered'::text, b_id, format('the pipeline''s filter is not true for it: %s', p.filter),
+                p.target::text;
+            RETURN;
+        END IF;
     END IF;
     -- mode history (docs/history.md): every decoded message is folded into
     -- the versions of its key; a version's lineage columns name the last
@@ -346,7 +356,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) IS
-'What happened to one message: pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, truncated, duplicate, appended or landed (mode history: applied as a version, or folded into history), with the batch, a detail and the table it went to (for a routed pipeline the table its routing names; for Debezium change events judged by source position; Avro keys decoded through kafka_sink.schemas).';
+'What happened to one message: pending, lost, quarantined, filtered, applied, superseded, stale, overwritten, deleted, truncated, duplicate, appended or landed (mode history: applied as a version, or folded into history), with the batch, a detail and the table it went to (for a routed pipeline the table its routing names; for Debezium change events judged by source position; Avro keys decoded through kafka_sink.schemas).';
 
 -- The wire format's schema id of a raw value (bronze, quarantine), or NULL.
 CREATE OR REPLACE FUNCTION kafka_sink.wire_schema_id(value bytea)
@@ -384,7 +394,8 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
            AS schema_registry,
        p.envelope, p.on_truncate,
        p.target_template, p.targets, p.create_targets, p.evolve,
-       p.unavailable_value_placeholder
+       p.unavailable_value_placeholder,
+       p.filter, p.computed
   FROM kafka_sink.pipeline_definitions p;
 
 -- One row per topic-partition: the committed checkpoint beside the

@@ -419,6 +419,14 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._message_target(bigint, text, bytea) IS
 'Internal: the quoted, qualified name of the table a message of topic with this value goes to by the pipeline''s routing (its target template, targets map or target), by the worker''s own rules; NULL when none can be named. The table need not exist.';
 
+CREATE OR REPLACE FUNCTION kafka_sink._message_filtered(pipeline_id bigint, topic text, key bytea, value bytea)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'kafka_sink_message_filtered'
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._message_filtered(bigint, text, bytea, bytea) IS
+'Internal: whether the pipeline''s filter leaves this message out, decoded as the worker decodes it (docs/transform.md); NULL without a filter, or for a message that is no upsert that decodes.';
+
 CREATE OR REPLACE FUNCTION kafka_sink._avro_key(registry text, key bytea, fields text[], OUT key jsonb, OUT problem text)
 AS 'MODULE_PATHNAME', 'kafka_sink_avro_key'
 LANGUAGE C

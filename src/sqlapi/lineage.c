@@ -11,7 +11,8 @@
  * never call a schema registry: a schema id the catalog does not hold is
  * an answer ("not stored"), not a fetch.  Nothing here writes.
  *
- * Owns: those three look-ups.  Must not: decide a fate (the SQL does).
+ * Owns: those four look-ups (the fourth: whether the pipeline's filter
+ * leaves a message out).  Must not: decide a fate (the SQL does).
  *
  * Exports only SQL entry points (PG_FUNCTION_INFO_V1, declared in
  * src/sql/30_c_functions.sql), so it has no header of its own.
@@ -29,6 +30,7 @@
 #include "decode.h"
 #include "envelope.h"
 #include "format.h"
+#include "transform.h"
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -38,6 +40,90 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+
+/*
+ * The message of a look-up's arguments: pipeline_id (argument 0) and topic
+ * (1) not null, the key at argument key_arg (-1: none) and the value at
+ * value_arg, both bytea or NULL; no coordinates (kafka.partition and
+ * kafka.offset are absent, meta.c).  Returns the pipeline's id.
+ */
+static int64
+message_args(FunctionCallInfo fcinfo, int key_arg, int value_arg, KsMessage *m)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pipeline_id and topic cannot be null"),
+				 errhint("Pass the pipeline's id and the message's topic.")));
+	m->topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (key_arg >= 0 && !PG_ARGISNULL(key_arg))
+	{
+		bytea	   *k = PG_GETARG_BYTEA_PP(key_arg);
+
+		m->key = VARDATA_ANY(k);
+		m->key_len = VARSIZE_ANY_EXHDR(k);
+	}
+	if (!PG_ARGISNULL(value_arg))
+	{
+		bytea	   *v = PG_GETARG_BYTEA_PP(value_arg);
+
+		m->value = VARDATA_ANY(v);
+		m->value_len = VARSIZE_ANY_EXHDR(v);
+	}
+	m->partition = -1;
+	m->offset = -1;
+	m->timestamp_ms = -1;
+	return PG_GETARG_INT64(0);
+}
+
+/* The pipeline, after ks_spi_connect: an error when the caller sees none of that id. */
+static KsPipeline *
+load_pipeline(int64 pipeline_id)
+{
+	KsPipeline *p = pipeline_id > 0 ? ks_load_pipeline(pipeline_id, CurrentMemoryContext) : NULL;
+
+	if (p == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline %lld does not exist", (long long) pipeline_id),
+				 errhint("SELECT id, name FROM kafka_sink.pipelines lists the pipelines you can see.")));
+	return p;
+}
+
+/*
+ * kafka_sink._message_filtered(pipeline_id, topic, key, value): whether the
+ * pipeline's filter leaves this message out (docs/transform.md), decoded as
+ * the worker decodes it; NULL when the pipeline has no filter or a target
+ * of its own, or when the message is no upsert that decodes (a delete, a
+ * quarantined message).  The filter runs as the caller, a member of the
+ * owner (message_fate sees only such pipelines).
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_message_filtered);
+Datum
+kafka_sink_message_filtered(PG_FUNCTION_ARGS)
+{
+	KsMessage	m = {0};
+	KsRow		row = {0};
+	int64		pipeline_id = message_args(fcinfo, 2, 3, &m);
+	KsPipeline *p;
+	int			answer = -1;
+
+	ks_spi_connect();
+	p = load_pipeline(pipeline_id);
+	if (p->targets.filter != NULL && OidIsValid(p->targets.target))
+	{
+		KsTarget   *t = ks_target_open(p);
+
+		row.msg = &m;
+		ks_decode_batch(t, p, &row, 1);
+		if (row.reason == KS_OK && !row.is_delete && !row.is_truncate && !row.skipped)
+			answer = ks_transform_filters_out(p, t, &row) ? 1 : 0;
+	}
+	SPI_finish();
+	if (answer < 0)
+		PG_RETURN_NULL();
+	PG_RETURN_BOOL(answer == 1);
+}
 
 /*
  * kafka_sink._message_target(pipeline_id, topic, value): the quoted,
@@ -57,33 +143,10 @@ kafka_sink_message_target(PG_FUNCTION_ARGS)
 	text	   *result = NULL;
 	MemoryContext caller;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("pipeline_id and topic cannot be null"),
-				 errhint("Pass the pipeline's id and the message's topic.")));
-	pipeline_id = PG_GETARG_INT64(0);
-	m.topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	if (!PG_ARGISNULL(2))
-	{
-		bytea	   *v = PG_GETARG_BYTEA_PP(2);
-
-		m.value = VARDATA_ANY(v);
-		m.value_len = VARSIZE_ANY_EXHDR(v);
-	}
-	/* no coordinates: kafka.partition and kafka.offset are absent (meta.c) */
-	m.partition = -1;
-	m.offset = -1;
-	m.timestamp_ms = -1;
-
+	pipeline_id = message_args(fcinfo, -1, 2, &m);
 	caller = CurrentMemoryContext;
 	ks_spi_connect();
-	p = pipeline_id > 0 ? ks_load_pipeline(pipeline_id, CurrentMemoryContext) : NULL;
-	if (p == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("pipeline %lld does not exist", (long long) pipeline_id),
-				 errhint("SELECT id, name FROM kafka_sink.pipelines lists the pipelines you can see.")));
+	p = load_pipeline(pipeline_id);
 	name = ks_route_name(p, &m, &why);
 	if (name)
 	{

@@ -82,14 +82,7 @@ for s in $(seq 1 "$SEEDS"); do
         pipeline_sql "${names[$i]}" "$topic" "${maxes[$i]}" | sql > /dev/null
     done
     # kill -9 the last one's worker three times while it applies
-    kill_name="${names[4]}"
-    for _ in 1 2 3; do
-        pid="$(wait_worker "$kill_name" "" 60 || true)"
-        sleep "0.$((RANDOM % 8 + 1))"
-        [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
-        # the postmaster restarts every backend after a SIGKILL: wait for it
-        wait_for 60 sql -c "SELECT 1" >/dev/null 2>&1 || true
-    done
+    kill_worker_times "${names[4]}" 3
     for i in "${!names[@]}"; do
         name="${names[$i]}"
         if ! poll "$(done_sql "$name" "$n")" 300; then

@@ -98,6 +98,19 @@ wait_worker() {
     return 1
 }
 
+# kill_worker_times PIPELINE N: SIGKILL of the pipeline's worker N times
+# while it runs, each after a random fraction of a second, waiting after
+# each for the postmaster to restart every backend
+kill_worker_times() {
+    local pid
+    for _ in $(seq 1 "$2"); do
+        pid="$(wait_worker "$1" "" 60 || true)"
+        sleep "0.$((RANDOM % 8 + 1))"
+        [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+        wait_for 60 sql -c "SELECT 1" >/dev/null 2>&1 || true
+    done
+}
+
 # wait_for TIMEOUT_SECONDS CMD...: true once CMD succeeds (polled every 0.2 s)
 wait_for() {
     local deadline=$((SECONDS + $1))

@@ -89,6 +89,13 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     unavailable_value_placeholder text
                           CONSTRAINT pipeline_definitions_unavailable_value_placeholder_check
                           CHECK (unavailable_value_placeholder <> ''),
+    -- the declarative transform (issue 26, docs/transform.md)
+    filter                text
+                          CONSTRAINT pipeline_definitions_filter_check
+                          CHECK (filter <> ''),
+    computed              jsonb
+                          CONSTRAINT pipeline_definitions_computed_check
+                          CHECK (jsonb_typeof(computed) = 'object'),
     CONSTRAINT pipeline_definitions_registry_needed_check
         CHECK (value_format = 'json' OR schema_registry IS NOT NULL OR (value_format = 'avro' AND value_schema IS NOT NULL)),
     CONSTRAINT pipeline_definitions_value_schema_check
@@ -160,6 +167,7 @@ CREATE TABLE kafka_sink.batches (
     bytes        bigint NOT NULL DEFAULT 0,
     started_at   timestamptz NOT NULL,
     committed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    filtered     bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (pipeline_id, batch_id)
 );
 
@@ -182,7 +190,8 @@ CREATE TABLE kafka_sink.quarantine (
                        'unknown_schema_id', 'not_wire_format', 'invalid_avro',
                        'invalid_envelope',
                        'no_target', 'target_refused', 'schema_change_refused',
-                       'dead_letter_loop', 'no_partition', 'invalid_protobuf')),
+                       'dead_letter_loop', 'no_partition', 'invalid_protobuf',
+                       'expression_error')),
     detail         text NOT NULL,
     created_at     timestamptz NOT NULL DEFAULT now(),
     replayed_at    timestamptz,
@@ -376,7 +385,8 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     '(evolve: a change of the embedded schema that kafka_sink will not make), dead_letter_loop (the message '
     'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic), '
     'no_partition (a partitioned target has no partition for the row: replayable once the partition exists), '
-    'invalid_protobuf (the Protobuf payload does not decode with its schema, or its schema does not compile)';
+    'invalid_protobuf (the Protobuf payload does not decode with its schema, or its schema does not compile), '
+    'expression_error (the pipeline''s filter or a computed column raised for the message''s values)';
 COMMENT ON COLUMN kafka_sink.quarantine.target IS
     'The table the message was routed to, or would have been (quoted, schema-qualified); NULL for rows written before 0.2.0';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.target_template IS
@@ -414,3 +424,9 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.on_truncate IS
     'envelope debezium: what a truncate event does: apply (delete the rows older than it), ignore, or fail (the pipeline fails)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.unavailable_value_placeholder IS
     'envelope debezium: the connector''s unavailable.value.placeholder (NULL: Debezium''s default __debezium_unavailable_value); a column holding it is left as the replica has it';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.filter IS
+    'A boolean SQL expression over the decoded row (the target''s column names): a message for which it is not true is filtered, counted and not applied (NULL: no filter)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.computed IS
+    'Computed columns: {"column": "<SQL expression over the decoded row>"}, each assigned to its column after decoding (NULL: none)';
+COMMENT ON COLUMN kafka_sink.batches.filtered IS
+    'Messages of the batch the pipeline''s filter left out';

@@ -18,7 +18,8 @@ ALTER TABLE kafka_sink.quarantine ADD CONSTRAINT quarantine_reason_check CHECK (
     'invalid_value', 'unknown_schema_version', 'null_key',
     'constraint_violation', 'value_too_large', 'rejected_by_target',
     'unknown_schema_id', 'not_wire_format', 'invalid_avro', 'invalid_envelope',
-    'no_target', 'target_refused', 'schema_change_refused', 'dead_letter_loop', 'no_partition', 'invalid_protobuf'));
+    'no_target', 'target_refused', 'schema_change_refused', 'dead_letter_loop', 'no_partition', 'invalid_protobuf',
+    'expression_error'));
 COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'Why the message was not applied: invalid_json, not_an_object, missing_required_field, invalid_value, '
     'unknown_schema_version, null_key, constraint_violation (a constraint or data error of the row), '
@@ -31,7 +32,8 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     '(evolve: a change of the embedded schema that kafka_sink will not make), dead_letter_loop (the message '
     'came through kafka_sink''s outbox more than kafka_sink.max_outbox_hops times: it is sent to no dead-letter topic), '
     'no_partition (a partitioned target has no partition for the row: replayable once the partition exists), '
-    'invalid_protobuf (the Protobuf payload does not decode with its schema, or its schema does not compile)';
+    'invalid_protobuf (the Protobuf payload does not decode with its schema, or its schema does not compile), '
+    'expression_error (the pipeline''s filter or a computed column raised for the message''s values)';
 
 -- envelope debezium: the connector's own unavailable.value.placeholder
 -- (issue 25); create_pipeline and alter_pipeline take it as their last
@@ -64,3 +66,18 @@ ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_
     CHECK (key_format NOT IN ('avro', 'protobuf') OR schema_registry IS NOT NULL);
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_format IS
     'json, avro (Confluent wire format, or plain Avro with value_schema), json_schema (Confluent wire format, JSON payload) or protobuf (Confluent wire format)';
+
+-- the declarative transform (issue 26, docs/transform.md): filter and
+-- computed columns, the count of filtered messages per batch
+ALTER TABLE kafka_sink.pipeline_definitions
+    ADD COLUMN filter text
+        CONSTRAINT pipeline_definitions_filter_check CHECK (filter <> ''),
+    ADD COLUMN computed jsonb
+        CONSTRAINT pipeline_definitions_computed_check CHECK (jsonb_typeof(computed) = 'object');
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.filter IS
+    'A boolean SQL expression over the decoded row (the target''s column names): a message for which it is not true is filtered, counted and not applied (NULL: no filter)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.computed IS
+    'Computed columns: {"column": "<SQL expression over the decoded row>"}, each assigned to its column after decoding (NULL: none)';
+ALTER TABLE kafka_sink.batches ADD COLUMN filtered bigint NOT NULL DEFAULT 0;
+COMMENT ON COLUMN kafka_sink.batches.filtered IS
+    'Messages of the batch the pipeline''s filter left out';

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# test/e2e/transform.sh — filter and computed columns (docs/transform.md)
+# against a model (transform_model.py, independent of the extension).
+#  - plain JSON, one partition, random keys, prices (some NULL, zero or
+#    negative), quantities (some 0) and emails (some NULL or absent): the
+#    filter leaves out what it should, computed columns take their values,
+#    a division by zero in one message quarantines that message as
+#    expression_error and the rest applies; ingested by pipelines that cut
+#    the topic differently (one batch, 37 per batch) and by one (7 per
+#    batch) whose worker is killed with SIGKILL three times while it runs:
+#    every target equals the model row by row, the quarantine holds exactly
+#    the model's offsets, batches.filtered sums to the model's count, and
+#    message_fate (with bronze) says filtered, applied and quarantined for
+#    the model's messages of each kind;
+#  - Debezium change events: a filtered update leaves the row as it was, a
+#    delete passes whatever the filter, a filtered create inserts nothing,
+#    a computed column from the after image;
+#  - the expression runs as the owner: an owner's function that reads a
+#    table of another role passes create_pipeline and fails the pipeline
+#    with permission denied when it runs (nothing quarantined, nothing
+#    checkpointed).
+# shellcheck source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+setup_owner
+W="$KS_RUN/transform.$SFX"
+mkdir -p "$W"
+N="${KS_TRANSFORM_MESSAGES:-3000}"
+seed="${KS_TRANSFORM_SEED:-$((RANDOM * 32768 + RANDOM))}"
+T="xf_$SFX"
+echo "# seed $seed (KS_TRANSFORM_SEED to replay)"
+
+python3 "$E2E_DIR/transform_model.py" gen "$seed" "$N" "$W/msgs"
+python3 "$E2E_DIR/transform_model.py" expect "$W/msgs" "$W/rows" "$W/quar" "$W/filtered" "$W/applied"
+"$HARNESS" topic-create "$T" 1 >/dev/null 2>&1 || true
+produce "$T" -p 0 < "$W/msgs"
+
+names=("xf${SFX}_one" "xf${SFX}_b37" "xf${SFX}_kill")
+maxes=(100000 37 7)
+bronze=("e2e.${names[0]}_raw" "" "")
+for i in "${!names[@]}"; do
+    extra=""
+    [ -z "${bronze[$i]}" ] || extra=", bronze => '${bronze[$i]}'"
+    sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.${names[$i]} (id bigint PRIMARY KEY, ts bigint NOT NULL, price numeric, qty int,
+                               email text, total numeric(12, 2), email_lc text NOT NULL, cents_each int);
+SELECT kafka_sink.create_pipeline(name => '${names[$i]}', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['$T'], target => 'e2e.${names[$i]}', order_column => 'ts',
+    key_format => 'string', starting_offsets => 'earliest', max_offsets_per_batch => ${maxes[$i]},
+    trigger_interval => '0',
+    filter => 'price > 0 AND email IS NOT NULL',
+    computed => '{"total": "price * qty", "email_lc": "lower(email)", "cents_each": "(price * 100)::int / qty"}'$extra);
+SQL
+done
+kill_worker_times "${names[2]}" 3
+for i in "${!names[@]}"; do
+    name="${names[$i]}"
+    if ! poll "$(done_sql "$name" "$N")" 300; then
+        check "$name (max_offsets_per_batch ${maxes[$i]}) consumed the topic" "t" "f"
+        continue
+    fi
+    sql -c "COPY (SELECT id, ts, price, qty, email, total, email_lc, cents_each FROM e2e.$name ORDER BY id) TO STDOUT" \
+        > "$W/actual.$i"
+    if diff -u "$W/rows" "$W/actual.$i" > "$W/diff.$i"; then
+        check "$name: $(wc -l < "$W/rows") rows equal the model row by row" same same
+    else
+        check "$name: the rows equal the model row by row" same differs
+        head -20 "$W/diff.$i"
+    fi
+    check "$name: exactly the model's messages quarantined as expression_error" \
+          "$(wc -l < "$W/quar"):$(tr '\n' ' ' < "$W/quar")" \
+          "$(sql -c "SELECT count(*) || ':' || coalesce(string_agg(q.message_offset || ' ', '' ORDER BY q.message_offset), '')
+                       FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id
+                      WHERE p.name = '$name' AND q.reason = 'expression_error'
+                        AND q.detail LIKE 'computed column \"cents_each\" raised: division by zero'")"
+    check "$name: nothing else quarantined" 0 \
+          "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+                      ON p.id = q.pipeline_id WHERE p.name = '$name' AND q.reason <> 'expression_error'")"
+    check "$name: batches count the model's filtered messages" "$(wc -l < "$W/filtered")" \
+          "$(sql -c "SELECT coalesce(sum(b.filtered), 0) FROM kafka_sink.batches b
+                      JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id WHERE p.name = '$name'")"
+done
+# message_fate with bronze: filtered, applied and quarantined messages
+fates() { # FILE: the fates of its first 20 offsets, counted
+    head -20 "$1" | while read -r o; do
+        sql -c "SELECT fate FROM kafka_sink.message_fate('${names[0]}', '$T', 0, $o)"
+    done | sort | uniq -c | awk '{printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1}'
+}
+count20() { local n; n="$(head -20 "$1" | wc -l)"; echo "$2:$n"; }
+check "message_fate: the model's filtered messages are filtered" "$(count20 "$W/filtered" filtered)" "$(fates "$W/filtered")"
+check "message_fate: the model's winners are applied" "$(count20 "$W/applied" applied)" "$(fates "$W/applied")"
+if [ -s "$W/quar" ]; then
+    check "message_fate: the model's raising messages are quarantined" "$(count20 "$W/quar" quarantined)" "$(fates "$W/quar")"
+fi
+check "the progress record counts filtered messages" t \
+      "$(sql -c "SELECT (b.progress->'sink'->>'filtered')::bigint = b.filtered
+                   FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
+                  WHERE p.name = '${names[0]}' ORDER BY b.batch_id DESC LIMIT 1")"
+for name in "${names[@]}"; do
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+done
+
+# change events: the filter over the after image; deletes pass
+CT="xf_cdc_$SFX"
+"$HARNESS" topic-create "$CT" 1 >/dev/null 2>&1 || true
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.xfcdc_$SFX (id int PRIMARY KEY, name text, qty int, name_uc text,
+                             _kafka_source_position numeric NOT NULL);
+SELECT kafka_sink.create_pipeline(name => 'xfcdc_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$CT'], target => 'e2e.xfcdc_$SFX', starting_offsets => 'earliest',
+       envelope => 'debezium', filter => 'qty > 0', computed => '{"name_uc": "upper(name)"}');
+SQL
+cev() { cdc_event "$1" "$2" "lsn=$3" --name "$4" --extra "{\"qty\": $5}"; }
+crows() { sql -c "SELECT string_agg(id || ':' || coalesce(name, '~') || ':' || coalesce(qty::text, '~') || ':'
+                                    || coalesce(name_uc, '~'), ' ' ORDER BY id) FROM e2e.xfcdc_$SFX"; }
+{ cev c 1 100 a 5; cev c 2 110 b 3; cev c 3 115 c 0; cev u 1 120 a2 0; cev c 4 125 d 1; } | produce_batch "$CT"
+check_caught_up "xfcdc_$SFX"
+check "change events: filtered update and create left out, computed from the after image" \
+      "1:a:5:A 2:b:3:B 4:d:1:D" "$(crows)"
+{ cdc_event d 2 "lsn=130"; cdc_event tomb 2 "lsn=130"; cev u 4 140 d2 7; } | produce_batch "$CT"
+check_caught_up "xfcdc_$SFX"
+check "change events: a delete passes the filter; a later update applies" "1:a:5:A 4:d2:7:D2" "$(crows)"
+check "change events: the filtered ones counted" 2 \
+      "$(sql -c "SELECT sum(b.filtered) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
+                  ON p.id = b.pipeline_id WHERE p.name = 'xfcdc_$SFX'")"
+sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('xfcdc_$SFX')" > /dev/null
+
+# the expression runs as the owner and nothing else: another role's table
+# read through the owner's own (SECURITY INVOKER) function fails the pipeline
+ST="xf_sec_$SFX"
+"$HARNESS" topic-create "$ST" 1 >/dev/null 2>&1 || true
+sql >/dev/null <<SQL
+SET client_min_messages = warning;
+DROP ROLE IF EXISTS ks_xf_other_$SFX;
+CREATE ROLE ks_xf_other_$SFX;
+CREATE SCHEMA xf_other_$SFX AUTHORIZATION ks_xf_other_$SFX;
+GRANT USAGE ON SCHEMA xf_other_$SFX TO ks_e2e;
+SET ROLE ks_xf_other_$SFX;
+CREATE TABLE xf_other_$SFX.secret (id int, s text);
+INSERT INTO xf_other_$SFX.secret VALUES (1, 'hidden');
+RESET ROLE;
+SET ROLE ks_e2e;
+CREATE FUNCTION e2e.peek_$SFX(int) RETURNS text LANGUAGE sql IMMUTABLE
+    AS \$\$ SELECT s FROM xf_other_$SFX.secret WHERE id = \$1 \$\$;
+CREATE TABLE e2e.xfsec_$SFX (id int PRIMARY KEY, v text, leaked text);
+SELECT kafka_sink.create_pipeline(name => 'xfsec_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$ST'], target => 'e2e.xfsec_$SFX', starting_offsets => 'earliest',
+       computed => '{"leaked": "e2e.peek_$SFX(id)"}');
+SQL
+echo '1|{"id": 1, "v": "x"}' | produce "$ST"
+poll "SELECT state = 'failed' FROM kafka_sink.status WHERE name = 'xfsec_$SFX'" 60 >/dev/null || true
+check "another role's table through the owner's function: the pipeline fails with permission denied" \
+      "failed:true" \
+      "$(sql -c "SELECT state || ':' || (last_error LIKE '%permission denied for table secret%')
+                   FROM kafka_sink.status WHERE name = 'xfsec_$SFX'")"
+check "... writing, quarantining and checkpointing nothing" "0:0:0" \
+      "$(sql -c "SELECT (SELECT count(*) FROM e2e.xfsec_$SFX) || ':'
+                     || (SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+                          ON p.id = q.pipeline_id WHERE p.name = 'xfsec_$SFX') || ':'
+                     || coalesce((SELECT sum(o.next_offset) FROM kafka_sink.offsets o
+                          JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id
+                         WHERE p.name = 'xfsec_$SFX'), 0)")"
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+SELECT kafka_sink.drop_pipeline('xfsec_$SFX');
+RESET ROLE;
+DROP SCHEMA xf_other_$SFX CASCADE;
+DROP ROLE ks_xf_other_$SFX;
+SQL
+finish
