@@ -180,6 +180,15 @@ def main():
                                "machine_busy_s": num(r, p + ".machine_busy_s") if p else None,
                                "load_at_start": num(r, p + ".load") if p else None,
                                "backend_cpu_s": num(r, p + ".backend_cpu_s") if p else None}
+    # the text-key runs' own baseline: the same script with order_id text
+    p, alls = best("baseline_text")
+    prefixes["baseline_text"] = p
+    base_text_s = num(r, p + ".seconds") if p else None
+    base_text_rate = n / base_text_s if base_text_s else None
+    if p:
+        res["runs"]["baseline_text"] = {"seconds": base_text_s, "msgs_per_s": base_text_rate, "all_seconds": alls,
+                                        "load_at_start": num(r, p + ".load"),
+                                        "backend_cpu_s": num(r, p + ".backend_cpu_s")}
     bcpu = res["runs"]["baseline"]["backend_cpu_s"]
     res["runs"]["baseline"]["backend_cpu_s_per_million"] = bcpu / n * 1e6 if bcpu is not None else None
     p, alls = best("py")
@@ -206,15 +215,18 @@ def main():
                                    "message_bytes": num(r, p + ".message_bytes"),
                                    "load_at_start": num(r, p + ".load"),
                                    "same_as_baseline": r.get(p + ".same_as_baseline")}
-    for key in ("m50k", "m100k", "m100k_text", "m100k_sql", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text"):
+    for key in ("m50k", "m100k", "m100k_text", "m100k_sql", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text",
+                "tk1", "tk2"):
         p, alls = best(key)
         prefixes[key] = p
         if not p:
             continue
         s = num(r, p + ".seconds")
         cpu = num(r, p + ".cpu_s")
+        # text keys are measured against the text-key baseline
+        rate0 = base_text_rate if key in ("tk1", "tk2") else base_rate
         d = {"seconds": s, "msgs_per_s": n / s, "all_seconds": alls,
-             "vs_baseline": (n / s) / base_rate if base_rate else None,
+             "vs_baseline": (n / s) / rate0 if rate0 else None,
              "vs_python": (n / s) / py_rate if py_rate else None,
              "worker_cpu_s": cpu,
              "worker_cpu_s_per_million": cpu / n * 1e6 if cpu is not None else None,
@@ -280,6 +292,14 @@ def main():
                  % (fmt(b["seconds"], "{:.1f}"), fmt_int(b["msgs_per_s"]),
                     fmt(b.get("backend_cpu_s_per_million"), "{:.1f}"), fmt_int(-(-n // 50000)),
                     fmt(b["load_at_start"]), rounds(b)))
+    bt = res["runs"].get("baseline_text")
+    if bt:
+        btc = bt.get("backend_cpu_s")
+        lines.append("| baseline with order_id text (the text-key runs' reference) | %s | %s | %s | | %s | | %s | (reference) | %s | %s |"
+                     % (fmt(bt["seconds"], "{:.1f}"), fmt_int(bt["msgs_per_s"]),
+                        fmt(bt["msgs_per_s"] / b["msgs_per_s"] if b["msgs_per_s"] else None),
+                        fmt(btc / n * 1e6 if btc is not None else None, "{:.1f}"), fmt_int(-(-n // 50000)),
+                        fmt(bt["load_at_start"]), rounds(bt)))
     for key, label in (("m50k", "ours, max_offsets_per_batch 50000"),
                        ("m100k", "ours, max_offsets_per_batch 100000 (default)"),
                        ("m100k_text", "ours, 100000, kafka_sink.direct_values off (timestamps through timestamptz_in)"),
@@ -290,7 +310,9 @@ def main():
                        ("w2p16", "ours, 100000, 16 partitions, workers 2 (CPU: both)"),
                        ("w4p16", "ours, 100000, 16 partitions, workers 4 (CPU: all four)"),
                        ("avro", "ours, 50000, the same events as Avro (schema registry)"),
-                       ("avro_text", "ours, 50000, Avro with kafka_sink.direct_values off (every value through its text)")):
+                       ("avro_text", "ours, 50000, Avro with kafka_sink.direct_values off (every value through its text)"),
+                       ("tk1", "ours, 100000, order_id text, workers 1 (against the text-key baseline)"),
+                       ("tk2", "ours, 100000, order_id text, workers 2 (against the text-key baseline; CPU: both)")):
         d = res["runs"].get(key)
         if not d:
             continue
@@ -362,6 +384,10 @@ def main():
                  % (fmt(vb(k1)), fmt(vb("m50k")), fmt(vb("m100k")), verdict(vb(k1) >= 1.2)))
     if vb("bronze") is not None:
         t.append("- bronze on >= 0.8x the baseline: %s: %s" % (fmt(vb("bronze")), verdict(vb("bronze") >= 0.8)))
+    if vb("tk1") is not None or vb("tk2") is not None:
+        t.append("- text keys (issue 29), against the text-key baseline: one worker >= 1.3x: %s: %s; workers 2 >= 1.6x: %s: %s"
+                 % (fmt(vb("tk1")), verdict(vb("tk1") is not None and vb("tk1") >= 1.3),
+                    fmt(vb("tk2")), verdict(vb("tk2") is not None and vb("tk2") >= 1.6)))
     w2 = [k for k in ("w2", "w2p16") if vb(k) is not None]
     if w2:
         k2 = max(w2, key=vb)

@@ -328,7 +328,12 @@ if [ "$DBZ" = 1 ]; then
 fi
 fi   # has_part orders
 
-CREATE_ORDERS="order_id bigint PRIMARY KEY, event_ts timestamptz NOT NULL, amount numeric(18,2), schema_version int"
+# the target's columns; KEYTYPE text for the text-key runs (tk1, tk2),
+# whose baseline (baseline_text) writes bench.orders_base_text
+KEYTYPE=bigint
+orders_ddl() { echo "order_id $KEYTYPE PRIMARY KEY, event_ts timestamptz NOT NULL, amount numeric(18,2), schema_version int"; }
+base_table() { [ "$KEYTYPE" = text ] && echo bench.orders_base_text || echo bench.orders_base; }
+CREATE_ORDERS="$(orders_ddl)"
 
 # machine CPU time (all cores, seconds) used so far, busy = not idle/iowait
 machine_busy() { awk '/^cpu / {print ($2+$3+$4+$7+$8+$9) / 100}' /proc/stat; }
@@ -354,8 +359,8 @@ stop_sampler() { kill "$SAMPLER" 2>/dev/null || true; wait "$SAMPLER" 2>/dev/nul
 same_as_baseline() {  # same_as_baseline TABLE -> yes/no
     local d
     d="$(psu -c "SELECT count(*) FROM ((SELECT order_id, event_ts, amount, schema_version FROM $1
-                                          EXCEPT ALL SELECT * FROM bench.orders_base)
-                                       UNION ALL (SELECT * FROM bench.orders_base
+                                          EXCEPT ALL SELECT * FROM $(base_table))
+                                       UNION ALL (SELECT * FROM $(base_table)
                                           EXCEPT ALL SELECT order_id, event_ts, amount, schema_version FROM $1)) x")"
     [ "$d" = 0 ] && echo yes || echo "no ($d rows differ)"
 }
@@ -390,14 +395,17 @@ SQL
     # still connected: the backend's CPU seconds (utime + stime, all of the run)
     echo "\\! sed 's/^.*) //' /proc/\$(cat '$W/baseline.pid')/stat | awk -v t=\$(getconf CLK_TCK) '{printf \"%.2f\", (\$12 + \$13) / t}' > '$W/baseline.cpu'"
 } > "$SCRIPT"
+# the same with text keys, into bench.orders_base_text
+has_part orders && sed -e 's/^CREATE TEMP TABLE stage (order_id bigint,/CREATE TEMP TABLE stage (order_id text,/' \
+    -e 's/^MERGE INTO bench.orders_base AS t/MERGE INTO bench.orders_base_text AS t/' "$SCRIPT" > "$W/baseline_text.sql"
 # baseline KEY: one timed run of the script into an empty target
 baseline() {
     local key="$1" b0 b1 t0 t1
     say "baseline ($key): psql, COPY + DISTINCT ON + MERGE per $BATCH events, one transaction each"
     pso <<SQL
 SET client_min_messages = warning;
-DROP TABLE IF EXISTS bench.orders_base, bench.baseline_offsets;
-CREATE TABLE bench.orders_base ($CREATE_ORDERS);
+DROP TABLE IF EXISTS $(base_table), bench.baseline_offsets;
+CREATE TABLE $(base_table) ($(orders_ddl));
 CREATE TABLE bench.baseline_offsets (next_offset bigint NOT NULL, updated_at timestamptz);
 INSERT INTO bench.baseline_offsets VALUES (0, now());
 SQL
@@ -405,14 +413,14 @@ SQL
     start_sampler "$W/$key.samples" "SELECT next_offset FROM bench.baseline_offsets" "$N"
     put "$key.load" "$(loadavg)"; b0="$(machine_busy)"
     t0="$(now)"
-    pso -f "$SCRIPT" >> "$LOG"
+    pso -f "$([ "$KEYTYPE" = text ] && echo "$W/baseline_text.sql" || echo "$SCRIPT")" >> "$LOG"
     t1="$(now)"
     b1="$(machine_busy)"
     sleep 0.3; stop_sampler
     put "$key.t0" "$t0"; put "$key.seconds" "$(sub $t1 $t0)"
     put "$key.machine_busy_s" "$(sub $b1 $b0)"
     put "$key.samples" "$W/$key.samples"
-    put "$key.rows" "$(psu -c 'SELECT count(*) FROM bench.orders_base')"
+    put "$key.rows" "$(psu -c "SELECT count(*) FROM $(base_table)")"
     [ -s "$W/baseline.cpu" ] && put "$key.backend_cpu_s" "$(cat "$W/baseline.cpu")"
     rm -f "$W/baseline.cpu" "$W/baseline.pid"
 }
@@ -428,7 +436,7 @@ ours() {
     pso <<SQL
 SET client_min_messages = warning;
 DROP TABLE IF EXISTS bench.orders, bench.orders_raw;
-CREATE TABLE bench.orders ($CREATE_ORDERS);
+CREATE TABLE bench.orders ($(orders_ddl));
 SQL
     psu -c CHECKPOINT
     start_sampler "$W/$key.samples" \
@@ -572,6 +580,13 @@ has_part orders && for r in $(seq 1 "$REPEAT"); do
         apply_strategy default
     fi
     if only bronze; then ours "bronze.r$r" 50000 1; fi
+    if only tk1 || only tk2; then
+        KEYTYPE=text
+        baseline "baseline_text.r$r"
+        if only tk1; then ours "tk1.r$r" 100000 0; fi
+        if only tk2; then ours "tk2.r$r" 100000 0 2; fi
+        KEYTYPE=bigint
+    fi
     if only w2; then ours "w2.r$r" 100000 0 2; fi
     if [ "$P16" = 1 ]; then
         if only w1p16; then ours "w1p16.r$r" 100000 0 1 "$TOPIC16"; fi
