@@ -49,6 +49,7 @@ OBJS = \
 	src/infra/sqlcall.o \
 	src/workers/outbox.o \
 	src/infra/offsets.o \
+	src/infra/citus.o \
 	src/decode/format_avro.o \
 	src/decode/avro_binary.o \
 	src/decode/format_protobuf.o \
