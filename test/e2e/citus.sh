@@ -104,6 +104,26 @@ SELECT kafka_sink.create_pipeline(name => '$PR', bootstrap_servers => '$KS_BOOTS
        target => 'e2e.cr', order_column => 'seq', starting_offsets => 'earliest',
        max_offsets_per_batch => 120);
 SQL
+# routing: one pipeline, target 'e2e.{topic}', into two distributed tables
+RA="rta_$SFX" RB="rtb_$SFX" PT="citus_t_$SFX"
+for t in "$RA" "$RB"; do
+    "$HARNESS" topic-create "$t" 2 >/dev/null 2>&1
+    sqlc >/dev/null <<SQL
+CREATE TABLE e2e.$t (id int PRIMARY KEY, v text, seq bigint);
+ALTER TABLE e2e.$t OWNER TO ks_e2e;
+SELECT create_distributed_table('e2e.$t', 'id');
+SQL
+    python3 -c "
+for i in range(1, 151):
+    print('k%d|{\"id\": %d, \"v\": \"$t-%d\", \"seq\": %d}' % (i % 50, i % 50, i, i))" | produce "$t"
+done
+sqlc >/dev/null <<SQL
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => '$PT', bootstrap_servers => '$KS_BOOTSTRAP', subscribe => ARRAY['$RA', '$RB'],
+       target => 'e2e.{topic}', order_column => 'seq', starting_offsets => 'earliest');
+SQL
+drop_routed() { sqlc -c "SELECT kafka_sink.drop_pipeline('$PT', if_exists => true)" >/dev/null 2>&1; }
+at_exit drop_routed
 wait_both() {
     check "$1: both pipelines caught up" "t|t" \
           "$(sqlc -c "SELECT kafka_sink.wait('$PD', '120 s')")|$(sqlc -c "SELECT kafka_sink.wait('$PR', '120 s')")"
@@ -185,6 +205,13 @@ for p in "$PD" "$PR"; do
           "$(sqlc -c "SELECT sum(o.next_offset) FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id WHERE p.name = '$p'")"
     check "$p: the bad messages quarantined" "constraint_violation,invalid_json" \
           "$(sqlc -c "SELECT string_agg(q.reason, ',' ORDER BY q.reason) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id WHERE p.name = '$p'")"
+done
+check "routed: caught up" t "$(sqlc -c "SELECT kafka_sink.wait('$PT', '60 s')")"
+for t in "$RA" "$RB"; do
+    # the model: id i % 50, the last i of each (101..150)
+    check "routed: e2e.$t equals the model" \
+          "$(python3 -c "print('\n'.join('%d|$t-%d|%d' % (i % 50, i, i) for i in sorted(range(101, 151), key=lambda i: i % 50)))")" \
+          "$(sqlc -c "SELECT id || '|' || v || '|' || seq FROM e2e.$t ORDER BY id")"
 done
 # no prepared transaction left once Citus recovered them
 sqlc -c "SELECT recover_prepared_transactions()" >/dev/null
