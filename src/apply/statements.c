@@ -167,6 +167,15 @@ append_key_match(StringInfo b, KsTarget *t)
 	}
 }
 
+/* "k1, k2": the key columns, each after prefix (an alias and a dot, or "") */
+static void
+append_key_columns(StringInfo b, KsTarget *t, const char *prefix)
+{
+	for (int k = 0; k < t->nkeys; k++)
+		appendStringInfo(b, "%s%s%s", k > 0 ? ", " : "", prefix,
+						 quote_identifier(t->columns[t->key_index[k]].name));
+}
+
 /* the ordering guard: a target row newer than the message stays */
 static void
 append_guard(StringInfo b, KsTarget *t, const char *prefix)
@@ -293,8 +302,7 @@ ks_onconflict_insert_sql(KsTarget *t, bool by_hand)
 	appendStringInfo(&b, " WHERE NOT EXISTS (SELECT FROM %s AS t WHERE ", t->qualified_name);
 	append_key_match(&b, t);
 	appendStringInfoString(&b, ") ORDER BY s._ks_seq ON CONFLICT (");
-	for (int k = 0; k < t->nkeys; k++)
-		appendStringInfo(&b, "%s%s", k > 0 ? ", " : "", quote_identifier(t->columns[t->key_index[k]].name));
+	append_key_columns(&b, t, "");
 	appendStringInfoString(&b, ") DO NOTHING");
 	return b.data;
 }
@@ -352,16 +360,14 @@ ks_citus_insert_sql(KsTarget *t, bool by_hand)
 	initStringInfo(&b);
 	append_insert_select(&b, t, by_hand);
 	appendStringInfoString(&b, " LEFT JOIN (SELECT ");
-	for (int k = 0; k < t->nkeys; k++)
-		appendStringInfo(&b, "t.%s, ", quote_identifier(t->columns[t->key_index[k]].name));
-	appendStringInfo(&b, "true AS _ks_found FROM %s AS t JOIN (%s) AS s ON ",
+	append_key_columns(&b, t, "t.");
+	appendStringInfo(&b, ", true AS _ks_found FROM %s AS t JOIN (%s) AS s ON ",
 					 t->qualified_name, ks_source_sql(t, by_hand));
 	append_key_match(&b, t);
 	appendStringInfoString(&b, ") AS t ON ");
 	append_key_match(&b, t);
 	appendStringInfoString(&b, " WHERE t._ks_found IS NULL ORDER BY s._ks_seq ON CONFLICT (");
-	for (int k = 0; k < t->nkeys; k++)
-		appendStringInfo(&b, "%s%s", k > 0 ? ", " : "", quote_identifier(t->columns[t->key_index[k]].name));
+	append_key_columns(&b, t, "");
 	appendStringInfoString(&b, ") DO NOTHING");
 	return b.data;
 }
