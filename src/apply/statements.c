@@ -629,7 +629,25 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 			KS_EMIT(t->relid, "delete", ks_delete_sql(t, false), ks_delete_sql(t, true),
 					"Runs first, over the batch's tombstones that win their key (delete_on_tombstone). "
 					"To run by hand: PREPARE d(bigint) AS <by_hand>; EXECUTE d(<batch id>).");
-		if (p->targets.mode == KS_MODE_MERGE && ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT)
+		if (p->targets.mode == KS_MODE_MERGE && t->citus != KS_CITUS_NONE)
+		{
+			char	   *update = ks_citus_update_sql(t, false);
+
+			if (update != NULL)
+				KS_EMIT_BY("citus", t->relid, "update", update, ks_citus_update_sql(t, true),
+						   psprintf("A Citus %s table, in place of the MERGE (which Citus refuses here): over "
+									"one row per key, the winner of the reduce, staged by the worker in %s "
+									"before each statement; updates the keys the target has, under the ordering "
+									"guard, with the MERGE's SET list. $1 is the batch id. To run by hand: "
+									"PREPARE u(bigint) AS <by_hand>; EXECUTE u(<batch id>).",
+									ks_citus_kind_name(t->citus), ks_citus_stage_name(t)));
+			KS_EMIT_BY("citus", t->relid, "insert", ks_citus_insert_sql(t, false), ks_citus_insert_sql(t, true),
+					   "Runs right after the update, over the same rows: inserts the keys the target lacks "
+					   "(the join of the target and the staged rows finds the others; ON CONFLICT DO NOTHING "
+					   "skips a key another session inserted meanwhile). $1 is the batch id. To run by hand: "
+					   "PREPARE i(bigint) AS <by_hand>; EXECUTE i(<batch id>).");
+		}
+		else if (p->targets.mode == KS_MODE_MERGE && ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT)
 		{
 			char	   *update = ks_onconflict_update_sql(t, false);
 
