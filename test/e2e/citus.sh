@@ -149,9 +149,9 @@ fault() {  # fault POINT|RESET: kafka_sink.fault_point with sigkill on the coord
 }
 CLOG="$COORD/logs/postgresql.log"
 faults_logged() { grep -c 'terminated by signal 9' "$CLOG" || true; }
-wait_fault() {  # wait_fault N: until N kills of a worker were logged since the start
+wait_fault() {  # wait_fault N: until more than N kills of a worker were logged
     local i
-    for i in $(seq 1 150); do [ "$(faults_logged)" -ge "$1" ] && return 0; sleep 0.2; done
+    for i in $(seq 1 150); do [ "$(faults_logged)" -gt "$1" ] && return 0; sleep 0.2; done
     return 1
 }
 
@@ -159,16 +159,18 @@ wait_fault() {  # wait_fault N: until N kills of a worker were logged since the 
 produce "$T" < "$W/round1.txt"
 wait_both "round 1"
 # round 2 (with the bad messages): kill -9 of the pipeline's worker after its statements ran
+n="$(faults_logged)"
 fault after_merge
 produce "$T" < "$W/round2.txt"
-check "round 2: a worker was killed after its statements" 0 "$(wait_fault 1; echo $?)"
+check "round 2: a worker was killed after its statements" 0 "$(wait_fault "$n"; echo $?)"
 fault RESET
 wait_for 60 coordinator_up
 wait_both "round 2"
 # round 3: kill -9 just before the commit (the worker nodes' transactions open)
+n="$(faults_logged)"
 fault before_commit
 produce "$T" < "$W/round3.txt"
-check "round 3: a worker was killed before its commit" 0 "$(wait_fault 2; echo $?)"
+check "round 3: a worker was killed before its commit" 0 "$(wait_fault "$n"; echo $?)"
 fault RESET
 wait_for 60 coordinator_up
 wait_both "round 3"
