@@ -5,8 +5,8 @@
 # coordinator as a new user runs it (not propagated to the worker nodes,
 # which do not have kafka_sink); a pipeline into a hash-distributed table
 # and one into a reference table, through kill -9 of the pipeline's worker
-# at batch phases, a restart of a worker node mid-run and kill -9 of the
-# coordinator: the tables equal an independent model (the last message per
+# at batch phases, kill -9 of a worker node's postmaster mid-run and an
+# immediate stop of the coordinator: the tables equal an independent model (the last message per
 # key), every offset is checkpointed once, no prepared transaction is left
 # behind after Citus's recovery, and a bad message is quarantined.  Skipped
 # (with a line saying so) where ../shared/vendor has no Citus source.
@@ -174,14 +174,25 @@ check "round 3: a worker was killed before its commit" 0 "$(wait_fault "$n"; ech
 fault RESET
 wait_for 60 coordinator_up
 wait_both "round 3"
-# round 4: a worker node stops (immediate) mid-run and comes back; the
-# batches meanwhile fail and are retried
+# round 4: kill -9 of a worker node's postmaster mid-run (its backends
+# exit once they see it gone), then the node starts again (crash
+# recovery); the batches meanwhile fail and are retried
 produce "$T" < "$W/round4.txt"
 sleep 0.5
-own_cluster_kill "$W1"
-sleep 3
+W1DATA="$(cat "$W1/pgroot")/data"
+w1pid="$(head -1 "$W1DATA/postmaster.pid")"
+w1kids="$(pgrep -P "$w1pid" | paste -sd' ' -)"
+kill -9 "$w1pid"
+node_gone() {
+    local p
+    for p in $w1pid $w1kids; do kill -0 "$p" 2>/dev/null && return 1; done
+    return 0
+}
+check "round 4: the worker node's processes ended after kill -9 of its postmaster" 0 "$(wait_for 60 node_gone; echo $?)"
+node_gone || own_cluster_kill "$W1"
+sleep 2
 KS_PRELOAD=citus KS_PG_CONF="$CONF" own_cluster_start "$W1"
-wait_both "round 4 (worker node restarted)"
+wait_both "round 4 (worker node killed and restarted)"
 # round 5: kill -9 of a pipeline worker at a random point, then an
 # immediate stop of the coordinator mid-run
 produce "$T" < "$W/round5.txt"
