@@ -51,6 +51,7 @@ OBJS = \
 	src/workers/outbox.o \
 	src/infra/offsets.o \
 	src/infra/spi.o \
+	src/infra/citus.o \
 	src/decode/format_avro.o \
 	src/decode/avro_binary.o \
 	src/decode/format_protobuf.o \

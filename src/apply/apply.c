@@ -49,12 +49,15 @@
  * auto, a merge-mode target goes to the heap strategy, which checks in its
  * begin() (with the table locked) whether it can write the target exactly
  * as the MERGE would, and hands everything else to the SQL strategy; with
- * on_conflict, to the SQL strategy's INSERT ... ON CONFLICT and UPDATE.
+ * on_conflict, to the SQL strategy's INSERT ... ON CONFLICT and UPDATE.  A
+ * Citus table (whatever the setting and mode) goes to ks_apply_citus: the
+ * heap strategy would write the coordinator's empty shell table.
  */
 const KsApplyStrategy *
 ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
 {
-	(void) t;
+	if (t->citus != KS_CITUS_NONE)
+		return &ks_apply_citus;
 	if (ks_apply_strategy == KS_APPLY_STRATEGY_AUTO && p->targets.mode == KS_MODE_MERGE)
 		return &ks_apply_heap;
 	if (ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT && p->targets.mode == KS_MODE_MERGE)

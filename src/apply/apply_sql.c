@@ -3,13 +3,15 @@
  * apply_sql.c
  *		The SQL apply strategy: the statements of statements.c run through
  *		SPI, prepared once per text, over kafka_sink._batch_rows() (the
- *		staged rows in this process's memory, no temporary table), with the
+ *		staged rows in this process's memory; no temporary table but for a
+ *		Citus target, which reads them from one), with the
  *		faults of rows narrowed down by bisection and classified by SQLSTATE.
  *
  * Owns: _batch_rows(), the plan cache, the key-probe plan settings, the
  * row-fault table (which errors are a row's, which the system's), and
- * KsApplyStrategy ks_apply_sql and ks_apply_onconflict (the same machinery
- * with INSERT ... ON CONFLICT and an UPDATE in place of the MERGE).  Must not: choose which rows apply (the
+ * KsApplyStrategy ks_apply_sql, ks_apply_onconflict (the same machinery
+ * with INSERT ... ON CONFLICT and an UPDATE in place of the MERGE) and
+ * ks_apply_citus (the same again, over a staged batch, for Citus tables).  Must not: choose which rows apply (the
  * reduce in apply.c/reduce.c does), write the catalog, or build statement
  * text (statements.c).
  *
@@ -36,6 +38,7 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
@@ -296,6 +299,7 @@ prepared(const char *sql, int nargs, Oid *argtypes)
 static void
 run_statement(KsBatch *batch, const char *sql, int *rows, int nrows, bool with_xid)
 {
+	KsTarget   *t = batch->target;
 	Oid			argtypes[2] = {INT8OID, XIDOID};
 	Datum		values[2] = {Int64GetDatum(batch->batch_id), (Datum) 0};
 	int			rc;
@@ -310,6 +314,15 @@ run_statement(KsBatch *batch, const char *sql, int *rows, int nrows, bool with_x
 	{
 		if (with_xid)
 			values[1] = TransactionIdGetDatum(GetCurrentTransactionId());
+		/* a Citus target reads the rows from its staged batch (statements.c) */
+		if (t != NULL && t->citus != KS_CITUS_NONE)
+		{
+			char	   *stage = ks_citus_stage_name(t);
+
+			if (ks_spi_execute(psprintf("DELETE FROM %s", stage), 0, NULL, NULL, NULL, false, 0) != SPI_OK_DELETE ||
+				ks_spi_execute_plan(prepared(ks_citus_stage_fill_sql(t), 0, NULL), NULL, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "kafka_sink: staging the batch in %s failed", stage);
+		}
 		rc = ks_spi_execute_plan(prepared(sql, with_xid ? 2 : 1, argtypes), values, NULL, false, 0);
 		if (rc < 0)
 			elog(ERROR, "kafka_sink: SPI_execute failed (%d) for: %s", rc, sql);
@@ -322,6 +335,34 @@ run_statement(KsBatch *batch, const char *sql, int *rows, int nrows, bool with_x
 		srf_nrows = 0;
 	}
 	PG_END_TRY();
+}
+
+/*
+ * The same for a Citus target, whose rows are written on the worker nodes,
+ * so this transaction's pg_stat counters see none of them: the statements'
+ * own counts (an UPDATE's are the rows it updated, an INSERT's those it
+ * inserted; a batch function's are not rows).
+ */
+static void
+citus_counted_run(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nrows,
+				  const char **running)
+{
+	const char *sqls[2] = {sql, sql2};
+	int64		counts[2] = {0, 0};
+
+	for (int i = 0; i < 2 && sqls[i] != NULL; i++)
+	{
+		*running = sqls[i];
+		run_statement(batch, sqls[i], rows, nrows, false);
+		counts[i] = (int64) SPI_processed;
+	}
+	for (int i = 0; i < 2 && sqls[i] != NULL; i++)
+	{
+		if (strncmp(sqls[i], "INSERT", 6) == 0)
+			batch->stats.inserted += counts[i];
+		else if (strncmp(sqls[i], "UPDATE", 6) == 0)
+			batch->stats.updated += counts[i];
+	}
 }
 
 /*
@@ -339,6 +380,11 @@ counted_run(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nr
 				ins1,
 				upd1;
 
+	if (batch->target->citus != KS_CITUS_NONE)
+	{
+		citus_counted_run(batch, sql, sql2, rows, nrows, running);
+		return;
+	}
 	xact_counts(batch->target->relid, &ins0, &upd0);
 	*running = sql;
 	run_statement(batch, sql, rows, nrows, false);
@@ -711,6 +757,51 @@ onconflict_begin(KsBatch *batch, KsBatchTarget *bt)
 	}
 	return st;
 }
+
+/*
+ * A Citus distributed or reference table (citus.c): every mode through the
+ * SQL strategy's statements reading the batch from a temporary table on
+ * the coordinator, staged before each statement (ks_citus_stage_*), merge
+ * mode's winners through the UPDATE and then the INSERT of the keys the
+ * target lacks (ks_citus_update_sql, ks_citus_insert_sql).  Citus runs them
+ * on the worker nodes in the batch's transaction, committed with the
+ * checkpoint through its two-phase commit.
+ */
+static void *
+citus_begin(KsBatch *batch, KsBatchTarget *bt)
+{
+	SqlApplyState *st = sql_begin(batch, bt);
+	char	   *stage = ks_citus_stage_name(bt->target);
+	RangeVar   *rv = makeRangeVar("pg_temp", psprintf("_ks_stage_%u", bt->target->relid), -1);
+
+	/* left by an earlier batch of this transaction (a replay's) */
+	if (OidIsValid(RangeVarGetRelid(rv, NoLock, true)) &&
+		ks_spi_execute(psprintf("DROP TABLE %s", stage), 0, NULL, NULL, NULL, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "kafka_sink: dropping %s failed", stage);
+	if (ks_spi_execute(ks_citus_stage_create_sql(bt->target), 0, NULL, NULL, NULL, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "kafka_sink: creating %s failed", stage);
+	if (bt->mode == KS_MODE_MERGE)
+	{
+		st->upsert = ks_citus_update_sql(bt->target, false);
+		st->upsert2 = ks_citus_insert_sql(bt->target, false);
+		if (st->upsert == NULL)
+		{
+			st->upsert = st->upsert2;
+			st->upsert2 = NULL;
+		}
+	}
+	return st;
+}
+
+const KsApplyStrategy ks_apply_citus = {
+	.name = "citus",
+	.begin = citus_begin,
+	.delete_rows = sql_delete_rows,
+	.upsert_rows = sql_upsert_rows,
+	.insert_rows = sql_insert_rows,
+	.call_function = sql_call_function,
+	.end = sql_end,
+};
 
 const KsApplyStrategy ks_apply_onconflict = {
 	.name = "on_conflict",

@@ -6,7 +6,8 @@
  *		kafka_sink._batch_rows(); on_conflict's with INSERT ... ON
  *		CONFLICT and an UPDATE in place of the MERGE.
  *
- *		Owns: KsApplyStrategy ks_apply_sql and ks_apply_onconflict, and
+ *		Owns: KsApplyStrategy ks_apply_sql, ks_apply_onconflict and
+ *		ks_apply_citus, and
  *		ks_batch_rows_active (replay.c asks it).  Must not: expose the plan
  *		cache or the row-fault table, or build statement text (statements.h,
  *		history.h).
@@ -20,6 +21,7 @@
 
 extern const KsApplyStrategy ks_apply_sql;
 extern const KsApplyStrategy ks_apply_onconflict;
+extern const KsApplyStrategy ks_apply_citus;
 
 /* whether a statement of a batch is running in this process */
 extern bool ks_batch_rows_active(void);

@@ -3,7 +3,8 @@
  * statements.c
  *		The text of every statement a batch runs against the user's tables:
  *		the MERGE (or the on_conflict strategy's INSERT ... ON CONFLICT and
- *		UPDATE), the tombstones' DELETE, the append INSERT, the batch
+ *		UPDATE, or a Citus target's UPDATE and INSERT from its staged
+ *		batch), the tombstones' DELETE, the append INSERT, the batch
  *		function call, the bronze INSERT, and kafka_sink.pipeline_statements()
  *		which shows them, built by these same functions (mode history's
  *		statement is history.c's).
@@ -76,7 +77,36 @@ ks_source_sql(KsTarget *t, bool by_hand)
 {
 	if (by_hand)
 		return pstrdup("SELECT * FROM " KS_BY_HAND_STAGING " AS s");
+	if (t->citus != KS_CITUS_NONE)
+		return psprintf("SELECT * FROM %s AS s", ks_citus_stage_name(t));
 	return psprintf("SELECT * FROM kafka_sink._batch_rows() AS s%s", ks_batch_columns_sql(t));
+}
+
+/*
+ * A Citus target's batch source: a temporary table on the coordinator,
+ * filled from kafka_sink._batch_rows() before each statement (Citus
+ * refuses a set-returning function in a MERGE, and plans a local table
+ * joined to a distributed one by sending its rows to the worker nodes).
+ * One per target and batch, dropped at commit.
+ */
+char *
+ks_citus_stage_name(KsTarget *t)
+{
+	return psprintf("pg_temp._ks_stage_%u", t->relid);
+}
+
+char *
+ks_citus_stage_create_sql(KsTarget *t)
+{
+	return psprintf("CREATE TEMPORARY TABLE %s %s ON COMMIT DROP",
+					ks_citus_stage_name(t), ks_batch_columns_sql(t));
+}
+
+char *
+ks_citus_stage_fill_sql(KsTarget *t)
+{
+	return psprintf("INSERT INTO %s SELECT * FROM kafka_sink._batch_rows() AS s%s",
+					ks_citus_stage_name(t), ks_batch_columns_sql(t));
 }
 
 /* The value to insert for column i: the message's, else the default. */
@@ -135,6 +165,15 @@ append_key_match(StringInfo b, KsTarget *t)
 		if (OidIsValid(c->key_collation) && c->key_collation != c->collation)
 			appendStringInfo(b, " COLLATE %s", generate_collation_name(c->key_collation));
 	}
+}
+
+/* "k1, k2": the key columns, each after prefix (an alias and a dot, or "") */
+static void
+append_key_columns(StringInfo b, KsTarget *t, const char *prefix)
+{
+	for (int k = 0; k < t->nkeys; k++)
+		appendStringInfo(b, "%s%s%s", k > 0 ? ", " : "", prefix,
+						 quote_identifier(t->columns[t->key_index[k]].name));
 }
 
 /* the ordering guard: a target row newer than the message stays */
@@ -263,15 +302,18 @@ ks_onconflict_insert_sql(KsTarget *t, bool by_hand)
 	appendStringInfo(&b, " WHERE NOT EXISTS (SELECT FROM %s AS t WHERE ", t->qualified_name);
 	append_key_match(&b, t);
 	appendStringInfoString(&b, ") ORDER BY s._ks_seq ON CONFLICT (");
-	for (int k = 0; k < t->nkeys; k++)
-		appendStringInfo(&b, "%s%s", k > 0 ? ", " : "", quote_identifier(t->columns[t->key_index[k]].name));
+	append_key_columns(&b, t, "");
 	appendStringInfoString(&b, ") DO NOTHING");
 	return b.data;
 }
 
-/* NULL when the target has no column but the key (nothing to update) */
-char *
-ks_onconflict_update_sql(KsTarget *t, bool by_hand)
+/*
+ * NULL when the target has no column but the key (nothing to update).
+ * skip_inserted: the on_conflict strategy's UPDATE, which runs after its
+ * INSERT and skips the rows that wrote ($2); a Citus target's runs first.
+ */
+static char *
+update_sql(KsTarget *t, bool by_hand, bool skip_inserted)
 {
 	StringInfoData b;
 
@@ -281,8 +323,52 @@ ks_onconflict_update_sql(KsTarget *t, bool by_hand)
 		return NULL;
 	appendStringInfo(&b, " FROM (%s) AS s WHERE ", ks_source_sql(t, by_hand));
 	append_key_match(&b, t);
-	appendStringInfoString(&b, " AND t.xmin OPERATOR(pg_catalog.<>) $2");
+	if (skip_inserted)
+		appendStringInfoString(&b, " AND t.xmin OPERATOR(pg_catalog.<>) $2");
 	append_guard(&b, t, " AND ");
+	return b.data;
+}
+
+char *
+ks_onconflict_update_sql(KsTarget *t, bool by_hand)
+{
+	return update_sql(t, by_hand, true);
+}
+
+/*
+ * A Citus target's merge, as two statements Citus executes (the MERGE it
+ * refuses: its source is a function, or a local table, and a reference
+ * table is no MERGE target): the on_conflict strategy's UPDATE first,
+ * without the xmin test (the shards' rows carry the worker nodes'
+ * transaction ids), then the INSERT of the keys the target lacks.  Citus
+ * cannot plan the on_conflict INSERT's NOT EXISTS (a correlated subquery
+ * over a local table), so the keys the target has are read by a join of
+ * the target and the staged batch, which Citus pushes down to the shards,
+ * and the INSERT takes the batch rows that join does not find.
+ */
+char *
+ks_citus_update_sql(KsTarget *t, bool by_hand)
+{
+	return update_sql(t, by_hand, false);
+}
+
+char *
+ks_citus_insert_sql(KsTarget *t, bool by_hand)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	append_insert_select(&b, t, by_hand);
+	appendStringInfoString(&b, " LEFT JOIN (SELECT ");
+	append_key_columns(&b, t, "t.");
+	appendStringInfo(&b, ", true AS _ks_found FROM %s AS t JOIN (%s) AS s ON ",
+					 t->qualified_name, ks_source_sql(t, by_hand));
+	append_key_match(&b, t);
+	appendStringInfoString(&b, ") AS t ON ");
+	append_key_match(&b, t);
+	appendStringInfoString(&b, " WHERE t._ks_found IS NULL ORDER BY s._ks_seq ON CONFLICT (");
+	append_key_columns(&b, t, "");
+	appendStringInfoString(&b, ") DO NOTHING");
 	return b.data;
 }
 
@@ -543,7 +629,25 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 			KS_EMIT(t->relid, "delete", ks_delete_sql(t, false), ks_delete_sql(t, true),
 					"Runs first, over the batch's tombstones that win their key (delete_on_tombstone). "
 					"To run by hand: PREPARE d(bigint) AS <by_hand>; EXECUTE d(<batch id>).");
-		if (p->targets.mode == KS_MODE_MERGE && ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT)
+		if (p->targets.mode == KS_MODE_MERGE && t->citus != KS_CITUS_NONE)
+		{
+			char	   *update = ks_citus_update_sql(t, false);
+
+			if (update != NULL)
+				KS_EMIT_BY("citus", t->relid, "update", update, ks_citus_update_sql(t, true),
+						   psprintf("A Citus %s table, in place of the MERGE (which Citus refuses here): over "
+									"one row per key, the winner of the reduce, staged by the worker in %s "
+									"before each statement; updates the keys the target has, under the ordering "
+									"guard, with the MERGE's SET list. $1 is the batch id. To run by hand: "
+									"PREPARE u(bigint) AS <by_hand>; EXECUTE u(<batch id>).",
+									ks_citus_kind_name(t->citus), ks_citus_stage_name(t)));
+			KS_EMIT_BY("citus", t->relid, "insert", ks_citus_insert_sql(t, false), ks_citus_insert_sql(t, true),
+					   "Runs right after the update, over the same rows: inserts the keys the target lacks "
+					   "(the join of the target and the staged rows finds the others; ON CONFLICT DO NOTHING "
+					   "skips a key another session inserted meanwhile). $1 is the batch id. To run by hand: "
+					   "PREPARE i(bigint) AS <by_hand>; EXECUTE i(<batch id>).");
+		}
+		else if (p->targets.mode == KS_MODE_MERGE && ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT)
 		{
 			char	   *update = ks_onconflict_update_sql(t, false);
 

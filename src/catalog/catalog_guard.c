@@ -29,6 +29,7 @@
 #include "kafka_sink.h"
 #include "catalog_guard.h"
 #include "role_guard.h"
+#include "citus.h"
 
 #include "access/htup_details.h"
 #include "access/relation.h"
@@ -42,6 +43,7 @@
 #include "rewrite/rewriteHandler.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #include "utils/syscache.h"
@@ -348,23 +350,30 @@ check_lock(LockStmt *stmt)
 /*
  * kafka_sink's one ProcessUtility hook, chained after whatever hook was
  * there: a LOCK of the catalog (above), DROP ROLE of a pipeline's owner
- * (role_guard.c).
+ * (role_guard.c), and on a Citus coordinator kafka_sink's own extension
+ * statements kept from the worker nodes (citus.c).
  */
 static void
 ks_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				   ProcessUtilityContext context, ParamListInfo params,
 				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
+	int			citus_level;
+
 	if (IsA(pstmt->utilityStmt, LockStmt))
 		check_lock((LockStmt *) pstmt->utilityStmt);
 	else if (IsA(pstmt->utilityStmt, DropRoleStmt))
 		ks_role_guard_check_drop((DropRoleStmt *) pstmt->utilityStmt);
+	/* kafka_sink's own CREATE/ALTER/DROP EXTENSION stays on a Citus coordinator */
+	citus_level = ks_citus_keep_local_begin(pstmt->utilityStmt);
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
 							 queryEnv, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 								queryEnv, dest, qc);
+	if (citus_level > 0)
+		AtEOXact_GUC(true, citus_level);
 }
 
 void

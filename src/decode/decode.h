@@ -19,6 +19,7 @@
 #include "pipeline.h"
 #include "jsonwalk.h"
 #include "meta.h"
+#include "citus.h"
 
 #include "access/attnum.h"
 
@@ -55,6 +56,8 @@ typedef struct KsColumn
 typedef struct KsTarget
 {
 	Oid			relid;
+	KsCitusKind citus;			/* a Citus table: the Citus apply path
+								 * (apply_sql.c), never the heap strategy */
 	bool		soft_only;		/* 16+: every column's input reports bad
 								 * input softly: decoding needs no
 								 * subtransaction (target.c) */

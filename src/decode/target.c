@@ -236,6 +236,7 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 				 errhint("Drop the pipeline and create it again for the new table.")));
 	desc = RelationGetDescr(rel);
 	t->relid = relid;
+	t->citus = ks_citus_kind(relid);
 	t->rowtype = rel->rd_rel->reltype;
 	t->qualified_name = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 												   RelationGetRelationName(rel));

@@ -401,7 +401,7 @@ $$;
 REVOKE ALL ON FUNCTION kafka_sink.pipeline_statements(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink.pipeline_statements(text) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.pipeline_statements(text) IS
-'The statements each batch of the pipeline runs, per target and in order, with the apply strategy (sql; on_conflict for the insert and update that replace the MERGE when kafka_sink.apply_strategy = on_conflict): statement is the text as the worker runs it ($1 the batch id, the rows from kafka_sink._batch_rows()); by_hand the same statement reading the staging table pg_temp.kafka_sink_batch that the staging row creates, to run with PREPARE s(bigint) AS ...; EXECUTE s(batch_id).';
+'The statements each batch of the pipeline runs, per target and in order, with the apply strategy (sql; on_conflict for the insert and update that replace the MERGE when kafka_sink.apply_strategy = on_conflict; citus for the update and insert that replace it on a Citus distributed or reference table, which read the batch from a temporary table the worker stages): statement is the text as the worker runs it ($1 the batch id, the rows from kafka_sink._batch_rows()); by_hand the same statement reading the staging table pg_temp.kafka_sink_batch that the staging row creates, to run with PREPARE s(bigint) AS ...; EXECUTE s(batch_id).';
 -- ---- lineage of change events, routed tables and Avro keys (message_fate, message_fates) ----
 --
 -- What message_fate and message_fates need past the plain single-target

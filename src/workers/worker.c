@@ -41,6 +41,7 @@
 #include "consumer.h"
 #include "decode.h"
 #include "errclass.h"
+#include "citus.h"
 #include "apply.h"
 #include "format.h"
 #include "bgworker.h"
@@ -365,7 +366,8 @@ batch_rolled_back(KsWorkerState *ws, KsFill *f)
 							 ws->pipeline->name)));
 		proc_exit(0);
 	}
-	if (ks_errclass(edata->sqlerrcode) != KS_ERR_TRANSIENT)
+	if (ks_errclass(edata->sqlerrcode) != KS_ERR_TRANSIENT &&
+		!(ks_citus_maybe_node_failure(edata->sqlerrcode) && ws->failures < KS_CITUS_RETRIES))
 		ks_worker_fail(ws, "permanent", edata->sqlerrcode, edata->message, edata->detail, edata->hint);
 
 	delay = ks_backoff_ms(ws->failures, 100, 30000);

@@ -368,7 +368,7 @@ def main():
                 lines.append("latency run, %s: p99 ms (written) per 5 s of the run: %s"
                              % (label, " ".join("%.0f" % x for x in d["p99_written_ms_by_5s"])))
         lines.append("")
-    # the goals of issue 17, each with its measured value (ratios of this run)
+    # the goals of the performance issues, each with its measured value (ratios of this run)
     t = []
     R = res["runs"]
 
@@ -450,7 +450,7 @@ def main():
         t.append("- the Avro row at the level of JSON (50k): %s of JSON's msgs/s (%sx vs %sx the baseline): %s"
                  % (fmt(ratio), fmt(vb("avro")), fmt(vb("m50k")), verdict(ratio >= 0.9)))
     if t:
-        lines.append("goals of issue 17 (reported, not asserted; ratios within this run only):")
+        lines.append("goals (reported, not asserted; ratios within this run only):")
         lines.extend(t)
         lines.append("")
     for key, label in (("m50k", "50k"), ("m100k", "100k"), ("bronze", "bronze"), ("w2", "100k, 2 workers; summed over both"),
