@@ -29,6 +29,7 @@
 #include "kafka_sink.h"
 #include "catalog_guard.h"
 #include "role_guard.h"
+#include "database_ddl.h"
 
 #include "access/htup_details.h"
 #include "access/relation.h"
@@ -348,23 +349,35 @@ check_lock(LockStmt *stmt)
 /*
  * kafka_sink's one ProcessUtility hook, chained after whatever hook was
  * there: a LOCK of the catalog (above), DROP ROLE of a pipeline's owner
- * (role_guard.c).
+ * (role_guard.c), statements on databases and on the extension that the
+ * launcher and the schedulers must hear of (database_ddl.c).
  */
 static void
 ks_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				   ProcessUtilityContext context, ParamListInfo params,
 				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
+	Oid			blocked;
+
 	if (IsA(pstmt->utilityStmt, LockStmt))
 		check_lock((LockStmt *) pstmt->utilityStmt);
 	else if (IsA(pstmt->utilityStmt, DropRoleStmt))
 		ks_role_guard_check_drop((DropRoleStmt *) pstmt->utilityStmt);
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
-							 queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-								queryEnv, dest, qc);
+	blocked = ks_database_ddl_before(pstmt->utilityStmt);
+	PG_TRY();
+	{
+		if (prev_process_utility)
+			prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
+								 queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+									queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		ks_database_ddl_after(blocked);
+	}
+	PG_END_TRY();
 }
 
 void
