@@ -56,6 +56,7 @@
 /* launcher-local, per KsDbSlot entry */
 static BackgroundWorkerHandle **handles;
 static TimestampTz *last_start;
+static bool *rescan_pending;	/* a rescan came while its scheduler ran */
 
 void
 ks_launcher_register(void)
@@ -243,9 +244,14 @@ launch(bool rescan)
 			continue;
 		}
 		if (scheduler_running(entry))
+		{
+			/* it may be about to exit for want of an extension just created */
+			rescan_pending[entry] |= rescan;
 			continue;
-		if (state == KS_DB_NO_EXTENSION && !rescan)
+		}
+		if (state == KS_DB_NO_EXTENSION && !rescan && !rescan_pending[entry])
 			continue;
+		rescan_pending[entry] = false;
 		if (last_start[entry] != 0 && state != KS_DB_NO_EXTENSION &&
 			!TimestampDifferenceExceeds(last_start[entry], now, KS_SCHEDULER_RESTART_MS))
 			continue;			/* it has just exited: not in a tight loop */
@@ -278,6 +284,7 @@ ks_launcher_main(Datum arg)
 
 	handles = MemoryContextAllocZero(TopMemoryContext, sizeof(BackgroundWorkerHandle *) * ks_shared->ndbs);
 	last_start = MemoryContextAllocZero(TopMemoryContext, sizeof(TimestampTz) * ks_shared->ndbs);
+	rescan_pending = MemoryContextAllocZero(TopMemoryContext, sizeof(bool) * ks_shared->ndbs);
 	loop_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink launcher", ALLOCSET_DEFAULT_SIZES);
 	last_rescan = GetCurrentTimestamp();
 
