@@ -6,6 +6,7 @@ OBJS = \
 	src/infra/guc.o \
 	src/infra/shmem.o \
 	src/workers/launcher.o \
+	src/workers/scheduler.o \
 	src/workers/bgworker.o \
 	src/workers/worker.o \
 	src/workers/assignment.o \
@@ -46,6 +47,7 @@ OBJS = \
 	src/sqlapi/replay.o \
 	src/catalog/catalog.o \
 	src/catalog/catalog_guard.o \
+	src/catalog/database_ddl.o \
 	src/sqlapi/api.o \
 	src/infra/sqlcall.o \
 	src/workers/outbox.o \

@@ -329,10 +329,11 @@ fence_tag(LOCKTAG *tag, int64 pipeline_id)
 
 /* true when a worker slot of the pipeline is claimed; under ks_shared->lock */
 static bool
-pipeline_has_slot(int64 pipeline_id)
+pipeline_has_slot(Oid database, int64 pipeline_id)
 {
 	for (int i = 0; i < ks_shared->nslots; i++)
-		if (ks_shared->slots[i].in_use && ks_shared->slots[i].pipeline_id == pipeline_id)
+		if (ks_shared->slots[i].in_use && ks_shared->slots[i].database == database &&
+			ks_shared->slots[i].pipeline_id == pipeline_id)
 			return true;
 	return false;
 }
@@ -358,7 +359,8 @@ give_back_batch_id(XactEvent event, void *arg)
 
 		LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 		for (int i = 0; i < n; i++)
-			if (ks_batch_ids[i].pipeline_id == open_pipeline_id && ks_batch_ids[i].last == open_batch_id)
+			if (ks_batch_ids[i].database == MyDatabaseId &&
+				ks_batch_ids[i].pipeline_id == open_pipeline_id && ks_batch_ids[i].last == open_batch_id)
 				ks_batch_ids[i].last--;
 		LWLockRelease(ks_shared->lock);
 	}
@@ -378,12 +380,14 @@ hand_out_batch_id(int64 pipeline_id, int64 floor)
 
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < n && e == NULL; i++)
-		if (ks_batch_ids[i].pipeline_id == pipeline_id)
+		if (ks_batch_ids[i].database == MyDatabaseId && ks_batch_ids[i].pipeline_id == pipeline_id)
 			e = &ks_batch_ids[i];
 	for (int i = 0; i < n && e == NULL; i++)
-		if (ks_batch_ids[i].pipeline_id == 0 || !pipeline_has_slot(ks_batch_ids[i].pipeline_id))
+		if (ks_batch_ids[i].pipeline_id == 0 ||
+			!pipeline_has_slot(ks_batch_ids[i].database, ks_batch_ids[i].pipeline_id))
 		{
 			e = &ks_batch_ids[i];
+			e->database = MyDatabaseId;
 			e->pipeline_id = pipeline_id;
 			e->last = 0;
 		}

@@ -30,6 +30,7 @@
 #include "catalog_guard.h"
 #include "role_guard.h"
 #include "citus.h"
+#include "database_ddl.h"
 
 #include "access/htup_details.h"
 #include "access/relation.h"
@@ -350,8 +351,10 @@ check_lock(LockStmt *stmt)
 /*
  * kafka_sink's one ProcessUtility hook, chained after whatever hook was
  * there: a LOCK of the catalog (above), DROP ROLE of a pipeline's owner
- * (role_guard.c), and on a Citus coordinator kafka_sink's own extension
- * statements kept from the worker nodes (citus.c).
+ * (role_guard.c), statements on databases and on the extension that the
+ * launcher and the schedulers must hear of (database_ddl.c), and on a Citus
+ * coordinator kafka_sink's own extension statements kept from the worker
+ * nodes (citus.c).
  */
 static void
 ks_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
@@ -359,6 +362,7 @@ ks_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
 	int			citus_level;
+	Oid			blocked;
 
 	if (IsA(pstmt->utilityStmt, LockStmt))
 		check_lock((LockStmt *) pstmt->utilityStmt);
@@ -366,12 +370,21 @@ ks_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 		ks_role_guard_check_drop((DropRoleStmt *) pstmt->utilityStmt);
 	/* kafka_sink's own CREATE/ALTER/DROP EXTENSION stays on a Citus coordinator */
 	citus_level = ks_citus_keep_local_begin(pstmt->utilityStmt);
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
-							 queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-								queryEnv, dest, qc);
+	blocked = ks_database_ddl_before(pstmt->utilityStmt);
+	PG_TRY();
+	{
+		if (prev_process_utility)
+			prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
+								 queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+									queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		ks_database_ddl_after(blocked);
+	}
+	PG_END_TRY();
 	if (citus_level > 0)
 		AtEOXact_GUC(true, citus_level);
 }

@@ -22,6 +22,7 @@
 
 char	   *ks_database = NULL;
 int			ks_max_workers = 32;
+int			ks_max_workers_per_database = 32;
 int			ks_launcher_naptime_ms = 1000;
 int			ks_metadata_refresh_ms = 10000;
 int			ks_fault_point = KS_FAULT_NONE;
@@ -67,20 +68,29 @@ void
 ks_guc_init(void)
 {
 	DefineCustomStringVariable("kafka_sink.database",
-							   "Database in which the launcher looks for pipelines.",
-							   NULL,
+							   "The only database whose pipelines get workers; empty: every database with the extension.",
+							   "Kept from the releases that served one database. Set, it serves that database alone, as they did.",
 							   &ks_database,
-							   "postgres",
-							   PGC_POSTMASTER,
+							   "",
+							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kafka_sink.max_workers",
 							"Maximum number of pipeline workers that can run at once.",
-							"Each worker also takes one of max_worker_processes.",
+							"Over all databases, shared fairly among them. Each worker also takes one of max_worker_processes, as does each served database's scheduler.",
 							&ks_max_workers,
 							32, 1, 1024,
 							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafka_sink.max_workers_per_database",
+							"Maximum number of pipeline workers that one database can run at once.",
+							"Also bounded by its fair part of kafka_sink.max_workers when several databases want workers.",
+							&ks_max_workers_per_database,
+							32, 1, 1024,
+							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
 

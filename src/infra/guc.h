@@ -16,6 +16,7 @@
 
 extern char *ks_database;
 extern int	ks_max_workers;
+extern int	ks_max_workers_per_database;
 extern int	ks_launcher_naptime_ms;
 extern int	ks_metadata_refresh_ms;
 extern int	ks_fault_point;

@@ -40,10 +40,12 @@ RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT coalesce(current_setting('kafka_sink.database', true) = current_database(), false)
+    SELECT CASE WHEN current_setting('kafka_sink.database', true) IS NULL THEN false
+                WHEN current_setting('kafka_sink.database', true) = '' THEN true
+                ELSE current_setting('kafka_sink.database', true) = current_database() END
 $$;
 COMMENT ON FUNCTION kafka_sink._database_served() IS
-    'Internal: whether kafka_sink.database (superuser-only) names this database, the only one whose pipelines get workers';
+    'Internal: whether the launcher serves this database: kafka_sink.database (superuser-only) is empty (every database with the extension) or names it';
 
 -- Raises for a running pipeline that no worker will ever run; wait() and
 -- wait_for() call it before they contact the broker and at every look.
@@ -57,7 +59,7 @@ BEGIN
         RAISE EXCEPTION 'pipeline "%" cannot run in database "%"', p.name, current_database()
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = 'kafka_sink runs pipelines only in the database named by the kafka_sink.database setting.',
-                  HINT = 'Create the pipeline in that database, or have a superuser set kafka_sink.database to this one (it takes a restart).';
+                  HINT = 'Create the pipeline in that database, or have a superuser set kafka_sink.database to this one, or empty for every database (a reload applies it).';
     END IF;
 END
 $$;

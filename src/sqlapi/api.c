@@ -376,37 +376,15 @@ kafka_sink_watermarks(PG_FUNCTION_ARGS)
 }
 
 /*
- * Wakes the launcher when the calling transaction commits, so that it sees
- * the change (a start, stop, alter or drop) at once rather than at its next
- * nap, and never before the change is visible.
- */
-static bool wake_at_commit = false;
-
-static void
-wake_xact_callback(XactEvent event, void *arg)
-{
-	(void) arg;
-	if (event == XACT_EVENT_COMMIT && wake_at_commit)
-		ks_wake_launcher();
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT)
-		wake_at_commit = false;
-}
-
-/*
- * _wake_launcher(): no arguments; only sets a flag for this transaction's
- * commit (waking the launcher early is harmless, it reconciles anyway).
+ * _wake_launcher(): no arguments; wakes this database's scheduler and the
+ * launcher when the calling transaction commits (shmem.c), so that they
+ * see the change (a start, stop, alter or drop) at once rather than at
+ * their next nap, and never before it is visible.
  */
 Datum
 kafka_sink_wake_launcher(PG_FUNCTION_ARGS)
 {
-	static bool registered = false;
-
-	if (!registered)
-	{
-		RegisterXactCallback(wake_xact_callback, NULL);
-		registered = true;
-	}
-	wake_at_commit = true;
+	ks_wake_launcher_at_commit(false);
 	PG_RETURN_VOID();
 }
 

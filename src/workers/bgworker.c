@@ -42,7 +42,7 @@ ks_bgworker_start(KsWorkerArgs *args)
 	if (args == NULL)
 		return;
 	memcpy(args, MyBgworkerEntry->bgw_extra, sizeof(KsWorkerArgs));
-	if (!ks_slot_attach(args->slot, args->pipeline_id, args->worker_index))
+	if (!ks_slot_attach(args->slot, args->database, args->pipeline_id, args->worker_index))
 		proc_exit(0);
 }
 

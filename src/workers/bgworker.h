@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * bgworker.h
- *		The background workers (launcher.c, worker.c, outbox.c) and what
+ *		The background workers (launcher.c, scheduler.c, worker.c, outbox.c) and what
  *		they share (bgworker.c): the start-up preamble, the one backoff
  *		formula, the one way to fail a pipeline, their wait events and
  *		the arguments a worker is started with.
  *
  *		Owns: KsWorkerArgs, the wait events and bgworker.c's helpers.
- *		Must not: declare a worker's loop (worker.h, launcher.h, outbox.h)
+ *		Must not: declare a worker's loop (worker.h, launcher.h, scheduler.h, outbox.h)
  *		or a policy (when to back off or fail is the caller's).
  *
  *-------------------------------------------------------------------------

@@ -1,35 +1,41 @@
 /*-------------------------------------------------------------------------
  *
  * launcher.c
- *		The launcher: one static background worker that reconciles the
- *		pipelines table with the running pipeline workers.
+ *		The launcher: one static background worker per cluster that starts
+ *		a scheduler (scheduler.c) in each database it serves.
  *
- * It starts workers for pipelines in state 'running', stops workers of
- * pipelines that were stopped, dropped or resized, and restarts crashed
- * workers with an exponential backoff.  It starts only after recovery has
- * finished (BgWorkerStart_RecoveryFinished), so nothing runs on a standby,
- * and it comes up by itself after promotion.
+ * It is connected to no database (it reads the shared catalog pg_database
+ * only).  A database is served when it accepts connections, is not a
+ * template, is valid (not half dropped) and, when kafka_sink.database is
+ * set, is the one it names.  Each round (every kafka_sink.launcher_naptime,
+ * or when woken) it starts the scheduler of a served database that has
+ * none, stops the schedulers of databases no longer served, and frees the
+ * entries of dropped databases.  A scheduler that found no extension in its
+ * database exits and is started again only on a rescan: requested by
+ * CREATE EXTENSION kafka_sink and CREATE DATABASE (catalog_guard.c's
+ * utility hook), and every minute in case a request was missed.  It starts
+ * only after recovery has finished (BgWorkerStart_RecoveryFinished), so
+ * nothing runs on a standby, and it comes up by itself after promotion.
  *
- * Owns: which workers should run, starting and stopping them, restart
- * backoff and early-exit counting.  Must not: apply batches or hold SQL
- * text against the catalog (catalog.c: ks_catalog_wanted).
+ * Owns: which databases are served, starting and stopping their
+ * schedulers.  Must not: connect to a database or start pipeline workers
+ * (the schedulers do).
  *
  *-------------------------------------------------------------------------
  */
 #include "kafka_sink.h"
-#include "spi.h"
 #include "guc.h"
 #include "shmem.h"
 #include "launcher.h"
-#include "catalog.h"
 #include "bgworker.h"
 
 #include <signal.h>
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
-#include "catalog/pg_type.h"
-#include "commands/extension.h"
-#include "executor/spi.h"
+#include "catalog/pg_database.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -37,36 +43,20 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
-#include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+/* a scheduler that exits is started again at most this often */
+#define KS_SCHEDULER_RESTART_MS 5000
+/* the databases without the extension are probed again this often */
+#define KS_RESCAN_MS 60000
 
-/*
- * A worker that exits this many times in a row before it could record its
- * own errors (see KsWorkerSlot.ready) fails its pipeline.
- */
-#define KS_MAX_EARLY_EXITS 3
-
-/* Launcher-local memory of each (pipeline, worker): for backoff. */
-typedef struct Backoff
-{
-	int64		pipeline_id;
-	int			worker_index;
-	int			failures;
-	TimestampTz last_start;
-	TimestampTz not_before;
-	TimestampTz last_reported;
-	int			early_exits;	/* in a row, before the worker was ready */
-} Backoff;
-
-static void fail_pipeline(int64 pipeline_id, int sqlerrcode, const char *message, const char *detail);
-
+/* launcher-local, per KsDbSlot entry */
 static BackgroundWorkerHandle **handles;
-static Backoff *backoffs;
-static int	nbackoffs = 0;
+static TimestampTz *last_start;
+static bool *rescan_pending;	/* a rescan came while its scheduler ran */
 
 void
 ks_launcher_register(void)
@@ -95,378 +85,214 @@ launcher_exit(int code, Datum arg)
 	LWLockRelease(ks_shared->lock);
 }
 
-static Backoff *
-get_backoff(int64 pipeline_id, int worker_index)
-{
-	for (int i = 0; i < nbackoffs; i++)
-		if (backoffs[i].pipeline_id == pipeline_id && backoffs[i].worker_index == worker_index)
-			return &backoffs[i];
-	if (nbackoffs == ks_max_workers * 4)
-		nbackoffs = 0;			/* forget old entries; backoff is best effort */
-	memset(&backoffs[nbackoffs], 0, sizeof(Backoff));
-	backoffs[nbackoffs].pipeline_id = pipeline_id;
-	backoffs[nbackoffs].worker_index = worker_index;
-	return &backoffs[nbackoffs++];
-}
-
-/*
- * True when the extension's catalog in this database is at the version this
- * library was built for.  After `make install` of a new release and a
- * restart, the catalog stays at the old version until ALTER EXTENSION
- * kafka_sink UPDATE: no worker is started against a catalog it was not
- * written for, and the log says what to do (once per version seen).
- */
-static bool
-catalog_version_matches(void)
-{
-	static char reported[64] = "";
-	char	   *version = NULL;
-
-	if (ks_spi_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = '" KS_EXTENSION_NAME "'",
-					   0, NULL, NULL, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
-		version = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	if (version == NULL || strcmp(version, KS_VERSION) == 0)
-	{
-		reported[0] = '\0';
-		return true;
-	}
-	if (strcmp(reported, version) != 0)
-	{
-		ereport(WARNING,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("kafka_sink library %s is loaded, but the extension in database \"%s\" is at version %s",
-						KS_VERSION, ks_database, version),
-				 errdetail("No pipeline worker is started until the catalog is at the library's version."),
-				 errhint("Run ALTER EXTENSION kafka_sink UPDATE in database \"%s\".", ks_database)));
-		strlcpy(reported, version, sizeof(reported));
-	}
-	return false;
-}
-
+/* The served databases, from pg_database. */
 static List *
-read_wanted(void)
+served_databases(void)
 {
-	List	   *wanted = NIL;
-	MemoryContext cxt = CurrentMemoryContext;
-	ListCell   *lc;
+	List	   *dbs = NIL;
+	MemoryContext cxt = CurrentMemoryContext;	/* the list outlives the transaction */
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tup;
 
-	ks_xact_begin("kafka_sink launcher: reading pipelines");
-	if (OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)) &&
-		catalog_version_matches())
-		wanted = ks_catalog_wanted(ks_allow_superuser_pipelines, cxt);
-	/* the outbox relay, when it has somewhere to publish */
-	if (ks_outbox_servers && ks_outbox_servers[0] != '\0' &&
-		OidIsValid(get_extension_oid(KS_EXTENSION_NAME, true)))
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
-		KsWanted	   *w = MemoryContextAllocZero(cxt, sizeof(KsWanted));
-		MemoryContext old = MemoryContextSwitchTo(cxt);
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+		MemoryContext old;
 
-		w->pipeline_id = KS_RELAY_ID;
-		w->owner = InvalidOid;
-		w->workers = 1;
-		wanted = lappend(wanted, w);
+		if (!db->datallowconn || db->datistemplate || db->datconnlimit == -2)
+			continue;			/* -2: DATCONNLIMIT_INVALID_DB, a failed DROP */
+		if (ks_database != NULL && ks_database[0] != '\0' &&
+			strcmp(NameStr(db->datname), ks_database) != 0)
+			continue;
+		if (ks_database_blocked(db->oid))
+			continue;
+		old = MemoryContextSwitchTo(cxt);
+		dbs = lappend_oid(dbs, db->oid);
 		MemoryContextSwitchTo(old);
 	}
-	ks_xact_commit();
-
-	/* a pipeline that cannot work fails, visibly, instead of starting workers */
-	foreach(lc, wanted)
-	{
-		KsWanted	   *w = lfirst(lc);
-
-		if (w->problem == NULL)
-			continue;
-		fail_pipeline(w->pipeline_id,
-					  strncmp(w->problem, "the owner", strlen("the owner")) == 0 ?
-					  ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION : ERRCODE_UNDEFINED_OBJECT,
-					  w->problem, w->hint);
-		wanted = foreach_delete_current(wanted, lc);
-	}
-	return wanted;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return dbs;
 }
 
-/*
- * Fails a pipeline from the launcher: an errors row of kind 'permanent'
- * and state 'failed', so that status, errors and wait() show why, and no
- * worker is started for it again until kafka_sink.start.
- */
-static void
-fail_pipeline(int64 pipeline_id, int sqlerrcode, const char *message, const char *detail)
-{
-	ereport(WARNING,
-			(errmsg("kafka_sink: pipeline %lld failed: %s", (long long) pipeline_id, message),
-			 detail ? errdetail("%s", detail) : 0));
-	ks_fail_pipeline(pipeline_id, "permanent", sqlerrcode, message, detail);
-}
-
-static void
-report_start_failure(int64 pipeline_id, const char *why)
-{
-	Backoff    *b = get_backoff(pipeline_id, -1);
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (b->last_reported != 0 && !TimestampDifferenceExceeds(b->last_reported, now, 60000))
-		return;
-	b->last_reported = now;
-	ereport(WARNING,
-			(errmsg("kafka_sink: could not start a worker for pipeline %lld: %s",
-					(long long) pipeline_id, why)));
-	ks_record_error(pipeline_id, "transient", 0,
-					psprintf("could not start a pipeline worker: %s", why),
-					"Raise max_worker_processes or kafka_sink.max_workers, or stop other pipelines.");
-}
-
-/*
- * Forgets the handle of a worker that has exited, and counts the exits of
- * workers that never became ready (they died before they could record an
- * error themselves: e.g. at connection, as an owner that cannot log in).
- * Such exits, KS_MAX_EARLY_EXITS times in a row, fail the pipeline with an
- * error that points to the server log, instead of a silent restart loop.
- */
-static int64
-reap_slot(int i)
+/* its handle, or (after a restart of the launcher) its pid in the entry */
+static bool
+scheduler_running(int i)
 {
 	pid_t		pid;
-	int64		pipeline_id;
-	int			worker_index;
-	bool		ready;
-	Backoff    *b;
+	bool		running;
 
-	if (handles[i] == NULL || GetBackgroundWorkerPid(handles[i], &pid) != BGWH_STOPPED)
-		return 0;
-	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
-	if (ks_shared->slots[i].in_use && ks_shared->slots[i].pid == 0)
-		ks_shared->slots[i].in_use = false;
-	pipeline_id = ks_shared->slots[i].pipeline_id;
-	worker_index = ks_shared->slots[i].worker_index;
-	ready = ks_shared->slots[i].ready;
+	if (handles[i] != NULL && GetBackgroundWorkerPid(handles[i], &pid) != BGWH_STOPPED)
+		return true;
+	LWLockAcquire(ks_shared->lock, LW_SHARED);
+	running = KS_DBSLOTS()[i].pid > 0;
 	LWLockRelease(ks_shared->lock);
-	pfree(handles[i]);
-	handles[i] = NULL;
-	if (pipeline_id == KS_RELAY_ID)
-		return 0;
-
-	b = get_backoff(pipeline_id, worker_index);
-	if (ready)
-	{
-		b->early_exits = 0;
-		return 0;
-	}
-	if (++b->early_exits < KS_MAX_EARLY_EXITS)
-		return 0;
-	b->early_exits = 0;
-	fail_pipeline(pipeline_id, ERRCODE_INTERNAL_ERROR,
-				  psprintf("the worker of pipeline %lld exited %d times in a row before it could start", (long long) pipeline_id,
-						   KS_MAX_EARLY_EXITS),
-				  "It failed before it could record its own error, for example while connecting as the pipeline's owner. "
-				  "The server log has the error of each attempt. Fix the cause, then SELECT kafka_sink.start(...).");
-	return pipeline_id;
+	return running;
 }
 
 static void
-start_worker(KsWanted *w, int index)
+start_scheduler(int i, Oid database)
 {
 	BackgroundWorker bgw;
-	KsWorkerArgs a;
-	int			slot = -1;
+	MemoryContext old;
 	bool		registered;
-	MemoryContext old_cxt;
-	Backoff    *b = get_backoff(w->pipeline_id, index);
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (b->not_before != 0 && now < b->not_before)
-		return;
-
-	/* count the exits of workers not seen yet, before their slots are reused */
-	for (int i = 0; i < ks_shared->nslots; i++)
-		if (reap_slot(i) == w->pipeline_id)
-			return;				/* it has just failed */
-
-	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < ks_shared->nslots; i++)
-		if (!ks_shared->slots[i].in_use)
-		{
-			slot = i;
-			break;
-		}
-	if (slot >= 0)
-	{
-		KsWorkerSlot *s = &ks_shared->slots[slot];
-
-		memset(s, 0, sizeof(KsWorkerSlot));
-		s->in_use = true;
-		s->database = MyDatabaseId;
-		s->pipeline_id = w->pipeline_id;
-		s->owner = w->owner;	/* who may see the slot (_worker_pids) */
-		s->worker_index = index;
-		s->nworkers = w->workers;
-		s->generation = w->generation;
-		s->paused = w->paused;
-	}
-	LWLockRelease(ks_shared->lock);
-	if (slot < 0)
-	{
-		report_start_failure(w->pipeline_id, "all kafka_sink.max_workers slots are in use");
-		return;
-	}
-
-	memset(&a, 0, sizeof(a));
-	a.database = MyDatabaseId;
-	a.owner = w->owner;
-	a.pipeline_id = w->pipeline_id;
-	a.slot = slot;
-	a.worker_index = index;
-	a.nworkers = w->workers;
 
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	bgw.bgw_restart_time = BGW_NEVER_RESTART;
 	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "kafka_sink");
-	if (w->pipeline_id == KS_RELAY_ID)
-	{
-		snprintf(bgw.bgw_function_name, BGW_MAXLEN, "ks_relay_main");
-		snprintf(bgw.bgw_name, BGW_MAXLEN, "kafka_sink outbox relay");
-		snprintf(bgw.bgw_type, BGW_MAXLEN, "kafka_sink outbox relay");
-	}
-	else
-	{
-		snprintf(bgw.bgw_function_name, BGW_MAXLEN, "ks_worker_main");
-		snprintf(bgw.bgw_name, BGW_MAXLEN, "kafka_sink worker %lld/%d", (long long) w->pipeline_id, index);
-		snprintf(bgw.bgw_type, BGW_MAXLEN, "kafka_sink worker");
-	}
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "ks_scheduler_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "kafka_sink scheduler %u", database);
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "kafka_sink scheduler");
+	bgw.bgw_main_arg = ObjectIdGetDatum(database);
+	memcpy(bgw.bgw_extra, &i, sizeof(int));
 	bgw.bgw_notify_pid = MyProcPid;
-	memcpy(bgw.bgw_extra, &a, sizeof(a));
 
-	if (handles[slot])
-		pfree(handles[slot]);
-	handles[slot] = NULL;
-	/*
-	 * The handle outlives this round: allocate it in TopMemoryContext, not
-	 * in the loop's context, which is reset before the next round reads
-	 * (and frees) it.  PostgreSQL 18 crashed on the dangling handle.
-	 */
-	old_cxt = MemoryContextSwitchTo(TopMemoryContext);
-	registered = RegisterDynamicBackgroundWorker(&bgw, &handles[slot]);
-	MemoryContextSwitchTo(old_cxt);
+	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+	KS_DBSLOTS()[i].database = database;
+	KS_DBSLOTS()[i].state = KS_DB_STARTING;
+	KS_DBSLOTS()[i].pid = 0;
+	KS_DBSLOTS()[i].demand = 0;
+	LWLockRelease(ks_shared->lock);
+
+	if (handles[i])
+		pfree(handles[i]);
+	handles[i] = NULL;
+	last_start[i] = GetCurrentTimestamp();
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	registered = RegisterDynamicBackgroundWorker(&bgw, &handles[i]);
+	MemoryContextSwitchTo(old);
 	if (!registered)
-	{
-		LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
-		ks_shared->slots[slot].in_use = false;
-		LWLockRelease(ks_shared->lock);
-		report_start_failure(w->pipeline_id, "no background worker slot is free (max_worker_processes)");
-		return;
-	}
-
-	/* a worker that dies within a minute of its start backs off */
-	if (b->last_start != 0 && !TimestampDifferenceExceeds(b->last_start, now, 60000))
-		b->failures++;
-	else
-		b->failures = 0;
-	b->last_start = now;
-	b->not_before = b->failures == 0 ? 0 :
-		TimestampTzPlusMilliseconds(now, ks_backoff_ms(b->failures, 1000, 60000));
+		ereport(WARNING,
+				(errmsg("kafka_sink launcher: could not start the scheduler of database %u: no background worker slot is free",
+						database),
+				 errhint("Raise max_worker_processes: each served database takes one for its scheduler.")));
 }
 
 static void
-reconcile(void)
+launch(bool rescan)
 {
-	List	   *wanted;
+	List	   *dbs = served_databases();
 	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+	static TimestampTz full_warned = 0;
 
-	/* free slots of workers that died before they could attach */
-	for (int i = 0; i < ks_shared->nslots; i++)
-		reap_slot(i);
-	wanted = read_wanted();
-
-	/* stop what is no longer wanted; tell the others whether they are paused */
-	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < ks_shared->nslots; i++)
+	/*
+	 * Stop the schedulers and workers of databases no longer served (a
+	 * scheduler that is killed leaves its workers), free their entries.
+	 */
+	for (int i = 0; i < ks_shared->ndbs; i++)
 	{
-		KsWorkerSlot *s = &ks_shared->slots[i];
-		bool		keep = false;
+		KsDbSlot   *d = &KS_DBSLOTS()[i];
+		Oid			database;
 
-		if (!s->in_use)
+		LWLockAcquire(ks_shared->lock, LW_SHARED);
+		database = d->state == KS_DB_FREE ? InvalidOid : d->database;
+		LWLockRelease(ks_shared->lock);
+		if (!OidIsValid(database) || list_member_oid(dbs, database))
 			continue;
-		foreach(lc, wanted)
-		{
-			KsWanted	   *w = lfirst(lc);
-
-			if (w->pipeline_id == s->pipeline_id && w->workers == s->nworkers &&
-				w->generation == s->generation && s->worker_index < w->workers)
-			{
-				keep = true;
-				if (s->paused != w->paused)
-				{
-					s->paused = w->paused;
-					if (s->pid > 0)
-						SetLatch(&ProcGlobal->allProcs[s->procno].procLatch);
-				}
-			}
-		}
-		if (!keep && s->pid > 0)
-			kill(s->pid, SIGTERM);
+		if (ks_database_signal(database) > 0 || scheduler_running(i))
+			continue;
+		LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+		memset(d, 0, sizeof(KsDbSlot));
+		LWLockRelease(ks_shared->lock);
 	}
-	LWLockRelease(ks_shared->lock);
 
-	/* start what is missing */
-	foreach(lc, wanted)
+	/* start the scheduler of each served database that has none */
+	foreach(lc, dbs)
 	{
-		KsWanted	   *w = lfirst(lc);
+		Oid			database = lfirst_oid(lc);
+		int			entry = -1;
+		int			free_entry = -1;
+		KsDbState	state = KS_DB_FREE;
 
-		for (int index = 0; index < w->workers; index++)
+		LWLockAcquire(ks_shared->lock, LW_SHARED);
+		for (int i = 0; i < ks_shared->ndbs; i++)
 		{
-			bool		running = false;
-			bool		old_generation = false;
+			KsDbSlot   *d = &KS_DBSLOTS()[i];
 
-			LWLockAcquire(ks_shared->lock, LW_SHARED);
-			for (int i = 0; i < ks_shared->nslots; i++)
+			if (d->state != KS_DB_FREE && d->database == database)
 			{
-				KsWorkerSlot *s = &ks_shared->slots[i];
-
-				if (!s->in_use || s->pipeline_id != w->pipeline_id)
-					continue;
-				if (s->nworkers != w->workers || s->generation != w->generation)
-					old_generation = true;
-				else if (s->worker_index == index)
-					running = true;
+				entry = i;
+				state = d->state;
 			}
-			LWLockRelease(ks_shared->lock);
-
-			/* a resize waits until every worker of the old size is gone */
-			if (old_generation)
-				break;
-			if (!running)
-				start_worker(w, index);
+			else if (d->state == KS_DB_FREE && free_entry < 0)
+				free_entry = i;
 		}
+		LWLockRelease(ks_shared->lock);
+
+		if (entry < 0)
+		{
+			if (free_entry >= 0)
+				start_scheduler(free_entry, database);
+			else if (full_warned == 0 || TimestampDifferenceExceeds(full_warned, now, 60000))
+			{
+				full_warned = now;
+				ereport(WARNING,
+						(errmsg("kafka_sink launcher: database %u is not served: %d databases are served already",
+								database, ks_shared->ndbs),
+						 errhint("Raise kafka_sink.max_workers (it takes a restart), or set kafka_sink.database.")));
+			}
+			continue;
+		}
+		if (scheduler_running(entry))
+		{
+			/* it may be about to exit for want of an extension just created */
+			rescan_pending[entry] |= rescan;
+			continue;
+		}
+		if (state == KS_DB_NO_EXTENSION && !rescan && !rescan_pending[entry])
+			continue;
+		rescan_pending[entry] = false;
+		if (last_start[entry] != 0 && state != KS_DB_NO_EXTENSION &&
+			!TimestampDifferenceExceeds(last_start[entry], now, KS_SCHEDULER_RESTART_MS))
+			continue;			/* it has just exited: not in a tight loop */
+		start_scheduler(entry, database);
 	}
-	list_free_deep(wanted);
+	list_free(dbs);
 }
 
 void
 ks_launcher_main(Datum arg)
 {
 	MemoryContext loop_cxt;
+	TimestampTz last_rescan;
 
 	(void) arg;
 	ks_bgworker_start(NULL);
-	BackgroundWorkerInitializeConnection(ks_database, NULL, 0);
-	/* the launcher is a superuser: never resolve names through a user's path */
-	ks_bgworker_session("kafka_sink launcher");
+	/* no database: pg_database is a shared catalog */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("kafka_sink launcher");
 
 	LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
 	ks_shared->launcher_procno = KS_MY_PROCNO();
 	ks_shared->launcher_pid = MyProcPid;
+	/* a launcher that restarts forgets its schedulers: they end by themselves */
+	for (int i = 0; i < ks_shared->ndbs; i++)
+		if (KS_DBSLOTS()[i].pid == 0)
+			memset(&KS_DBSLOTS()[i], 0, sizeof(KsDbSlot));
 	LWLockRelease(ks_shared->lock);
 	before_shmem_exit(launcher_exit, 0);
 
-	handles = MemoryContextAllocZero(TopMemoryContext, sizeof(BackgroundWorkerHandle *) * ks_shared->nslots);
-	backoffs = MemoryContextAllocZero(TopMemoryContext, sizeof(Backoff) * ks_max_workers * 4);
+	handles = MemoryContextAllocZero(TopMemoryContext, sizeof(BackgroundWorkerHandle *) * ks_shared->ndbs);
+	last_start = MemoryContextAllocZero(TopMemoryContext, sizeof(TimestampTz) * ks_shared->ndbs);
+	rescan_pending = MemoryContextAllocZero(TopMemoryContext, sizeof(bool) * ks_shared->ndbs);
 	loop_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink launcher", ALLOCSET_DEFAULT_SIZES);
+	last_rescan = GetCurrentTimestamp();
 
 	for (;;)
 	{
 		MemoryContext old;
+		bool		rescan;
+		TimestampTz now = GetCurrentTimestamp();
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -474,9 +300,18 @@ ks_launcher_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		LWLockAcquire(ks_shared->lock, LW_EXCLUSIVE);
+		rescan = ks_shared->rescan;
+		ks_shared->rescan = false;
+		LWLockRelease(ks_shared->lock);
+		if (TimestampDifferenceExceeds(last_rescan, now, KS_RESCAN_MS))
+			rescan = true;
+		if (rescan)
+			last_rescan = now;
+
 		MemoryContextReset(loop_cxt);
 		old = MemoryContextSwitchTo(loop_cxt);
-		reconcile();
+		launch(rescan);
 		MemoryContextSwitchTo(old);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -99,7 +99,8 @@ mark="$(sql -c "SELECT coalesce(max(id), 0) FROM kafka_sink.errors")"
 restart_pg "${ORIG_PG_CONF:+$ORIG_PG_CONF
 }max_worker_processes = 8"
 check "the cluster runs with max_worker_processes = 8" 8 "$(sql -c "SHOW max_worker_processes")"
-# the launcher takes one slot, the logical replication launcher another
+# the launcher and this database's scheduler take one slot each, the logical
+# replication launcher another
 poll "SELECT count(*) >= 5 FROM kafka_sink.status WHERE name LIKE 'sc\\_%\\_$SFX' AND workers = 1" 60 || true
 poll "SELECT count(*) = $N FROM kafka_sink.status WHERE name LIKE 'sc\\_%\\_$SFX' AND (workers = 1 OR last_error LIKE '%max_worker_processes%')" 60 || true
 with="$(sql -c "SELECT count(*) FROM kafka_sink.status WHERE name LIKE 'sc\\_%\\_$SFX' AND workers = 1")"

@@ -58,12 +58,16 @@ retry_sql() {
     return 1
 }
 launcher_pid() { PGOPTIONS="$SAFE_PATH" sql -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'kafka_sink launcher'"; }
-# restart_launcher: terminate it; the postmaster starts it again (5 s), and
-# it reads the database's settings anew
+scheduler_pid() { PGOPTIONS="$SAFE_PATH" sql -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'kafka_sink scheduler' AND datname = current_database()"; }
+# restart_launcher: terminate it and this database's scheduler (the one
+# connected to the database); the postmaster starts the launcher again (5 s),
+# the launcher the scheduler, which reads the database's settings anew
 restart_launcher() {
-    local old; old="$(launcher_pid)"
-    PGOPTIONS="$SAFE_PATH" sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'kafka_sink launcher'" >/dev/null
+    local old oldsched; old="$(launcher_pid)"; oldsched="$(scheduler_pid)"
+    PGOPTIONS="$SAFE_PATH" sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'kafka_sink launcher'
+                                       OR (backend_type = 'kafka_sink scheduler' AND datname = current_database())" >/dev/null
     PGOPTIONS="$SAFE_PATH" poll "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'kafka_sink launcher' AND pid <> ${old:-0}" 30 || true
+    PGOPTIONS="$SAFE_PATH" poll "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'kafka_sink scheduler' AND datname = current_database() AND pid <> ${oldsched:-0}" 30 || true
 }
 
 cleanup() {
@@ -226,8 +230,8 @@ reset_traps
 hj "SELECT * FROM kafka_sink._watermarks('$CUR')" >/dev/null 2>&1 || true
 check "kafka_sink._watermarks called directly does not use the caller's search_path" 0 "$(trap_calls)"
 
-# Was a bug (fixed: the launcher pins search_path): the launcher runs as the
-# bootstrap superuser and did not pin search_path (src/workers/launcher.c read_wanted: "... WHERE state IN
+# Was a bug (fixed: the launcher, now the scheduler, pins search_path): it runs as the
+# bootstrap superuser and did not pin search_path (src/workers/scheduler.c read_wanted: "... WHERE state IN
 # ('running', 'paused')", and ks_record_error), so a database-level
 # search_path that puts a schema writable by a non-superuser before
 # pg_catalog makes the superuser launcher execute that role's "=" operator.
@@ -239,7 +243,7 @@ DB_PATH_SET=1
 sql -c "ALTER DATABASE $PGDATABASE SET search_path = ks_hijack, public, pg_catalog" >/dev/null
 restart_launcher
 sleep 3
-check "the launcher (a superuser) never runs objects of the database's search_path" "0|" \
+check "the launcher and the scheduler (superusers) never run objects of the database's search_path" "0|" \
       "$(trap_calls)|$(sql -c "SELECT string_agg(DISTINCT what || ' as ' || by_user || ' in: ' || coalesce(app, '') || ' ' || coalesce(query, ''), '; ') FROM ks_hijack.pwned")"
 sql -c "ALTER DATABASE $PGDATABASE RESET search_path" >/dev/null
 restart_launcher
