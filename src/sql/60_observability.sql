@@ -192,6 +192,20 @@ $$;
 COMMENT ON FUNCTION kafka_sink._bronze_message(regclass, text, integer, bigint) IS
 'Internal: the raw message at a topic, partition and offset in a bronze table (nothing when there is no bronze table).';
 
+-- The path a column reads (its mapping in columns: a path, or an object
+-- with one; else its own name).
+CREATE OR REPLACE FUNCTION kafka_sink._column_path(columns jsonb, col text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(CASE WHEN jsonb_typeof(columns->col) = 'object' THEN columns->col->>'path'
+                         ELSE columns->>col END, col)
+$$;
+COMMENT ON FUNCTION kafka_sink._column_path(jsonb, text) IS
+'Internal: the field path a column reads by the pipeline''s columns mapping (a path, or an object with one), else the column''s own name.';
+
 -- The key columns of a message whose key columns are mapped to headers or
 -- Kafka's metadata (src/decode/meta.c's names: headers.<name>, the last
 -- header of that name; kafka.key, kafka.topic, kafka.partition,
@@ -212,7 +226,7 @@ DECLARE
     k jsonb := '{}';
 BEGIN
     FOREACH c IN ARRAY coalesce(keycols, '{}') LOOP
-        path := coalesce(CASE WHEN jsonb_typeof(columns->c) = 'object' THEN columns->c->>'path' ELSE columns->>c END, c);
+        path := kafka_sink._column_path(columns, c);
         IF path LIKE 'headers.%' THEN
             -- a header sent more than once: the last one (meta.c)
             SELECT h.h->'value' INTO v
@@ -256,8 +270,7 @@ IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT keycols IS NOT NULL AND cardinality(keycols) > 0
-       AND bool_and(coalesce(CASE WHEN jsonb_typeof(columns->c) = 'object' THEN columns->c->>'path' ELSE columns->>c END, c)
-                    ~ '^(headers\.|kafka\.(key|topic|partition|offset|timestamp)$)')
+       AND bool_and(kafka_sink._column_path(columns, c) ~ '^(headers\.|kafka\.(key|topic|partition|offset|timestamp)$)')
       FROM unnest(keycols) AS c
 $$;
 COMMENT ON FUNCTION kafka_sink._meta_keys(jsonb, text[]) IS

@@ -337,9 +337,7 @@ BEGIN
         keyexpr := format('jsonb_build_object(%L, convert_from(br.key, ''UTF8''))', p.key_columns[1]);
     ELSIF p.key_format = 'json' THEN
         keyexpr := 'convert_from(br.key, ''UTF8'')::jsonb';
-    ELSIF EXISTS (SELECT 1 FROM unnest(p.key_columns) c
-                   WHERE coalesce(CASE WHEN jsonb_typeof(p.columns->c) = 'object' THEN p.columns->c->>'path'
-                                       ELSE p.columns->>c END, c) ~ '^(headers|kafka)\.') THEN
+    ELSIF EXISTS (SELECT 1 FROM unnest(p.key_columns) c WHERE kafka_sink._column_path(p.columns, c) ~ '^(headers|kafka)\.') THEN
         -- a key column from a header or Kafka's metadata (meta.c)
         keyexpr := format('kafka_sink._message_key(%L::jsonb, %L::text[], %s, br.topic, br.partition, br."offset",'
                           ' br.ts, br.key, br.headers)',

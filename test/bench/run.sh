@@ -301,6 +301,20 @@ if [ "$P16" = 1 ] && [ "$(topic_total "$TOPIC16" 2>/dev/null || echo 0)" != "$N"
     [ "$got" = "$N" ] || die "topic $TOPIC16 holds $got messages, expected $N"
 fi
 
+# fill_once NAME TOPIC SCRIPT: the events again as NAME (avro, protobuf) by
+# test/bench/SCRIPT through the registry, on a topic of their own, unless a
+# previous run filled it; records NAME.message_bytes
+fill_once() {
+    if [ "$(topic_total "$2" 2>/dev/null || echo 0)" != "$N" ] || [ ! -s "$W/$1.summary" ]; then
+        bash "$H" topic-delete "$2" >> "$LOG" 2>&1 || true
+        bash "$H" topic-create "$2" 4 >> "$LOG" 2>&1 || die "could not create topic $2"
+        say "producing the $N events again as $1 to $2 (test/bench/$3)"
+        "$PY" "$BENCH_DIR/$3" "$KS_BOOTSTRAP" "$2" "$REGISTRY" "$DATA/events.tsv" \
+            > "$W/$1.summary" 2>> "$LOG" || die "producing the $1 events failed (see $LOG)"
+    fi
+    put "$1.message_bytes" "$(cut -d' ' -f2 "$W/$1.summary")"
+}
+
 # the same events as Avro, on a topic of their own, filled once
 AVRO_TOPIC="$TOPIC.avro"
 AVRO_ARGS=
@@ -312,14 +326,7 @@ if [ "$AVRO" = 1 ]; then
     for _ in $(seq 100); do [ -s "$W/registry.port" ] && break; sleep 0.1; done
     REGISTRY="http://127.0.0.1:$(cat "$W/registry.port")"
     AVRO_ARGS=", value_format => 'avro', schema_registry => '{\"url\": \"$REGISTRY\"}'"
-    if [ "$(topic_total "$AVRO_TOPIC" 2>/dev/null || echo 0)" != "$N" ] || [ ! -s "$W/avro.summary" ]; then
-        bash "$H" topic-delete "$AVRO_TOPIC" >> "$LOG" 2>&1 || true
-        bash "$H" topic-create "$AVRO_TOPIC" 4 >> "$LOG" 2>&1 || die "could not create topic $AVRO_TOPIC"
-        say "producing the $N events again as Avro to $AVRO_TOPIC (test/bench/avro_events.py)"
-        "$PY" "$BENCH_DIR/avro_events.py" "$KS_BOOTSTRAP" "$AVRO_TOPIC" "$REGISTRY" "$DATA/events.tsv" \
-            > "$W/avro.summary" 2>> "$LOG" || die "producing the Avro events failed (see $LOG)"
-    fi
-    put avro.message_bytes "$(cut -d' ' -f2 "$W/avro.summary")"
+    fill_once avro "$AVRO_TOPIC" avro_events.py
 fi
 
 # the same events as Protobuf, on a topic of their own, filled once, through
@@ -328,14 +335,7 @@ PB_TOPIC="$TOPIC.protobuf"
 PB_ARGS=
 if [ "$AVRO" = 1 ] && [ "$PROTOBUF" = 1 ]; then
     PB_ARGS=", value_format => 'protobuf', schema_registry => '{\"url\": \"$REGISTRY\"}'"
-    if [ "$(topic_total "$PB_TOPIC" 2>/dev/null || echo 0)" != "$N" ] || [ ! -s "$W/protobuf.summary" ]; then
-        bash "$H" topic-delete "$PB_TOPIC" >> "$LOG" 2>&1 || true
-        bash "$H" topic-create "$PB_TOPIC" 4 >> "$LOG" 2>&1 || die "could not create topic $PB_TOPIC"
-        say "producing the $N events again as Protobuf to $PB_TOPIC (test/bench/protobuf_events.py)"
-        "$PY" "$BENCH_DIR/protobuf_events.py" "$KS_BOOTSTRAP" "$PB_TOPIC" "$REGISTRY" "$DATA/events.tsv" \
-            > "$W/protobuf.summary" 2>> "$LOG" || die "producing the Protobuf events failed (see $LOG)"
-    fi
-    put protobuf.message_bytes "$(cut -d' ' -f2 "$W/protobuf.summary")"
+    fill_once protobuf "$PB_TOPIC" protobuf_events.py
 fi
 
 # the Debezium peer reads the same events with a Connect schema embedded

@@ -20,30 +20,12 @@
 #    message key's text (kafka.key).
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
-PY_HOME="${KS_AVRO_VENV:-$KS_RUN/venv}"
-if [ ! -x "$PY_HOME/bin/python" ] || ! "$PY_HOME/bin/python" -c 'import confluent_kafka.schema_registry.protobuf, confluent_kafka.schema_registry.avro, jsonschema, grpc_tools' 2>/dev/null; then
-    echo "# venv $PY_HOME: confluent-kafka[avro,json,protobuf,schemaregistry] and grpcio-tools from PyPI"
-    python3 -m venv "$PY_HOME"
-    "$PY_HOME/bin/pip" install -q --disable-pip-version-check 'confluent-kafka[avro,json,protobuf,schemaregistry]' grpcio-tools >/dev/null
-fi
-PY="$PY_HOME/bin/python"
+protobuf_python
 PRODUCE="$PY $E2E_DIR/mixed_formats_produce.py"
 
 # ---- the registry (killed and restarted on its port below) ----
 USERINFO="ks:mix-pw-$SFX"
-REGDIR="$KS_RUN/registry_mix_$SFX"
-mkdir -p "$REGDIR"
-start_registry() {  # [PORT]
-    python3 "$REPO/test/tools/schema_registry.py" --port "${1:-0}" --port-file "$REGDIR/port" \
-        --state "$REGDIR/state.json" --user "$USERINFO" >> "$REGDIR/log" 2>&1 &
-    REG_PID=$!
-}
-stop_registry() { stop_process "$REG_PID"; wait "$REG_PID" 2>/dev/null || true; }
-at_exit stop_registry
-start_registry
-for _ in $(seq 50); do [ -s "$REGDIR/port" ] && break; sleep 0.1; done
-PORT="$(cat "$REGDIR/port")"
-REG="http://127.0.0.1:$PORT"
+registry_start "$USERINFO" "mix_$SFX"
 
 S="mix_$SFX"
 T="e2e_mix_$SFX"
@@ -111,7 +93,7 @@ check "registry killed: the status says so" t \
       "$(sql -c "SELECT last_error LIKE 'schema registry unavailable%' FROM kafka_sink.status WHERE name = '$P'")"
 check "registry killed: nothing applied past it, nothing more quarantined" "$before|5" \
       "$(sql -c "SELECT md5(string_agg(i::text, ',' ORDER BY id)) FROM $S.items i")|$(nquarantined)"
-start_registry "$PORT"
+registry_start "$USERINFO" "mix_$SFX" "$REG_PORT"
 check_caught_up "$P"
 
 # ---- the target against the model ----
