@@ -841,6 +841,14 @@ seconds_nanos(const Node *node, int64 *secs, int32 *nanos)
 	}
 }
 
+/* 0 <= v < 100 as two digits at t */
+static inline void
+two_digits(char *t, int v)
+{
+	t[0] = (char) ('0' + v / 10);
+	t[1] = (char) ('0' + v % 10);
+}
+
 static bool
 timestamp_text(Dec *d, const Node *node, StringInfo b, bool json)
 {
@@ -872,20 +880,15 @@ timestamp_text(Dec *d, const Node *node, StringInfo b, bool json)
 		t[2] = '0' + (char) (y / 10 % 10);
 		t[3] = '0' + (char) (y % 10);
 		t[4] = '-';
-		t[5] = '0' + mo / 10;
-		t[6] = '0' + mo % 10;
+		two_digits(t + 5, mo);
 		t[7] = '-';
-		t[8] = '0' + dd / 10;
-		t[9] = '0' + dd % 10;
+		two_digits(t + 8, dd);
 		t[10] = 'T';
-		t[11] = '0' + hh / 10;
-		t[12] = '0' + hh % 10;
+		two_digits(t + 11, hh);
 		t[13] = ':';
-		t[14] = '0' + mi / 10;
-		t[15] = '0' + mi % 10;
+		two_digits(t + 14, mi);
 		t[16] = ':';
-		t[17] = '0' + ss / 10;
-		t[18] = '0' + ss % 10;
+		two_digits(t + 17, ss);
 		if (json)
 			appendStringInfoChar(b, '"');
 		appendBinaryStringInfo(b, t, 19);
