@@ -414,8 +414,8 @@ COMMENT ON FUNCTION kafka_sink.pipeline_statements(text) IS
 --
 -- What message_fate and message_fates need past the plain single-target
 -- JSON case: the table a message went to (route.c's rules, through
--- _message_target), its key (Avro through the stored schemas only,
--- _avro_key), and for envelope debezium the event's op and source
+-- _message_target), its key (Avro and Protobuf through the stored schemas
+-- only, _avro_key; headers and kafka.* from bronze, _message_key), and for envelope debezium the event's op and source
 -- position, judged against the row's position and kafka_sink.cdc_deletions
 -- (docs/design/cdc.md, "Message fates of change events").
 
@@ -432,7 +432,7 @@ AS 'MODULE_PATHNAME', 'kafka_sink_avro_key'
 LANGUAGE C
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._avro_key(text, bytea, text[]) IS
-'Internal: a message key in Confluent''s wire format decoded with the Avro schema stored in kafka_sink.schemas for its id (the registry is never called), as a JSON object of the fields named; problem says why not (no key, not the wire format, an id not stored, not Avro, bytes that do not decode).';
+'Internal: a message key in Confluent''s wire format decoded with the Avro or Protobuf schema stored in kafka_sink.schemas for its id (the registry is never called), as a JSON object of the fields named; problem says why not (no key, not the wire format, an id not stored, neither Avro nor Protobuf, bytes that do not decode).';
 
 -- A change event's source position: envelope_debezium.c's own function
 -- (ks_cdc_position), so that message_fate and the worker order events by
