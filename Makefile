@@ -57,6 +57,7 @@ OBJS = \
 	src/decode/format_avro.o \
 	src/decode/avro_binary.o \
 	src/decode/format_protobuf.o \
+	src/decode/format_registry.o \
 	src/decode/protobuf.o \
 	src/decode/protobuf_parse.o \
 	src/decode/schema_registry.o

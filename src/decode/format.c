@@ -6,7 +6,9 @@
  * json is the path kafka_sink always had (format_json.c); avro and
  * json_schema read Confluent's wire format (format_avro.c), avro also
  * plain Avro binary with one inline writer schema (value_schema);
- * protobuf reads it with a Protobuf payload (format_protobuf.c).
+ * protobuf reads it with a Protobuf payload (format_protobuf.c); registry
+ * reads it with any of the three, as each schema id's type says
+ * (format_registry.c).
  *
  * Owns: the registration of formats (one line each), the choice of the
  * pipeline's value or key format, Confluent's wire-format frame, and which
@@ -30,6 +32,7 @@ static const KsFormat ks_formats[] = {
 	{"avro", ks_format_avro_decode},
 	{"json_schema", ks_format_json_schema_decode},
 	{"protobuf", ks_format_protobuf_decode},
+	{"registry", ks_format_registry_decode},
 	{NULL, NULL}
 };
 

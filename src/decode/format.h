@@ -74,4 +74,8 @@ extern KsReason ks_json_schema_payload(KsPipeline *p, bool is_key, const char **
 extern KsReason ks_format_protobuf_decode(const KsFormatCall *call, const char *data, size_t len,
 										  KsSlotValue *out, char **detail);
 
+/* format_registry.c */
+extern KsReason ks_format_registry_decode(const KsFormatCall *call, const char *data, size_t len,
+										  KsSlotValue *out, char **detail);
+
 #endif							/* KS_FORMAT_H */

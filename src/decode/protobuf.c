@@ -88,13 +88,17 @@ typedef struct Item
 	Node	   *sub;			/* a message, once finished */
 } Item;
 
+#define PB_NODE_INLINE 6			/* values kept in the node itself */
+
 struct Node
 {
 	const PbMsg *m;
-	Item	   *items;
+	Item	   *items;			/* inline, or palloc'd past PB_NODE_INLINE */
 	int			n;
 	int			cap;
 	bool		unknown;		/* it had an unknown field (or enum value) */
+	/* a small message's values: one allocation a node (the hot path) */
+	Item		inline_items[PB_NODE_INLINE];
 };
 
 typedef struct Dec
@@ -227,9 +231,17 @@ add_item(Dec *d, Node *node, int field, uint64 v, const unsigned char *p, uint32
 
 	if (node->n == node->cap)
 	{
-		node->cap = node->cap ? node->cap * 2 : 8;
-		node->items = node->items ? repalloc(node->items, sizeof(Item) * node->cap) :
-			palloc(sizeof(Item) * node->cap);
+		if (node->items == node->inline_items)
+		{
+			node->cap = PB_NODE_INLINE * 2;
+			node->items = palloc(sizeof(Item) * node->cap);
+			memcpy(node->items, node->inline_items, sizeof(Item) * node->n);
+		}
+		else
+		{
+			node->cap *= 2;
+			node->items = repalloc(node->items, sizeof(Item) * node->cap);
+		}
 	}
 	it = &node->items[node->n++];
 	it->field = field;
@@ -435,9 +447,14 @@ oneof_of(const Node *node, int i)
 static Node *
 sub_node(Dec *d, const PbMsg *m, Item *chunks, int nchunks, int depth)
 {
-	Node	   *n = palloc0(sizeof(Node));
+	Node	   *n = palloc(sizeof(Node));
 
+	/* the inline values are written before they are read: not zeroed */
 	n->m = m;
+	n->items = n->inline_items;
+	n->n = 0;
+	n->cap = PB_NODE_INLINE;
+	n->unknown = false;
 	if (depth >= KS_PB_MAX_DEPTH)
 	{
 		fail(d, "messages nest more than %d deep", KS_PB_MAX_DEPTH);
@@ -824,6 +841,14 @@ seconds_nanos(const Node *node, int64 *secs, int32 *nanos)
 	}
 }
 
+/* 0 <= v < 100 as two digits at t */
+static inline void
+two_digits(char *t, int v)
+{
+	t[0] = (char) ('0' + v / 10);
+	t[1] = (char) ('0' + v % 10);
+}
+
 static bool
 timestamp_text(Dec *d, const Node *node, StringInfo b, bool json)
 {
@@ -843,19 +868,31 @@ timestamp_text(Dec *d, const Node *node, StringInfo b, bool json)
 	days = secs >= 0 ? secs / 86400 : -((-secs + 86399) / 86400);
 	rem = secs - days * 86400;
 	civil(days, &y, &mo, &dd);
-	if (json)
-		appendStringInfoChar(b, '"');
-	append_digits(b, y, 4);
-	appendStringInfoChar(b, '-');
-	append_digits(b, mo, 2);
-	appendStringInfoChar(b, '-');
-	append_digits(b, dd, 2);
-	appendStringInfoChar(b, 'T');
-	append_digits(b, rem / 3600, 2);
-	appendStringInfoChar(b, ':');
-	append_digits(b, rem / 60 % 60, 2);
-	appendStringInfoChar(b, ':');
-	append_digits(b, rem % 60, 2);
+	{
+		/* "YYYY-MM-DDTHH:MM:SS" in one append (years 1 to 9999: 4 digits) */
+		char		t[20];
+		int			hh = (int) (rem / 3600),
+					mi = (int) (rem / 60 % 60),
+					ss = (int) (rem % 60);
+
+		t[0] = '0' + (char) (y / 1000);
+		t[1] = '0' + (char) (y / 100 % 10);
+		t[2] = '0' + (char) (y / 10 % 10);
+		t[3] = '0' + (char) (y % 10);
+		t[4] = '-';
+		two_digits(t + 5, mo);
+		t[7] = '-';
+		two_digits(t + 8, dd);
+		t[10] = 'T';
+		two_digits(t + 11, hh);
+		t[13] = ':';
+		two_digits(t + 14, mi);
+		t[16] = ':';
+		two_digits(t + 17, ss);
+		if (json)
+			appendStringInfoChar(b, '"');
+		appendBinaryStringInfo(b, t, 19);
+	}
 	append_nanos(b, nanos);
 	appendStringInfoChar(b, 'Z');
 	if (json)
@@ -1274,7 +1311,7 @@ free_node(Node *node)
 		return;
 	for (int i = 0; i < node->n; i++)
 		free_node(node->items[i].sub);
-	if (node->items)
+	if (node->items != node->inline_items)
 		pfree(node->items);
 	pfree(node);
 }

@@ -180,11 +180,11 @@ compile_bundle(KsSchemaEntry *e, const char *base_type, const char *text)
 	}
 }
 
-/* A cache entry for a schema's text, compiled when it is Avro or Protobuf. */
+/* A schema entry for a schema's text in cxt, compiled when it is Avro or Protobuf. */
 static KsSchemaEntry *
-make_entry(int32 id, const char *type, const char *text)
+compile_entry(MemoryContext cxt, int32 id, const char *type, const char *text)
 {
-	MemoryContext old = MemoryContextSwitchTo(schema_cxt);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
 	KsSchemaEntry *e = palloc0(sizeof(KsSchemaEntry));
 
 	e->id = id;
@@ -215,6 +215,24 @@ make_entry(int32 id, const char *type, const char *text)
 		compile_bundle(e, pnstrdup(type, strlen(type) - strlen(KS_SCHEMA_REFS)), text);
 	MemoryContextSwitchTo(old);
 	return e;
+}
+
+/* A cache entry: compiled once into the worker's schema cache. */
+static KsSchemaEntry *
+make_entry(int32 id, const char *type, const char *text)
+{
+	return compile_entry(schema_cxt, id, type, text);
+}
+
+/*
+ * A schema as kafka_sink.schemas stores it (its type, references bundled:
+ * "<type>+refs"), compiled in the current memory context, outside the
+ * cache: for lineage, which reads stored schemas and never a registry.
+ */
+KsSchemaEntry *
+ks_schema_compile(int32 id, const char *type, const char *text)
+{
+	return compile_entry(CurrentMemoryContext, id, type, text);
 }
 
 KsSchemaEntry *
@@ -755,7 +773,8 @@ side_is_framed(KsPipeline *p, bool is_key)
 
 	if (f == NULL)
 		return false;
-	if (strcmp(f->name, "json_schema") == 0 || strcmp(f->name, "protobuf") == 0)
+	if (strcmp(f->name, "json_schema") == 0 || strcmp(f->name, "protobuf") == 0 ||
+		strcmp(f->name, "registry") == 0)
 		return true;
 	return strcmp(f->name, "avro") == 0 && (is_key || p->contract.value_schema == NULL);
 }

@@ -32,6 +32,7 @@ typedef struct KsSchemaEntry
 
 extern KsSchemaEntry *ks_schema_by_id(KsRegistryConf *reg, int32 id);
 extern KsSchemaEntry *ks_schema_inline(const char *text);
+extern KsSchemaEntry *ks_schema_compile(int32 id, const char *type, const char *text);
 extern void ks_schema_prefetch(KsPipeline *p, KsMessage **msgs, int nmsgs);
 
 #endif							/* KS_SCHEMA_REGISTRY_H */

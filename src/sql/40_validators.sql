@@ -940,10 +940,10 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema', 'protobuf') THEN
+    IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema', 'protobuf', 'registry') THEN
         RAISE EXCEPTION 'invalid value_format "%"', value_format
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'value_format is ''json'', ''avro'', ''json_schema'' or ''protobuf''.';
+                  HINT = 'value_format is ''json'', ''avro'', ''json_schema'', ''protobuf'' or ''registry'' (each schema id''s type in the registry chooses).';
     END IF;
     IF key_format IN ('avro', 'protobuf') AND schema_registry IS NULL THEN
         RAISE EXCEPTION 'key_format % needs a schema_registry', key_format

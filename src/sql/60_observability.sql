@@ -194,6 +194,112 @@ $$;
 COMMENT ON FUNCTION kafka_sink._bronze_message(regclass, text, integer, bigint) IS
 'Internal: the raw message at a topic, partition and offset in a bronze table (nothing when there is no bronze table).';
 
+-- The path a column reads (its mapping in columns: a path, or an object
+-- with one; else its own name).
+CREATE OR REPLACE FUNCTION kafka_sink._column_path(columns jsonb, col text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(CASE WHEN jsonb_typeof(columns->col) = 'object' THEN columns->col->>'path'
+                         ELSE columns->>col END, col)
+$$;
+COMMENT ON FUNCTION kafka_sink._column_path(jsonb, text) IS
+'Internal: the field path a column reads by the pipeline''s columns mapping (a path, or an object with one), else the column''s own name.';
+
+-- The key columns of a message whose key columns are mapped to headers or
+-- Kafka's metadata (src/decode/meta.c's names: headers.<name>, the last
+-- header of that name; kafka.key, kafka.topic, kafka.partition,
+-- kafka.offset, kafka.timestamp), the others read from value (JSON) by
+-- their path: a JSON object of the key columns, for message_fate(s).
+CREATE OR REPLACE FUNCTION kafka_sink._message_key(columns jsonb, keycols text[], value jsonb, topic text,
+                                                   partition integer, "offset" bigint, ts timestamptz,
+                                                   key bytea, headers jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c text;
+    path text;
+    v jsonb;
+    k jsonb := '{}';
+BEGIN
+    FOREACH c IN ARRAY coalesce(keycols, '{}') LOOP
+        path := kafka_sink._column_path(columns, c);
+        IF path LIKE 'headers.%' THEN
+            -- a header sent more than once: the last one (meta.c)
+            SELECT h.h->'value' INTO v
+              FROM jsonb_array_elements(CASE WHEN jsonb_typeof(headers) = 'array' THEN headers ELSE '[]' END)
+                   WITH ORDINALITY AS h(h, n)
+             WHERE h.h->>'key' = substr(path, 9)
+             ORDER BY h.n DESC LIMIT 1;
+        ELSIF path = 'kafka.key' THEN
+            BEGIN
+                v := to_jsonb(convert_from(key, 'UTF8'));
+            EXCEPTION WHEN character_not_in_repertoire OR untranslatable_character THEN
+                v := to_jsonb('\x' || encode(key, 'hex'));
+            END;
+        ELSIF path = 'kafka.topic' THEN
+            v := to_jsonb(topic);
+        ELSIF path = 'kafka.partition' THEN
+            v := to_jsonb(partition);
+        ELSIF path = 'kafka.offset' THEN
+            v := to_jsonb("offset");
+        ELSIF path = 'kafka.timestamp' THEN
+            v := to_jsonb(ts);
+        ELSE
+            v := value #> string_to_array(path, '.');
+        END IF;
+        IF v IS NOT NULL THEN
+            k := k || jsonb_build_object(c, v);
+        END IF;
+    END LOOP;
+    RETURN k;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._message_key(jsonb, text[], jsonb, text, integer, bigint, timestamptz, bytea, jsonb) IS
+'Internal: a message''s key columns as a JSON object, each read by its mapping: a header (headers.<name>, the last of that name), Kafka''s metadata (kafka.key, kafka.topic, kafka.partition, kafka.offset, kafka.timestamp) or a path into the JSON value.';
+
+-- Whether every key column is mapped to a header or Kafka's metadata (the
+-- value is then not needed to find the message's row).
+CREATE OR REPLACE FUNCTION kafka_sink._meta_keys(columns jsonb, keycols text[])
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT keycols IS NOT NULL AND cardinality(keycols) > 0
+       AND bool_and(kafka_sink._column_path(columns, c) ~ '^(headers\.|kafka\.(key|topic|partition|offset|timestamp)$)')
+      FROM unnest(keycols) AS c
+$$;
+COMMENT ON FUNCTION kafka_sink._meta_keys(jsonb, text[]) IS
+'Internal: whether every key column is mapped to a header or Kafka''s metadata.';
+
+-- The headers of the message at a topic, partition and offset in a bronze
+-- table (NULL when there is no bronze table or no such message).
+CREATE OR REPLACE FUNCTION kafka_sink._bronze_headers(bronze regclass, topic text, partition integer, "offset" bigint)
+RETURNS jsonb
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h jsonb;
+BEGIN
+    IF bronze IS NULL THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE format('SELECT b.headers FROM %s b WHERE b.topic = $1 AND b.partition = $2 AND b."offset" = $3', bronze)
+       INTO h USING topic, partition, "offset";
+    RETURN h;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._bronze_headers(regclass, text, integer, bigint) IS
+'Internal: the headers (as bronze keeps them) of the message at a topic, partition and offset in a bronze table; NULL when there is none.';
+
 -- What happened to one message: pending (not read yet), lost (a data loss
 -- gap), quarantined (with its reason), applied (it is the target row's
 -- current source), superseded (another message of its key won within its
@@ -311,18 +417,11 @@ BEGIN
     END IF;
     -- a key in Avro or in a registry's wire format is decoded by the worker
     -- only (src/decode/format.c): the raw bytes are not JSON text
-    IF p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+    IF p.key_format = 'avro'
+       OR (p.key_format = 'none' AND p.value_format <> 'json' AND NOT kafka_sink._meta_keys(p.columns, p.key_columns)) THEN
         RETURN QUERY SELECT 'applied or superseded'::text, b_id,
             format('the key of a message in value_format %s or key_format %s is not decoded here',
                    p.value_format, p.key_format), p.target::text;
-        RETURN;
-    END IF;
-    -- a key column mapped to a header or Kafka's metadata (src/decode/meta.c):
-    -- bronze keeps the headers, but their bytes are read by the worker only
-    IF p.key_format = 'none' AND EXISTS (SELECT 1 FROM unnest(p.key_columns) c
-                                          WHERE coalesce(p.columns->>c, p.columns->c->>'path') ~ '^(headers|kafka)\.') THEN
-        RETURN QUERY SELECT 'applied or superseded'::text, b_id,
-            'a key taken from a header or Kafka''s metadata is not decoded here'::text, p.target::text;
         RETURN;
     END IF;
     -- the message's key, decoded the way the pipeline does for the common cases
@@ -330,12 +429,14 @@ BEGIN
         v := jsonb_build_object(p.key_columns[1], convert_from(msg.key, 'UTF8'));
     ELSIF p.key_format = 'json' THEN
         v := convert_from(msg.key, 'UTF8')::jsonb;
+    ELSIF kafka_sink._meta_keys(p.columns, p.key_columns) THEN
+        -- every key column from a header or Kafka's metadata (meta.c)
+        v := kafka_sink._message_key(p.columns, p.key_columns, NULL, topic, partition, "offset", msg.ts, msg.key,
+                                     kafka_sink._bronze_headers(p.bronze, topic, partition, "offset"));
     ELSIF msg.value IS NOT NULL THEN
-        v := '{}';
-        FOREACH keycol IN ARRAY p.key_columns LOOP
-            v := v || jsonb_build_object(keycol, convert_from(msg.value, 'UTF8')::jsonb
-                        #> string_to_array(coalesce(p.columns->>keycol, p.columns->keycol->>'path', keycol), '.'));
-        END LOOP;
+        v := kafka_sink._message_key(p.columns, p.key_columns, convert_from(msg.value, 'UTF8')::jsonb, topic, partition,
+                                     "offset", msg.ts, msg.key,
+                                     kafka_sink._bronze_headers(p.bronze, topic, partition, "offset"));
     END IF;
     SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(p.key_columns) c;
     EXECUTE format('SELECT t._kafka_topic, t._kafka_partition, t._kafka_offset, t._kafka_batch_id'

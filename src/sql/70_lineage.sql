@@ -300,7 +300,8 @@ BEGIN
     -- worker only: as message_fate, no more than 'applied or superseded')
     IF p.target IS NULL OR p.mode <> 'merge' OR NOT has_lineage OR p.bronze IS NULL
        OR routed
-       OR p.key_format = 'avro' OR (p.key_format = 'none' AND p.value_format <> 'json') THEN
+       OR p.key_format = 'avro'
+       OR (p.key_format = 'none' AND p.value_format <> 'json' AND NOT kafka_sink._meta_keys(p.columns, p.key_columns)) THEN
         RETURN QUERY EXECUTE body || format($q$
         SELECT m.topic, m.partition, m."offset",
                %s ELSE %L END,
@@ -336,6 +337,13 @@ BEGIN
         keyexpr := format('jsonb_build_object(%L, convert_from(br.key, ''UTF8''))', p.key_columns[1]);
     ELSIF p.key_format = 'json' THEN
         keyexpr := 'convert_from(br.key, ''UTF8'')::jsonb';
+    ELSIF EXISTS (SELECT 1 FROM unnest(p.key_columns) c WHERE kafka_sink._column_path(p.columns, c) ~ '^(headers|kafka)\.') THEN
+        -- a key column from a header or Kafka's metadata (meta.c)
+        keyexpr := format('kafka_sink._message_key(%L::jsonb, %L::text[], %s, br.topic, br.partition, br."offset",'
+                          ' br.ts, br.key, br.headers)',
+                          p.columns, p.key_columns,
+                          CASE WHEN kafka_sink._meta_keys(p.columns, p.key_columns) THEN 'NULL::jsonb'
+                               ELSE 'CASE WHEN br.value IS NOT NULL THEN convert_from(br.value, ''UTF8'')::jsonb END' END);
     ELSE
         SELECT 'CASE WHEN br.value IS NOT NULL THEN jsonb_build_object(' ||
                string_agg(format('%L, (convert_from(br.value, ''UTF8'')::jsonb) #> %L::text[]', c,
@@ -406,8 +414,8 @@ COMMENT ON FUNCTION kafka_sink.pipeline_statements(text) IS
 --
 -- What message_fate and message_fates need past the plain single-target
 -- JSON case: the table a message went to (route.c's rules, through
--- _message_target), its key (Avro through the stored schemas only,
--- _avro_key), and for envelope debezium the event's op and source
+-- _message_target), its key (Avro and Protobuf through the stored schemas
+-- only, _avro_key; headers and kafka.* from bronze, _message_key), and for envelope debezium the event's op and source
 -- position, judged against the row's position and kafka_sink.cdc_deletions
 -- (docs/design/cdc.md, "Message fates of change events").
 
@@ -432,7 +440,7 @@ AS 'MODULE_PATHNAME', 'kafka_sink_avro_key'
 LANGUAGE C
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._avro_key(text, bytea, text[]) IS
-'Internal: a message key in Confluent''s wire format decoded with the Avro schema stored in kafka_sink.schemas for its id (the registry is never called), as a JSON object of the fields named; problem says why not (no key, not the wire format, an id not stored, not Avro, bytes that do not decode).';
+'Internal: a message key in Confluent''s wire format decoded with the Avro or Protobuf schema stored in kafka_sink.schemas for its id (the registry is never called), as a JSON object of the fields named; problem says why not (no key, not the wire format, an id not stored, neither Avro nor Protobuf, bytes that do not decode).';
 
 -- A change event's source position: envelope_debezium.c's own function
 -- (ks_cdc_position), so that message_fate and the worker order events by
@@ -544,7 +552,7 @@ BEGIN
     END IF;
 
     -- the message's key
-    IF p.key_format = 'avro' THEN
+    IF p.key_format IN ('avro', 'protobuf') THEN
         SELECT a.key, a.problem INTO k, kproblem
           FROM kafka_sink._avro_key(p.schema_registry->>'url', msg_key, keycols) a;
         IF kproblem IS NOT NULL THEN
@@ -552,10 +560,6 @@ BEGIN
             detail := 'the key cannot be decoded here: ' || kproblem;
             RETURN;
         END IF;
-    ELSIF p.key_format = 'protobuf' THEN
-        fate := 'applied or superseded';
-        detail := 'the key cannot be decoded here: message_fate does not decode Protobuf keys';
-        RETURN;
     ELSIF p.key_format = 'string' AND msg_key IS NOT NULL THEN
         k := jsonb_build_object(keycols[1], convert_from(msg_key, 'UTF8'));
     ELSIF p.key_format = 'json' AND msg_key IS NOT NULL THEN
@@ -566,10 +570,15 @@ BEGIN
     ELSIF cdc THEN
         -- a delete's key from before (never its other values), else after
         k := CASE WHEN op = 'd' THEN ev->'before' ELSE ev->'after' END;
+    ELSIF p.key_format = 'none' AND kafka_sink._meta_keys(p.columns, keycols) THEN
+        -- every key column from a header or Kafka's metadata (meta.c)
+        k := kafka_sink._message_key(p.columns, keycols, NULL, topic, partition, "offset",
+                                     (SELECT m.ts FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset") m),
+                                     msg_key, kafka_sink._bronze_headers(p.bronze, topic, partition, "offset"));
     ELSIF p.value_format = 'json' AND msg_value IS NOT NULL THEN
-        SELECT jsonb_object_agg(c, (convert_from(msg_value, 'UTF8')::jsonb)
-                   #> string_to_array(coalesce(p.columns->c->>'path', p.columns->>c, c), '.'))
-          INTO k FROM unnest(keycols) c;
+        k := kafka_sink._message_key(p.columns, keycols, convert_from(msg_value, 'UTF8')::jsonb, topic, partition, "offset",
+                                     (SELECT m.ts FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset") m),
+                                     msg_key, kafka_sink._bronze_headers(p.bronze, topic, partition, "offset"));
     END IF;
     IF jsonb_typeof(k) IS DISTINCT FROM 'object' THEN
         fate := 'applied or superseded';

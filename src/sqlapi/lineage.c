@@ -3,9 +3,9 @@
  * lineage.c
  *		What message_fate and message_fates (src/sql/60_observability.sql,
  *		70_lineage.sql) need from the worker's own code: the table a
- *		message is routed to, a message key in Avro decoded through the
- *		schemas kept in kafka_sink.schemas, and a change event's source
- *		position.
+ *		message is routed to, a message key in Avro or Protobuf decoded
+ *		through the schemas kept in kafka_sink.schemas, and a change
+ *		event's source position.
  *
  * Both read the catalog with the caller's rights (row level security) and
  * never call a schema registry: a schema id the catalog does not hold is
@@ -30,6 +30,8 @@
 #include "decode.h"
 #include "envelope.h"
 #include "format.h"
+#include "protobuf.h"
+#include "schema_registry.h"
 #include "transform.h"
 
 #include "catalog/pg_type.h"
@@ -200,10 +202,12 @@ append_slot(StringInfo b, KsSlotValue *v)
 /*
  * kafka_sink._avro_key(registry, key, fields, OUT key jsonb, OUT problem
  * text): a message key in Confluent's wire format, decoded with the Avro
- * schema kafka_sink.schemas holds for (registry, its id), as the object of
- * the fields named (a key whose schema is not a record, with one field:
- * that field).  problem says why when it cannot be decoded: no key, not
- * the wire format, an id not stored, not Avro, bytes that do not decode.
+ * or Protobuf schema kafka_sink.schemas holds for (registry, its id), as
+ * the object of the fields named (an Avro key whose schema is not a
+ * record, with one field: that field).  problem says why when it cannot be
+ * decoded: no key, not the wire format, an id not stored, neither Avro nor
+ * Protobuf, bytes that do not decode.  (The name is 0.2.0's, when keys
+ * were Avro only.)
  */
 PG_FUNCTION_INFO_V1(kafka_sink_avro_key);
 Datum
@@ -271,20 +275,20 @@ kafka_sink_avro_key(PG_FUNCTION_ARGS)
 			stored = ks_catalog_schema_get(registry, id, &type, &schema_text);
 			if (!stored)
 				problem = psprintf("schema id %d of the message key is not stored in kafka_sink.schemas (it is not fetched from the registry here)", id);
-			else if (strcmp(type, "AVRO") != 0)
-				problem = psprintf("schema id %d of the message key is a %s schema, not Avro", id, type);
 			else
 			{
-				char	   *err = NULL;
-				KsAvroSchema *s = ks_avro_schema_parse(schema_text, strlen(schema_text), &err);
+				/* as the worker compiles it (references bundled included) */
+				KsSchemaEntry *s = ks_schema_compile(id, type, schema_text);
 
-				if (s == NULL)
-					problem = psprintf("schema id %d of the message key does not compile: %s", id, err);
+				if (s->avro == NULL && s->proto == NULL)
+					problem = s->invalid ?
+						psprintf("schema id %d of the message key does not compile: %s", id, s->invalid) :
+						psprintf("schema id %d of the message key is a %s schema, not Avro or Protobuf", id, type);
 				else
 				{
 					KsWalkPaths paths;
 					KsSlotValue *slots = palloc0(sizeof(KsSlotValue) * nfields);
-					KsAvroResult r;
+					KsAvroResult r = KS_AVRO_OK;
 
 					paths.nslots = nfields;
 					paths.paths = palloc0(sizeof(KsPath) * nfields);
@@ -293,8 +297,11 @@ kafka_sink_avro_key(PG_FUNCTION_ARGS)
 							ereport(ERROR,
 									(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 									 errmsg("field \"%s\" is not a valid name", TextDatumGetCString(names[i]))));
-					r = ks_avro_decode(s, &paths, NULL, NULL, nfields == 1 ? 0 : -1,
-									   data + 5, len - 5, slots, &detail);
+					if (s->avro)
+						r = ks_avro_decode(s->avro, &paths, NULL, NULL, nfields == 1 ? 0 : -1,
+										   data + 5, len - 5, slots, &detail);
+					else if (!ks_pb_decode(s->proto, &paths, NULL, NULL, data + 5, len - 5, slots, &detail))
+						r = KS_AVRO_INVALID;
 					if (r == KS_AVRO_NOT_A_RECORD)
 						problem = psprintf("schema id %d of the message key is not a record, and the key has %d columns", id, nfields);
 					else if (r != KS_AVRO_OK)

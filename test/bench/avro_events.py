@@ -37,13 +37,17 @@ def zigzag(v):
     return bytes(out)
 
 
-def main():
-    bootstrap, topic, registry, events = sys.argv[1:5]
+def register(registry, topic, body):
+    """Registers body (the registry's JSON) under TOPIC-value: its id."""
     req = urllib.request.Request(registry.rstrip("/") + "/subjects/%s-value/versions" % topic,
-                                 data=json.dumps({"schema": json.dumps(SCHEMA)}).encode(),
+                                 data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
-    sid = json.load(urllib.request.urlopen(req))["id"]
-    header = b"\x00" + struct.pack(">I", sid)
+    return json.load(urllib.request.urlopen(req))["id"]
+
+
+def produce_all(bootstrap, topic, events, header, encode):
+    """Every event of EVENTS_TSV as header + encode(event, epoch seconds,
+    milliseconds), keyed by its order id, in order: the mean value size."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
                   "queue.buffering.max.messages": 1000000, "enable.idempotence": True})
     day_cache = {}
@@ -60,25 +64,35 @@ def main():
                 if len(day_cache) > 100000:
                     day_cache.clear()
                 day_cache[ts[:19]] = sec
-            ms = sec * 1000 + int(ts[20:23])
-            whole, cents = e["amount"].split(".")
-            unscaled = int(whole) * 100 + int(cents)
-            amount = unscaled.to_bytes((unscaled.bit_length() + 8) // 8 or 1, "big", signed=True)
-            payload = (zigzag(e["order_id"]) + zigzag(ms) + zigzag(len(amount)) + amount
-                       + zigzag(e["schema_version"]))
+            payload = encode(e, sec, int(ts[20:23]))
             while True:
                 try:
                     p.produce(topic, key=key.encode(), value=header + payload)
                     break
                 except BufferError:
                     p.poll(0.1)
-            total += len(payload) + 5
+            total += len(payload) + len(header)
             n += 1
             if n % 10000 == 0:
                 p.poll(0)
     if p.flush(300):
-        sys.exit("avro_events: not every message was delivered")
-    print(sid, round(total / max(n, 1)))
+        sys.exit("%s: not every message was delivered" % sys.argv[0])
+    return round(total / max(n, 1))
+
+
+def avro(e, sec, millis):
+    ms = sec * 1000 + millis
+    whole, cents = e["amount"].split(".")
+    unscaled = int(whole) * 100 + int(cents)
+    amount = unscaled.to_bytes((unscaled.bit_length() + 8) // 8 or 1, "big", signed=True)
+    return (zigzag(e["order_id"]) + zigzag(ms) + zigzag(len(amount)) + amount
+            + zigzag(e["schema_version"]))
+
+
+def main():
+    bootstrap, topic, registry, events = sys.argv[1:5]
+    sid = register(registry, topic, {"schema": json.dumps(SCHEMA)})
+    print(sid, produce_all(bootstrap, topic, events, b"\x00" + struct.pack(">I", sid), avro))
 
 
 if __name__ == "__main__":

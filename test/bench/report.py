@@ -216,7 +216,7 @@ def main():
                                    "load_at_start": num(r, p + ".load"),
                                    "same_as_baseline": r.get(p + ".same_as_baseline")}
     for key in ("m50k", "m100k", "m100k_text", "m100k_sql", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text",
-                "tk1", "tk2"):
+                "protobuf", "tk1", "tk2"):
         p, alls = best(key)
         prefixes[key] = p
         if not p:
@@ -311,6 +311,7 @@ def main():
                        ("w4p16", "ours, 100000, 16 partitions, workers 4 (CPU: all four)"),
                        ("avro", "ours, 50000, the same events as Avro (schema registry)"),
                        ("avro_text", "ours, 50000, Avro with kafka_sink.direct_values off (every value through its text)"),
+                       ("protobuf", "ours, 50000, the same events as Protobuf (schema registry)"),
                        ("tk1", "ours, 100000, order_id text, workers 1 (against the text-key baseline)"),
                        ("tk2", "ours, 100000, order_id text, workers 2 (against the text-key baseline; CPU: both)")):
         d = res["runs"].get(key)
@@ -449,13 +450,20 @@ def main():
         ratio = R["avro"]["msgs_per_s"] / R["m50k"]["msgs_per_s"]
         t.append("- the Avro row at the level of JSON (50k): %s of JSON's msgs/s (%sx vs %sx the baseline): %s"
                  % (fmt(ratio), fmt(vb("avro")), fmt(vb("m50k")), verdict(ratio >= 0.9)))
+    if vb("protobuf") is not None and vb("avro") is not None:
+        ratio = R["protobuf"]["msgs_per_s"] / R["avro"]["msgs_per_s"]
+        t.append("- the Protobuf row at the level of Avro (50k): %s of Avro's msgs/s (%sx vs %sx the baseline), "
+                 "worker CPU s per 1M %s vs %s: %s"
+                 % (fmt(ratio), fmt(vb("protobuf")), fmt(vb("avro")),
+                    fmt(R["protobuf"]["worker_cpu_s_per_million"], "{:.1f}"),
+                    fmt(R["avro"]["worker_cpu_s_per_million"], "{:.1f}"), verdict(ratio >= 0.9)))
     if t:
         lines.append("goals (reported, not asserted; ratios within this run only):")
         lines.extend(t)
         lines.append("")
     for key, label in (("m50k", "50k"), ("m100k", "100k"), ("bronze", "bronze"), ("w2", "100k, 2 workers; summed over both"),
                        ("w2p16", "100k, 16 partitions, 2 workers; summed"), ("w4p16", "100k, 16 partitions, 4 workers; summed"),
-                       ("avro", "Avro, 50k")):
+                       ("avro", "Avro, 50k"), ("protobuf", "Protobuf, 50k")):
         d = res["runs"].get(key)
         if d and d["phase_ms"].get("apply") is not None:
             ph = d["phase_ms"]

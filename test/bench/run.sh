@@ -17,7 +17,10 @@
 #   3b. ours on the same events as Avro (BENCH_AVRO, default 1): a second
 #      topic filled once by test/bench/avro_events.py in Confluent's wire
 #      format, read with value_format avro through test/tools/schema_registry.py
-#      (max_offsets_per_batch 50000, compared with the baseline like the rest).
+#      (max_offsets_per_batch 50000, compared with the baseline like the rest);
+#      and as Protobuf (BENCH_PROTOBUF, default BENCH_AVRO): a third topic
+#      filled once by test/bench/protobuf_events.py, value_format protobuf
+#      through the same registry, run right after the Avro row.
 #   4. peers: a plain Python consumer (confluent-kafka + psycopg 3, COPY +
 #      INSERT ... ON CONFLICT with the guard, Kafka commit after the DB
 #      commit), in a venv under the run dir; Kafka Connect + the Debezium
@@ -238,6 +241,7 @@ SQL
 dbz_env() { env PGUSER=$OWNER PY="$PY" KS_HARNESS="$H" DBZ_WORK="$KS_RUN/debezium" DBZ_BATCH=$BATCH "$@"; }
 DBZ="${BENCH_DEBEZIUM:-$PEERS}"
 AVRO="${BENCH_AVRO:-1}"
+PROTOBUF="${BENCH_PROTOBUF:-$AVRO}"   # needs the registry the Avro part starts
 
 # ------------------------------------------------------------------ data
 DATA="$W/data-n$N-k$KEYS-s$SEED"
@@ -297,6 +301,20 @@ if [ "$P16" = 1 ] && [ "$(topic_total "$TOPIC16" 2>/dev/null || echo 0)" != "$N"
     [ "$got" = "$N" ] || die "topic $TOPIC16 holds $got messages, expected $N"
 fi
 
+# fill_once NAME TOPIC SCRIPT: the events again as NAME (avro, protobuf) by
+# test/bench/SCRIPT through the registry, on a topic of their own, unless a
+# previous run filled it; records NAME.message_bytes
+fill_once() {
+    if [ "$(topic_total "$2" 2>/dev/null || echo 0)" != "$N" ] || [ ! -s "$W/$1.summary" ]; then
+        bash "$H" topic-delete "$2" >> "$LOG" 2>&1 || true
+        bash "$H" topic-create "$2" 4 >> "$LOG" 2>&1 || die "could not create topic $2"
+        say "producing the $N events again as $1 to $2 (test/bench/$3)"
+        "$PY" "$BENCH_DIR/$3" "$KS_BOOTSTRAP" "$2" "$REGISTRY" "$DATA/events.tsv" \
+            > "$W/$1.summary" 2>> "$LOG" || die "producing the $1 events failed (see $LOG)"
+    fi
+    put "$1.message_bytes" "$(cut -d' ' -f2 "$W/$1.summary")"
+}
+
 # the same events as Avro, on a topic of their own, filled once
 AVRO_TOPIC="$TOPIC.avro"
 AVRO_ARGS=
@@ -308,14 +326,16 @@ if [ "$AVRO" = 1 ]; then
     for _ in $(seq 100); do [ -s "$W/registry.port" ] && break; sleep 0.1; done
     REGISTRY="http://127.0.0.1:$(cat "$W/registry.port")"
     AVRO_ARGS=", value_format => 'avro', schema_registry => '{\"url\": \"$REGISTRY\"}'"
-    if [ "$(topic_total "$AVRO_TOPIC" 2>/dev/null || echo 0)" != "$N" ] || [ ! -s "$W/avro.summary" ]; then
-        bash "$H" topic-delete "$AVRO_TOPIC" >> "$LOG" 2>&1 || true
-        bash "$H" topic-create "$AVRO_TOPIC" 4 >> "$LOG" 2>&1 || die "could not create topic $AVRO_TOPIC"
-        say "producing the $N events again as Avro to $AVRO_TOPIC (test/bench/avro_events.py)"
-        "$PY" "$BENCH_DIR/avro_events.py" "$KS_BOOTSTRAP" "$AVRO_TOPIC" "$REGISTRY" "$DATA/events.tsv" \
-            > "$W/avro.summary" 2>> "$LOG" || die "producing the Avro events failed (see $LOG)"
-    fi
-    put avro.message_bytes "$(cut -d' ' -f2 "$W/avro.summary")"
+    fill_once avro "$AVRO_TOPIC" avro_events.py
+fi
+
+# the same events as Protobuf, on a topic of their own, filled once, through
+# the same registry
+PB_TOPIC="$TOPIC.protobuf"
+PB_ARGS=
+if [ "$AVRO" = 1 ] && [ "$PROTOBUF" = 1 ]; then
+    PB_ARGS=", value_format => 'protobuf', schema_registry => '{\"url\": \"$REGISTRY\"}'"
+    fill_once protobuf "$PB_TOPIC" protobuf_events.py
 fi
 
 # the Debezium peer reads the same events with a Connect schema embedded
@@ -598,6 +618,9 @@ has_part orders && for r in $(seq 1 "$REPEAT"); do
         direct_values off
         ours "avro_text.r$r" 50000 0 1 "$AVRO_TOPIC" "$AVRO_ARGS"
         direct_values on
+    fi
+    if [ "$AVRO" = 1 ] && [ "$PROTOBUF" = 1 ] && only protobuf; then
+        ours "protobuf.r$r" 50000 0 1 "$PB_TOPIC" "$PB_ARGS"
     fi
     if [ "$PEERS" = 1 ] && only py; then python_peer "py.r$r"; fi
     # one round: it is several times slower than the rest, its noise does not matter

@@ -21,30 +21,12 @@
 #  - Protobuf keys feed the key column.
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
-PY_HOME="${KS_AVRO_VENV:-$KS_RUN/venv}"
-if [ ! -x "$PY_HOME/bin/python" ] || ! "$PY_HOME/bin/python" -c 'import confluent_kafka.schema_registry.protobuf, grpc_tools' 2>/dev/null; then
-    echo "# venv $PY_HOME: confluent-kafka[protobuf,schemaregistry] and grpcio-tools from PyPI"
-    python3 -m venv "$PY_HOME"
-    "$PY_HOME/bin/pip" install -q --disable-pip-version-check 'confluent-kafka[avro,json,protobuf,schemaregistry]' grpcio-tools >/dev/null
-fi
-PY="$PY_HOME/bin/python"
+protobuf_python
 PRODUCE="$PY $E2E_DIR/protobuf_produce.py"
 
 # ---- the registry ---------------------------------------------------------------------
 USERINFO="ks:pb-pw-$SFX"
-REGDIR="$KS_RUN/registry_pb_$SFX"
-mkdir -p "$REGDIR"
-start_registry() {  # [PORT]
-    python3 "$REPO/test/tools/schema_registry.py" --port "${1:-0}" --port-file "$REGDIR/port" \
-        --state "$REGDIR/state.json" --user "$USERINFO" >> "$REGDIR/log" 2>&1 &
-    REG_PID=$!
-}
-stop_registry() { stop_process "$REG_PID"; wait "$REG_PID" 2>/dev/null || true; }
-at_exit stop_registry
-start_registry
-for _ in $(seq 50); do [ -s "$REGDIR/port" ] && break; sleep 0.1; done
-PORT="$(cat "$REGDIR/port")"
-REG="http://127.0.0.1:$PORT"
+registry_start "$USERINFO" "pb_$SFX"
 register() {  # SUBJECT BODY_JSON -> id
     curl -s -u "$USERINFO" -XPOST -H 'Content-Type: application/json' -d "$2" "$REG/subjects/$1/versions" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'
@@ -117,7 +99,7 @@ check "registry killed: the status says so" t \
       "$(sql -c "SELECT last_error LIKE 'schema registry unavailable%' FROM kafka_sink.status WHERE name = 'pb_$SFX'")"
 check "registry killed: nothing applied past it, nothing more quarantined" "$before|6" \
       "$(sql -c "SELECT md5(string_agg(o::text, ',' ORDER BY order_id)) FROM $S.orders o")|$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p ON p.id = q.pipeline_id WHERE p.name = 'pb_$SFX'")"
-start_registry "$PORT"
+registry_start "$USERINFO" "pb_$SFX" "$REG_PORT"
 check_caught_up "pb_$SFX"
 
 # ---- the target against the model ----

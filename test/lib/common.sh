@@ -10,7 +10,8 @@
 # Groups: env and names; SQL (sql, sql_at, as_role, poll, worker pids);
 # results (check, lines_with, finish); set-up (setup_owner); producing
 # (produce, produce_py, produce_batch, cdc_event, done_sql, check_caught_up,
-# high_watermarks); Confluent's clients (confluent_python, registry_start);
+# high_watermarks); Confluent's clients (confluent_python, protobuf_python,
+# registry_start);
 # exit hooks (at_exit); clusters
 # of a script's own (own_cluster_start ...); processes of a script's own
 # (stop_process, own_broker_files, own_broker_start); waiting (wait_for); ports (free_port);
@@ -217,21 +218,36 @@ confluent_python() {
     PY="$home/bin/python"
 }
 
-# registry_start USERINFO NAME: test/tools/schema_registry.py with basic
-# auth USERINFO, its state in $KS_RUN/registry_NAME (REGDIR), stopped at
-# exit; sets REG, its URL
+# protobuf_python: as confluent_python, with the protobuf extra and
+# grpcio-tools (protoc for the tests' .proto files)
+protobuf_python() {
+    local home="${KS_AVRO_VENV:-$KS_RUN/venv}"
+    if [ ! -x "$home/bin/python" ] || ! "$home/bin/python" -c 'import confluent_kafka.schema_registry.protobuf, confluent_kafka.schema_registry.avro, jsonschema, grpc_tools' 2>/dev/null; then
+        echo "# venv $home: confluent-kafka[avro,json,protobuf,schemaregistry] and grpcio-tools from PyPI"
+        python3 -m venv "$home"
+        "$home/bin/pip" install -q --disable-pip-version-check 'confluent-kafka[avro,json,protobuf,schemaregistry]' grpcio-tools >/dev/null
+    fi
+    PY="$home/bin/python"
+}
+
+# registry_start USERINFO NAME [PORT]: test/tools/schema_registry.py with
+# basic auth USERINFO, its state in $KS_RUN/registry_NAME (REGDIR), stopped
+# at exit; sets REG, its URL, and REG_PORT.  Called again with the port
+# after a kill -9 of REG_PID, it comes back with the state it had.
 registry_start() {
     REGDIR="$KS_RUN/registry_$2"
     mkdir -p "$REGDIR"
-    python3 "$REPO/test/tools/schema_registry.py" --port 0 --port-file "$REGDIR/port" \
-        --state "$REGDIR/state.json" --user "$1" > "$REGDIR/log" 2>&1 &
+    [ -n "${3:-}" ] || rm -f "$REGDIR/port"
+    python3 "$REPO/test/tools/schema_registry.py" --port "${3:-0}" --port-file "$REGDIR/port" \
+        --state "$REGDIR/state.json" --user "$1" >> "$REGDIR/log" 2>&1 &
     REG_PID=$!
-    at_exit registry_stop
+    [ -n "${KS_REGISTRY_HOOKED:-}" ] || { at_exit registry_stop; KS_REGISTRY_HOOKED=1; }
     for _ in $(seq 50); do [ -s "$REGDIR/port" ] && break; sleep 0.1; done
-    REG="http://127.0.0.1:$(cat "$REGDIR/port")"
+    REG_PORT="$(cat "$REGDIR/port")"
+    REG="http://127.0.0.1:$REG_PORT"
 }
 # shellcheck disable=SC2317  # reached through the trap
-registry_stop() { stop_process "$REG_PID"; wait "$REG_PID" 2>/dev/null; }
+registry_stop() { stop_process "$REG_PID"; wait "$REG_PID" 2>/dev/null || true; }
 
 # ---------------------------------------------------------------- exit hooks
 

@@ -60,7 +60,7 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     -- (its secret in kafka_sink.secrets as schema_registry.<option>)
     value_format          text NOT NULL DEFAULT 'json'
                           CONSTRAINT pipeline_definitions_value_format_check
-                          CHECK (value_format IN ('json', 'avro', 'json_schema', 'protobuf')),
+                          CHECK (value_format IN ('json', 'avro', 'json_schema', 'protobuf', 'registry')),
     value_schema          text,
     schema_registry       jsonb
                           CONSTRAINT pipeline_definitions_schema_registry_check
@@ -413,7 +413,7 @@ COMMENT ON COLUMN kafka_sink.outbox.hops IS
 COMMENT ON COLUMN kafka_sink.outbox.quarantine_id IS
     'For a dead-letter message: the kafka_sink.quarantine row it was queued with (no foreign key: the outbox outlives pipelines)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_format IS
-    'json, avro (Confluent wire format, or plain Avro with value_schema), json_schema (Confluent wire format, JSON payload) or protobuf (Confluent wire format)';
+    'json, avro (Confluent wire format, or plain Avro with value_schema), json_schema (Confluent wire format, JSON payload), protobuf (Confluent wire format) or registry (Confluent wire format, each schema id read as the registry''s schemaType says: AVRO, PROTOBUF or JSON)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_schema IS
     'value_format avro without a registry: the one Avro writer schema of every value (plain Avro binary)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.schema_registry IS

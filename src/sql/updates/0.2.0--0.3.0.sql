@@ -57,7 +57,7 @@ ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_
 -- the protobuf format (values and keys, Confluent wire format)
 ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT pipeline_definitions_value_format_check;
 ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_value_format_check
-    CHECK (value_format IN ('json', 'avro', 'json_schema', 'protobuf'));
+    CHECK (value_format IN ('json', 'avro', 'json_schema', 'protobuf', 'registry'));
 ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT pipeline_definitions_key_format_check;
 ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_key_format_check
     CHECK (key_format IN ('none', 'string', 'json', 'avro', 'protobuf'));
@@ -65,7 +65,7 @@ ALTER TABLE kafka_sink.pipeline_definitions DROP CONSTRAINT pipeline_definitions
 ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_key_registry_check
     CHECK (key_format NOT IN ('avro', 'protobuf') OR schema_registry IS NOT NULL);
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_format IS
-    'json, avro (Confluent wire format, or plain Avro with value_schema), json_schema (Confluent wire format, JSON payload) or protobuf (Confluent wire format)';
+    'json, avro (Confluent wire format, or plain Avro with value_schema), json_schema (Confluent wire format, JSON payload), protobuf (Confluent wire format) or registry (Confluent wire format, each schema id read as the registry''s schemaType says: AVRO, PROTOBUF or JSON)';
 
 -- the declarative transform (issue 26, docs/transform.md): filter and
 -- computed columns, the count of filtered messages per batch
