@@ -46,7 +46,8 @@ CREATE OR REPLACE FUNCTION kafka_sink._api_create_pipeline(
     targets               jsonb DEFAULT NULL,
     create_targets        boolean DEFAULT false,
     evolve                text DEFAULT 'none',
-    unavailable_value_placeholder text DEFAULT NULL)
+    unavailable_value_placeholder text DEFAULT NULL,
+    delete_mode           text DEFAULT 'hard')
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -190,6 +191,7 @@ BEGIN
     PERFORM kafka_sink._check_dead_letter_topic(dead_letter_topic, subscribe, subscribe_pattern, assign, target_oid);
     PERFORM kafka_sink._check_formats(value_format, key_format, value_schema, schema_registry);
     PERFORM kafka_sink._check_unavailable_placeholder(unavailable_value_placeholder, envelope);
+    PERFORM kafka_sink._check_delete_mode(delete_mode, mode, target_oid, routed, envelope, delete_on_tombstone);
 
     INSERT INTO kafka_sink.pipeline_definitions AS p
         (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
@@ -199,7 +201,7 @@ BEGIN
          schema_version_field, schema_versions, event_id, event_id_retention, bronze, ending_offsets,
          min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
          value_format, value_schema, schema_registry, envelope, on_truncate,
-         target_template, targets, create_targets, evolve, unavailable_value_placeholder)
+         target_template, targets, create_targets, evolve, unavailable_value_placeholder, delete_mode)
     VALUES
         (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
          CASE WHEN start THEN 'running' ELSE 'stopped' END,
@@ -211,7 +213,8 @@ BEGIN
          min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
          -- the registry's options by _set_schema_registry below (its secret apart)
          value_format, value_schema, CASE WHEN schema_registry IS NOT NULL THEN '{}'::jsonb END,
-         envelope, on_truncate, template, targets, create_targets, evolve, unavailable_value_placeholder)
+         envelope, on_truncate, template, targets, create_targets, evolve, unavailable_value_placeholder,
+         delete_mode)
     RETURNING p.id INTO new_id;
 
     plain_options := kafka_sink._split_secrets(new_id, kafka_options);
@@ -261,12 +264,13 @@ CREATE OR REPLACE FUNCTION kafka_sink.create_pipeline(
     targets               jsonb DEFAULT NULL,
     create_targets        boolean DEFAULT false,
     evolve                text DEFAULT 'none',
-    unavailable_value_placeholder text DEFAULT NULL)
+    unavailable_value_placeholder text DEFAULT NULL,
+    delete_mode           text DEFAULT 'hard')
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text) IS
-'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id. envelope => ''debezium'' reads Debezium change events (the target keeps each row''s source position in _kafka_source_position numeric, or order_column); on_truncate says what their truncates do: apply, ignore or fail; unavailable_value_placeholder is the connector''s unavailable.value.placeholder when it is not Debezium''s default.';
+REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text) IS
+'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id. envelope => ''debezium'' reads Debezium change events (the target keeps each row''s source position in _kafka_source_position numeric, or order_column); on_truncate says what their truncates do: apply, ignore or fail; unavailable_value_placeholder is the connector''s unavailable.value.placeholder when it is not Debezium''s default. delete_mode => ''soft'' (mode merge) keeps a deleted row, marked in _deleted boolean and/or _deleted_at timestamptz (docs/soft-deletes.md).';
 

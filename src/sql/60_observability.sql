@@ -384,7 +384,7 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
            AS schema_registry,
        p.envelope, p.on_truncate,
        p.target_template, p.targets, p.create_targets, p.evolve,
-       p.unavailable_value_placeholder
+       p.unavailable_value_placeholder, p.delete_mode
   FROM kafka_sink.pipeline_definitions p;
 
 -- One row per topic-partition: the committed checkpoint beside the

@@ -89,6 +89,10 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     unavailable_value_placeholder text
                           CONSTRAINT pipeline_definitions_unavailable_value_placeholder_check
                           CHECK (unavailable_value_placeholder <> ''),
+    -- issue 26: soft deletes (docs/soft-deletes.md)
+    delete_mode           text NOT NULL DEFAULT 'hard'
+                          CONSTRAINT pipeline_definitions_delete_mode_check
+                          CHECK (delete_mode IN ('hard', 'soft')),
     CONSTRAINT pipeline_definitions_registry_needed_check
         CHECK (value_format = 'json' OR schema_registry IS NOT NULL OR (value_format = 'avro' AND value_schema IS NOT NULL)),
     CONSTRAINT pipeline_definitions_value_schema_check
@@ -414,3 +418,5 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.on_truncate IS
     'envelope debezium: what a truncate event does: apply (delete the rows older than it), ignore, or fail (the pipeline fails)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.unavailable_value_placeholder IS
     'envelope debezium: the connector''s unavailable.value.placeholder (NULL: Debezium''s default __debezium_unavailable_value); a column holding it is left as the replica has it';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.delete_mode IS
+    'Mode merge: what a delete (a tombstone, a change event''s delete or truncate) does: hard removes the row, soft marks it (_deleted true, _deleted_at its Kafka timestamp) and keeps its last values (docs/soft-deletes.md)';

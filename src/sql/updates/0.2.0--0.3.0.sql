@@ -64,3 +64,11 @@ ALTER TABLE kafka_sink.pipeline_definitions ADD CONSTRAINT pipeline_definitions_
     CHECK (key_format NOT IN ('avro', 'protobuf') OR schema_registry IS NOT NULL);
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.value_format IS
     'json, avro (Confluent wire format, or plain Avro with value_schema), json_schema (Confluent wire format, JSON payload) or protobuf (Confluent wire format)';
+
+-- soft deletes (issue 26, docs/soft-deletes.md): create_pipeline takes
+-- delete_mode as its last argument
+ALTER TABLE kafka_sink.pipeline_definitions
+    ADD COLUMN delete_mode text NOT NULL DEFAULT 'hard'
+        CONSTRAINT pipeline_definitions_delete_mode_check CHECK (delete_mode IN ('hard', 'soft'));
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.delete_mode IS
+    'Mode merge: what a delete (a tombstone, a change event''s delete or truncate) does: hard removes the row, soft marks it (_deleted true, _deleted_at its Kafka timestamp) and keeps its last values (docs/soft-deletes.md)';
