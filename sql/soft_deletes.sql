@@ -55,6 +55,7 @@ SELECT kind, statement FROM kafka_sink.pipeline_statements('sdl_cdc') WHERE kind
 SELECT kafka_sink.drop_pipeline('sdl_both', true);
 SELECT kafka_sink.drop_pipeline('sdl_at', true);
 SELECT kafka_sink.drop_pipeline('sdl_cdc', true);
+DROP FUNCTION pg_temp.refused(text);
 DROP SCHEMA sdl CASCADE;
 RESET ROLE;
 DROP ROLE regress_sdl;

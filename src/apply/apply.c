@@ -48,19 +48,17 @@
  * begin() (with the table locked) whether it can write the target exactly
  * as the MERGE would, and hands everything else to the SQL strategy; with
  * on_conflict, to the SQL strategy's INSERT ... ON CONFLICT and UPDATE.
- * A soft-delete pipeline never goes to the heap strategy.
+ * A soft-delete pipeline goes to the MERGE under either (docs/design/apply.md,
+ * "Soft deletes").
  */
 const KsApplyStrategy *
 ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
 {
-	/*
-	 * delete_mode soft: the MERGE, whose guard and SET read the mark (the
-	 * heap strategy's own guard does not; docs/design/apply.md)
-	 */
 	if (ks_apply_strategy == KS_APPLY_STRATEGY_AUTO && p->targets.mode == KS_MODE_MERGE &&
 		!(t != NULL && t->soft) && !p->targets.soft_delete)
 		return &ks_apply_heap;
-	if (ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT && p->targets.mode == KS_MODE_MERGE)
+	if (ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT && p->targets.mode == KS_MODE_MERGE &&
+		!(t != NULL && t->soft) && !p->targets.soft_delete)
 		return &ks_apply_onconflict;
 	return &ks_apply_sql;
 }
@@ -186,6 +184,27 @@ upsert_winners(KsBatch *batch, KsBatchTarget *bt, void *state, KsKeyHash *kh, in
 }
 
 /*
+ * Runs the tombstones of dels not run yet and records the change events'
+ * positions; returns how many failed through their own fault.
+ */
+static int
+apply_deletes(KsBatch *batch, KsBatchTarget *bt, void *state, int *dels, int ndels)
+{
+	int			failed;
+
+	ndels = not_tried(batch, dels, ndels);
+	if (ndels == 0)
+		return 0;
+	batch->stats.apply_rows += ndels;
+	failed = bt->strategy->delete_rows(batch, state, dels, ndels);
+	for (int i = 0; i < ndels; i++)
+		batch->rows[dels[i]].next_candidate = 1;
+	if (bt->target->cdc)
+		ks_cdc_record_deletes(batch, dels, ndels);
+	return failed;
+}
+
+/*
  * Merge mode: per key the winner of the reduce, tombstones first.  A
  * winner (or tombstone) that fails through its own fault is quarantined,
  * and the next best message of its key (if any) competes again.
@@ -205,24 +224,14 @@ apply_merge(KsBatch *batch, KsBatchTarget *bt, void *state)
 		ks_cdc_truncates(batch);
 	for (;;)
 	{
-		int			failed;
-
 		nsel = ks_reduce(batch, kh, sel, dels, &ndels, &more, &truncate);
-		/* tombstones not run in an earlier round */
-		ndels = not_tried(batch, dels, ndels);
-		if (ndels > 0)
-		{
-			/* tombstones first, so that a re-insert after one lands */
-			batch->stats.apply_rows += ndels;
-			failed = bt->strategy->delete_rows(batch, state, dels, ndels);
-			for (int i = 0; i < ndels; i++)
-				batch->rows[dels[i]].next_candidate = 1;
-			if (bt->target->cdc)
-				ks_cdc_record_deletes(batch, dels, ndels);
-			/* a key whose tombstone failed has new winners: reduce again */
-			if (failed > 0)
-				continue;
-		}
+
+		/*
+		 * tombstones first, so that a re-insert after one lands; a key
+		 * whose tombstone failed has new winners: reduce again
+		 */
+		if (apply_deletes(batch, bt, state, dels, ndels) > 0)
+			continue;
 		/* apply only winners not applied in an earlier round */
 		if (upsert_winners(batch, bt, state, kh, sel, nsel) == 0)
 			break;
@@ -255,18 +264,10 @@ apply_merge_soft(KsBatch *batch, KsBatchTarget *bt, void *state)
 		{
 			int			ndels;
 			int			nsel = ks_reduce(batch, kh, sel, dels, &ndels, &more, &truncate);
-			int			failed;
 
 			if (upsert_winners(batch, bt, state, kh, sel, nsel) > 0)
 				continue;		/* the failed keys' next best compete */
-			ndels = not_tried(batch, dels, ndels);
-			batch->stats.apply_rows += ndels;
-			failed = bt->strategy->delete_rows(batch, state, dels, ndels);
-			for (int i = 0; i < ndels; i++)
-				batch->rows[dels[i]].next_candidate = 1;
-			if (bt->target->cdc)
-				ks_cdc_record_deletes(batch, dels, ndels);
-			if (failed == 0)
+			if (apply_deletes(batch, bt, state, dels, ndels) == 0)
 				break;
 		}
 		if (truncate >= 0)

@@ -1204,7 +1204,9 @@ BEGIN
             RAISE EXCEPTION 'column % of a soft-delete target must be a plain column of type %, not %',
                             col.name, col.wanted, CASE WHEN col.generated THEN 'a generated ' ELSE '' END || col.type
                 USING ERRCODE = 'invalid_table_definition',
-                      HINT = format('ALTER TABLE %s ALTER COLUMN %I TYPE %s.', target, col.name, col.wanted);
+                      HINT = CASE WHEN col.generated
+                                  THEN format('ALTER TABLE %s ALTER COLUMN %I DROP EXPRESSION: kafka_sink writes the mark.', target, col.name)
+                                  ELSE format('ALTER TABLE %s ALTER COLUMN %I TYPE %s.', target, col.name, col.wanted) END;
         END IF;
         marks := marks + 1;
     END LOOP;
