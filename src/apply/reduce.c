@@ -197,9 +197,9 @@ positioned(KsTarget *t, KsKeyHash *kh, KsRow *r)
  * delete, so a delete cannot drop the key's earlier messages.  The batch
  * is applied in segment rounds instead (apply.c): a round takes, per key,
  * the messages not applied yet (soft_done) up to and including its first
- * delete, and no message after the first truncate not applied yet (its
- * index in *truncate, else -1); the winners apply first, then the
- * deletes, then the truncate.  Each round is a batch without a delete
+ * delete, and no message after the first truncate not applied yet; the
+ * winners apply first, then the deletes, then the truncate (its index in
+ * *truncate, else -1) once no message before it waits for a later round.  Each round is a batch without a delete
  * inside a key's messages, which applies as one at a time would; *more
  * says that messages were left for a later round.  soft_seen marks the
  * rows of the round.
@@ -216,6 +216,7 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 	int		   *first;			/* per key: a row carrying the key */
 	int		  **src;			/* per key: its fold, NULL while one candidate */
 	bool	   *cut;			/* soft: per key, its round ended at a delete */
+	bool		deferred = false;	/* soft: a message before cut_at waits */
 	int			cut_at = batch->nmsgs;	/* soft: the round's truncate */
 	int			nkeys = 0;
 	int			nwin = 0;
@@ -229,7 +230,6 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 		if (r->reason == KS_OK && r->is_truncate && !r->skipped && !r->soft_done)
 		{
 			cut_at = i;
-			*truncate = i;
 			break;
 		}
 	}
@@ -286,10 +286,14 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 		}
 		if (t->soft)
 		{
-			/* the key's messages after its delete: a later round */
+			/*
+			 * the key's messages after its delete: a later round, and so
+			 * is the truncate after them
+			 */
 			if (cut[k])
 			{
 				*more = true;
+				deferred = true;
 				continue;
 			}
 			r->soft_seen = true;
@@ -342,6 +346,8 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 			win[k] = i;
 		}
 	}
+	if (cut_at < batch->nmsgs && !deferred)
+		*truncate = cut_at;
 	*ndeletes = 0;
 	for (int k = 0; k < nkeys; k++)
 	{
