@@ -48,7 +48,7 @@
  * begin() (with the table locked) whether it can write the target exactly
  * as the MERGE would, and hands everything else to the SQL strategy; with
  * on_conflict, to the SQL strategy's INSERT ... ON CONFLICT and UPDATE.
- * A soft-delete pipeline goes to the MERGE under either (docs/design/apply.md,
+ * A soft-delete pipeline never goes to the heap strategy (docs/design/apply.md,
  * "Soft deletes").
  */
 const KsApplyStrategy *
@@ -57,8 +57,7 @@ ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
 	if (ks_apply_strategy == KS_APPLY_STRATEGY_AUTO && p->targets.mode == KS_MODE_MERGE &&
 		!(t != NULL && t->soft) && !p->targets.soft_delete)
 		return &ks_apply_heap;
-	if (ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT && p->targets.mode == KS_MODE_MERGE &&
-		!(t != NULL && t->soft) && !p->targets.soft_delete)
+	if (ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT && p->targets.mode == KS_MODE_MERGE)
 		return &ks_apply_onconflict;
 	return &ks_apply_sql;
 }

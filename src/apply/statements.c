@@ -642,7 +642,7 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 			KS_EMIT(t->relid, "delete", ks_delete_sql(t, false), ks_delete_sql(t, true),
 					"Runs first, over the batch's tombstones that win their key (delete_on_tombstone). "
 					"To run by hand: PREPARE d(bigint) AS <by_hand>; EXECUTE d(<batch id>).");
-		if (p->targets.mode == KS_MODE_MERGE && ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT && !t->soft)
+		if (p->targets.mode == KS_MODE_MERGE && ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT)
 		{
 			char	   *update = ks_onconflict_update_sql(t, false);
 

@@ -10,9 +10,8 @@
 # message per batch, random max_offsets_per_batch), with a target marking
 # in _deleted and _deleted_at or in _deleted_at alone, one whose worker is
 # killed with SIGKILL while it runs, a run with kafka_sink.apply_strategy =
-# on_conflict (soft targets go to the MERGE whatever it says; the hard
-# pipeline beside them takes on_conflict), and a hard one beside them;
-# every table must equal the model.  Then the create-time refusals.
+# on_conflict, and a hard one beside them; every table must equal the
+# model.  Then the create-time refusals.
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
