@@ -52,13 +52,16 @@
  * on_conflict, to the SQL strategy's INSERT ... ON CONFLICT and UPDATE.  A
  * Citus table (whatever the setting and mode) goes to ks_apply_citus: the
  * heap strategy would write the coordinator's empty shell table.
+ * A soft-delete pipeline never goes to the heap strategy (docs/design/apply.md,
+ * "Soft deletes").
  */
 const KsApplyStrategy *
 ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
 {
-	if (t->citus != KS_CITUS_NONE)
+	if (t != NULL && t->citus != KS_CITUS_NONE)
 		return &ks_apply_citus;
-	if (ks_apply_strategy == KS_APPLY_STRATEGY_AUTO && p->targets.mode == KS_MODE_MERGE)
+	if (ks_apply_strategy == KS_APPLY_STRATEGY_AUTO && p->targets.mode == KS_MODE_MERGE &&
+		!(t != NULL && t->soft) && !p->targets.soft_delete)
 		return &ks_apply_heap;
 	if (ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT && p->targets.mode == KS_MODE_MERGE)
 		return &ks_apply_onconflict;
@@ -153,6 +156,59 @@ stats_add_diff(KsBatchStats *to, const KsBatchStats *after, const KsBatchStats *
 	to->onconflict_rows += after->onconflict_rows - before->onconflict_rows;
 }
 
+/* The rows of sel not applied in an earlier try (next_candidate 0), into sel. */
+static int
+not_tried(KsBatch *batch, int *sel, int nsel)
+{
+	int			n = 0;
+
+	for (int i = 0; i < nsel; i++)
+		if (batch->rows[sel[i]].next_candidate == 0)
+			sel[n++] = sel[i];
+	return n;
+}
+
+/*
+ * Applies the winners of sel not applied yet (the CDC guards first), in
+ * key order; returns how many failed through their own fault.
+ */
+static int
+upsert_winners(KsBatch *batch, KsBatchTarget *bt, void *state, KsKeyHash *kh, int *sel, int nsel)
+{
+	int			failed;
+
+	nsel = not_tried(batch, sel, nsel);
+	if (bt->target->cdc)
+		nsel = ks_cdc_drop_stale(batch, sel, nsel);
+	ks_sort_by_key(batch, kh, sel, nsel);
+	batch->stats.apply_rows += nsel;
+	failed = bt->strategy->upsert_rows(batch, state, sel, nsel);
+	for (int i = 0; i < nsel; i++)
+		batch->rows[sel[i]].next_candidate = 1;
+	return failed;
+}
+
+/*
+ * Runs the tombstones of dels not run yet and records the change events'
+ * positions; returns how many failed through their own fault.
+ */
+static int
+apply_deletes(KsBatch *batch, KsBatchTarget *bt, void *state, int *dels, int ndels)
+{
+	int			failed;
+
+	ndels = not_tried(batch, dels, ndels);
+	if (ndels == 0)
+		return 0;
+	batch->stats.apply_rows += ndels;
+	failed = bt->strategy->delete_rows(batch, state, dels, ndels);
+	for (int i = 0; i < ndels; i++)
+		batch->rows[dels[i]].next_candidate = 1;
+	if (bt->target->cdc)
+		ks_cdc_record_deletes(batch, dels, ndels);
+	return failed;
+}
+
 /*
  * Merge mode: per key the winner of the reduce, tombstones first.  A
  * winner (or tombstone) that fails through its own fault is quarantined,
@@ -166,48 +222,68 @@ apply_merge(KsBatch *batch, KsBatchTarget *bt, void *state)
 	int		   *dels = palloc(sizeof(int) * Max(batch->nmsgs, 1));
 	int			nsel;
 	int			ndels;
+	bool		more;
+	int			truncate;
 
 	if (bt->target->cdc)
 		ks_cdc_truncates(batch);
 	for (;;)
 	{
-		int			failed;
-		int			n = 0;
+		nsel = ks_reduce(batch, kh, sel, dels, &ndels, &more, &truncate);
 
-		nsel = ks_reduce(batch, kh, sel, dels, &ndels);
-		/* tombstones not run in an earlier round */
-		for (int i = 0; i < ndels; i++)
-			if (batch->rows[dels[i]].next_candidate == 0)
-				dels[n++] = dels[i];
-		ndels = n;
-		n = 0;
-		if (ndels > 0)
-		{
-			/* tombstones first, so that a re-insert after one lands */
-			batch->stats.apply_rows += ndels;
-			failed = bt->strategy->delete_rows(batch, state, dels, ndels);
-			for (int i = 0; i < ndels; i++)
-				batch->rows[dels[i]].next_candidate = 1;
-			if (bt->target->cdc)
-				ks_cdc_record_deletes(batch, dels, ndels);
-			/* a key whose tombstone failed has new winners: reduce again */
-			if (failed > 0)
-				continue;
-		}
+		/*
+		 * tombstones first, so that a re-insert after one lands; a key
+		 * whose tombstone failed has new winners: reduce again
+		 */
+		if (apply_deletes(batch, bt, state, dels, ndels) > 0)
+			continue;
 		/* apply only winners not applied in an earlier round */
-		for (int i = 0; i < nsel; i++)
-			if (batch->rows[sel[i]].next_candidate == 0)
-				sel[n++] = sel[i];
-		nsel = n;
-		if (bt->target->cdc)
-			nsel = ks_cdc_drop_stale(batch, sel, nsel);
-		ks_sort_by_key(batch, kh, sel, nsel);
-		batch->stats.apply_rows += nsel;
-		failed = bt->strategy->upsert_rows(batch, state, sel, nsel);
-		for (int i = 0; i < nsel; i++)
-			batch->rows[sel[i]].next_candidate = 1;
-		if (failed == 0)
+		if (upsert_winners(batch, bt, state, kh, sel, nsel) == 0)
 			break;
+	}
+}
+
+/*
+ * Merge mode with delete_mode soft: the batch in segment rounds (reduce.c:
+ * per key up to its first delete, up to the first truncate), each with its
+ * winners first, then its deletes (an UPDATE marking the row the winner
+ * wrote), then its truncate.  A winner or delete that fails through its
+ * own fault is quarantined and the round reduced again, as apply_merge
+ * does.
+ */
+static void
+apply_merge_soft(KsBatch *batch, KsBatchTarget *bt, void *state)
+{
+	KsKeyHash  *kh = ks_keyhash_create(bt->target);
+	int		   *sel = palloc(sizeof(int) * Max(batch->nmsgs, 1));
+	int		   *dels = palloc(sizeof(int) * Max(batch->nmsgs, 1));
+	bool		more = true;
+
+	if (bt->target->cdc)
+		ks_cdc_truncates(batch);	/* on_truncate fail and ignore */
+	while (more)
+	{
+		int			truncate;
+
+		for (;;)
+		{
+			int			ndels;
+			int			nsel = ks_reduce(batch, kh, sel, dels, &ndels, &more, &truncate);
+
+			if (upsert_winners(batch, bt, state, kh, sel, nsel) > 0)
+				continue;		/* the failed keys' next best compete */
+			if (apply_deletes(batch, bt, state, dels, ndels) == 0)
+				break;
+		}
+		if (truncate >= 0)
+		{
+			ks_cdc_truncate_row(batch, truncate);
+			batch->rows[truncate].soft_done = true;
+			more = true;		/* what came after it, if anything */
+		}
+		for (int i = 0; i < batch->nmsgs; i++)
+			if (batch->rows[i].soft_seen)
+				batch->rows[i].soft_done = true;
 	}
 }
 
@@ -226,7 +302,9 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 	{
 		void	   *state = bt->strategy->begin(batch, bt);
 
-		if (bt->mode == KS_MODE_MERGE)
+		if (bt->mode == KS_MODE_MERGE && bt->target->soft)
+			apply_merge_soft(batch, bt, state);
+		else if (bt->mode == KS_MODE_MERGE)
 			apply_merge(batch, bt, state);
 		else if (bt->mode == KS_MODE_HISTORY)
 		{

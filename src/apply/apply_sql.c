@@ -590,9 +590,9 @@ statement_call(void *arg)
 
 static bool
 try_statement(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nrows, AclMode needs,
-			  KsReason *reason, char **err)
+			  bool deletes, KsReason *reason, char **err)
 {
-	StatementCall call = {batch, sql, sql2, rows, nrows, (needs & ACL_DELETE) != 0, sql};
+	StatementCall call = {batch, sql, sql2, rows, nrows, deletes, sql};
 	ErrorData  *edata = ks_try_subxact(statement_call, &call);
 
 	if (edata == NULL)
@@ -619,11 +619,13 @@ try_statement(KsBatch *batch, const char *sql, const char *sql2, int *rows, int 
  * A row is quarantined only on its own failure, so a trigger that rejects
  * every row quarantines every row (each was rejected), while an error that
  * is not a row's fault fails the batch at the first statement.  needs: the
- * privileges the statement needs on the target (ACL_DELETE: it deletes).
+ * privileges the statement needs on the target; deletes: it deletes (or,
+ * delete_mode soft, marks) rows, counted as deleted.
  * Returns the number of rows quarantined here (their reason is set).
  */
 static int
-apply_rows(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nrows, AclMode needs)
+apply_rows(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nrows, AclMode needs,
+		   bool deletes)
 {
 	char	   *err = NULL;
 	KsReason	reason = KS_OK;
@@ -631,7 +633,7 @@ apply_rows(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nro
 
 	if (nrows == 0)
 		return 0;
-	if (try_statement(batch, sql, sql2, rows, nrows, needs, &reason, &err))
+	if (try_statement(batch, sql, sql2, rows, nrows, needs, deletes, &reason, &err))
 		return 0;
 	if (nrows == 1)
 	{
@@ -640,8 +642,8 @@ apply_rows(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nro
 		return 1;
 	}
 	/* bisect: halves that succeed are applied, failing halves split again */
-	failed += apply_rows(batch, sql, sql2, rows, nrows / 2, needs);
-	failed += apply_rows(batch, sql, sql2, rows + nrows / 2, nrows - nrows / 2, needs);
+	failed += apply_rows(batch, sql, sql2, rows, nrows / 2, needs, deletes);
+	failed += apply_rows(batch, sql, sql2, rows + nrows / 2, nrows - nrows / 2, needs, deletes);
 	return failed;
 }
 
@@ -701,7 +703,9 @@ sql_begin(KsBatch *batch, KsBatchTarget *bt)
 static int
 sql_delete_rows(KsBatch *batch, void *state, int *rows, int nrows)
 {
-	return apply_rows(batch, ((SqlApplyState *) state)->delete, NULL, rows, nrows, ACL_DELETE | ACL_SELECT);
+	/* delete_mode soft: the delete is an UPDATE marking the row */
+	return apply_rows(batch, ((SqlApplyState *) state)->delete, NULL, rows, nrows,
+					  (batch->target->soft ? ACL_UPDATE : ACL_DELETE) | ACL_SELECT, true);
 }
 
 static int
@@ -711,13 +715,13 @@ sql_upsert_rows(KsBatch *batch, void *state, int *rows, int nrows)
 
 	if (st->onconflict)
 		batch->stats.onconflict_rows += nrows;
-	return apply_rows(batch, st->upsert, st->upsert2, rows, nrows, ACL_INSERT | ACL_UPDATE | ACL_SELECT);
+	return apply_rows(batch, st->upsert, st->upsert2, rows, nrows, ACL_INSERT | ACL_UPDATE | ACL_SELECT, false);
 }
 
 static int
 sql_insert_rows(KsBatch *batch, void *state, int *rows, int nrows)
 {
-	return apply_rows(batch, ((SqlApplyState *) state)->insert, NULL, rows, nrows, ACL_INSERT);
+	return apply_rows(batch, ((SqlApplyState *) state)->insert, NULL, rows, nrows, ACL_INSERT, false);
 }
 
 static void

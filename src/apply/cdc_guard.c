@@ -12,6 +12,8 @@
  *
  * - a truncate at position T deletes the target's rows whose position is
  *   < T (or null) and records T (kafka_sink.cdc_deletions, key null);
+ *   with delete_mode soft it marks them deleted and sets their position
+ *   to T instead;
  * - a delete at position P deletes the row only if its position is < P
  *   (or null) (ks_delete_sql) and records P for its key;
  * - an upsert at position Q applies only if Q is greater than the key's
@@ -42,6 +44,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/numeric.h"
+#include "utils/timestamp.h"
 
 /* A row's key as the JSON array of its key columns' texts: how cdc_deletions names it. */
 static char *
@@ -82,12 +85,56 @@ cmp_positions(const char *a, const char *b)
 	return DatumGetInt32(DirectFunctionCall2(numeric_cmp, x, y));
 }
 
+/*
+ * Runs the truncate at position pos (its Kafka timestamp ts_ms, -1 for
+ * none) on the batch's target and records it.
+ */
+static void
+run_truncate(KsBatch *batch, char *pos, int64 ts_ms)
+{
+	KsPipeline *p = batch->pipeline;
+	KsTarget   *t = batch->target;
+	Oid			argtypes[2] = {NUMERICOID, TIMESTAMPTZOID};
+	Datum		values[2];
+	char		nulls[2] = {' ', ts_ms >= 0 ? ' ' : 'n'};
+	int			catalog_writes;
+	int			rc;
+
+	values[0] = DirectFunctionCall3(numeric_in, CStringGetDatum(pos),
+									ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	values[1] = TimestampTzGetDatum(ts_ms >= 0 ? ks_epoch_ms_to_timestamptz(ts_ms) : 0);
+	/* the target's triggers are the user's code: no catalog writes there */
+	catalog_writes = ks_catalog_writes_suspend();
+	PG_TRY();
+	{
+		/* delete_mode soft: an UPDATE marking the rows, $2 its timestamp */
+		rc = ks_spi_execute(ks_truncate_sql(t), t->soft ? 2 : 1, argtypes, values, nulls, false, 0);
+		if (rc != (t->soft ? SPI_OK_UPDATE : SPI_OK_DELETE))
+			elog(ERROR, "kafka_sink: SPI_execute failed (%d) for a truncate", rc);
+		batch->stats.deleted += SPI_processed;
+	}
+	PG_FINALLY();
+	{
+		ks_catalog_writes_restore(catalog_writes);
+	}
+	PG_END_TRY();
+	ks_catalog_cdc_record(p->id, t->relid, list_make1(pstrdup("null")), list_make1(pos));
+}
+
+/*
+ * The batch's truncates: on_truncate fail fails the batch, ignore skips
+ * them, apply runs the newest (older rows go whatever the order of the
+ * truncates).  delete_mode soft leaves those to apply unskipped: each
+ * runs in its segment round (ks_cdc_truncate_row), as its marks depend on
+ * what the upserts before it wrote.
+ */
 void
 ks_cdc_truncates(KsBatch *batch)
 {
 	KsPipeline *p = batch->pipeline;
 	KsTarget   *t = batch->target;
-	char	   *volatile newest = NULL;
+	char	   *newest = NULL;
+	int64		newest_ts = -1;
 
 	for (int i = 0; i < batch->nmsgs; i++)
 	{
@@ -105,38 +152,30 @@ ks_cdc_truncates(KsBatch *batch)
 							   (long long) r->msg->offset, r->msg->partition, r->msg->topic),
 					 errhint("To go on, alter the pipeline with on_truncate => 'apply' or 'ignore' and resume it, "
 							 "or move its offsets past the event with kafka_sink.reset_offsets.")));
+		if (t->soft && p->contract.on_truncate == KS_TRUNCATE_APPLY)
+			continue;
 		r->skipped = true;		/* counted as superseded, whatever it does */
 		if (p->contract.on_truncate == KS_TRUNCATE_IGNORE)
 			continue;
 		pos = position_text(t, r);
 		if (newest == NULL || cmp_positions(pos, newest) > 0)
+		{
 			newest = pos;
+			newest_ts = r->msg->timestamp_ms;
+		}
 	}
 	if (newest != NULL)
-	{
-		Oid			argtypes[1] = {NUMERICOID};
-		Datum		values[1];
-		int			catalog_writes;
-		int			rc;
+		run_truncate(batch, newest, newest_ts);
+}
 
-		values[0] = DirectFunctionCall3(numeric_in, CStringGetDatum(newest),
-										ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
-		/* the target's triggers are the user's code: no catalog writes there */
-		catalog_writes = ks_catalog_writes_suspend();
-		PG_TRY();
-		{
-			rc = ks_spi_execute(ks_truncate_sql(t), 1, argtypes, values, NULL, false, 0);
-			if (rc != SPI_OK_DELETE)
-				elog(ERROR, "kafka_sink: SPI_execute failed (%d) for a truncate", rc);
-			batch->stats.deleted += SPI_processed;
-		}
-		PG_FINALLY();
-		{
-			ks_catalog_writes_restore(catalog_writes);
-		}
-		PG_END_TRY();
-		ks_catalog_cdc_record(p->id, t->relid, list_make1(pstrdup("null")), list_make1(newest));
-	}
+/* delete_mode soft: the truncate of row i, in its round */
+void
+ks_cdc_truncate_row(KsBatch *batch, int i)
+{
+	KsRow	   *r = &batch->rows[i];
+
+	r->skipped = true;			/* counted as superseded, whatever it does */
+	run_truncate(batch, position_text(batch->target, r), r->msg->timestamp_ms);
 }
 
 void

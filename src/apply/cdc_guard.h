@@ -20,5 +20,6 @@ extern void ks_cdc_truncates(KsBatch *batch);
 extern void ks_cdc_record_deletes(KsBatch *batch, int *dels, int ndels);
 /* drops winners at or before their key's recorded delete or the truncate */
 extern int	ks_cdc_drop_stale(KsBatch *batch, int *sel, int nsel);
+extern void ks_cdc_truncate_row(KsBatch *batch, int i);
 
 #endif							/* KS_CDC_GUARD_H */

@@ -3,7 +3,8 @@
  * reduce.c
  *		The per-key reduce of a batch: one winner per key by the ordering
  *		rule (greatest order column, NULL lowest, then the later offset),
- *		the fold of partial messages, tombstones, and key order.
+ *		the fold of partial messages, tombstones (delete_mode soft: the
+ *		segment rounds), and key order.
  *
  * Owns: KsKeyHash (hash, equality and sort support of the key index, the
  * order column's comparison) and the reduce rule that makes the MERGE
@@ -204,9 +205,21 @@ positioned(KsTarget *t, KsKeyHash *kh, KsRow *r)
  * deletes (the last one per key), and only messages after it fold.
  * Fills winners and deletes (indexes into rows) and returns the number of
  * winners; *ndeletes gets the number of deletes.
+ *
+ * delete_mode soft (t->soft): a marked row keeps what came before its
+ * delete, so a delete cannot drop the key's earlier messages.  The batch
+ * is applied in segment rounds instead (apply.c): a round takes, per key,
+ * the messages not applied yet (soft_done) up to and including its first
+ * delete, and no message after the first truncate not applied yet; the
+ * winners apply first, then the deletes, then the truncate (its index in
+ * *truncate, else -1) once no message before it waits for a later round.  Each round is a batch without a delete
+ * inside a key's messages, which applies as one at a time would; *more
+ * says that messages were left for a later round.  soft_seen marks the
+ * rows of the round.
  */
 int
-ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndeletes)
+ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndeletes,
+		  bool *more, int *truncate)
 {
 	KsTarget   *t = batch->target;
 	int			size = 16;
@@ -215,8 +228,24 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 	int		   *del;			/* per key: last tombstone row or -1 */
 	int		   *first;			/* per key: a row carrying the key */
 	int		  **src;			/* per key: its fold, NULL while one candidate */
+	bool	   *cut;			/* soft: per key, its round ended at a delete */
+	bool		deferred = false;	/* soft: a message before cut_at waits */
+	int			cut_at = batch->nmsgs;	/* soft: the round's truncate */
 	int			nkeys = 0;
 	int			nwin = 0;
+
+	*more = false;
+	*truncate = -1;
+	for (int i = 0; t->soft && i < batch->nmsgs; i++)
+	{
+		KsRow	   *r = &batch->rows[i];
+
+		if (r->reason == KS_OK && r->is_truncate && !r->skipped && !r->soft_done)
+		{
+			cut_at = i;
+			break;
+		}
+	}
 
 	while (size < batch->nmsgs * 2)
 		size <<= 1;
@@ -226,6 +255,7 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 	del = palloc(sizeof(int) * Max(batch->nmsgs, 1));
 	first = palloc(sizeof(int) * Max(batch->nmsgs, 1));
 	src = palloc(sizeof(int *) * Max(batch->nmsgs, 1));
+	cut = palloc0(sizeof(bool) * Max(batch->nmsgs, 1));
 
 	for (int i = 0; i < batch->nmsgs; i++)
 	{
@@ -233,6 +263,17 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 		uint32		pos;
 		int			k = -1;
 
+		if (t->soft)
+		{
+			r->soft_seen = false;
+			if (r->soft_done)
+				continue;		/* applied in an earlier round: keeps winner */
+			if (i > cut_at)
+			{
+				*more = true;
+				continue;
+			}
+		}
 		r->winner = false;
 		r->fold_src = NULL;
 		if (r->reason != KS_OK || r->duplicate || r->skipped || r->is_truncate)
@@ -254,6 +295,27 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 			{
 				k = table[pos];
 				break;
+			}
+		}
+		if (t->soft)
+		{
+			/*
+			 * the key's messages after its delete: a later round, and so
+			 * is the truncate after them
+			 */
+			if (cut[k])
+			{
+				*more = true;
+				deferred = true;
+				continue;
+			}
+			r->soft_seen = true;
+			if (r->is_delete)
+			{
+				/* applied after the winner, which it then marks */
+				del[k] = i;
+				cut[k] = true;
+				continue;
 			}
 		}
 		if (r->is_delete && positioned(t, kh, r) && win[k] >= 0 &&
@@ -297,6 +359,8 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 			win[k] = i;
 		}
 	}
+	if (cut_at < batch->nmsgs && !deferred)
+		*truncate = cut_at;
 	*ndeletes = 0;
 	for (int k = 0; k < nkeys; k++)
 	{
@@ -314,6 +378,7 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 	pfree(del);
 	pfree(first);
 	pfree(src);
+	pfree(cut);
 	return nwin;
 }
 

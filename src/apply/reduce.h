@@ -18,7 +18,8 @@
 typedef struct KsKeyHash KsKeyHash;
 
 extern KsKeyHash *ks_keyhash_create(KsTarget *t);
-extern int	ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndeletes);
+extern int	ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndeletes,
+					  bool *more, int *truncate);
 extern void ks_sort_by_key(KsBatch *batch, KsKeyHash *kh, int *rows, int nrows);
 
 #endif							/* KS_REDUCE_H */

@@ -4,8 +4,9 @@
  *		The text of every statement a batch runs against the user's tables:
  *		the MERGE (or the on_conflict strategy's INSERT ... ON CONFLICT and
  *		UPDATE, or a Citus target's UPDATE and INSERT from its staged
- *		batch), the tombstones' DELETE, the append INSERT, the batch
- *		function call, the bronze INSERT, and kafka_sink.pipeline_statements()
+ *		batch), the tombstones' DELETE (delete_mode soft: the UPDATEs that
+ *		mark a deleted row), the append INSERT, the batch function call,
+ *		the bronze INSERT, and kafka_sink.pipeline_statements()
  *		which shows them, built by these same functions (mode history's
  *		statement is history.c's).
  *
@@ -176,7 +177,25 @@ append_key_columns(StringInfo b, KsTarget *t, const char *prefix)
 						 quote_identifier(t->columns[t->key_index[k]].name));
 }
 
-/* the ordering guard: a target row newer than the message stays */
+/*
+ * delete_mode soft: "whether target row t is marked deleted", by _deleted
+ * when the target has it, else by _deleted_at
+ */
+static char *
+soft_mark(KsTarget *t)
+{
+	if (t->soft_deleted >= 0)
+		return psprintf("t.%s IS TRUE", quote_identifier(t->columns[t->soft_deleted].name));
+	return psprintf("t.%s IS NOT NULL", quote_identifier(t->columns[t->soft_deleted_at].name));
+}
+
+/*
+ * the ordering guard: a target row newer than the message stays.  With
+ * delete_mode soft a marked row is a row a hard delete would have removed:
+ * any upsert passes (as it would insert), but a change event's (whose
+ * delete left its position in the row, which the guard then compares as
+ * the hard delete's recorded position, cdc_guard.c).
+ */
 static void
 append_guard(StringInfo b, KsTarget *t, const char *prefix)
 {
@@ -184,7 +203,10 @@ append_guard(StringInfo b, KsTarget *t, const char *prefix)
 	{
 		const char *o = quote_identifier(t->columns[t->order_index].name);
 
-		appendStringInfo(b, "%s(t.%s IS NULL OR s.%s >= t.%s)", prefix, o, o, o);
+		if (t->soft && !t->cdc)
+			appendStringInfo(b, "%s(%s OR t.%s IS NULL OR s.%s >= t.%s)", prefix, soft_mark(t), o, o, o);
+		else
+			appendStringInfo(b, "%s(t.%s IS NULL OR s.%s >= t.%s)", prefix, o, o, o);
 	}
 }
 
@@ -198,6 +220,7 @@ static bool
 append_update_set(StringInfo b, KsTarget *t, const char *prefix)
 {
 	bool		first = true;
+	char	   *mark = t->soft ? soft_mark(t) : NULL;
 
 	for (int i = 0; i < t->ncolumns; i++)
 	{
@@ -206,21 +229,37 @@ append_update_set(StringInfo b, KsTarget *t, const char *prefix)
 
 		if (c->is_key)
 			continue;
+		appendStringInfo(b, "%s%s = ", first ? prefix : ", ", name);
+		first = false;
 		if (c->lineage)
-			appendStringInfo(b, "%s%s = %s", first ? prefix : ", ", name, c->lineage);
-		else if (c->prov >= 0)
+		{
+			appendStringInfoString(b, c->lineage);
+			continue;
+		}
+		/*
+		 * delete_mode soft: a marked row takes what an insert would write
+		 * (the row a hard delete removed comes back whole), so that the
+		 * target is the same wherever a batch boundary falls around the
+		 * delete (reduce.c drops what came before a key's tombstone)
+		 */
+		if (mark)
+		{
+			appendStringInfo(b, "CASE WHEN %s THEN ", mark);
+			append_insert_value(b, c, i);
+			appendStringInfoString(b, " ELSE ");
+		}
+		if (c->prov >= 0)
 		{
 			const char *o = quote_identifier(t->columns[t->order_index].name);
 
 			/* the message that supplied the column applies, by the guard */
-			appendStringInfo(b, "%s%s = CASE WHEN s._ks_p%d AND (t.%s IS NULL OR s._ks_o%d >= t.%s)"
-							 " THEN s.%s ELSE t.%s END",
-							 first ? prefix : ", ", name, i, o, i, o, name, name);
+			appendStringInfo(b, "CASE WHEN s._ks_p%d AND (t.%s IS NULL OR s._ks_o%d >= t.%s)"
+							 " THEN s.%s ELSE t.%s END", i, o, i, o, name, name);
 		}
 		else
-			appendStringInfo(b, "%s%s = CASE WHEN s._ks_p%d THEN s.%s ELSE t.%s END",
-							 first ? prefix : ", ", name, i, name, name);
-		first = false;
+			appendStringInfo(b, "CASE WHEN s._ks_p%d THEN s.%s ELSE t.%s END", i, name, name);
+		if (mark)
+			appendStringInfoString(b, " END");
 	}
 	return !first;
 }
@@ -329,6 +368,43 @@ update_sql(KsTarget *t, bool by_hand, bool skip_inserted)
 	return b.data;
 }
 
+/*
+ * delete_mode soft: the SET list that marks target row t deleted by a
+ * delete at the staged row s (ks_delete_sql) or by a truncate at position
+ * $1 and timestamp $2 (ks_truncate_sql, s NULL): _deleted true,
+ * _deleted_at the delete's Kafka timestamp (-infinity without one: still
+ * a mark), the lineage columns the delete's message, and for a change
+ * event the order column its position (the guard then keeps an older
+ * replayed event stale, as cdc_deletions does for a hard delete).
+ */
+static void
+append_soft_mark_set(StringInfo b, KsTarget *t, const char *s)
+{
+	const char *ts = s ? "s._ks_ts" : "$2";
+	bool		first = true;
+
+	appendStringInfoString(b, " SET ");
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+		const char *name = quote_identifier(c->name);
+
+		if (i == t->soft_deleted)
+			appendStringInfo(b, "%s%s = true", first ? "" : ", ", name);
+		else if (i == t->soft_deleted_at)
+			appendStringInfo(b, "%s%s = CASE WHEN %s THEN t.%s"
+							 " ELSE COALESCE(%s, '-infinity'::pg_catalog.timestamptz) END",
+							 first ? "" : ", ", name, soft_mark(t), name, ts);
+		else if (i == t->order_index && t->cdc)
+			appendStringInfo(b, "%s%s = %s", first ? "" : ", ", name, s ? psprintf("s.%s", name) : "$1");
+		else if (c->lineage && !c->soft && s)
+			appendStringInfo(b, "%s%s = %s", first ? "" : ", ", name, c->lineage);
+		else
+			continue;
+		first = false;
+	}
+}
+
 char *
 ks_onconflict_update_sql(KsTarget *t, bool by_hand)
 {
@@ -378,9 +454,21 @@ ks_delete_sql(KsTarget *t, bool by_hand)
 	StringInfoData b;
 
 	initStringInfo(&b);
-	appendStringInfo(&b, "DELETE FROM %s AS t USING (%s) AS s WHERE ", t->qualified_name, ks_source_sql(t, by_hand));
+	if (t->soft)
+	{
+		appendStringInfo(&b, "UPDATE %s AS t", t->qualified_name);
+		append_soft_mark_set(&b, t, "s");
+		appendStringInfo(&b, " FROM (%s) AS s WHERE ", ks_source_sql(t, by_hand));
+	}
+	else
+		appendStringInfo(&b, "DELETE FROM %s AS t USING (%s) AS s WHERE ", t->qualified_name, ks_source_sql(t, by_hand));
 	append_key_match(&b, t);
-	if (t->cdc)
+	if (t->soft && !t->cdc)
+	{
+		/* a tombstone marks a row once (a hard delete removes it once) */
+		appendStringInfo(&b, " AND NOT (%s)", soft_mark(t));
+	}
+	else if (t->cdc)
 	{
 		const char *o = quote_identifier(t->columns[t->order_index].name);
 
@@ -396,6 +484,17 @@ ks_truncate_sql(KsTarget *t)
 {
 	const char *o = quote_identifier(t->columns[t->order_index].name);
 
+	if (t->soft)
+	{
+		StringInfoData b;
+
+		/* delete_mode soft: $2 is the truncate's Kafka timestamp */
+		initStringInfo(&b);
+		appendStringInfo(&b, "UPDATE %s AS t", t->qualified_name);
+		append_soft_mark_set(&b, t, NULL);
+		appendStringInfo(&b, " WHERE t.%s IS NULL OR t.%s < $1", o, o);
+		return b.data;
+	}
 	return psprintf("DELETE FROM %s AS t WHERE t.%s IS NULL OR t.%s < $1", t->qualified_name, o, o);
 }
 

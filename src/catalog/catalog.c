@@ -275,7 +275,8 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_unavailable_placeholder	38
 #define Anum_pipeline_registry_userinfo_ref	39
 #define Anum_pipeline_filter				40
-#define Natts_pipeline						40
+#define Anum_pipeline_delete_mode			41
+#define Natts_pipeline						41
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -298,7 +299,8 @@ load_offset_spec(const char *column, const char *spec,
 	" unavailable_value_placeholder," \
 	" CASE WHEN jsonb_typeof(schema_registry->'basic.auth.user.info') = 'object'" \
 	"   THEN (schema_registry->'basic.auth.user.info')::text END," \
-	" filter" \
+	" filter," \
+	" delete_mode" \
 	" FROM kafka_sink.pipeline_definitions WHERE id = $1"
 
 /*
@@ -399,6 +401,11 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->batching.min_offsets_per_batch = getint8(0, Anum_pipeline_min_offsets_per_batch);
 	p->batching.max_trigger_delay_ms = getint8(0, Anum_pipeline_max_trigger_delay_ms);
 	p->targets.dead_letter_topic = getstr(0, Anum_pipeline_dead_letter_topic, mcxt);
+	{
+		char	   *dm = getstr(0, Anum_pipeline_delete_mode, mcxt);
+
+		p->targets.soft_delete = dm != NULL && strcmp(dm, "soft") == 0;
+	}
 	/* the formats (value_format, key_format) and the envelope */
 	load_formats(p, mcxt);
 	{

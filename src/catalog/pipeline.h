@@ -144,6 +144,8 @@ typedef struct KsTargets
 								 * -> table name; NIL: none */
 	bool		create_targets;
 	bool		evolve_add_columns;
+	bool		soft_delete;	/* delete_mode soft: a delete marks the row
+								 * (docs/soft-deletes.md) */
 	struct KsRouting *routing;	/* compiled on first use (route.c) */
 	/* the declarative transform (transform.c): NULL and NIL when none */
 	char	   *filter;			/* a boolean SQL expression over the row */

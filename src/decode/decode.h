@@ -45,6 +45,9 @@ typedef struct KsColumn
 	char		history;		/* mode history's version columns: 'f'
 								 * _valid_from, 't' _valid_to, 'd' _deleted,
 								 * 'c' _is_current, 'p' _fields; else 0 */
+	char		soft;			/* delete_mode soft: 'd' _deleted, 'a'
+								 * _deleted_at, the mark (statements.c);
+								 * else 0 */
 	int			prov;			/* merge with an order column, optional column:
 								 * index of its supplier-order column, else -1 */
 	/* key columns: how the key index compares them (its opclass, collation) */
@@ -72,6 +75,9 @@ typedef struct KsTarget
 								 * guarded by it (cdc_guard.c) */
 	char	   *key_index_name;	/* the unique index over the key columns */
 	bool		history;		/* mode history: the batch rows carry _ks_del */
+	bool		soft;			/* delete_mode soft: deletes mark the row */
+	int			soft_deleted;	/* its _deleted column, or -1 */
+	int			soft_deleted_at;	/* its _deleted_at column, or -1 */
 	int			nprov;			/* supplier-order columns of the batch rows */
 	Oid			rowtype;
 	int			natts_all;
@@ -156,6 +162,8 @@ typedef struct KsRow
 	char	   *detail;
 	uint32		hash;
 	int			next_candidate; /* reduce bookkeeping */
+	bool		soft_seen;		/* delete_mode soft: in this segment round */
+	bool		soft_done;		/* ... applied in an earlier one (apply.c) */
 	bool		winner;
 	int		   *fold_src;		/* a winner folding several messages: per
 								 * column, the row supplying it (-1 absent);

@@ -276,6 +276,17 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 			c->history = history_column(c->name);
 		if (c->history)
 			c->lineage = "NULL";	/* not decoded: history.c computes it */
+		if (p->targets.mode == KS_MODE_MERGE && p->targets.soft_delete)
+		{
+			/*
+			 * the mark, not decoded: a row written by an upsert is not
+			 * deleted (the update's SET runs only past the guard: a revive)
+			 */
+			if (strcmp(c->name, "_deleted") == 0)
+				c->soft = 'd', c->lineage = "false";
+			else if (strcmp(c->name, "_deleted_at") == 0)
+				c->soft = 'a', c->lineage = "NULL";
+		}
 		if (c->lineage)
 			c->required = false;
 		/* a computed column takes its value after decoding (transform.c) */
@@ -380,6 +391,22 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 							t->qualified_name, p->name),
 					 errhint("A history target has _valid_from, _valid_to (the order column's type) and _deleted boolean: see docs/history.md.")));
 	}
+	t->soft = p->targets.mode == KS_MODE_MERGE && p->targets.soft_delete;
+	t->soft_deleted = t->soft_deleted_at = -1;
+	for (int i = 0; t->soft && i < t->ncolumns; i++)
+	{
+		if (t->columns[i].soft == 'd' && getBaseType(t->columns[i].typid) == BOOLOID)
+			t->soft_deleted = i;
+		else if (t->columns[i].soft == 'a' && getBaseType(t->columns[i].typid) == TIMESTAMPTZOID)
+			t->soft_deleted_at = i;
+	}
+	if (t->soft && t->soft_deleted < 0 && t->soft_deleted_at < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("target %s of pipeline \"%s\" with delete_mode soft lacks _deleted boolean and _deleted_at timestamptz",
+						t->qualified_name, p->name),
+				 errhint("ALTER TABLE %s ADD COLUMN _deleted boolean NOT NULL DEFAULT false (or _deleted_at timestamptz): see docs/soft-deletes.md.",
+						 t->qualified_name)));
 	t->cdc = p->contract.envelope == &ks_envelope_debezium;
 	if (t->cdc && (t->order_index < 0 || getBaseType(t->columns[t->order_index].typid) != NUMERICOID))
 		ereport(ERROR,

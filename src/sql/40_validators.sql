@@ -1155,6 +1155,71 @@ $$;
 COMMENT ON FUNCTION kafka_sink._check_unavailable_placeholder(text, text) IS
 'Internal: checks unavailable_value_placeholder (the connector''s unavailable.value.placeholder): envelope debezium, 1 to 1024 characters.';
 
+-- delete_mode (issue 26, docs/soft-deletes.md): soft keeps a deleted row of
+-- a merge-mode target, marked in _deleted boolean and/or _deleted_at
+-- timestamptz (target.c reads the same columns when the worker opens it).
+CREATE OR REPLACE FUNCTION kafka_sink._check_delete_mode(delete_mode text, mode text, target regclass,
+                                                         routed boolean, envelope text,
+                                                         delete_on_tombstone boolean)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col record;
+    marks integer := 0;
+BEGIN
+    IF delete_mode IS NULL OR delete_mode NOT IN ('hard', 'soft') THEN
+        RAISE EXCEPTION 'invalid delete_mode "%"', delete_mode
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'delete_mode is ''hard'' (a delete removes the row, the default) or ''soft'' (it marks the row).';
+    END IF;
+    IF delete_mode = 'hard' THEN
+        RETURN;
+    END IF;
+    IF mode IS DISTINCT FROM 'merge' THEN
+        RAISE EXCEPTION 'delete_mode soft needs mode merge'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Mode history marks deletes in its own _deleted column; append and function modes delete nothing.';
+    END IF;
+    IF routed OR target IS NULL THEN
+        RAISE EXCEPTION 'delete_mode soft needs one target table'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Create one pipeline per soft-delete target.';
+    END IF;
+    IF envelope IS DISTINCT FROM 'debezium' AND NOT coalesce(delete_on_tombstone, false) THEN
+        RAISE EXCEPTION 'delete_mode soft needs deletes: delete_on_tombstone or envelope debezium'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass delete_on_tombstone => true (with a key_format) so that tombstones mark rows deleted.';
+    END IF;
+    FOR col IN
+        SELECT a.attname::text AS name, a.atttypid, format_type(a.atttypid, a.atttypmod) AS type,
+               a.attgenerated <> '' AS generated,
+               CASE a.attname WHEN '_deleted' THEN 'boolean'::regtype ELSE 'timestamptz'::regtype END AS wanted
+          FROM pg_attribute a
+         WHERE a.attrelid = target AND a.attnum > 0 AND NOT a.attisdropped
+           AND a.attname IN ('_deleted', '_deleted_at')
+    LOOP
+        IF col.generated OR col.atttypid <> col.wanted THEN
+            RAISE EXCEPTION 'column % of a soft-delete target must be a plain column of type %, not %',
+                            col.name, col.wanted, CASE WHEN col.generated THEN 'a generated ' ELSE '' END || col.type
+                USING ERRCODE = 'invalid_table_definition',
+                      HINT = CASE WHEN col.generated
+                                  THEN format('ALTER TABLE %s ALTER COLUMN %I DROP EXPRESSION: kafka_sink writes the mark.', target, col.name)
+                                  ELSE format('ALTER TABLE %s ALTER COLUMN %I TYPE %s.', target, col.name, col.wanted) END;
+        END IF;
+        marks := marks + 1;
+    END LOOP;
+    IF marks = 0 THEN
+        RAISE EXCEPTION 'delete_mode soft needs a column _deleted boolean or _deleted_at timestamptz in %', target
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = format('ALTER TABLE %s ADD COLUMN _deleted boolean NOT NULL DEFAULT false, ADD COLUMN _deleted_at timestamptz (either one will do).', target);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_delete_mode(text, text, regclass, boolean, text, boolean) IS
+'Internal: checks delete_mode: hard or soft; soft needs mode merge, one target with a plain _deleted boolean and/or _deleted_at timestamptz column, and deletes (delete_on_tombstone or envelope debezium).';
+
 -- Routing (issue 16): a target template, the targets map, create_targets
 -- and evolve, as create_pipeline gets them.  The worker parses and checks
 -- them again where it uses them (route.c); each routed table is checked

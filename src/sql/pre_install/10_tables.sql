@@ -96,6 +96,10 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     computed              jsonb
                           CONSTRAINT pipeline_definitions_computed_check
                           CHECK (jsonb_typeof(computed) = 'object'),
+    -- issue 26: soft deletes (docs/soft-deletes.md)
+    delete_mode           text NOT NULL DEFAULT 'hard'
+                          CONSTRAINT pipeline_definitions_delete_mode_check
+                          CHECK (delete_mode IN ('hard', 'soft')),
     CONSTRAINT pipeline_definitions_registry_needed_check
         CHECK (value_format = 'json' OR schema_registry IS NOT NULL OR (value_format = 'avro' AND value_schema IS NOT NULL)),
     CONSTRAINT pipeline_definitions_value_schema_check
@@ -430,3 +434,5 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.computed IS
     'Computed columns: {"column": "<SQL expression over the decoded row>"}, each assigned to its column after decoding (NULL: none)';
 COMMENT ON COLUMN kafka_sink.batches.filtered IS
     'Messages of the batch the pipeline''s filter left out';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.delete_mode IS
+    'Mode merge: what a delete (a tombstone, a change event''s delete or truncate) does: hard removes the row, soft marks it (_deleted true, _deleted_at its Kafka timestamp) and keeps its last values (docs/soft-deletes.md)';

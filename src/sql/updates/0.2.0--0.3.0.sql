@@ -81,3 +81,11 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.computed IS
 ALTER TABLE kafka_sink.batches ADD COLUMN filtered bigint NOT NULL DEFAULT 0;
 COMMENT ON COLUMN kafka_sink.batches.filtered IS
     'Messages of the batch the pipeline''s filter left out';
+
+-- soft deletes (issue 26, docs/soft-deletes.md): create_pipeline takes
+-- delete_mode as its last argument
+ALTER TABLE kafka_sink.pipeline_definitions
+    ADD COLUMN delete_mode text NOT NULL DEFAULT 'hard'
+        CONSTRAINT pipeline_definitions_delete_mode_check CHECK (delete_mode IN ('hard', 'soft'));
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.delete_mode IS
+    'Mode merge: what a delete (a tombstone, a change event''s delete or truncate) does: hard removes the row, soft marks it (_deleted true, _deleted_at its Kafka timestamp) and keeps its last values (docs/soft-deletes.md)';

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# test/e2e/softdel.sh — delete_mode soft (docs/soft-deletes.md) against a
+# model.  For a few random seeds, softdel_model.py generates plain JSON
+# events (partial upserts with ties, tombstones, re-sent ranges) and
+# Debezium change events (creates, updates, deletes with their tombstones,
+# truncates, re-sent ranges); after they are produced the broker's
+# timestamps are read back and the model computes, one message at a time
+# and independently of the extension, the soft target and the hard one.
+# Each topic is ingested by pipelines cut differently (one batch, one
+# message per batch, random max_offsets_per_batch), with a target marking
+# in _deleted and _deleted_at or in _deleted_at alone, one whose worker is
+# killed with SIGKILL while it runs, a run with kafka_sink.apply_strategy =
+# on_conflict, and a hard one beside them; every table must equal the
+# model.  Then the create-time refusals.
+# shellcheck source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+setup_owner
+W="$KS_RUN/softdel.$SFX"
+mkdir -p "$W"
+SEEDS="${KS_SOFTDEL_SEEDS:-2}"          # KS_SOFTDEL_SEED=N: seeds N, N+1, ... (to replay a failure)
+trap 'set_apply_strategy RESET 2>/dev/null' EXIT
+
+table_sql() { # KIND(plain|cdc) NAME MARKS(both|at|none)
+    local marks
+    case "$3" in
+        both) marks=", _deleted boolean NOT NULL DEFAULT false, _deleted_at timestamptz" ;;
+        at) marks=", _deleted_at timestamptz" ;;
+        *) marks="" ;;
+    esac
+    if [ "$1" = plain ]; then
+        echo "SET ROLE ks_e2e; CREATE TABLE e2e.$2 (id bigint PRIMARY KEY, v bigint, a text, b text, c integer
+              $marks, _kafka_offset bigint);"
+    else
+        echo "SET ROLE ks_e2e; CREATE TABLE e2e.$2 (id int PRIMARY KEY, name text, qty int,
+              _kafka_source_position numeric $marks, _kafka_offset bigint);"
+    fi
+}
+
+pipeline_sql() { # KIND NAME TOPIC MAX_OFFSETS DELETE_MODE
+    local opts="key_format => 'string', order_column => 'v', delete_on_tombstone => true"
+    [ "$1" = cdc ] && opts="envelope => 'debezium', on_truncate => 'apply'"
+    echo "SET ROLE ks_e2e;
+          SELECT kafka_sink.create_pipeline(name => '$2', bootstrap_servers => '$KS_BOOTSTRAP',
+              subscribe => ARRAY['$3'], target => 'e2e.$2', $opts, delete_mode => '$5',
+              starting_offsets => 'earliest', max_offsets_per_batch => $4, trigger_interval => '0');"
+}
+
+copy_sql() { # KIND NAME MARKS
+    local mark="_deleted, (extract(epoch FROM _deleted_at) * 1000)::bigint,"
+    [ "$3" = at ] && mark="_deleted_at IS NOT NULL, (extract(epoch FROM _deleted_at) * 1000)::bigint,"
+    [ "$3" = none ] && mark=""
+    if [ "$1" = plain ]; then
+        echo "COPY (SELECT id, v, a, b, c, $mark _kafka_offset FROM e2e.$2 ORDER BY id) TO STDOUT"
+    else
+        echo "COPY (SELECT id, name, qty, _kafka_source_position, $mark _kafka_offset FROM e2e.$2 ORDER BY id) TO STDOUT"
+    fi
+}
+
+# one run: KIND SEED_INDEX SEED STRATEGY; the pipelines of the run share a topic
+run() {
+    local kind="$1" s="$2" seed="$3" strategy="$4" topic n r1 r2 i name
+    topic="sd_${kind}_${SFX}_${s}_$strategy"
+    python3 "$E2E_DIR/softdel_model.py" gen "$kind" "$seed" "$W/msgs.$kind.$s"
+    n="$(wc -l < "$W/msgs.$kind.$s")"
+    "$HARNESS" topic-create "$topic" 1 >/dev/null 2>&1 || true
+    kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z < "$W/msgs.$kind.$s"
+    kcat -C -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -o beginning -e -q -f '%o\t%T\n' > "$W/ts.$kind.$s"
+    python3 "$E2E_DIR/softdel_model.py" expect "$kind" "$W/msgs.$kind.$s" "$W/ts.$kind.$s" \
+        "$W/soft.$kind.$s" "$W/hard.$kind.$s"
+    r1=$((RANDOM % 6 + 2))
+    r2=$((RANDOM % 20 + 2))
+    local p="${kind:0:1}${SFX}_${s}_${strategy:0:2}"
+    if [ "$strategy" = on_conflict ]; then
+        names=("sd${p}_rb$r2" "hd${p}_ra$r1")
+        maxes=("$r2" "$r1")
+        marks=(both none)
+        modes=(soft hard)
+    else
+        names=("sd${p}_one" "sd${p}_each" "sd${p}_ra$r1" "sd${p}_kill" "hd${p}_rb$r2")
+        maxes=(100000 1 "$r1" 3 "$r2")
+        marks=(both both at both none)
+        modes=(soft soft soft soft hard)
+    fi
+    for i in "${!names[@]}"; do
+        table_sql "$kind" "${names[$i]}" "${marks[$i]}" | sql >/dev/null
+        pipeline_sql "$kind" "${names[$i]}" "$topic" "${maxes[$i]}" "${modes[$i]}" | sql > /dev/null
+    done
+    if [ "$strategy" != on_conflict ]; then
+        for _ in 1 2; do
+            pid="$(wait_worker "${names[3]}" "" 60 || true)"
+            sleep "0.$((RANDOM % 8 + 1))"
+            [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+            # the postmaster restarts every backend after a SIGKILL: wait for it
+            wait_for 60 sql -c "SELECT 1" >/dev/null 2>&1 || true
+        done
+    fi
+    for i in "${!names[@]}"; do
+        name="${names[$i]}"
+        what="seed $seed ($kind, $strategy): $name (${modes[$i]}, max_offsets_per_batch ${maxes[$i]})"
+        if ! poll "$(done_sql "$name" "$n")" 300; then
+            check "$what consumed the topic" "t" "f"
+            continue
+        fi
+        batches="$(sql -c "SELECT count(*) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
+                            ON p.id = b.pipeline_id WHERE p.name = '$name' AND b.messages > 0")"
+        sql -c "$(copy_sql "$kind" "$name" "${marks[$i]}")" > "$W/actual.$kind.$s.$name"
+        expected="$W/soft.$kind.$s"
+        [ "${modes[$i]}" = hard ] && expected="$W/hard.$kind.$s"
+        if diff -u "$expected" "$W/actual.$kind.$s.$name" > "$W/diff.$kind.$s.$name"; then
+            check "$what: $n messages in $batches batches equal the model" "same" "same"
+        else
+            check "$what: $n messages in $batches batches equal the model" "same" "differs"
+            head -30 "$W/diff.$kind.$s.$name"
+        fi
+        check "$what quarantined nothing" 0 \
+              "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+                          ON p.id = q.pipeline_id WHERE p.name = '$name'")"
+    done
+    check "seed $seed ($kind): the model marked rows (the test can fail)" t \
+          "$([ "$(cat "$W/soft.$kind.$s.marks")" -gt 0 ] && echo t || echo f)"
+    for name in "${names[@]}"; do
+        sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+    done
+}
+
+for s in $(seq 1 "$SEEDS"); do
+    seed=$((RANDOM * 32768 + RANDOM))
+    [ -z "${KS_SOFTDEL_SEED:-}" ] || seed=$((KS_SOFTDEL_SEED + s - 1))
+    run plain "$s" "$seed" sql
+    run cdc "$s" "$((seed + 1))" sql
+done
+set_apply_strategy on_conflict
+seed=$((RANDOM * 32768 + RANDOM))
+[ -z "${KS_SOFTDEL_SEED:-}" ] || seed="$KS_SOFTDEL_SEED"
+run plain oc "$seed" on_conflict
+run cdc oc "$((seed + 1))" on_conflict
+set_apply_strategy RESET
+
+# the statements shown are the ones run: the soft delete is an UPDATE
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.sdshow_$SFX (id bigint PRIMARY KEY, v bigint, a text, _deleted boolean NOT NULL DEFAULT false);
+SELECT kafka_sink.create_pipeline(name => 'sdshow_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['x'], target => 'e2e.sdshow_$SFX', key_format => 'string', order_column => 'v',
+    delete_on_tombstone => true, delete_mode => 'soft', start => false);
+SQL
+check "pipeline_statements: the soft delete marks the row" "t" \
+      "$(sql -c "SELECT statement LIKE 'UPDATE e2e.sdshow_$SFX AS t SET _deleted = true%'
+                   FROM kafka_sink.pipeline_statements('sdshow_$SFX') WHERE kind = 'delete'")"
+check "kafka_sink.pipelines shows delete_mode" "soft" \
+      "$(sql -c "SELECT delete_mode FROM kafka_sink.pipelines WHERE name = 'sdshow_$SFX'")"
+sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('sdshow_$SFX')" > /dev/null
+finish

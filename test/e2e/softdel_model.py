@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""softdel_model.py -- random events for test/e2e/softdel.sh and the merge
+targets they must give with delete_mode soft and hard, computed
+independently of the extension by applying the messages one at a time in
+offset order with the rules of docs/soft-deletes.md (written from the
+issue and the docs, not from the extension's SQL).
+
+    softdel_model.py gen plain|cdc SEED MESSAGES_FILE
+    softdel_model.py expect plain|cdc MESSAGES_FILE TIMESTAMPS_FILE SOFT_FILE HARD_FILE
+
+gen writes "key<TAB>value" lines (an empty value is sent as a tombstone by
+kcat -Z; a Debezium truncate has an empty key):
+  plain: upserts {"v": order value 1..8 (ties), a, b, c: a random subset,
+         explicit nulls} and tombstones of keys 1..K, with re-sent ranges
+         (earlier lines again, at later offsets);
+  cdc:   a source's history (c, u, d followed by its tombstone, truncates)
+         with growing lsn positions, and re-sent ranges (a connector
+         restarting from an older position).
+expect reads the messages and the broker's timestamps ("offset<TAB>ms"),
+and writes the soft target and the hard one as the test's COPY prints
+them (and into SOFT_FILE.marks how many times the model marked a row) (plain soft: id v a b c deleted deleted_at_ms offset; plain hard:
+id v a b c offset; cdc soft: id name qty position deleted deleted_at_ms
+offset; cdc hard: id name qty position offset), ordered by id.
+
+The rules, one message at a time:
+  plain upsert at v: a missing row is inserted (absent fields null); a
+    marked row comes back whole as an insert would write it (unmarked);
+    otherwise it applies iff the row's v is null or v >= it, setting the
+    fields present;
+  plain tombstone: marks an unmarked row (_deleted, _deleted_at = its
+    Kafka timestamp, _kafka_offset = its offset; values and v kept);
+    nothing on a missing or marked row.  Hard: removes the row.
+  change event upsert at position q: stale if q <= the key's latest
+    delete position or the latest truncate's; else applies iff the row is
+    missing or its position is null or q >= it (a marked row comes back);
+  change event delete at p: if the row's position is null or < p, marks it
+    (a marked row keeps its _deleted_at), position p, its offset; the
+    key's delete position becomes the greater;  hard: removes the row;
+  truncate at t: every row with a null position or one < t is marked (a
+    marked one keeps its _deleted_at), position t, offset kept; hard:
+    removed; the truncate position becomes the greater;
+  a tombstone after a change event's delete: nothing.
+Standard library only.
+"""
+import json
+import random
+import sys
+
+N = r"\N"
+MARKS = [0]                                 # how many times a row was marked (the test can fail)
+
+
+def gen_plain(rnd, out):
+    keys = rnd.randint(4, 7)
+    lines = []
+    for _ in range(rnd.randint(90, 140)):
+        k = rnd.randint(1, keys)
+        if rnd.random() < 0.2:
+            lines.append("%d\t" % k)
+        else:
+            v = {"v": rnd.randint(1, 8)}
+            for c in ("a", "b", "c"):
+                x = rnd.random()
+                if x < 0.15:
+                    v[c] = None
+                elif x < 0.65:
+                    v[c] = rnd.randint(0, 99) if c == "c" else "%s%d" % (c, rnd.randint(0, 99))
+            lines.append("%d\t%s" % (k, json.dumps(v)))
+        if len(lines) > 6 and rnd.random() < 0.08:
+            i = rnd.randint(0, len(lines) - 3)
+            lines.extend(lines[i:i + rnd.randint(2, 6)])
+    out.write("\n".join(lines) + "\n")
+
+
+def cdc_value(op, k, lsn, after):
+    src = {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000, "table": "t", "schema": "public"}
+    v = {"before": None, "after": after, "source": src, "op": op, "ts_ms": 1700000000001}
+    if op == "d":
+        v["before"] = {"id": k, "name": None, "qty": None}
+        v["after"] = None
+    if op == "t":
+        v["after"] = None
+    return json.dumps(v)
+
+
+def gen_cdc(rnd, out):
+    keys = rnd.randint(3, 6)
+    alive = {}
+    lsn = 100
+    lines = []
+    for _ in range(rnd.randint(60, 100)):
+        lsn += rnd.randint(1, 20)
+        if rnd.random() < 0.04:
+            lines.append("\t" + cdc_value("t", 0, lsn, None))
+            alive = {}
+            continue
+        k = rnd.randint(1, keys)
+        if k in alive and rnd.random() < 0.3:
+            key = json.dumps({"id": k})
+            lines.append(key + "\t" + cdc_value("d", k, lsn, None))
+            lines.append(key + "\t")        # the tombstone Debezium sends after a delete
+            del alive[k]
+            continue
+        op = "u" if k in alive else rnd.choice("cr")
+        alive[k] = True
+        after = {"id": k, "name": "n%d@%d" % (k, lsn), "qty": rnd.randint(0, 50)}
+        lines.append(json.dumps({"id": k}) + "\t" + cdc_value(op, k, lsn, after))
+        if len(lines) > 8 and rnd.random() < 0.06:
+            i = rnd.randint(0, len(lines) - 4)
+            lines.extend(lines[i:i + rnd.randint(3, 10)])   # a connector restart re-sends a range
+    out.write("\n".join(lines) + "\n")
+
+
+def fmt(x):
+    if x is None:
+        return N
+    if x is True:
+        return "t"
+    if x is False:
+        return "f"
+    return str(x)
+
+
+def expect_plain(msgs, ts, soft_out, hard_out):
+    soft, hard = {}, {}
+    for off, line in enumerate(msgs):
+        key, _, val = line.partition("\t")
+        k = int(key)
+        if val == "":
+            r = soft.get(k)
+            if r is not None and not r["deleted"]:
+                r.update(deleted=True, deleted_at=ts[off], off=off)
+                MARKS[0] += 1
+            hard.pop(k, None)
+            continue
+        m = json.loads(val)
+        for rows, is_soft in ((soft, True), (hard, False)):
+            r = rows.get(k)
+            if r is None or (is_soft and r["deleted"]):
+                rows[k] = {"v": m["v"], "a": m.get("a"), "b": m.get("b"), "c": m.get("c"),
+                           "deleted": False, "deleted_at": None, "off": off}
+            elif r["v"] is None or m["v"] >= r["v"]:
+                r.update(m)
+                r["off"] = off
+    with open(soft_out, "w") as f:
+        for k in sorted(soft):
+            r = soft[k]
+            f.write("\t".join(fmt(x) for x in (k, r["v"], r["a"], r["b"], r["c"], r["deleted"],
+                                                r["deleted_at"], r["off"])) + "\n")
+    with open(hard_out, "w") as f:
+        for k in sorted(hard):
+            r = hard[k]
+            f.write("\t".join(fmt(x) for x in (k, r["v"], r["a"], r["b"], r["c"], r["off"])) + "\n")
+
+
+def expect_cdc(msgs, ts, soft_out, hard_out):
+    soft, hard = {}, {}
+    delpos = {}
+    trunc = None
+    for off, line in enumerate(msgs):
+        key, _, val = line.partition("\t")
+        if val == "":
+            continue                        # the tombstone after a delete
+        e = json.loads(val)
+        pos = e["source"]["lsn"]
+        if e["op"] == "t":
+            for rows, is_soft in ((soft, True), (hard, False)):
+                for k in list(rows):
+                    r = rows[k]
+                    if r["pos"] < pos:
+                        if is_soft:
+                            MARKS[0] += 1
+                            r.update(deleted=True, deleted_at=r["deleted_at"] if r["deleted"] else ts[off],
+                                     pos=pos)
+                        else:
+                            del rows[k]
+            trunc = pos if trunc is None else max(trunc, pos)
+            continue
+        k = json.loads(key)["id"]
+        if e["op"] == "d":
+            for rows, is_soft in ((soft, True), (hard, False)):
+                r = rows.get(k)
+                if r is not None and r["pos"] < pos:
+                    if is_soft:
+                        MARKS[0] += 1
+                        r.update(deleted=True, deleted_at=r["deleted_at"] if r["deleted"] else ts[off],
+                                 pos=pos, off=off)
+                    else:
+                        del rows[k]
+            delpos[k] = max(delpos.get(k, pos), pos)
+            continue
+        if (trunc is not None and pos <= trunc) or (k in delpos and pos <= delpos[k]):
+            continue                        # stale: the CDC guards
+        a = e["after"]
+        for rows in (soft, hard):
+            r = rows.get(k)
+            if r is None or pos >= r["pos"]:
+                rows[k] = {"name": a["name"], "qty": a["qty"], "pos": pos, "deleted": False,
+                           "deleted_at": None, "off": off}
+    with open(soft_out, "w") as f:
+        for k in sorted(soft):
+            r = soft[k]
+            f.write("\t".join(fmt(x) for x in (k, r["name"], r["qty"], r["pos"], r["deleted"],
+                                                r["deleted_at"], r["off"])) + "\n")
+    with open(hard_out, "w") as f:
+        for k in sorted(hard):
+            r = hard[k]
+            f.write("\t".join(fmt(x) for x in (k, r["name"], r["qty"], r["pos"], r["off"])) + "\n")
+
+
+def main():
+    cmd, kind = sys.argv[1], sys.argv[2]
+    if cmd == "gen":
+        with open(sys.argv[4], "w") as out:
+            (gen_plain if kind == "plain" else gen_cdc)(random.Random(int(sys.argv[3])), out)
+        return
+    with open(sys.argv[3]) as f:
+        msgs = f.read().split("\n")[:-1]
+    ts = {}
+    with open(sys.argv[4]) as f:
+        for line in f:
+            o, t = line.split("\t")
+            ts[int(o)] = int(t)
+    (expect_plain if kind == "plain" else expect_cdc)(msgs, ts, sys.argv[5], sys.argv[6])
+    with open(sys.argv[5] + ".marks", "w") as f:
+        f.write("%d\n" % MARKS[0])
+
+
+if __name__ == "__main__":
+    main()
