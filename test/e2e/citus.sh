@@ -139,13 +139,22 @@ wait_both() {
 }
 coordinator_up() { sqlc -c "SELECT 1" >/dev/null 2>&1; }
 fault() {  # fault POINT|RESET: kafka_sink.fault_point with sigkill on the coordinator
-    # the kill restarts the coordinator (crash recovery): wait for it
-    wait_for 60 coordinator_up
-    if [ "$1" = RESET ]; then
-        sqlc -c "ALTER SYSTEM RESET kafka_sink.fault_point" -c "ALTER SYSTEM RESET kafka_sink.fault_action" -c "SELECT pg_reload_conf()" >/dev/null
-    else
-        sqlc -c "ALTER SYSTEM SET kafka_sink.fault_point = '$1'" -c "ALTER SYSTEM SET kafka_sink.fault_action = 'sigkill'" -c "SELECT pg_reload_conf()" >/dev/null
-    fi
+    # the kill restarts the coordinator (crash recovery): a connection made
+    # just before the restart is ended by it, so the setting is tried again
+    local i
+    for i in $(seq 1 30); do
+        wait_for 60 coordinator_up
+        if [ "$1" = RESET ]; then
+            sqlc -c "ALTER SYSTEM RESET kafka_sink.fault_point" -c "ALTER SYSTEM RESET kafka_sink.fault_action" \
+                 -c "SELECT pg_reload_conf()" >/dev/null 2>&1 && return 0
+        else
+            sqlc -c "ALTER SYSTEM SET kafka_sink.fault_point = '$1'" -c "ALTER SYSTEM SET kafka_sink.fault_action = 'sigkill'" \
+                 -c "SELECT pg_reload_conf()" >/dev/null 2>&1 && return 0
+        fi
+        sleep 1
+    done
+    echo "# could not set kafka_sink.fault_point to $1 on the coordinator" >&2
+    return 1
 }
 CLOG="$COORD/logs/postgresql.log"
 faults_logged() { grep -c 'terminated by signal 9' "$CLOG" || true; }
