@@ -11,6 +11,8 @@
 # behind after Citus's recovery, and a bad message is quarantined.  Skipped
 # (with a line saying so) where ../shared/vendor has no Citus source.
 . "$(dirname "$0")/../lib/common.sh"
+# a failing command ends the script (set -e): say which one
+set -E; trap 'echo "# citus.sh: line $LINENO: exit $? from: $BASH_COMMAND" >&2' ERR
 if ! bash "$REPO/test/tools/citus.sh" available 2>/dev/null; then
     echo "# skipped: no Citus source in $REPO/../shared/vendor (test/tools/citus.sh): Citus tests do not run on this machine"
     finish

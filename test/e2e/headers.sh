@@ -81,8 +81,10 @@ check "the replay landed the binary header, the other faults remain" "3:null_key
       "$(quarantined "$P")"
 check "bronze keeps the binary header as the quarantine does" '"\\x00ff01"' \
       "$(sql -c "SELECT h->'value' FROM e2e.hdr_bronze_$SFX b, jsonb_array_elements(b.headers) h WHERE b.\"offset\" = 0 AND h->>'key' = 'bin'")"
-check "message_fate says it does not decode a key taken from a header, instead of guessing" \
-      "applied or superseded|a key taken from a header or Kafka's metadata is not decoded here" \
+# the key comes from the message's tenant header: message_fate reads it from
+# bronze's headers, and finds the row that offset 2 is the source of
+check "message_fate finds the row of a key taken from a header" \
+      "applied|the current source of the row with key $(sql -c "SELECT jsonb_build_object('id', id, 'tenant', tenant) FROM e2e.hdr_$SFX WHERE src_off = 2")" \
       "$(sql -c "SELECT fate || '|' || detail FROM kafka_sink.message_fate('$P', '$T', 0, 2)")"
 check "message_fate of a quarantined header message" "quarantined" \
       "$(sql -c "SELECT fate FROM kafka_sink.message_fate('$P', '$T', 0, 3)")"
