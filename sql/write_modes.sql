@@ -43,6 +43,11 @@ SELECT kafka_sink.create_pipeline(name => 'wrm_once', bootstrap_servers => '127.
 SELECT kafka_sink.create_pipeline(name => 'wrm_upd', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'],
        start => false, target => 'wrm.facts', order_column => 'v', key_format => 'string',
        delete_on_tombstone => true, write_mode => 'update_only') IS NOT NULL AS created;
+-- alter_pipeline: an insert_only pipeline cannot take change events
+SELECT kafka_sink.create_pipeline(name => 'wrm_cdc', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'],
+       start => false, target => 'wrm.cdc', write_mode => 'insert_only') IS NOT NULL AS created;
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_cdc', envelope => 'debezium')$s$);
+SELECT kafka_sink.drop_pipeline('wrm_cdc', true);
 SELECT name, delete_mode, write_mode FROM kafka_sink.pipelines WHERE name LIKE 'wrm%' ORDER BY name;
 -- the statements
 SELECT kind, statement FROM kafka_sink.pipeline_statements('wrm_first') WHERE kind = 'merge';
