@@ -106,7 +106,7 @@ DATA = kafka_sink--0.1.0.sql kafka_sink--0.1.0--0.2.0.sql
 DATA_built = kafka_sink--$(EXTVERSION).sql $(UPDATE_SCRIPTS)
 PGFILEDESC = "kafka_sink - exactly-once Kafka sink"
 
-REGRESS = create validation kafka_options secret_refs versions create_refusals internal_functions lineage batching_knobs dead_letter comments review_outbox_status review_unserved_database review_catalog_lock cdc_envelope routing cdc_typmods cdc_statements cdc_position headers transform soft_deletes
+REGRESS = create validation kafka_options secret_refs versions create_refusals internal_functions lineage batching_knobs dead_letter comments review_outbox_status review_unserved_database review_catalog_lock cdc_envelope routing cdc_typmods cdc_statements cdc_position headers transform soft_deletes write_modes
 REGRESS_OPTS = --dbname=kafka_sink_regress
 # make installcheck runs against a server that is up (test/run_tests.sh
 # regress starts one with the module preloaded); make installcheck-temp

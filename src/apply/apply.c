@@ -52,8 +52,9 @@
  * on_conflict, to the SQL strategy's INSERT ... ON CONFLICT and UPDATE.  A
  * Citus table (whatever the setting and mode) goes to ks_apply_citus: the
  * heap strategy would write the coordinator's empty shell table.
- * A soft-delete pipeline never goes to the heap strategy (docs/design/apply.md,
- * "Soft deletes").
+ * A soft-delete pipeline, and one whose write_mode is not upsert, never goes
+ * to the heap or on_conflict strategy but to the MERGE (docs/design/apply.md,
+ * "Soft deletes", "Write modes").
  */
 const KsApplyStrategy *
 ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
@@ -61,9 +62,11 @@ ks_apply_strategy_for(KsPipeline *p, KsTarget *t)
 	if (t != NULL && t->citus != KS_CITUS_NONE)
 		return &ks_apply_citus;
 	if (ks_apply_strategy == KS_APPLY_STRATEGY_AUTO && p->targets.mode == KS_MODE_MERGE &&
-		!(t != NULL && t->soft) && !p->targets.soft_delete)
+		!(t != NULL && t->soft) && !p->targets.soft_delete &&
+		p->targets.write_mode == KS_WRITE_UPSERT)
 		return &ks_apply_heap;
-	if (ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT && p->targets.mode == KS_MODE_MERGE)
+	if (ks_apply_strategy == KS_APPLY_STRATEGY_ON_CONFLICT && p->targets.mode == KS_MODE_MERGE &&
+		p->targets.write_mode == KS_WRITE_UPSERT)
 		return &ks_apply_onconflict;
 	return &ks_apply_sql;
 }
@@ -361,7 +364,14 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 		for (int i = 0; i < batch->nmsgs; i++)
 			if (batch->rows[i].winner && batch->rows[i].reason == KS_OK)
 				winners++;
-		s->stale += Max(0, winners - (s->inserted - ins0) - (s->updated - upd0));
+		/*
+		 * insert_only: a first event that finds an earlier one stored is
+		 * superseded by it, not stale
+		 */
+		if (bt->target != NULL && bt->target->write_mode == KS_WRITE_INSERT_ONLY)
+			s->superseded += Max(0, winners - (s->inserted - ins0) - (s->updated - upd0));
+		else
+			s->stale += Max(0, winners - (s->inserted - ins0) - (s->updated - upd0));
 	}
 }
 

@@ -4,7 +4,8 @@
  *		The per-key reduce of a batch: one winner per key by the ordering
  *		rule (greatest order column, NULL lowest, then the later offset),
  *		the fold of partial messages, tombstones (delete_mode soft: the
- *		segment rounds), and key order.
+ *		segment rounds; write_mode insert_only: the earliest event), and
+ *		key order.
  *
  * Owns: KsKeyHash (hash, equality and sort support of the key index, the
  * order column's comparison) and the reduce rule that makes the MERGE
@@ -165,6 +166,32 @@ row_beats(KsTarget *t, KsKeyHash *kh, KsRow *a, KsRow *b)
 }
 
 /*
+ * write_mode insert_only: true when row b is earlier than the current
+ * winner a, the ordering rule reversed: the smaller order value (NULL
+ * lowest), then the smaller (partition, offset), so that the first event
+ * of a key is the same whatever the batch split and redelivery.
+ */
+static bool
+row_earlier(KsTarget *t, KsKeyHash *kh, KsRow *a, KsRow *b)
+{
+	int			o = t->order_index;
+
+	if (kh->has_order && a->nulls[o] != b->nulls[o])
+		return b->nulls[o];
+	if (kh->has_order && !a->nulls[o])
+	{
+		int			c = DatumGetInt32(FunctionCall2Coll(&kh->order_cmp, kh->order_coll,
+														b->values[o], a->values[o]));
+
+		if (c != 0)
+			return c < 0;
+	}
+	if (b->msg->partition != a->msg->partition)
+		return b->msg->partition < a->msg->partition;
+	return b->msg->offset < a->msg->offset;
+}
+
+/*
  * True when row b's order value is strictly greater than row a's, both
  * set (change events' positions: a delete and an upsert of one key never
  * share a position).
@@ -205,6 +232,9 @@ positioned(KsTarget *t, KsKeyHash *kh, KsRow *r)
  * deletes (the last one per key), and only messages after it fold.
  * Fills winners and deletes (indexes into rows) and returns the number of
  * winners; *ndeletes gets the number of deletes.
+ *
+ * write_mode insert_only (no deletes): the winner is the key's earliest
+ * event (row_earlier), without a fold.
  *
  * delete_mode soft (t->soft): a marked row keeps what came before its
  * delete, so a delete cannot drop the key's earlier messages.  The batch
@@ -342,6 +372,12 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
 			continue;			/* older than the key's delete: stale */
 		else if (win[k] < 0)
 			win[k] = i;
+		else if (t->write_mode == KS_WRITE_INSERT_ONLY)
+		{
+			/* no fold: the earliest event is the row, as its insert writes it */
+			if (row_earlier(t, kh, &batch->rows[win[k]], r))
+				win[k] = i;
+		}
 		else if (row_beats(t, kh, &batch->rows[win[k]], r))
 		{
 			/* a second candidate: from now on the key's columns are a fold */

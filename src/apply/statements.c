@@ -2,7 +2,8 @@
  *
  * statements.c
  *		The text of every statement a batch runs against the user's tables:
- *		the MERGE (or the on_conflict strategy's INSERT ... ON CONFLICT and
+ *		the MERGE (write_mode insert_only and update_only: their own
+ *		MERGE; or the on_conflict strategy's INSERT ... ON CONFLICT and
  *		UPDATE, or a Citus target's UPDATE and INSERT from its staged
  *		batch), the tombstones' DELETE (delete_mode soft: the UPDATEs that
  *		mark a deleted row), the append INSERT, the batch function call,
@@ -293,6 +294,69 @@ append_insert_select(StringInfo b, KsTarget *t, bool by_hand)
 	appendStringInfo(b, " FROM (%s) AS s", ks_source_sql(t, by_hand));
 }
 
+/*
+ * write_mode insert_only: "the message s is strictly earlier than the
+ * event stored in target row t", the ordering guard reversed: the smaller
+ * order value (NULL lowest), then the smaller (partition, offset), which
+ * only the lineage columns _kafka_partition and _kafka_offset tell (a row
+ * whose lineage is NULL stays).  False
+ * (nothing appended) when the target has neither an order column nor both
+ * lineage columns: the row, once there, is never updated.
+ */
+static bool
+append_earlier(StringInfo b, KsTarget *t, const char *prefix)
+{
+	bool		pos = t->lineage_partition >= 0 && t->lineage_offset >= 0;
+	char	   *position = NULL;
+
+	if (pos)
+	{
+		const char *lp = quote_identifier(t->columns[t->lineage_partition].name);
+		const char *lo = quote_identifier(t->columns[t->lineage_offset].name);
+
+		/* a row without lineage (not written by the pipeline) stays */
+		position = psprintf("(s._ks_partition < t.%s OR (s._ks_partition = t.%s AND s._ks_offset < t.%s))",
+							lp, lp, lo);
+	}
+	if (t->order_index >= 0)
+	{
+		const char *o = quote_identifier(t->columns[t->order_index].name);
+
+		appendStringInfo(b, "%s((s.%s IS NULL AND t.%s IS NOT NULL) OR s.%s < t.%s", prefix, o, o, o, o);
+		if (position)
+			appendStringInfo(b, " OR (s.%s IS NOT DISTINCT FROM t.%s AND %s)", o, o, position);
+		appendStringInfoChar(b, ')');
+		return true;
+	}
+	if (position)
+	{
+		appendStringInfo(b, "%s%s", prefix, position);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * write_mode insert_only: the SET list that replaces a row by an earlier
+ * event, as an insert of it would write the row (a field it leaves out
+ * takes the column's default).  False when there is nothing to set.
+ */
+static bool
+append_insert_set(StringInfo b, KsTarget *t, const char *prefix)
+{
+	bool		first = true;
+
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		if (t->columns[i].is_key)
+			continue;
+		appendStringInfo(b, "%s%s = ", first ? prefix : ", ", quote_identifier(t->columns[i].name));
+		append_insert_value(b, &t->columns[i], i);
+		first = false;
+	}
+	return !first;
+}
+
 char *
 ks_merge_sql(KsTarget *t, bool by_hand)
 {
@@ -302,9 +366,21 @@ ks_merge_sql(KsTarget *t, bool by_hand)
 	appendStringInfo(&b, "MERGE INTO %s AS t USING (%s) AS s ON ", t->qualified_name, ks_source_sql(t, by_hand));
 	append_key_match(&b, t);
 	appendStringInfoString(&b, " WHEN MATCHED");
-	append_guard(&b, t, " AND ");
-	if (!append_update_set(&b, t, " THEN UPDATE SET "))
-		appendStringInfoString(&b, " THEN DO NOTHING");
+	if (t->write_mode == KS_WRITE_INSERT_ONLY)
+	{
+		/* the first event wins: a row is replaced only by an earlier one */
+		if (!append_earlier(&b, t, " AND ") || !append_insert_set(&b, t, " THEN UPDATE SET "))
+			appendStringInfoString(&b, " THEN DO NOTHING");
+	}
+	else
+	{
+		append_guard(&b, t, " AND ");
+		if (!append_update_set(&b, t, " THEN UPDATE SET "))
+			appendStringInfoString(&b, " THEN DO NOTHING");
+	}
+	/* update_only: a key not in the target is skipped */
+	if (t->write_mode == KS_WRITE_UPDATE_ONLY)
+		return b.data;
 	appendStringInfoString(&b, " WHEN NOT MATCHED THEN INSERT (");
 	append_column_list(&b, t);
 	appendStringInfoString(&b, ") VALUES (");

@@ -276,7 +276,8 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_registry_userinfo_ref	39
 #define Anum_pipeline_filter				40
 #define Anum_pipeline_delete_mode			41
-#define Natts_pipeline						41
+#define Anum_pipeline_write_mode			42
+#define Natts_pipeline						42
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -300,7 +301,7 @@ load_offset_spec(const char *column, const char *spec,
 	" CASE WHEN jsonb_typeof(schema_registry->'basic.auth.user.info') = 'object'" \
 	"   THEN (schema_registry->'basic.auth.user.info')::text END," \
 	" filter," \
-	" delete_mode" \
+	" delete_mode, write_mode" \
 	" FROM kafka_sink.pipeline_definitions WHERE id = $1"
 
 /*
@@ -405,6 +406,13 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 		char	   *dm = getstr(0, Anum_pipeline_delete_mode, mcxt);
 
 		p->targets.soft_delete = dm != NULL && strcmp(dm, "soft") == 0;
+	}
+	{
+		char	   *wm = getstr(0, Anum_pipeline_write_mode, mcxt);
+
+		p->targets.write_mode = wm == NULL ? KS_WRITE_UPSERT :
+			strcmp(wm, "insert_only") == 0 ? KS_WRITE_INSERT_ONLY :
+			strcmp(wm, "update_only") == 0 ? KS_WRITE_UPDATE_ONLY : KS_WRITE_UPSERT;
 	}
 	/* the formats (value_format, key_format) and the envelope */
 	load_formats(p, mcxt);

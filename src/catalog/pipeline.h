@@ -31,6 +31,14 @@ typedef enum KsMode
 	KS_MODE_HISTORY				/* one row per version of a key (history.c) */
 } KsMode;
 
+/* mode merge: what an event does to its key (docs/write-modes.md) */
+typedef enum KsWriteMode
+{
+	KS_WRITE_UPSERT,			/* insert or update under the ordering guard */
+	KS_WRITE_INSERT_ONLY,		/* the first event of a key wins */
+	KS_WRITE_UPDATE_ONLY		/* keys not in the target are skipped */
+} KsWriteMode;
+
 typedef enum KsKeyFormat
 {
 	KS_KEY_NONE,				/* key columns come from the value */
@@ -146,6 +154,8 @@ typedef struct KsTargets
 	bool		evolve_add_columns;
 	bool		soft_delete;	/* delete_mode soft: a delete marks the row
 								 * (docs/soft-deletes.md) */
+	KsWriteMode write_mode;		/* mode merge: upsert, insert_only or
+								 * update_only (docs/write-modes.md) */
 	struct KsRouting *routing;	/* compiled on first use (route.c) */
 	/* the declarative transform (transform.c): NULL and NIL when none */
 	char	   *filter;			/* a boolean SQL expression over the row */

@@ -78,6 +78,9 @@ typedef struct KsTarget
 	bool		soft;			/* delete_mode soft: deletes mark the row */
 	int			soft_deleted;	/* its _deleted column, or -1 */
 	int			soft_deleted_at;	/* its _deleted_at column, or -1 */
+	KsWriteMode write_mode;		/* mode merge: docs/write-modes.md */
+	int			lineage_partition;	/* its _kafka_partition column, or -1 */
+	int			lineage_offset;	/* its _kafka_offset column, or -1 */
 	int			nprov;			/* supplier-order columns of the batch rows */
 	Oid			rowtype;
 	int			natts_all;

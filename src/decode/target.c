@@ -391,6 +391,21 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 							t->qualified_name, p->name),
 					 errhint("A history target has _valid_from, _valid_to (the order column's type) and _deleted boolean: see docs/history.md.")));
 	}
+	t->write_mode = p->targets.mode == KS_MODE_MERGE ? p->targets.write_mode : KS_WRITE_UPSERT;
+	if (t->write_mode != KS_WRITE_UPSERT && t->citus != KS_CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("target %s of pipeline \"%s\" is a Citus table, which write_mode insert_only and update_only do not write",
+						t->qualified_name, p->name),
+				 errhint("Alter the pipeline with write_mode => 'upsert', or write to a local table: see docs/write-modes.md.")));
+	t->lineage_partition = t->lineage_offset = -1;
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		if (t->columns[i].lineage && strcmp(t->columns[i].lineage, "s._ks_partition") == 0)
+			t->lineage_partition = i;
+		else if (t->columns[i].lineage && strcmp(t->columns[i].lineage, "s._ks_offset") == 0)
+			t->lineage_offset = i;
+	}
 	t->soft = p->targets.mode == KS_MODE_MERGE && p->targets.soft_delete;
 	t->soft_deleted = t->soft_deleted_at = -1;
 	for (int i = 0; t->soft && i < t->ncolumns; i++)

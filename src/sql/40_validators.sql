@@ -1220,6 +1220,47 @@ $$;
 COMMENT ON FUNCTION kafka_sink._check_delete_mode(text, text, regclass, boolean, text, boolean) IS
 'Internal: checks delete_mode: hard or soft; soft needs mode merge, one target with a plain _deleted boolean and/or _deleted_at timestamptz column, and deletes (delete_on_tombstone or envelope debezium).';
 
+-- write_mode (issue 26, docs/write-modes.md): upsert, insert_only or
+-- update_only, for a merge pipeline with one target; insert_only keeps
+-- immutable facts, which are never deleted.
+CREATE OR REPLACE FUNCTION kafka_sink._check_write_mode(write_mode text, mode text, routed boolean,
+                                                        envelope text, delete_on_tombstone boolean,
+                                                        delete_mode text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF write_mode IS NULL OR write_mode NOT IN ('upsert', 'insert_only', 'update_only') THEN
+        RAISE EXCEPTION 'invalid write_mode "%"', write_mode
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'write_mode is ''upsert'' (the default), ''insert_only'' (the first event of a key wins) or ''update_only'' (keys not in the target are skipped).';
+    END IF;
+    IF write_mode = 'upsert' THEN
+        RETURN;
+    END IF;
+    IF mode IS DISTINCT FROM 'merge' THEN
+        RAISE EXCEPTION 'write_mode % needs mode merge', write_mode
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Append, function and history modes do not upsert: leave write_mode at ''upsert''.';
+    END IF;
+    IF routed THEN
+        RAISE EXCEPTION 'write_mode % needs one target table', write_mode
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Create one pipeline per target, or leave write_mode at ''upsert''.';
+    END IF;
+    IF write_mode = 'insert_only' AND (envelope IS NOT DISTINCT FROM 'debezium'
+                                      OR coalesce(delete_on_tombstone, false)
+                                      OR delete_mode IS NOT DISTINCT FROM 'soft') THEN
+        RAISE EXCEPTION 'write_mode insert_only takes no deletes'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'insert_only keeps immutable facts, which are not deleted: leave delete_on_tombstone false, envelope plain and delete_mode hard, or use write_mode upsert.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_write_mode(text, text, boolean, text, boolean, text) IS
+'Internal: checks write_mode: upsert, insert_only or update_only; the last two need mode merge and one target; insert_only takes no deletes (delete_on_tombstone, envelope debezium, delete_mode soft).';
+
 -- Routing (issue 16): a target template, the targets map, create_targets
 -- and evolve, as create_pipeline gets them.  The worker parses and checks
 -- them again where it uses them (route.c); each routed table is checked

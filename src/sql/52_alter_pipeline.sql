@@ -120,6 +120,10 @@ BEGIN
             p.target, p.order_column, p.mode,
             (SELECT x.value_format FROM kafka_sink.pipeline_definitions x WHERE x.id = p.id));
         PERFORM kafka_sink._check_target(p.target, p.key_columns, new_order_column, p.mode);
+        -- write_mode insert_only takes no change events' deletes
+        PERFORM kafka_sink._check_write_mode(p.write_mode, p.mode, false,
+                                             coalesce(_api_alter_pipeline.envelope, p.envelope),
+                                             p.delete_on_tombstone, p.delete_mode);
     END IF;
 
     IF nullif(unavailable_value_placeholder, '') IS NOT NULL THEN

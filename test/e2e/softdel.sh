@@ -86,13 +86,7 @@ run() {
         pipeline_sql "$kind" "${names[$i]}" "$topic" "${maxes[$i]}" "${modes[$i]}" | sql > /dev/null
     done
     if [ "$strategy" != on_conflict ]; then
-        for _ in 1 2; do
-            pid="$(wait_worker "${names[3]}" "" 60 || true)"
-            sleep "0.$((RANDOM % 8 + 1))"
-            [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
-            # the postmaster restarts every backend after a SIGKILL: wait for it
-            wait_for 60 sql -c "SELECT 1" >/dev/null 2>&1 || true
-        done
+        sigkill_worker "${names[3]}" 2
     fi
     for i in "${!names[@]}"; do
         name="${names[$i]}"
@@ -106,12 +100,7 @@ run() {
         sql -c "$(copy_sql "$kind" "$name" "${marks[$i]}")" > "$W/actual.$kind.$s.$name"
         expected="$W/soft.$kind.$s"
         [ "${modes[$i]}" = hard ] && expected="$W/hard.$kind.$s"
-        if diff -u "$expected" "$W/actual.$kind.$s.$name" > "$W/diff.$kind.$s.$name"; then
-            check "$what: $n messages in $batches batches equal the model" "same" "same"
-        else
-            check "$what: $n messages in $batches batches equal the model" "same" "differs"
-            head -30 "$W/diff.$kind.$s.$name"
-        fi
+        check_model "$what: $n messages in $batches batches equal the model" "$expected" "$W/actual.$kind.$s.$name"
         check "$what quarantined nothing" 0 \
               "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
                           ON p.id = q.pipeline_id WHERE p.name = '$name'")"

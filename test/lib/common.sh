@@ -146,6 +146,30 @@ lines_with() {
 }
 
 # finish: the summary line; the script's status (call it last)
+# sigkill_worker PIPELINE [TIMES]: kill -9 its worker TIMES (default 2)
+# times while it runs, each after a random pause, waiting for the
+# postmaster's restart of every backend
+sigkill_worker() {
+    local pid
+    for _ in $(seq 1 "${2:-2}"); do
+        pid="$(wait_worker "$1" "" 60 || true)"
+        sleep "0.$((RANDOM % 8 + 1))"
+        [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+        wait_for 60 sql -c "SELECT 1" >/dev/null 2>&1 || true
+    done
+}
+
+# check_model WHAT EXPECTED ACTUAL: a check that file ACTUAL equals the
+# model's EXPECTED, with the first lines of their diff when it does not
+check_model() {
+    if diff -u "$2" "$3" > "$3.diff"; then
+        check "$1" "same" "same"
+    else
+        check "$1" "same" "differs"
+        head -30 "$3.diff"
+    fi
+}
+
 finish() {
     echo "$TEST_NAME: $PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]

@@ -100,6 +100,10 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     delete_mode           text NOT NULL DEFAULT 'hard'
                           CONSTRAINT pipeline_definitions_delete_mode_check
                           CHECK (delete_mode IN ('hard', 'soft')),
+    -- issue 26: write modes (docs/write-modes.md)
+    write_mode            text NOT NULL DEFAULT 'upsert'
+                          CONSTRAINT pipeline_definitions_write_mode_check
+                          CHECK (write_mode IN ('upsert', 'insert_only', 'update_only')),
     CONSTRAINT pipeline_definitions_registry_needed_check
         CHECK (value_format = 'json' OR schema_registry IS NOT NULL OR (value_format = 'avro' AND value_schema IS NOT NULL)),
     CONSTRAINT pipeline_definitions_value_schema_check
@@ -436,3 +440,5 @@ COMMENT ON COLUMN kafka_sink.batches.filtered IS
     'Messages of the batch the pipeline''s filter left out';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.delete_mode IS
     'Mode merge: what a delete (a tombstone, a change event''s delete or truncate) does: hard removes the row, soft marks it (_deleted true, _deleted_at its Kafka timestamp) and keeps its last values (docs/soft-deletes.md)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.write_mode IS
+    'Mode merge: upsert (insert or update under the ordering guard), insert_only (the first event of a key wins: smallest order value, then partition and offset) or update_only (events for keys not in the target are skipped) (docs/write-modes.md)';

@@ -89,3 +89,11 @@ ALTER TABLE kafka_sink.pipeline_definitions
         CONSTRAINT pipeline_definitions_delete_mode_check CHECK (delete_mode IN ('hard', 'soft'));
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.delete_mode IS
     'Mode merge: what a delete (a tombstone, a change event''s delete or truncate) does: hard removes the row, soft marks it (_deleted true, _deleted_at its Kafka timestamp) and keeps its last values (docs/soft-deletes.md)';
+
+-- write modes (issue 26, docs/write-modes.md): create_pipeline takes
+-- write_mode as its last argument
+ALTER TABLE kafka_sink.pipeline_definitions
+    ADD COLUMN write_mode text NOT NULL DEFAULT 'upsert'
+        CONSTRAINT pipeline_definitions_write_mode_check CHECK (write_mode IN ('upsert', 'insert_only', 'update_only'));
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.write_mode IS
+    'Mode merge: upsert (insert or update under the ordering guard), insert_only (the first event of a key wins: smallest order value, then partition and offset) or update_only (events for keys not in the target are skipped) (docs/write-modes.md)';

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# test/e2e/write_modes.sh — write_mode insert_only and update_only
+# (docs/write-modes.md) against a model.  write_modes_model.py generates
+# random JSON events over a few keys, with duplicates, partial messages and
+# events without an order value, over two partitions (update_only: a key
+# stays in one partition, as a keyed producer does; with tombstones);
+# the topic is read back and the model computes, one message at a time and
+# independently of the extension, the target.  Each topic is ingested by
+# pipelines cut differently (one batch, one message per batch, random
+# max_offsets_per_batch, one whose worker is killed with SIGKILL while it
+# runs); update_only targets are seeded with some keys first.  Every table
+# must equal the model; the counters say what happened (nothing inserted
+# by update_only, superseded events counted by insert_only).
+# shellcheck source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+setup_owner
+W="$KS_RUN/write_modes.$SFX"
+mkdir -p "$W"
+seed="${KS_WRITE_MODES_SEED:-$((RANDOM * 32768 + RANDOM))}"
+
+# one run: MODE (insert_only|update_only)
+run() {
+    local mode="$1" topic="wm_${1}_$SFX" n r i name variant wm
+    python3 "$E2E_DIR/write_modes_model.py" gen "$mode" "$seed" "$W"
+    "$HARNESS" topic-create "$topic" 2 >/dev/null 2>&1 || true
+    kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z < "$W/p0"
+    kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 1 -K $'\t' -Z < "$W/p1"
+    n=$(($(wc -l < "$W/p0") + $(wc -l < "$W/p1")))
+    kcat -C -b "$KS_BOOTSTRAP" -t "$topic" -o beginning -e -q -f '%p\t%o\t%k\t%s\n' > "$W/rb.$mode"
+    check "seed $seed ($mode): the topic holds the $n messages produced" "$n" "$(wc -l < "$W/rb.$mode")"
+    r=$((RANDOM % 6 + 2))
+    local p="${mode:0:3}$SFX"
+    if [ "$mode" = insert_only ]; then
+        names=("wm${p}_one" "wm${p}_each" "wm${p}_kill" "wm${p}_pos$r")
+        maxes=(100000 1 3 "$r")
+        variants=(insert_only insert_only insert_only insert_pos)
+    else
+        names=("wm${p}_one" "wm${p}_each" "wm${p}_kill$r")
+        maxes=(100000 1 "$r")
+        variants=(update_only update_only update_only)
+    fi
+    for variant in $(printf '%s\n' "${variants[@]}" | sort -u); do
+        python3 "$E2E_DIR/write_modes_model.py" expect "$variant" "$W/rb.$mode" "$W" "$W/expected.$variant" ||
+            check "seed $seed ($variant): the model ran" 0 1
+    done
+    for i in "${!names[@]}"; do
+        name="${names[$i]}"
+        variant="${variants[$i]}"
+        local order="order_column => 'v',"
+        [ "$variant" = insert_pos ] && order=""
+        wm="$mode"
+        local opts=""
+        [ "$mode" = update_only ] && opts="key_format => 'string', delete_on_tombstone => true,"
+        sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.$name (id bigint PRIMARY KEY, v bigint, a text DEFAULT 'none', b text,
+                        _kafka_partition integer, _kafka_offset bigint);
+$( [ "$mode" = update_only ] && sed "s/@T@/e2e.$name/" "$W/seed.sql" )
+SELECT kafka_sink.create_pipeline(name => '$name', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['$topic'], target => 'e2e.$name', $order $opts write_mode => '$wm',
+    starting_offsets => 'earliest', max_offsets_per_batch => ${maxes[$i]}, trigger_interval => '0');
+SQL
+    done
+    # kill -9 the worker of the third pipeline twice while it runs
+    sigkill_worker "${names[2]}" 2
+    for i in "${!names[@]}"; do
+        name="${names[$i]}"
+        variant="${variants[$i]}"
+        what="seed $seed ($variant): $name (max_offsets_per_batch ${maxes[$i]})"
+        if ! poll "$(done_sql "$name" "$n")" 300; then
+            check "$what consumed the topic" "t" "f"
+            continue
+        fi
+        batches="$(sql -c "SELECT count(*) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
+                            ON p.id = b.pipeline_id WHERE p.name = '$name' AND b.messages > 0")"
+        sql -c "COPY (SELECT id, v, a, b, _kafka_partition, _kafka_offset FROM e2e.$name ORDER BY id) TO STDOUT" \
+            > "$W/actual.$name"
+        check_model "$what: $n messages in $batches batches equal the model" "$W/expected.$variant" "$W/actual.$name"
+        check "$what quarantined nothing" 0 \
+              "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+                          ON p.id = q.pipeline_id WHERE p.name = '$name'")"
+        stats="$(sql -c "SELECT coalesce(sum(inserted), 0) || ' ' ||
+                                coalesce(sum(inserted + updated + superseded), 0) || ' ' || coalesce(sum(stale), 0)
+                           FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
+                             ON p.id = b.pipeline_id WHERE p.name = '$name'")"
+        if [ "$mode" = update_only ]; then
+            check "$what inserted nothing" 0 "${stats%% *}"
+        else
+            # one insert per key; every other event replaced a row or was superseded
+            keys="$(wc -l < "$W/expected.$variant")"
+            check "$what: $keys keys inserted, each of the $n events inserted, updated or superseded" \
+                  "$keys $n 0" "$stats"
+        fi
+    done
+    # the model saw what the test is about, so the test can fail
+    if [ "$mode" = insert_only ]; then
+        check "seed $seed: an earlier event arrived after a later one of its key" t \
+              "$(grep -qv 'late_earlier=0' "$W/expected.insert_only.stats" && echo t || echo f)"
+    else
+        check "seed $seed: the model skipped keys not in the target and applied others" t \
+              "$(grep -qE 'applied=[1-9].* skipped=[1-9]' "$W/expected.update_only.stats" && echo t || echo f)"
+    fi
+    for name in "${names[@]}"; do
+        sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+    done
+}
+
+run insert_only
+run update_only
+finish

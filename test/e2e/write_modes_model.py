@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""test/e2e/write_modes_model.py: events and the expected target for
+write_mode insert_only and update_only (docs/write-modes.md), computed
+one message at a time and independently of the extension.
+
+  gen insert_only|update_only SEED DIR
+      writes DIR/p0 and DIR/p1 (key TAB value lines for partitions 0 and
+      1; an empty value is a tombstone) and, for update_only, DIR/seed.sql
+      (the rows the target holds before the pipeline starts).
+  expect insert_only|insert_pos|update_only READBACK DIR OUT
+      READBACK is the topic read back (partition TAB offset TAB key TAB
+      value); writes OUT (the rows, COPY text format, by id) and OUT.stats
+      (what the model saw happen, so the test can fail).
+
+insert_only: per key the event with the smallest (v, NULL lowest;
+partition; offset) is the row, as its insert writes it (a absent takes
+its default 'none', b absent is NULL); insert_pos: the same without an
+order column, smallest (partition, offset).  update_only: a message for a
+key not in the table does nothing; otherwise it applies iff its v >= the
+row's v (NULL lowest), writing the fields it carries; a tombstone
+deletes the row.
+"""
+import json
+import random
+import sys
+
+KEYS = 7
+SEED_ROWS = {1: (0, 'seed1', 'x'), 2: (3, 'seed2', None), 3: (None, 'seed3', 'y'), 4: (5, 'seed4', 'z')}
+
+
+def gen(mode, seed, out):
+    rnd = random.Random(seed)
+    lines = {0: [], 1: []}
+    sent = []
+    for _ in range(rnd.randint(50, 70)):
+        if sent and rnd.random() < 0.12:
+            part, line = rnd.choice(sent)      # a duplicate: the same message again
+            lines[part].append(line)
+            continue
+        k = rnd.randint(1, KEYS)
+        part = k % 2 if mode == 'update_only' else rnd.randint(0, 1)
+        if mode == 'update_only' and rnd.random() < 0.06:
+            line = '%d\t' % k                   # a tombstone
+        else:
+            ev = {'id': k}
+            if mode == 'insert_only' and rnd.random() < 0.1:
+                ev['v'] = None
+            else:
+                ev['v'] = rnd.randint(1, 6)
+            if rnd.random() < 0.75:
+                ev['a'] = 'a%d' % rnd.randint(0, 99)
+            if rnd.random() < 0.6:
+                ev['b'] = 'b%d' % rnd.randint(0, 99)
+            line = '%d\t%s' % (k, json.dumps(ev))
+        lines[part].append(line)
+        sent.append((part, line))
+    for part in (0, 1):
+        with open('%s/p%d' % (out, part), 'w') as f:
+            f.write(''.join(l + '\n' for l in lines[part]))
+    with open(out + '/seed.sql', 'w') as f:
+        for k, (v, a, b) in sorted(SEED_ROWS.items()):
+            f.write("INSERT INTO @T@ (id, v, a, b) VALUES (%d, %s, '%s', %s);\n"
+                    % (k, 'NULL' if v is None else v, a, 'NULL' if b is None else "'%s'" % b))
+
+
+def readback(path):
+    msgs = []
+    with open(path) as f:
+        for line in f:
+            p, o, k, v = line.rstrip('\n').split('\t', 3)
+            msgs.append((int(p), int(o), int(k), json.loads(v) if v else None))
+    return msgs
+
+
+def cell(x):
+    return '\\N' if x is None else str(x)
+
+
+def expect(mode, rb, out):
+    msgs = readback(rb)
+    stats = {}
+    rows = {}
+    if mode in ('insert_only', 'insert_pos'):
+        def rank(m):
+            p, o, _, ev = m
+            if mode == 'insert_pos':
+                return (p, o)
+            return (0 if ev['v'] is None else 1, ev['v'] or 0, p, o)
+        best = {}
+        for m in msgs:
+            if m[2] not in best or rank(m) < rank(best[m[2]]):
+                best[m[2]] = m
+        # events that arrive after a later-ranked one of their key stored
+        # first in their own partition order: the rule is not arrival order
+        stats['late_earlier'] = sum(1 for k, m in best.items()
+                                    if any(x[2] == k and x[0] == m[0] and x[1] < m[1] for x in msgs))
+        for k, (p, o, _, ev) in best.items():
+            rows[k] = (ev['v'], ev.get('a', 'none'), ev.get('b'), p, o)
+    else:
+        for k, (v, a, b) in SEED_ROWS.items():
+            rows[k] = [v, a, b, None, None]
+        skipped = applied = 0
+        # per key the messages in offset order: a key lives in one partition
+        for p, o, k, ev in sorted(msgs, key=lambda m: (m[0], m[1])):
+            if ev is None:
+                rows.pop(k, None)
+                continue
+            r = rows.get(k)
+            if r is None:
+                skipped += 1
+                continue
+            if r[0] is not None and ev['v'] < r[0]:
+                continue
+            applied += 1
+            r[0] = ev['v']
+            if 'a' in ev:
+                r[1] = ev['a']
+            if 'b' in ev:
+                r[2] = ev['b']
+            r[3], r[4] = p, o
+        stats['skipped'] = skipped
+        stats['applied'] = applied
+    with open(out, 'w') as f:
+        for k in sorted(rows):
+            f.write('\t'.join([str(k)] + [cell(x) for x in rows[k]]) + '\n')
+    with open(out + '.stats', 'w') as f:
+        f.write(' '.join('%s=%d' % kv for kv in sorted(stats.items())) + '\n')
+
+
+if __name__ == '__main__':
+    if sys.argv[1] == 'gen':
+        gen(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    else:
+        expect(sys.argv[2], sys.argv[3], sys.argv[5])
