@@ -50,6 +50,14 @@
 #                                  KS_RDKAFKA_APPLY_STRATEGY (default sql:
 #                                  the MERGE for every target).
 #   KS_RDKAFKA=2.12.1              build everything against that librdkafka.
+#   KS_JOBS=2                      (.ci/run sets it) the two matrices above,
+#                                  and the 15 scripts named in
+#                                  KS_SIDE_SCRIPTS, run at the same time as
+#                                  the other suites, in a side job: a copy of
+#                                  the checkout in ${KS_RUN}-side/src with a
+#                                  run dir, a broker and a private
+#                                  PostgreSQL of its own.  Its output is
+#                                  shown, and its suites counted, at the end.
 # Env: KS_PRIVATE_PG=1 installs into a private copy of Debian's PostgreSQL
 # under the repo (.pginst) instead of into it (several clones can test at
 # once; the trees of pg_binaries.sh are private to the checkout already),
@@ -147,6 +155,31 @@ finish() {
         say "stopping broker and cluster"
         "$H" stop-all || true
     fi
+    if [ -n "${side_pid:-}" ]; then
+        # a run that stopped early takes the side job down with it (its own
+        # trap stops its broker and cluster)
+        if [ $rc -ne 0 ] || [ "${interrupted:-0}" = 1 ]; then
+            kill -TERM "$side_pid" 2>/dev/null || true
+        fi
+        say "side job (waiting for it; log $SIDE_DIR/log)"
+        wait "$side_pid" 2>/dev/null || true
+        sed 's/^/[side] /' "$SIDE_DIR/log" 2>/dev/null || true
+        local line sp sf
+        line="$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$SIDE_DIR/log" 2>/dev/null | tail -n 1)"
+        if [ -n "$line" ]; then
+            sp="${line%% passed*}"; sf="${line#*passed, }"; sf="${sf%% failed}"
+            passed=$((passed + sp))
+            failed=$((failed + sf))
+            if [ "$sf" -gt 0 ]; then
+                failed_names+=("side job: $(sed -n 's/^failed: //p' "$SIDE_DIR/log" | tail -n 1)")
+            fi
+        else
+            failed=$((failed + 1))
+            failed_names+=("side job (no result line: $SIDE_DIR/log)")
+        fi
+        timings+=("$(printf '%5ds  side job, all of it (its own times above)' \
+            "$(sed -n 's/^time: \([0-9]*\)s$/\1/p' "$SIDE_DIR/log" 2>/dev/null | tail -n 1)")")
+    fi
     if [ ${#timings[@]} -gt 0 ]; then
         echo
         echo "times:"
@@ -162,7 +195,7 @@ finish() {
     [ $failed -eq 0 ] && exit 0 || exit 1
 }
 trap finish EXIT
-trap 'trap "" PIPE; failed_names+=("interrupted"); failed=$((failed + 1)); echo; echo "interrupted"; finish' INT TERM
+trap 'trap "" PIPE; interrupted=1; failed_names+=("interrupted"); failed=$((failed + 1)); echo; echo "interrupted"; finish' INT TERM
 
 # setup: any failure here aborts the run (counted as one failed suite)
 setup_step() {
@@ -231,6 +264,35 @@ load_env() {
 begin "deps"
 setup_step deps "$H" deps
 
+# the side job (KS_JOBS=2): started once the OS packages are in, so the two
+# jobs never run apt at the same time; this job then runs neither matrix
+# nor the side's scripts
+read -r -a rdk_matrix <<< "${KS_RDKAFKA_MATRIX:-}"
+side_pid=
+SIDE_DIR="${KS_RUN%/}-side"
+if [ "${KS_JOBS:-1}" -gt 1 ] && [ -z "${KS_SIDE:-}" ] &&
+   { [ ${#matrix[@]} -gt 0 ] || [ ${#rdk_matrix[@]} -gt 0 ] || [ -n "${KS_SIDE_SCRIPTS:-}" ]; }; then
+    begin "side job ($SIDE_DIR)"
+    if [ -d "$SIDE_DIR/run" ]; then
+        KS_RUN="$SIDE_DIR/run" bash "$SIDE_DIR/src/test/harness.sh" stop-all >/dev/null 2>&1 || true
+    fi
+    rm -rf "$SIDE_DIR" && mkdir -p "$SIDE_DIR/src"
+    # the working tree as it is (uncommitted changes too), without build
+    # output and run dirs
+    tar -C "$REPO" --exclude=./.run --exclude='./.run-*' --exclude=./.pginst \
+        --exclude=./.pg --exclude=./.ks_build_pg --exclude='*.o' --exclude='*.so' \
+        --exclude="./$(realpath --relative-to="$REPO" "$SIDE_DIR" 2>/dev/null || echo .none)" \
+        -cf - . | tar -C "$SIDE_DIR/src" -xf -
+    chmod -R o+rX "$SIDE_DIR"
+    ( cd "$SIDE_DIR/src" && exec env KS_SIDE=1 KS_RUN="$SIDE_DIR/run" KS_PRIVATE_PG=1 \
+        KS_TESTS= bash test/run_tests.sh e2e chaos ) > "$SIDE_DIR/log" 2>&1 &
+    side_pid=$!
+    echo "side job: pid $side_pid, log $SIDE_DIR/log:" \
+        "${KS_PG_MATRIX:+PostgreSQL $KS_PG_MATRIX; }${KS_RDKAFKA_MATRIX:+librdkafka $KS_RDKAFKA_MATRIX; }${KS_SIDE_SCRIPTS:+scripts $KS_SIDE_SCRIPTS}"
+    matrix=()
+    rdk_matrix=()
+fi
+
 # KS_RDKAFKA=2.12.1: build against that librdkafka instead of the system's
 # (test/tools/librdkafka.sh builds it once into a cached prefix; the
 # Makefile takes it from PKG_CONFIG_PATH and links it with an rpath)
@@ -262,6 +324,19 @@ setup_step pg-start "$H" pg-start
 load_env
 echo "KS_BOOTSTRAP=$KS_BOOTSTRAP PGHOST=$PGHOST PGPORT=$PGPORT PGUSER=$PGUSER PGDATABASE=$PGDATABASE"
 
+# selected NAME: whether script NAME runs here: in KS_SCRIPTS (when set),
+# and outside the matrices, in the side job's share or not, as this job is
+in_matrix=0
+selected() {
+    if [ $in_matrix = 0 ] && [ -n "${KS_SIDE:-}${side_pid:-}" ]; then
+        local mine=0
+        [[ " ${KS_SIDE_SCRIPTS:-} " == *" $1 "* ]] && mine=1
+        [ -n "${KS_SIDE:-}" ] || mine=$((1 - mine))
+        [ $mine = 1 ] || return 1
+    fi
+    [ -z "${KS_SCRIPTS:-}" ] || [[ " $KS_SCRIPTS " == *" $1 "* ]]
+}
+
 # run_scripts PART: every executable test/PART/*.sh, one suite each, with the
 # harness env exported; the broker and the cluster are started again after
 # each (a script may stop or kill them).  KS_SCRIPTS="kafka_semantics
@@ -270,7 +345,7 @@ run_scripts() {
     local part="$1" f
     for f in test/"$part"/*.sh; do
         [ -f "$f" ] && [ -x "$f" ] || continue
-        if [ -n "${KS_SCRIPTS:-}" ] && [[ " $KS_SCRIPTS " != *" $(basename "$f" .sh) "* ]]; then continue; fi
+        selected "$(basename "$f" .sh)" || continue
         begin "$part: $f"
         if run_limited "$f"; then
             pass "$part: $f"
@@ -358,7 +433,11 @@ run_parts() {
     return 0
 }
 
-run_parts "${parts[@]}"
+# the side job runs the 15 parts only for its scripts (none: no parts)
+if [ -z "${KS_SIDE:-}" ] || [ -n "${KS_SIDE_SCRIPTS:-}" ]; then
+    run_parts "${parts[@]}"
+fi
+in_matrix=1
 
 # the other PostgreSQL majors: same broker, a new cluster each
 for m in "${matrix[@]}"; do
@@ -381,7 +460,6 @@ done
 # another librdkafka: PostgreSQL 15 (a private copy of its tree, so the
 # system's keeps the module linked to Debian's librdkafka), the broker
 # security suite and the SQL-level suites against it
-read -r -a rdk_matrix <<< "${KS_RDKAFKA_MATRIX:-}"
 for v in "${rdk_matrix[@]}"; do
     prefix="librdkafka $v: "
     begin "librdkafka $v"
