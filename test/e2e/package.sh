@@ -35,7 +35,7 @@ check "dpkg-buildpackage, pg_buildext, pgxn and Debian's PostgreSQL $MAJOR are h
 mkdir -p "$W/src"
 (cd "$REPO" && git ls-files -co --exclude-standard -z | tar --null -cf - -T -) | tar -xf - -C "$W/src"
 t0=$SECONDS
-(cd "$W/src" && pg_buildext updatecontrol && DEB_BUILD_OPTIONS=nocheck dpkg-buildpackage -us -uc -b) > "$W/build.log" 2>&1 \
+(cd "$W/src" && pg_buildext updatecontrol && MAKEFLAGS="-j$(nproc)" DEB_BUILD_OPTIONS="nocheck parallel=$(nproc)" dpkg-buildpackage -us -uc -b) > "$W/build.log" 2>&1 \
     || { echo "# dpkg-buildpackage failed:"; tail -n 30 "$W/build.log" | sed 's/^/#   /'; }
 echo "# dpkg-buildpackage took $((SECONDS - t0)) s"
 WANT="$(cd "$W/src" && pg_buildext supported-versions | sed 's/.*/postgresql-&-kafka-sink/' | sort | tr '\n' ' ')"
@@ -139,7 +139,7 @@ fresh_tree "$R2"
 # pgxn wants pg_config's libdir (libpq's, outside the PostgreSQL packages) writable
 mkdir -p "$("$R2/usr/lib/postgresql/$MAJOR/bin/pg_config" --libdir)"
 t0=$SECONDS
-(cd "$W" && pgxn install --pg_config "$R2/usr/lib/postgresql/$MAJOR/bin/pg_config" "./kafka_sink-$V.zip") > "$W/pgxn.log" 2>&1 \
+(cd "$W" && MAKEFLAGS="-j$(nproc)" pgxn install --pg_config "$R2/usr/lib/postgresql/$MAJOR/bin/pg_config" "./kafka_sink-$V.zip") > "$W/pgxn.log" 2>&1 \
     || { echo "# pgxn install failed:"; tail -n 20 "$W/pgxn.log" | sed 's/^/#   /'; }
 echo "# pgxn install took $((SECONDS - t0)) s"
 check "pgxn install put the library and the scripts into the fresh tree" "t|$(wc -w <<<"$want")" \
