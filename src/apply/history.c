@@ -132,6 +132,151 @@ append_fields_array(StringInfo b, KsTarget *t)
 }
 
 /*
+ * track_history_columns (docs/history.md, "Tracked columns"): a version
+ * of the target is a run of states, each state what a version of the
+ * untracked statement would be, kept in the version's _states jsonb (an
+ * array of objects in _valid_from order: _valid_from, _deleted, _fields,
+ * and every data and lineage column).  The fold runs over the states, so
+ * a late event inside a version finds the state just before it; the
+ * versions are then made again from the states, which depend only on the
+ * set of events.
+ *
+ * r: the batch keys' versions from the one in effect before the key's
+ * earliest event on (a version before it cannot change: its states all
+ * come before the event, and so does the boundary at its start);
+ * o: their states, those before the earliest event counting as carrying
+ * every column (their values are the state there), the others what their
+ * _fields say.
+ */
+static void
+append_stored_states(StringInfo b, KsTarget *t)
+{
+	appendStringInfo(b, ", r AS (SELECT m._ks_min, t.* FROM m CROSS JOIN LATERAL (SELECT * FROM %s AS t WHERE %s"
+					 " AND t._valid_from >= coalesce((SELECT max(t2._valid_from) FROM %s AS t2 WHERE %s"
+					 " AND t2._valid_from < m._ks_min), m._ks_min) OFFSET 0) AS t)",
+					 t->qualified_name, keys_match(t, "t", "m"), t->qualified_name, keys_match(t, "t2", "m"));
+	appendStringInfo(b, ", o AS (SELECT %s, x._valid_from, 0::bigint, coalesce(x._deleted, false),"
+					 " x._valid_from < r._ks_min,"
+					 " ARRAY(SELECT pg_catalog.jsonb_array_elements_text(s.j -> '_fields'))",
+					 keys_list(t, "r."));
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (is_data(c))
+			appendStringInfo(b, ", x.%s, (x._valid_from < r._ks_min OR NOT coalesce(x._deleted, false)"
+							 " AND (s.j -> '_fields') ? %s)",
+							 quote_identifier(c->name), quote_literal_cstr(c->name));
+		else if (c->lineage && !c->history)
+			appendStringInfo(b, ", x.%s", quote_identifier(c->name));
+	}
+	appendStringInfo(b, " FROM r CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(r._states) AS s(j)"
+					 " CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%s, s.j) AS x)",
+					 t->qualified_name);
+}
+
+/* A state of g as a jsonb object (in pieces: jsonb_build_object takes at most 100 arguments). */
+static void
+append_state_object(StringInfo b, KsTarget *t)
+{
+	int			pairs = 3;
+
+	appendStringInfoString(b, "pg_catalog.jsonb_build_object('_valid_from', g._ks_v, '_deleted', g._ks_del,"
+						   " '_fields', pg_catalog.to_jsonb(CASE WHEN g._ks_base THEN g._ks_f ELSE ");
+	append_fields_array(b, t);
+	appendStringInfoString(b, " END)");
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (!is_data(c) && !(c->lineage && !c->history))
+			continue;
+		if (pairs++ == 40)
+		{
+			appendStringInfoString(b, ") || pg_catalog.jsonb_build_object(");
+			pairs = 1;
+		}
+		else
+			appendStringInfoString(b, ", ");
+		appendStringInfo(b, "%s, g.%s", quote_literal_cstr(c->name), quote_identifier(c->name));
+	}
+	appendStringInfoChar(b, ')');
+}
+
+/*
+ * After g (the states, with _valid_to the next state's start): h, a state
+ * starts a version when its _deleted or a tracked column differs from the
+ * state before it (compared as text, as the untracked statement does); i,
+ * the version each state belongs to; j, each version: from its first
+ * state's start to the next version's, with the values and lineage of its
+ * last state and its states; then the versions of r that are no longer
+ * are deleted, those that differ updated and the new ones inserted.
+ */
+static void
+append_tracked_writes(StringInfo b, KsTarget *t)
+{
+	char	   *keys = keys_list(t, "");
+	char	   *pk = psprintf("PARTITION BY %s", keys);
+	int			current = history_column_index(t, 'c');
+	int			i;
+
+	appendStringInfo(b, ", h AS (SELECT g.*, (lag(_ks_del) OVER w IS DISTINCT FROM _ks_del");
+	for (i = 0; i < t->ncolumns; i++)
+		if (t->columns[i].tracked)
+		{
+			const char *name = quote_identifier(t->columns[i].name);
+
+			appendStringInfo(b, " OR lag(%s::text) OVER w IS DISTINCT FROM %s::text", name, name);
+		}
+	appendStringInfo(b, ") AS _ks_new FROM g WINDOW w AS (%s ORDER BY _ks_v))", pk);
+	appendStringInfo(b, ", i AS (SELECT h.*, sum(_ks_new::integer) OVER (%s ORDER BY _ks_v ROWS UNBOUNDED PRECEDING)"
+					 " AS _ks_run FROM h)", pk);
+	appendStringInfoString(b, ", j AS (SELECT g.*, min(_ks_v) OVER wr AS _ks_from, pg_catalog.jsonb_agg(");
+	append_state_object(b, t);
+	appendStringInfo(b, ") OVER wr AS _ks_states, row_number() OVER (%s, _ks_run ORDER BY _ks_v DESC) AS _ks_lastst"
+					 " FROM i AS g WINDOW wr AS (%s, _ks_run ORDER BY _ks_v"
+					 " ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING))", pk, pk);
+	appendStringInfo(b, ", k AS (SELECT j.*, EXISTS (SELECT 1 FROM r WHERE %s AND r._valid_from = j._ks_from) AS _ks_had"
+					 " FROM j WHERE _ks_lastst = 1)", keys_match(t, "r", "j"));
+	appendStringInfo(b, ", x AS (DELETE FROM %s AS t USING r WHERE %s AND t._valid_from = r._valid_from"
+					 " AND NOT EXISTS (SELECT 1 FROM k WHERE %s AND k._ks_from = r._valid_from) RETURNING 1)",
+					 t->qualified_name, keys_match(t, "t", "r"), keys_match(t, "k", "r"));
+	appendStringInfo(b, ", u AS (UPDATE %s AS t SET _valid_to = k._ks_to, _deleted = k._ks_del,"
+					 " _states = k._ks_states", t->qualified_name);
+	if (current >= 0)
+		appendStringInfoString(b, ", _is_current = (k._ks_to IS NULL AND NOT k._ks_del)");
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (is_data(c) || (c->lineage && !c->history))
+			appendStringInfo(b, ", %s = k.%s", quote_identifier(c->name), quote_identifier(c->name));
+	}
+	appendStringInfo(b, " FROM k WHERE k._ks_had AND %s AND t._valid_from = k._ks_from"
+					 " AND (t._valid_to IS DISTINCT FROM k._ks_to OR t._states IS DISTINCT FROM k._ks_states)"
+					 " RETURNING 1)", keys_match(t, "t", "k"));
+	appendStringInfo(b, " INSERT INTO %s (%s, _valid_from, _valid_to, _deleted, _states%s",
+					 t->qualified_name, keys, current >= 0 ? ", _is_current" : "");
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (is_data(c) || (c->lineage && !c->history))
+			appendStringInfo(b, ", %s", quote_identifier(c->name));
+	}
+	appendStringInfo(b, ") SELECT %s, k._ks_from, k._ks_to, k._ks_del, k._ks_states%s", keys_list(t, "k."),
+					 current >= 0 ? ", k._ks_to IS NULL AND NOT k._ks_del" : "");
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (is_data(c) || (c->lineage && !c->history))
+			appendStringInfo(b, ", k.%s", quote_identifier(c->name));
+	}
+	appendStringInfoString(b, " FROM k WHERE NOT k._ks_had");
+}
+
+/*
  * The history statement, over the batch's events (kafka_sink._batch_rows()
  * or, by hand, the staging table), $1 the batch id.  Its steps, as CTEs:
  *
@@ -191,6 +336,10 @@ ks_history_sql(KsTarget *t, bool by_hand)
 
 	/* m: each key's earliest event; o: the stored versions from the base on */
 	appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM e GROUP BY %s)", keys, keys);
+	if (t->track)
+		append_stored_states(&b, t);
+	else
+	{
 	appendStringInfo(&b, ", o AS (SELECT %s, t._valid_from, 0::bigint, coalesce(t._deleted, false),"
 					 " t._valid_from < m._ks_min, %s",
 					 keys_list(t, "t."), fields >= 0 ? "t._fields" : "NULL::text[]");
@@ -219,6 +368,7 @@ ks_history_sql(KsTarget *t, bool by_hand)
 					 "(SELECT max(t2._valid_from) FROM %s AS t2 WHERE %s AND t2._valid_from < m._ks_min),"
 					 " m._ks_min) OFFSET 0) AS t)",
 					 t->qualified_name, keys_match(t, "t", "m"), t->qualified_name, keys_match(t, "t2", "m"));
+	}
 
 	/* b: ties at one v; c: segments between deletes */
 	appendStringInfo(&b, ", a AS (SELECT * FROM e UNION ALL SELECT * FROM o)"
@@ -256,12 +406,18 @@ ks_history_sql(KsTarget *t, bool by_hand)
 							 " ORDER BY _ks_v, _ks_ord) END AS %s", i, name, pk, i, name);
 		else if (c->lineage && !c->history)
 			appendStringInfo(&b, ", %s", name);
-		if (is_data(c) && fields >= 0)
+		if (is_data(c) && (fields >= 0 || t->track))
 			appendStringInfo(&b, ", bool_or(_ks_q%d) OVER (%s, _ks_v) AS _ks_q%d", i, pk, i);
 	}
 	appendStringInfoString(&b, " FROM d)");
 	appendStringInfo(&b, ", g AS (SELECT f.*, lead(_ks_v) OVER (%s ORDER BY _ks_v) AS _ks_to FROM f"
 					 " WHERE _ks_last = 1)", pk);
+
+	if (t->track)
+	{
+		append_tracked_writes(&b, t);
+		return b.data;
+	}
 
 	/* u: the stored versions that change */
 	appendStringInfo(&b, ", u AS (UPDATE %s AS t SET _valid_to = g._ks_to, _deleted = g._ks_del", t->qualified_name);

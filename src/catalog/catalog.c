@@ -277,7 +277,7 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_filter				40
 #define Anum_pipeline_delete_mode			41
 #define Anum_pipeline_write_mode			42
-#define Natts_pipeline						42
+#define Natts_pipeline						42	/* track_history_columns: its own query */
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -486,6 +486,9 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->targets.key_columns = load_text_list("SELECT k FROM kafka_sink.pipeline_definitions,"
 									" unnest(key_columns) WITH ORDINALITY AS u(k, n)"
 									" WHERE id = $1 ORDER BY n", pipeline_id, mcxt);
+	p->targets.track_history = load_text_list("SELECT unnest(track_history_columns)"
+									   " FROM kafka_sink.pipeline_definitions WHERE id = $1",
+									   pipeline_id, mcxt);
 
 	exec_id("SELECT t.key, (e.value #>> '{}')::int8"
 			" FROM kafka_sink.pipeline_definitions d, jsonb_each(d.assign) t, jsonb_array_elements(t.value) e"

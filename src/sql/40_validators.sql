@@ -1261,6 +1261,60 @@ $$;
 COMMENT ON FUNCTION kafka_sink._check_write_mode(text, text, boolean, text, boolean, text) IS
 'Internal: checks write_mode: upsert, insert_only or update_only; the last two need mode merge and one target; insert_only takes no deletes (delete_on_tombstone, envelope debezium, delete_mode soft).';
 
+-- track_history_columns (mode history, docs/history.md): data columns of
+-- the target (not a key, the order column, a version or lineage column),
+-- and the target keeps each version's states in _states jsonb (without
+-- _fields: a state keeps its own).
+CREATE OR REPLACE FUNCTION kafka_sink._check_track_history(track text[], mode text, target regclass,
+                                                          key_columns text[], order_column text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c text;
+BEGIN
+    IF track IS NULL THEN
+        RETURN;
+    END IF;
+    IF mode IS DISTINCT FROM 'history' OR target IS NULL THEN
+        RAISE EXCEPTION 'track_history_columns needs mode history and one target'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Leave track_history_columns NULL, or create a history pipeline with target => ''schema.table''.';
+    END IF;
+    IF cardinality(track) = 0 OR array_position(track, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'track_history_columns cannot be empty or hold NULL'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Name the columns whose change starts a new version, or leave it NULL to track every column.';
+    END IF;
+    FOREACH c IN ARRAY track LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = c
+                          AND a.attnum > 0 AND NOT a.attisdropped)
+           OR c = ANY (key_columns) OR c = order_column OR c LIKE '\_kafka\_%'
+           OR c IN ('_valid_from', '_valid_to', '_deleted', '_is_current', '_fields', '_states') THEN
+            RAISE EXCEPTION 'track_history_columns names "%", which is not a data column of %', c, target
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Name columns of the target that events carry, other than the key and the order column.';
+        END IF;
+    END LOOP;
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = '_states'
+                      AND a.atttypid = 'jsonb'::regtype AND NOT a.attisdropped
+                      AND a.attgenerated = '') THEN
+        RAISE EXCEPTION 'a history target with track_history_columns needs a column _states jsonb'
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = format('ALTER TABLE %s ADD COLUMN _states jsonb: it keeps the states a version went through (see docs/history.md).', target);
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = '_fields'
+                  AND NOT a.attisdropped) THEN
+        RAISE EXCEPTION 'a history target with track_history_columns has no _fields column'
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = format('ALTER TABLE %s DROP COLUMN _fields: each state in _states keeps the fields its messages carried.', target);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_track_history(text[], text, regclass, text[], text) IS
+'Internal: checks track_history_columns: mode history with one target, data columns of it, a _states jsonb column and no _fields.';
+
 -- Routing (issue 16): a target template, the targets map, create_targets
 -- and evolve, as create_pipeline gets them.  The worker parses and checks
 -- them again where it uses them (route.c); each routed table is checked

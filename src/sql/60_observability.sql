@@ -498,7 +498,8 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
        p.envelope, p.on_truncate,
        p.target_template, p.targets, p.create_targets, p.evolve,
        p.unavailable_value_placeholder,
-       p.filter, p.computed, p.delete_mode, p.write_mode
+       p.filter, p.computed, p.delete_mode, p.write_mode,
+       p.track_history_columns
   FROM kafka_sink.pipeline_definitions p;
 
 -- One row per topic-partition: the committed checkpoint beside the

@@ -4,7 +4,7 @@ table they must give, computed independently of the extension from the rule
 of docs/history.md (written from the issue, not from the extension's SQL).
 
     history_model.py gen SEED NOW_MS MESSAGES_FILE
-    history_model.py expect MESSAGES_FILE TIMESTAMPS_FILE VERSIONS_FILE PIT_FILE SEED
+    history_model.py expect MESSAGES_FILE TIMESTAMPS_FILE VERSIONS_FILE PIT_FILE SEED [TRACKED]
 
 gen writes "key<TAB>json" lines (a tombstone is "key<TAB>", sent with
 kcat -Z): upserts of keys 1..K with ts (epoch ms) around NOW_MS, partial
@@ -33,7 +33,14 @@ ties: the later offset is the later message):
     (null when that is a delete or there is none); among events at one v, a
     later present field overwrites an earlier one;
   - _fields: the fields the version's own events carried, in column order.
-Standard library only.
+
+With TRACKED (comma-separated columns: track_history_columns), the versions
+above are the states, and the table holds runs of them: a state starts a
+new version when its _deleted or one of the TRACKED columns differs from
+the state before it; a version runs from its first state's start to the
+next version's, with the values of its last state.  VERSIONS_FILE then has
+no _fields but the number of states of each version (jsonb_array_length of
+_states); the point-in-time reads return the versions' values.
 """
 import datetime
 import json
@@ -133,6 +140,24 @@ def versions_of(events):
     return out
 
 
+def tracked_of(states, tracked):
+    """the visible versions of one key with track_history_columns"""
+    out = []
+    for i, st in enumerate(states):
+        prev = states[i - 1] if i > 0 else None
+        if prev is None or prev["deleted"] != st["deleted"] or \
+                any(prev["vals"][c] != st["vals"][c] for c in tracked):
+            out.append({"v": st["v"], "n": 0})
+        ver = out[-1]
+        ver["n"] += 1
+        ver["deleted"] = st["deleted"]
+        ver["vals"] = st["vals"]
+        ver["to"] = st["to"]
+    for ver in out:
+        ver["current"] = ver["to"] is None and not ver["deleted"]
+    return out
+
+
 def fields_text(fields):
     return "{" + ",".join(fields) + "}"
 
@@ -145,7 +170,7 @@ def cell(x):
     return str(x)
 
 
-def expect(msgs_path, ts_path, versions_path, pit_path, seed):
+def expect(msgs_path, ts_path, versions_path, pit_path, seed, tracked=None):
     kafka_ts = {}
     with open(ts_path) as f:
         for line in f:
@@ -163,14 +188,16 @@ def expect(msgs_path, ts_path, versions_path, pit_path, seed):
             fields = {c: msg[c] for c in COLS if c in msg}
             events.setdefault(k, []).append((epoch_ms(msg["ts"]), off, "upsert", fields))
     table = {k: versions_of(evs) for k, evs in events.items()}
+    if tracked:
+        table = {k: tracked_of(states, tracked) for k, states in table.items()}
     with open(versions_path, "w") as f:
         for k in sorted(table):
             for ver in table[k]:
                 # _fields: the key is not a version's field
-                fl = ver["fields"]
+                last = str(ver["n"]) if tracked else fields_text(ver["fields"])
                 f.write("\t".join([str(k), str(ver["v"]), cell(ver["to"]), cell(ver["deleted"]),
                                    cell(ver["current"])] + [cell(ver["vals"][c]) for c in COLS]
-                                  + [fields_text(fl)]) + "\n")
+                                  + [last]) + "\n")
     # point-in-time: at each version start, just before it, and at random times
     rnd = random.Random(seed)
     times = set()
@@ -195,4 +222,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     else:
-        expect(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]))
+        expect(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]),
+               sys.argv[7].split(",") if len(sys.argv) > 7 else None)
