@@ -1344,13 +1344,14 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Use value_format json with values as Kafka Connect''s JsonConverter writes them (schemas.enable), or avro, or create the targets first.';
     END IF;
-    IF mode IN ('function', 'history') THEN
+    -- mode history routes change events only (create_pipeline): each
+    -- table's shape is checked as the worker opens it, create_targets
+    -- makes it with the version columns (_create_target)
+    IF mode = 'function' THEN
         RAISE EXCEPTION 'mode % cannot route to many targets', mode
             USING ERRCODE = 'feature_not_supported',
-                  DETAIL = CASE mode WHEN 'function' THEN 'A batch function takes the rows of one table type.'
-                           ELSE 'A history table has a shape of its own (version columns, a unique index on the key and _valid_from) that routing does not create or check.' END,
-                  HINT = CASE mode WHEN 'function' THEN 'Use mode merge or append with a target template or a targets map.'
-                         ELSE 'Create one history pipeline per target table.' END;
+                  DETAIL = 'A batch function takes the rows of one table type.',
+                  HINT = 'Use mode merge or append with a target template or a targets map.';
     END IF;
     IF template IS NOT NULL THEN
         PERFORM kafka_sink._check_target_template(template);
@@ -1526,6 +1527,7 @@ DECLARE
     f jsonb;
     n text;
     why text;
+    own int := CASE WHEN mode = 'history' THEN 5 ELSE 1 END;  -- columns of the pipeline's own
 BEGIN
     BEGIN
         v := value::jsonb;
@@ -1546,7 +1548,7 @@ BEGIN
     ELSIF keys IS NULL AND jsonb_typeof(k) = 'object' AND NOT k ? 'schema' THEN
         SELECT array_agg(x ORDER BY x) INTO keys FROM jsonb_object_keys(k) x;
     END IF;
-    IF keys IS NULL AND mode = 'merge' THEN
+    IF keys IS NULL AND mode IN ('merge', 'history') THEN
         RETURN 'The message key is not a JSON object naming the key fields, and the pipeline has no key_columns: the target''s primary key is unknown.';
     END IF;
     -- the message's schema asks for columns the pipeline will not make:
@@ -1565,15 +1567,21 @@ BEGIN
     IF cardinality(cols) = 0 THEN
         RETURN 'The embedded schema has no fields.';
     END IF;
-    IF cardinality(cols) + 1 > 1600 THEN
+    IF cardinality(cols) + own > 1600 THEN
         RAISE EXCEPTION 'the embedded schema cannot make table %.%', quote_ident(schema_name), quote_ident(table_name)
             USING ERRCODE = 'too_many_columns',
-                  DETAIL = format('It has %s fields; with _kafka_source_position a table has at most 1600 columns.', cardinality(cols));
+                  DETAIL = format('It has %s fields; with _kafka_source_position (and in mode history the version columns) a table has at most 1600 columns.', cardinality(cols));
     END IF;
     IF keys IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(keys) x WHERE x IS NULL OR NOT x = ANY (names)) THEN
         RETURN format('The key fields %s are not all fields of the value''s schema.', keys);
     END IF;
     cols := cols || '_kafka_source_position numeric'::text;
+    IF mode = 'history' THEN
+        -- docs/history.md: versions by source position, keyed on (key, _valid_from)
+        cols := cols || ARRAY['_valid_from numeric NOT NULL', '_valid_to numeric',
+                              '_deleted boolean NOT NULL DEFAULT false', '_is_current boolean'];
+        keys := keys || '_valid_from'::text;
+    END IF;
     -- never in kafka_sink's or the system's schemas, nor a temporary one
     -- (a superuser-owned pipeline could create there)
     IF schema_name IN ('kafka_sink', 'pg_catalog', 'information_schema')

@@ -110,6 +110,12 @@ BEGIN
     IF routed OR create_targets OR evolve <> 'none' THEN
         PERFORM kafka_sink._check_routing(template, targets, create_targets, evolve, mode, value_format);
     END IF;
+    IF routed AND mode = 'history' AND envelope IS DISTINCT FROM 'debezium' THEN
+        RAISE EXCEPTION 'a routed history pipeline needs envelope debezium'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Routed history tables take their versions from the change events'' source positions (_valid_from numeric).',
+                  HINT = 'Pass envelope => ''debezium'', or create one history pipeline per target table.';
+    END IF;
     IF template IS NOT NULL THEN
         target := NULL;         -- expanded per message by the worker (route.c)
     END IF;

@@ -13,8 +13,9 @@
 # return what the model held.  Pipelines with track_history_columns (a
 # tracked set that changes with the seed) read the same topic, cut in
 # three ways, into tables that must equal the model's versions made of its
-# states, with each version's number of states.  Then the create-time
-# refusals.
+# states, with each version's number of states.  Change events routed by
+# source table with create_targets make history tables that must equal the
+# model's (two batch splits).  Then the create-time refusals.
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
@@ -179,6 +180,53 @@ check "change events: nothing quarantined" 0 \
       "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
                   ON p.id = q.pipeline_id WHERE p.name = 'hcdc_$SFX'")"
 
+# routed change events with create_targets: the history tables are made
+# with their version columns and the unique index on (key, _valid_from),
+# and equal the model table by table, for two batch splits
+RT="hist_routed_$SFX"
+"$HARNESS" topic-create "$RT" 1 >/dev/null 2>&1 || true
+rseed=$((RANDOM * 32768 + RANDOM))
+python3 "$E2E_DIR/history_model.py" cdc "$rseed" "$W/routed.msgs" "$W/routed.expected"
+kcat -P -b "$KS_BOOTSTRAP" -t "$RT" -p 0 -K $'\t' -Z < "$W/routed.msgs"
+rn="$(wc -l < "$W/routed.msgs")"
+rmax=$((RANDOM % 12 + 2))
+for split in 100000 "$rmax"; do
+    rs="hr${split}_$SFX"
+    sql >/dev/null <<SQL
+CREATE SCHEMA $rs AUTHORIZATION ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => '$rs', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$RT'], target => '$rs.{source.table}', create_targets => true,
+       envelope => 'debezium', mode => 'history', on_truncate => 'ignore', bronze => '$rs.raw',
+       starting_offsets => 'earliest', max_offsets_per_batch => $split, trigger_interval => '0');
+SQL
+    if ! poll "$(done_sql "$rs" "$rn")" 300; then
+        check "seed $rseed: routed history pipeline $rs consumed the topic" "t" "f"
+        continue
+    fi
+    check "routed history ($rs): create_targets made the tables with the version columns and the unique index" \
+          "id integer,a text,b text,c integer,_kafka_source_position numeric,_valid_from numeric,_valid_to numeric,_deleted boolean,_is_current boolean|PRIMARY KEY (id, _valid_from)" \
+          "$(sql -c "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ',' ORDER BY attnum)
+                            || '|' || (SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
+                                        WHERE k.conrelid = '$rs.t1'::regclass AND k.contype = 'p')
+                       FROM pg_attribute WHERE attrelid = '$rs.t1'::regclass AND attnum > 0 AND NOT attisdropped")"
+    sql -c "COPY (SELECT 't1', id, _valid_from, _valid_to, _deleted, _is_current, a, b, c FROM $rs.t1
+                  UNION ALL SELECT 't2', id, _valid_from, _valid_to, _deleted, _is_current, a, b, c FROM $rs.t2
+                  ORDER BY 1, 2, 3) TO STDOUT" > "$W/routed.actual.$split"
+    if diff -u "$W/routed.expected" "$W/routed.actual.$split" > "$W/routed.diff.$split"; then
+        check "seed $rseed: routed history tables ($rn messages, max_offsets_per_batch $split) equal the model version by version" "same" "same"
+    else
+        check "seed $rseed: routed history tables ($rn messages, max_offsets_per_batch $split) equal the model version by version" "same" "differs"
+        head -30 "$W/routed.diff.$split"
+    fi
+    check "routed history ($rs): nothing quarantined" 0 \
+          "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+                      ON p.id = q.pipeline_id WHERE p.name = '$rs'")"
+    check "routed history ($rs): message_fate names the routed table" "folded into history|$rs.$(head -1 "$W/routed.msgs" | grep -o '"table": "t[12]"' | grep -o 't[12]')" \
+          "$(sql -c "SELECT fate || '|' || target FROM kafka_sink.message_fate('$rs', '$RT', 0, 0)")"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$rs')" > /dev/null
+done
+
 # quarantine and replay: a version the target refuses is quarantined, the
 # rest applied; after the fix the replay folds it in where it belongs
 QT="hist_q_$SFX"
@@ -267,7 +315,7 @@ refusal "a primary key on the key alone" 42P16 \
     "CREATE TABLE e2e.hbad_$SFX (id int PRIMARY KEY, ts timestamptz, _valid_from timestamptz, _valid_to timestamptz, _deleted boolean)"
 refusal "_is_current not boolean" 42P16 \
     "CREATE TABLE e2e.hbad_$SFX (id int, ts timestamptz, _valid_from timestamptz, _valid_to timestamptz, _deleted boolean, _is_current int, PRIMARY KEY (id, _valid_from))"
-refusal "routing" 0A000 \
+refusal "routing plain messages" 0A000 \
     "CREATE TABLE e2e.hbad_$SFX (id int, ts timestamptz, _valid_from timestamptz, _valid_to timestamptz, _deleted boolean, PRIMARY KEY (id, _valid_from))" \
     ", order_column => 'ts', targets => '{\"x\": \"e2e.hbad_$SFX\"}'"
 TT="id int, ts timestamptz, a text, _valid_from timestamptz, _valid_to timestamptz, _deleted boolean"

@@ -5,6 +5,7 @@ of docs/history.md (written from the issue, not from the extension's SQL).
 
     history_model.py gen SEED NOW_MS MESSAGES_FILE
     history_model.py expect MESSAGES_FILE TIMESTAMPS_FILE VERSIONS_FILE PIT_FILE SEED [TRACKED]
+    history_model.py cdc SEED MESSAGES_FILE VERSIONS_FILE
 
 gen writes "key<TAB>json" lines (a tombstone is "key<TAB>", sent with
 kcat -Z): upserts of keys 1..K with ts (epoch ms) around NOW_MS, partial
@@ -41,6 +42,15 @@ the state before it; a version runs from its first state's start to the
 next version's, with the values of its last state.  VERSIONS_FILE then has
 no _fields but the number of states of each version (jsonb_array_length of
 _states); the point-in-time reads return the versions' values.
+
+cdc writes Debezium change events (JsonConverter with schemas.enable, so
+that create_targets can make the tables) of two source tables t1 and t2,
+rows {id, a, b, c}, in a random order with re-sent ones, each at a distinct
+source position (lsn); a delete is followed by its tombstone.  VERSIONS_FILE
+has "table<TAB>id<TAB>_valid_from<TAB>_valid_to<TAB>_deleted<TAB>_is_current
+<TAB>a<TAB>b<TAB>c" lines, by the same rule with v the position (a change
+event carries every column).
+Standard library only.
 """
 import datetime
 import json
@@ -217,10 +227,69 @@ def expect(msgs_path, ts_path, versions_path, pit_path, seed, tracked=None):
                     if ver["v"] <= t and (ver["to"] is None or t < ver["to"]) and not ver["deleted"]:
                         f.write("\t".join([str(t), str(k)] + [cell(ver["vals"][c]) for c in COLS]) + "\n")
 
+def cdc(seed, msgs_path, versions_path):
+    rnd = random.Random(seed)
+    row_fields = [{"field": "id", "type": "int32", "optional": False},
+                  {"field": "a", "type": "string", "optional": True},
+                  {"field": "b", "type": "string", "optional": True},
+                  {"field": "c", "type": "int32", "optional": True}]
+    schema = {"type": "struct", "name": "env", "fields": [
+        {"field": "before", "type": "struct", "optional": True, "fields": row_fields},
+        {"field": "after", "type": "struct", "optional": True, "fields": row_fields},
+        {"field": "source", "type": "struct", "fields": [
+            {"field": "connector", "type": "string"}, {"field": "lsn", "type": "int64"},
+            {"field": "ts_ms", "type": "int64"}, {"field": "schema", "type": "string"},
+            {"field": "table", "type": "string"}]},
+        {"field": "op", "type": "string"}]}
+    key_schema = {"type": "struct", "fields": row_fields[:1]}
+    lsns = rnd.sample(range(1000, 100000), 120)
+    events = []                               # (table, id, lsn, op, row)
+    state = {}
+    for lsn in sorted(lsns):                  # the source's own order
+        table = rnd.choice(["t1", "t2"])
+        k = rnd.randint(1, 4)
+        live = state.get((table, k))
+        if live is not None and rnd.random() < 0.2:
+            events.append((table, k, lsn, "d", live))
+            state[(table, k)] = None
+            continue
+        row = {"id": k, "a": rnd.choice(["x", "y", None]), "b": rnd.choice(["p", "q"]),
+               "c": rnd.randint(0, 99)}
+        events.append((table, k, lsn, "c" if live is None else "u", row))
+        state[(table, k)] = row
+    # arrival: mostly in the source's order, some late, some re-sent
+    order = list(events)
+    for _ in range(len(order) // 4):
+        i, j = rnd.randrange(len(order)), rnd.randrange(len(order))
+        order[i], order[j] = order[j], order[i]
+    order += rnd.sample(events, len(events) // 6)
+    lines = []
+    per_key = {}
+    for table, k, lsn, op, row in order:
+        key = json.dumps({"schema": key_schema, "payload": {"id": k}})
+        payload = {"before": row if op == "d" else None, "after": None if op == "d" else row,
+                   "source": {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000,
+                              "schema": "public", "table": table}, "op": op}
+        fields = {} if op == "d" else {c: row[c] for c in COLS}
+        per_key.setdefault((table, k), []).append((lsn, len(lines), "delete" if op == "d" else "upsert", fields))
+        lines.append("%s\t%s" % (key, json.dumps({"schema": schema, "payload": payload})))
+        if op == "d":
+            lines.append("%s\t" % key)       # the tombstone after it (skipped)
+    with open(msgs_path, "w") as f:
+        for line in lines:
+            f.write(line + "\n")
+    with open(versions_path, "w") as f:
+        for (table, k) in sorted(per_key):
+            for ver in versions_of(per_key[(table, k)]):
+                f.write("\t".join([table, str(k), str(ver["v"]), cell(ver["to"]), cell(ver["deleted"]),
+                                   cell(ver["current"])] + [cell(ver["vals"][c]) for c in COLS]) + "\n")
+
 
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    elif sys.argv[1] == "cdc":
+        cdc(int(sys.argv[2]), sys.argv[3], sys.argv[4])
     else:
         expect(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]),
                sys.argv[7].split(",") if len(sys.argv) > 7 else None)
