@@ -301,12 +301,19 @@ append_tracked_writes(StringInfo b, KsTarget *t)
  *       fold, along time;
  *   g   one row per (key, v), the last, with _valid_to the next v.
  *
- * then the stored versions that differ are updated and the new ones
- * inserted.  A version's lineage columns name the last message at its v
+ * Change events' truncates (tr, cdc_guard.c records them): each is a
+ * delete at its position P of every key with P from its earliest event on
+ * (a batch with a new truncate takes every key of the table into m), kept
+ * only where a live version precedes it (c0), so that the result does not
+ * depend on whether a key's older events came before the truncate.
+ *
+ * then the stored versions that differ are updated, those no longer there
+ * (a truncate's delete that now ends no live version) deleted, and the new
+ * ones inserted.  A version's lineage columns name the last message at its v
  * (a re-sent copy that changes nothing leaves them).
  */
 char *
-ks_history_sql(KsTarget *t, bool by_hand)
+ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncate)
 {
 	StringInfoData b;
 	const char *o = quote_identifier(t->columns[t->order_index].name);
@@ -334,8 +341,21 @@ ks_history_sql(KsTarget *t, bool by_hand)
 	}
 	appendStringInfo(&b, " FROM (%s) AS s)", ks_source_sql(t, by_hand));
 
-	/* m: each key's earliest event; o: the stored versions from the base on */
-	appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM e GROUP BY %s)", keys, keys);
+	/*
+	 * m: each key's earliest event (a batch with a truncate at P: every key
+	 * of the table, from P at the latest); tr: the truncates' positions
+	 */
+	if (truncate)
+		appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM (SELECT %s, _ks_v FROM e"
+						 " UNION ALL SELECT %s, %s::numeric FROM %s) AS z GROUP BY %s)",
+						 keys, keys, keys, quote_literal_cstr(truncate), t->qualified_name, keys);
+	else
+		appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM e GROUP BY %s)", keys, keys);
+	if (t->cdc)
+		appendStringInfo(&b, ", tr AS (SELECT (d.key ->> 'truncate')::numeric AS _ks_p FROM kafka_sink.cdc_deletions d"
+						 " WHERE d.pipeline_id = " INT64_FORMAT " AND d.target = %u"
+						 " AND pg_catalog.jsonb_typeof(d.key) = 'object')", pipeline_id, t->relid);
+	/* o: the stored versions from the base on */
 	if (t->track)
 		append_stored_states(&b, t);
 	else
@@ -371,16 +391,42 @@ ks_history_sql(KsTarget *t, bool by_hand)
 	}
 
 	/* b: ties at one v; c: segments between deletes */
-	appendStringInfo(&b, ", a AS (SELECT * FROM e UNION ALL SELECT * FROM o)"
-					 ", b AS (SELECT a.*, max(_ks_ord) FILTER (WHERE _ks_del) OVER w AS _ks_lastdel,"
+	if (t->cdc)
+	{
+		/*
+		 * a truncate at P is a delete at P of every key (_ks_syn: kept
+		 * below only where it ends a live version): one for each key with
+		 * P from its earliest event on, before a stored one at P (_ks_ord
+		 * -1)
+		 */
+		appendStringInfo(&b, ", a AS (SELECT y.*, (y._ks_del AND y._ks_v IN (SELECT _ks_p FROM tr)) AS _ks_syn"
+						 " FROM (SELECT * FROM e UNION ALL SELECT * FROM o UNION ALL SELECT %s, tr._ks_p, -1::bigint,"
+						 " true, false, NULL::text[]", keys_list(t, "m."));
+		for (i = 0; i < t->ncolumns; i++)
+		{
+			KsColumn   *c = &t->columns[i];
+
+			if (is_data(c))
+				appendStringInfo(&b, ", NULL::%s, false", c->type_sql);
+			else if (c->lineage && !c->history)
+				appendStringInfo(&b, ", NULL::%s", c->type_sql);
+		}
+		appendStringInfoString(&b, " FROM m JOIN tr ON tr._ks_p >= m._ks_min) AS y)");
+	}
+	else
+		appendStringInfoString(&b, ", a AS (SELECT *, false AS _ks_syn FROM e UNION ALL SELECT *, false FROM o)");
+	appendStringInfo(&b, ", b AS (SELECT a.*, max(_ks_ord) FILTER (WHERE _ks_del) OVER w AS _ks_lastdel,"
 					 " max(_ks_ord) OVER w AS _ks_maxord, bool_or(_ks_ord = 0) OVER w AS _ks_stored"
 					 " FROM a WINDOW w AS (%s, _ks_v))"
-					 ", c0 AS (SELECT b.*, lead(_ks_del) OVER (%s ORDER BY _ks_v, _ks_ord) AS _ks_nextdel FROM b"
+					 /* b1: the tie's survivors; c0: a truncate's delete only after a live version */
+					 ", b1 AS (SELECT b.*, lag(_ks_del) OVER (%s ORDER BY _ks_v, _ks_ord) AS _ks_prevdel FROM b"
 					 " WHERE _ks_ord >= coalesce(_ks_lastdel, _ks_ord) AND NOT (_ks_del AND _ks_ord < _ks_maxord))"
+					 ", c0 AS (SELECT b1.*, lead(_ks_del) OVER (%s ORDER BY _ks_v, _ks_ord) AS _ks_nextdel FROM b1"
+					 " WHERE NOT _ks_syn OR _ks_base OR NOT _ks_prevdel)"
 					 ", c AS (SELECT c0.*, coalesce(sum((_ks_del AND NOT coalesce(_ks_nextdel, true))::integer)"
 					 " OVER (%s ORDER BY _ks_v, _ks_ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)"
 					 " AS _ks_seg FROM c0)",
-					 pk, pk, pk);
+					 pk, pk, pk, pk);
 
 	/* d: per column, which carrying row it takes (0: none) */
 	appendStringInfoString(&b, ", d AS (SELECT c.*");
@@ -418,6 +464,12 @@ ks_history_sql(KsTarget *t, bool by_hand)
 		append_tracked_writes(&b, t);
 		return b.data;
 	}
+
+	/* y: the stored versions no longer there (a truncate's delete that ends no live version) */
+	if (t->cdc)
+		appendStringInfo(&b, ", y AS (DELETE FROM %s AS t USING b WHERE b._ks_ord = 0 AND %s AND t._valid_from = b._ks_v"
+						 " AND NOT EXISTS (SELECT 1 FROM g WHERE %s AND g._ks_v = b._ks_v) RETURNING 1)",
+						 t->qualified_name, keys_match(t, "t", "b"), keys_match(t, "g", "b"));
 
 	/* u: the stored versions that change */
 	appendStringInfo(&b, ", u AS (UPDATE %s AS t SET _valid_to = g._ks_to, _deleted = g._ks_del", t->qualified_name);

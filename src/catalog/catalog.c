@@ -1051,7 +1051,7 @@ ks_catalog_cdc_prune(int64 pipeline_id, Oid target, int64 older_than_s)
 
 	ks_spi_exec("prune deleted keys",
 				"DELETE FROM kafka_sink.cdc_deletions WHERE pipeline_id = $1 AND target = $2"
-				" AND key <> 'null'::jsonb AND recorded_at < now() - make_interval(secs => $3)",
+				" AND pg_catalog.jsonb_typeof(key) = 'array' AND recorded_at < now() - make_interval(secs => $3)",
 				3, argtypes, values, NULL, false, SPI_OK_DELETE);
 }
 

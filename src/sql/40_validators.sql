@@ -1092,12 +1092,6 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
     END IF;
-    IF mode = 'history' AND on_truncate = 'apply' THEN
-        RAISE EXCEPTION 'mode history does not apply truncates'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'A truncate would end every key''s version in effect at its position, keys not seen yet included; kafka_sink does not keep that yet.',
-                  HINT = 'Pass on_truncate => ''fail'' (the pipeline stops at a truncate) or ''ignore''.';
-    END IF;
     IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema') THEN
         RAISE EXCEPTION 'envelope debezium supports value_format json, avro and json_schema only'
             USING ERRCODE = 'feature_not_supported',
@@ -1570,7 +1564,8 @@ BEGIN
     IF cardinality(cols) + own > 1600 THEN
         RAISE EXCEPTION 'the embedded schema cannot make table %.%', quote_ident(schema_name), quote_ident(table_name)
             USING ERRCODE = 'too_many_columns',
-                  DETAIL = format('It has %s fields; with _kafka_source_position (and in mode history the version columns) a table has at most 1600 columns.', cardinality(cols));
+                  DETAIL = format('It has %s fields; with _kafka_source_position%s a table has at most 1600 columns.', cardinality(cols),
+                                  CASE WHEN mode = 'history' THEN ' and the version columns' ELSE '' END);
     END IF;
     IF keys IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(keys) x WHERE x IS NULL OR NOT x = ANY (names)) THEN
         RETURN format('The key fields %s are not all fields of the value''s schema.', keys);

@@ -5,7 +5,7 @@ of docs/history.md (written from the issue, not from the extension's SQL).
 
     history_model.py gen SEED NOW_MS MESSAGES_FILE
     history_model.py expect MESSAGES_FILE TIMESTAMPS_FILE VERSIONS_FILE PIT_FILE SEED [TRACKED]
-    history_model.py cdc SEED MESSAGES_FILE VERSIONS_FILE
+    history_model.py cdc SEED MESSAGES_FILE VERSIONS_FILE [VERSIONS_WITHOUT_TRUNCATES]
 
 gen writes "key<TAB>json" lines (a tombstone is "key<TAB>", sent with
 kcat -Z): upserts of keys 1..K with ts (epoch ms) around NOW_MS, partial
@@ -46,7 +46,9 @@ _states); the point-in-time reads return the versions' values.
 cdc writes Debezium change events (JsonConverter with schemas.enable, so
 that create_targets can make the tables) of two source tables t1 and t2,
 rows {id, a, b, c}, in a random order with re-sent ones, each at a distinct
-source position (lsn); a delete is followed by its tombstone.  VERSIONS_FILE
+source position (lsn); a delete is followed by its tombstone; a few
+truncates of a table (a delete at its position of every key of the table
+whose version in effect there is live, nothing for the others).  VERSIONS_FILE
 has "table<TAB>id<TAB>_valid_from<TAB>_valid_to<TAB>_deleted<TAB>_is_current
 <TAB>a<TAB>b<TAB>c" lines, by the same rule with v the position (a change
 event carries every column).
@@ -120,6 +122,11 @@ def versions_of(events):
     prev = None                               # the previous version
     for v in sorted(by_v):
         evs = by_v[v]
+        if evs[0][2] == "truncate":
+            # a truncate ends the version in effect, if one is live
+            if prev is None or prev["deleted"]:
+                continue
+            evs = [(v, evs[-1][1], "delete", {})]
         # a delete discards what came before it at v; what comes after replaces it
         last_del = max((i for i, e in enumerate(evs) if e[2] == "delete"), default=None)
         if last_del is not None:
@@ -227,7 +234,7 @@ def expect(msgs_path, ts_path, versions_path, pit_path, seed, tracked=None):
                     if ver["v"] <= t and (ver["to"] is None or t < ver["to"]) and not ver["deleted"]:
                         f.write("\t".join([str(t), str(k)] + [cell(ver["vals"][c]) for c in COLS]) + "\n")
 
-def cdc(seed, msgs_path, versions_path):
+def cdc(seed, msgs_path, versions_path, untruncated_path=None):
     rnd = random.Random(seed)
     row_fields = [{"field": "id", "type": "int32", "optional": False},
                   {"field": "a", "type": "string", "optional": True},
@@ -249,6 +256,12 @@ def cdc(seed, msgs_path, versions_path):
         table = rnd.choice(["t1", "t2"])
         k = rnd.randint(1, 4)
         live = state.get((table, k))
+        if rnd.random() < 0.04:
+            events.append((table, None, lsn, "t", None))
+            for key in list(state):
+                if key[0] == table:
+                    state[key] = None
+            continue
         if live is not None and rnd.random() < 0.2:
             events.append((table, k, lsn, "d", live))
             state[(table, k)] = None
@@ -263,9 +276,32 @@ def cdc(seed, msgs_path, versions_path):
         i, j = rnd.randrange(len(order)), rnd.randrange(len(order))
         order[i], order[j] = order[j], order[i]
     order += rnd.sample(events, len(events) // 6)
+    # a table is made from its first change event with a key: a truncate
+    # that would come before it goes right after it (before, it has no
+    # target: quarantined as no_target, see docs/history.md)
+    for table in ("t1", "t2"):
+        first = next((i for i, e in enumerate(order) if e[0] == table and e[3] != "t"), None)
+        if first is None:
+            order = [e for e in order if e[0] != table]
+            continue
+        early = [e for e in order[:first] if e[0] == table]
+        rest = [e for e in order[:first] if e[0] != table]
+        order = rest + [order[first]] + early + order[first + 1:]
     lines = []
     per_key = {}
+    keys_of = {}
+    for table, k, lsn, op, row in events:
+        if k is not None:
+            keys_of.setdefault(table, set()).add(k)
     for table, k, lsn, op, row in order:
+        if op == "t":
+            payload = {"before": None, "after": None, "op": "t",
+                       "source": {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000,
+                                  "schema": "public", "table": table}}
+            for key in keys_of.get(table, ()):
+                per_key.setdefault((table, key), []).append((lsn, len(lines), "truncate", {}))
+            lines.append("\t%s" % json.dumps({"schema": schema, "payload": payload}))
+            continue
         key = json.dumps({"schema": key_schema, "payload": {"id": k}})
         payload = {"before": row if op == "d" else None, "after": None if op == "d" else row,
                    "source": {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000,
@@ -278,7 +314,14 @@ def cdc(seed, msgs_path, versions_path):
     with open(msgs_path, "w") as f:
         for line in lines:
             f.write(line + "\n")
-    with open(versions_path, "w") as f:
+    write_cdc_versions(versions_path, per_key)
+    if untruncated_path:                      # the same without the truncates (they must matter)
+        write_cdc_versions(untruncated_path, {tk: [e for e in evs if e[2] != "truncate"]
+                                              for tk, evs in per_key.items()})
+
+
+def write_cdc_versions(path, per_key):
+    with open(path, "w") as f:
         for (table, k) in sorted(per_key):
             for ver in versions_of(per_key[(table, k)]):
                 f.write("\t".join([table, str(k), str(ver["v"]), cell(ver["to"]), cell(ver["deleted"]),
@@ -289,7 +332,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "cdc":
-        cdc(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+        cdc(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
     else:
         expect(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]),
                sys.argv[7].split(",") if len(sys.argv) > 7 else None)

@@ -228,6 +228,8 @@ CREATE INDEX ON kafka_sink.event_ids (target, seen_at);
 -- or update (position <= the recorded one) is stale instead of bringing the
 -- row back (envelope debezium).  Deleted keys are pruned after the
 -- pipeline's event_id_retention; the truncate row (one per target) is kept.
+-- Mode history records every truncate, under key {"truncate": position},
+-- kept too (docs/history.md: a key whose events come later meets them).
 CREATE TABLE kafka_sink.cdc_deletions (
     pipeline_id bigint NOT NULL REFERENCES kafka_sink.pipeline_definitions (id) ON DELETE CASCADE,
     target      regclass NOT NULL,
