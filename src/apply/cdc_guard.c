@@ -195,6 +195,16 @@ ks_cdc_history_truncates(KsBatch *batch)
 			continue;
 		r->skipped = true;		/* counted as superseded, as in mode merge */
 		pos = position_text(t, r);
+		{
+			bool		seen = false;
+			ListCell   *lc;
+
+			/* a re-sent copy: one key once per statement (ON CONFLICT) */
+			foreach(lc, positions)
+				seen |= strcmp((char *) lfirst(lc), pos) == 0;
+			if (seen)
+				continue;
+		}
 		initStringInfo(&k);
 		appendStringInfoString(&k, "{\"truncate\": ");
 		escape_json(&k, pos);

@@ -56,6 +56,12 @@ versions_sql() { # NAME [TRACKED]: with TRACKED, each version's number of states
                   FROM e2e.$1 ORDER BY id, _valid_from) TO STDOUT"
 }
 
+# quarantined NAME: how many of the pipeline's messages are in quarantine
+quarantined() {
+    sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+             ON p.id = q.pipeline_id WHERE p.name = '$1'"
+}
+
 # the point-in-time read of docs/history.md, for every key at each time
 pit_sql() { # NAME TIMES_FILE
     echo "CREATE TEMP TABLE pit_times (ms bigint);"
@@ -131,9 +137,7 @@ for s in $(seq 1 "$SEEDS"); do
             check "seed $seed: $name point-in-time reads equal the model" "same" "differs"
             head -20 "$W/pitdiff.$s.$i"
         fi
-        check "seed $seed: $name quarantined nothing" 0 \
-              "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
-                          ON p.id = q.pipeline_id WHERE p.name = '$name'")"
+        check "seed $seed: $name quarantined nothing" 0 "$(quarantined "$name")"
         if [ "$i" = 1 ] || [ "$i" = 6 ]; then
             check "seed $seed: $name applied one message per batch" "$n" "$batches"
         fi
@@ -176,9 +180,7 @@ check "change events: versions by position, a delete ends its key's version" \
 check_caught_up "hcdc_$SFX"
 check "a late update lands between its neighbours; re-sent events change nothing; a new life after the delete" \
       "1:100-115:a 1:115-120:late 1:120-:a2:current 2:110-130:b 2:130-140:b:deleted 2:140-:b2:current" "$(hrows)"
-check "change events: nothing quarantined" 0 \
-      "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
-                  ON p.id = q.pipeline_id WHERE p.name = 'hcdc_$SFX'")"
+check "change events: nothing quarantined" 0 "$(quarantined "hcdc_$SFX")"
 
 # routed change events with create_targets: the history tables are made
 # with their version columns and the unique index on (key, _valid_from),
@@ -216,15 +218,9 @@ SQL
     sql -c "COPY (SELECT 't1', id, _valid_from, _valid_to, _deleted, _is_current, a, b, c FROM $rs.t1
                   UNION ALL SELECT 't2', id, _valid_from, _valid_to, _deleted, _is_current, a, b, c FROM $rs.t2
                   ORDER BY 1, 2, 3) TO STDOUT" > "$W/routed.actual.$split"
-    if diff -u "$W/routed.expected" "$W/routed.actual.$split" > "$W/routed.diff.$split"; then
-        check "seed $rseed: routed history tables ($rn messages, max_offsets_per_batch $split) equal the model version by version" "same" "same"
-    else
-        check "seed $rseed: routed history tables ($rn messages, max_offsets_per_batch $split) equal the model version by version" "same" "differs"
-        head -30 "$W/routed.diff.$split"
-    fi
-    check "routed history ($rs): nothing quarantined" 0 \
-          "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
-                      ON p.id = q.pipeline_id WHERE p.name = '$rs'")"
+    check_model "seed $rseed: routed history tables ($rn messages, max_offsets_per_batch $split) equal the model version by version" \
+                "$W/routed.expected" "$W/routed.actual.$split"
+    check "routed history ($rs): nothing quarantined" 0 "$(quarantined "$rs")"
     check "routed history ($rs): message_fate names the routed table" "folded into history|$rs.$(head -1 "$W/routed.msgs" | grep -o '"table": "t[12]"' | grep -o 't[12]')" \
           "$(sql -c "SELECT fate || '|' || target FROM kafka_sink.message_fate('$rs', '$RT', 0, 0)")"
     sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$rs')" > /dev/null
