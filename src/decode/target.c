@@ -397,7 +397,6 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 	if (t->track)
 	{
 		bool		states = false;
-		ListCell   *lc;
 
 		for (int i = 0; i < t->ncolumns; i++)
 			states |= t->columns[i].history == 's';
