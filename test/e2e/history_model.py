@@ -5,7 +5,7 @@ of docs/history.md (written from the issue, not from the extension's SQL).
 
     history_model.py gen SEED NOW_MS MESSAGES_FILE
     history_model.py expect MESSAGES_FILE TIMESTAMPS_FILE VERSIONS_FILE PIT_FILE SEED [TRACKED]
-    history_model.py cdc SEED MESSAGES_FILE VERSIONS_FILE [VERSIONS_WITHOUT_TRUNCATES]
+    history_model.py cdc SEED MESSAGES_FILE VERSIONS_FILE [VERSIONS_WITHOUT_TRUNCATES [T1_TRACKING_B]]
 
 gen writes "key<TAB>json" lines (a tombstone is "key<TAB>", sent with
 kcat -Z): upserts of keys 1..K with ts (epoch ms) around NOW_MS, partial
@@ -51,7 +51,9 @@ truncates of a table (a delete at its position of every key of the table
 whose version in effect there is live, nothing for the others).  VERSIONS_FILE
 has "table<TAB>id<TAB>_valid_from<TAB>_valid_to<TAB>_deleted<TAB>_is_current
 <TAB>a<TAB>b<TAB>c" lines, by the same rule with v the position (a change
-event carries every column).
+event carries every column).  T1_TRACKING_B: table t1's versions with
+track_history_columns b ("id<TAB>_valid_from<TAB>_valid_to<TAB>_deleted<TAB>
+_is_current<TAB>a<TAB>b<TAB>c<TAB>number of states").
 Standard library only.
 """
 import datetime
@@ -234,7 +236,7 @@ def expect(msgs_path, ts_path, versions_path, pit_path, seed, tracked=None):
                     if ver["v"] <= t and (ver["to"] is None or t < ver["to"]) and not ver["deleted"]:
                         f.write("\t".join([str(t), str(k)] + [cell(ver["vals"][c]) for c in COLS]) + "\n")
 
-def cdc(seed, msgs_path, versions_path, untruncated_path=None):
+def cdc(seed, msgs_path, versions_path, untruncated_path=None, tracked_path=None):
     rnd = random.Random(seed)
     row_fields = [{"field": "id", "type": "int32", "optional": False},
                   {"field": "a", "type": "string", "optional": True},
@@ -318,6 +320,15 @@ def cdc(seed, msgs_path, versions_path, untruncated_path=None):
     if untruncated_path:                      # the same without the truncates (they must matter)
         write_cdc_versions(untruncated_path, {tk: [e for e in evs if e[2] != "truncate"]
                                               for tk, evs in per_key.items()})
+    if tracked_path:
+        with open(tracked_path, "w") as f:
+            for (table, k) in sorted(per_key):
+                if table != "t1":
+                    continue
+                for ver in tracked_of(versions_of(per_key[(table, k)]), ["b"]):
+                    f.write("\t".join([str(k), str(ver["v"]), cell(ver["to"]), cell(ver["deleted"]),
+                                       cell(ver["current"])] + [cell(ver["vals"][c]) for c in COLS]
+                                      + [str(ver["n"])]) + "\n")
 
 
 def write_cdc_versions(path, per_key):
@@ -332,7 +343,8 @@ if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "cdc":
-        cdc(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
+        cdc(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None,
+            sys.argv[6] if len(sys.argv) > 6 else None)
     else:
         expect(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]),
                sys.argv[7].split(",") if len(sys.argv) > 7 else None)
