@@ -315,20 +315,18 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 			int		   *sel = palloc(sizeof(int) * Max(batch->nmsgs, 1));
 			int			nsel;
 
-			/* truncates: on_truncate fail or ignore (apply is refused at create) */
-			if (bt->target->cdc)
-			{
-				if (batch->pipeline->contract.on_truncate == KS_TRUNCATE_APPLY)
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("pipeline \"%s\" in mode history cannot apply truncates", batch->pipeline->name),
-							 errhint("Alter the pipeline with on_truncate => 'fail' or 'ignore'.")));
+			/* truncates: fail, ignore, or apply (recorded, then folded in as a delete of every key) */
+			batch->history_truncate = NULL;
+			if (bt->target->cdc && batch->pipeline->contract.on_truncate == KS_TRUNCATE_APPLY)
+				batch->history_truncate = ks_cdc_history_truncates(batch);
+			else if (bt->target->cdc)
 				ks_cdc_truncates(batch);
-			}
 			nsel = ks_history_rows(batch, sel);
 
 			batch->stats.apply_rows += nsel;
-			bt->strategy->upsert_rows(batch, state, sel, nsel);
+			if (nsel > 0 || batch->history_truncate)
+				bt->strategy->upsert_rows(batch, state, sel, nsel);
+			batch->history_truncate = NULL;
 		}
 		else
 		{

@@ -95,6 +95,9 @@ typedef struct KsBatch
 	 */
 	KsTarget   *target;
 	KsRow	   *rows;
+	char	   *history_truncate;	/* mode history: the earliest position of
+									 * the target's truncates in the batch,
+									 * or NULL (history.c) */
 	KsMessage **all_msgs;
 	int			all_nmsgs;
 	TimestampTz started_at;

@@ -685,7 +685,7 @@ sql_begin(KsBatch *batch, KsBatchTarget *bt)
 	if (bt->mode == KS_MODE_HISTORY)
 	{
 		st->guc_level = pin_key_probe_plan(bt->target);
-		st->upsert = ks_history_sql(bt->target, false);
+		st->upsert = ks_history_sql(bt->target, false, batch->pipeline->id, NULL);
 	}
 	else if (bt->mode == KS_MODE_MERGE)
 	{
@@ -715,6 +715,23 @@ sql_upsert_rows(KsBatch *batch, void *state, int *rows, int nrows)
 
 	if (st->onconflict)
 		batch->stats.onconflict_rows += nrows;
+	if (batch->history_truncate)
+	{
+		/* a truncate ends every key's version in effect: run even without events */
+		char	   *sql = ks_history_sql(batch->target, false, batch->pipeline->id, batch->history_truncate);
+		KsReason	reason;
+		char	   *err;
+
+		if (nrows > 0)
+			return apply_rows(batch, sql, NULL, rows, nrows, ACL_INSERT | ACL_UPDATE | ACL_DELETE | ACL_SELECT, false);
+		if (!try_statement(batch, sql, NULL, rows, 0, ACL_INSERT | ACL_UPDATE | ACL_DELETE | ACL_SELECT, false,
+						   &reason, &err))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION),
+					 errmsg("the truncate of history target %s failed", batch->target->qualified_name),
+					 errdetail("%s", err)));
+		return 0;
+	}
 	return apply_rows(batch, st->upsert, st->upsert2, rows, nrows, ACL_INSERT | ACL_UPDATE | ACL_SELECT, false);
 }
 

@@ -17,7 +17,9 @@
  * - a delete at position P deletes the row only if its position is < P
  *   (or null) (ks_delete_sql) and records P for its key;
  * - an upsert at position Q applies only if Q is greater than the key's
- *   recorded delete and the target's recorded truncate: else it is stale.
+ *   recorded delete and the target's recorded truncate: else it is stale;
+ * - mode history records every truncate instead (key {"truncate": P},
+ *   never pruned), which history.c folds in as a delete of every key.
  *
  * Deleted keys are pruned after the pipeline's event_id_retention (the
  * truncate row, one per target, is kept).  See docs/design/cdc.md,
@@ -166,6 +168,55 @@ ks_cdc_truncates(KsBatch *batch)
 	}
 	if (newest != NULL)
 		run_truncate(batch, newest, newest_ts);
+}
+
+/*
+ * Mode history, on_truncate apply (docs/history.md): records every
+ * truncate of the batch's target in cdc_deletions, each under its own key
+ * {"truncate": position} (never pruned: a key whose events come later
+ * still meets them), for history.c to fold in as a delete of every key.
+ * Returns the earliest position, or NULL when the batch has none.
+ */
+char *
+ks_cdc_history_truncates(KsBatch *batch)
+{
+	KsTarget   *t = batch->target;
+	List	   *keys = NIL;
+	List	   *positions = NIL;
+	char	   *earliest = NULL;
+
+	for (int i = 0; i < batch->nmsgs; i++)
+	{
+		KsRow	   *r = &batch->rows[i];
+		char	   *pos;
+		StringInfoData k;
+
+		if (r->reason != KS_OK || !r->is_truncate)
+			continue;
+		r->skipped = true;		/* counted as superseded, as in mode merge */
+		pos = position_text(t, r);
+		{
+			bool		seen = false;
+			ListCell   *lc;
+
+			/* a re-sent copy: one key once per statement (ON CONFLICT) */
+			foreach(lc, positions)
+				seen |= strcmp((char *) lfirst(lc), pos) == 0;
+			if (seen)
+				continue;
+		}
+		initStringInfo(&k);
+		appendStringInfoString(&k, "{\"truncate\": ");
+		escape_json(&k, pos);
+		appendStringInfoChar(&k, '}');
+		keys = lappend(keys, k.data);
+		positions = lappend(positions, pos);
+		if (earliest == NULL || cmp_positions(pos, earliest) < 0)
+			earliest = pos;
+	}
+	if (keys != NIL)
+		ks_catalog_cdc_record(batch->pipeline->id, t->relid, keys, positions);
+	return earliest;
 }
 
 /* delete_mode soft: the truncate of row i, in its round */

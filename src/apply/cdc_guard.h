@@ -16,6 +16,7 @@
 
 /* the batch's truncates: fail, ignore, or delete the older rows and record */
 extern void ks_cdc_truncates(KsBatch *batch);
+extern char *ks_cdc_history_truncates(KsBatch *batch);
 /* records the positions of the deletes run */
 extern void ks_cdc_record_deletes(KsBatch *batch, int *dels, int ndels);
 /* drops winners at or before their key's recorded delete or the truncate */

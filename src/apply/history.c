@@ -132,6 +132,151 @@ append_fields_array(StringInfo b, KsTarget *t)
 }
 
 /*
+ * track_history_columns (docs/history.md, "Tracked columns"): a version
+ * of the target is a run of states, each state what a version of the
+ * untracked statement would be, kept in the version's _states jsonb (an
+ * array of objects in _valid_from order: _valid_from, _deleted, _fields,
+ * and every data and lineage column).  The fold runs over the states, so
+ * a late event inside a version finds the state just before it; the
+ * versions are then made again from the states, which depend only on the
+ * set of events.
+ *
+ * r: the batch keys' versions from the one in effect before the key's
+ * earliest event on (a version before it cannot change: its states all
+ * come before the event, and so does the boundary at its start);
+ * o: their states, those before the earliest event counting as carrying
+ * every column (their values are the state there), the others what their
+ * _fields say.
+ */
+static void
+append_stored_states(StringInfo b, KsTarget *t)
+{
+	appendStringInfo(b, ", r AS (SELECT m._ks_min, t.* FROM m CROSS JOIN LATERAL (SELECT * FROM %s AS t WHERE %s"
+					 " AND t._valid_from >= coalesce((SELECT max(t2._valid_from) FROM %s AS t2 WHERE %s"
+					 " AND t2._valid_from < m._ks_min), m._ks_min) OFFSET 0) AS t)",
+					 t->qualified_name, keys_match(t, "t", "m"), t->qualified_name, keys_match(t, "t2", "m"));
+	appendStringInfo(b, ", o AS (SELECT %s, x._valid_from, 0::bigint, coalesce(x._deleted, false),"
+					 " x._valid_from < r._ks_min,"
+					 " ARRAY(SELECT pg_catalog.jsonb_array_elements_text(s.j -> '_fields'))",
+					 keys_list(t, "r."));
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (is_data(c))
+			appendStringInfo(b, ", x.%s, (x._valid_from < r._ks_min OR NOT coalesce(x._deleted, false)"
+							 " AND (s.j -> '_fields') ? %s)",
+							 quote_identifier(c->name), quote_literal_cstr(c->name));
+		else if (c->lineage && !c->history)
+			appendStringInfo(b, ", x.%s", quote_identifier(c->name));
+	}
+	appendStringInfo(b, " FROM r CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(r._states) AS s(j)"
+					 " CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%s, s.j) AS x)",
+					 t->qualified_name);
+}
+
+/* A state of g as a jsonb object (in pieces: jsonb_build_object takes at most 100 arguments). */
+static void
+append_state_object(StringInfo b, KsTarget *t)
+{
+	int			pairs = 3;
+
+	appendStringInfoString(b, "pg_catalog.jsonb_build_object('_valid_from', g._ks_v, '_deleted', g._ks_del,"
+						   " '_fields', pg_catalog.to_jsonb(CASE WHEN g._ks_base THEN g._ks_f ELSE ");
+	append_fields_array(b, t);
+	appendStringInfoString(b, " END)");
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (!is_data(c) && !(c->lineage && !c->history))
+			continue;
+		if (pairs++ == 40)
+		{
+			appendStringInfoString(b, ") || pg_catalog.jsonb_build_object(");
+			pairs = 1;
+		}
+		else
+			appendStringInfoString(b, ", ");
+		appendStringInfo(b, "%s, g.%s", quote_literal_cstr(c->name), quote_identifier(c->name));
+	}
+	appendStringInfoChar(b, ')');
+}
+
+/*
+ * After g (the states, with _valid_to the next state's start): h, a state
+ * starts a version when its _deleted or a tracked column differs from the
+ * state before it (compared as text, as the untracked statement does); i,
+ * the version each state belongs to; j, each version: from its first
+ * state's start to the next version's, with the values and lineage of its
+ * last state and its states; then the versions of r that are no longer
+ * are deleted, those that differ updated and the new ones inserted.
+ */
+static void
+append_tracked_writes(StringInfo b, KsTarget *t)
+{
+	char	   *keys = keys_list(t, "");
+	char	   *pk = psprintf("PARTITION BY %s", keys);
+	int			current = history_column_index(t, 'c');
+	int			i;
+
+	appendStringInfo(b, ", h AS (SELECT g.*, (lag(_ks_del) OVER w IS DISTINCT FROM _ks_del");
+	for (i = 0; i < t->ncolumns; i++)
+		if (t->columns[i].tracked)
+		{
+			const char *name = quote_identifier(t->columns[i].name);
+
+			appendStringInfo(b, " OR lag(%s::text) OVER w IS DISTINCT FROM %s::text", name, name);
+		}
+	appendStringInfo(b, ") AS _ks_new FROM g WINDOW w AS (%s ORDER BY _ks_v))", pk);
+	appendStringInfo(b, ", i AS (SELECT h.*, sum(_ks_new::integer) OVER (%s ORDER BY _ks_v ROWS UNBOUNDED PRECEDING)"
+					 " AS _ks_run FROM h)", pk);
+	appendStringInfoString(b, ", j AS (SELECT g.*, min(_ks_v) OVER wr AS _ks_from, pg_catalog.jsonb_agg(");
+	append_state_object(b, t);
+	appendStringInfo(b, ") OVER wr AS _ks_states, row_number() OVER (%s, _ks_run ORDER BY _ks_v DESC) AS _ks_lastst"
+					 " FROM i AS g WINDOW wr AS (%s, _ks_run ORDER BY _ks_v"
+					 " ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING))", pk, pk);
+	appendStringInfo(b, ", k AS (SELECT j.*, EXISTS (SELECT 1 FROM r WHERE %s AND r._valid_from = j._ks_from) AS _ks_had"
+					 " FROM j WHERE _ks_lastst = 1)", keys_match(t, "r", "j"));
+	appendStringInfo(b, ", x AS (DELETE FROM %s AS t USING r WHERE %s AND t._valid_from = r._valid_from"
+					 " AND NOT EXISTS (SELECT 1 FROM k WHERE %s AND k._ks_from = r._valid_from) RETURNING 1)",
+					 t->qualified_name, keys_match(t, "t", "r"), keys_match(t, "k", "r"));
+	appendStringInfo(b, ", u AS (UPDATE %s AS t SET _valid_to = k._ks_to, _deleted = k._ks_del,"
+					 " _states = k._ks_states", t->qualified_name);
+	if (current >= 0)
+		appendStringInfoString(b, ", _is_current = (k._ks_to IS NULL AND NOT k._ks_del)");
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (is_data(c) || (c->lineage && !c->history))
+			appendStringInfo(b, ", %s = k.%s", quote_identifier(c->name), quote_identifier(c->name));
+	}
+	appendStringInfo(b, " FROM k WHERE k._ks_had AND %s AND t._valid_from = k._ks_from"
+					 " AND (t._valid_to IS DISTINCT FROM k._ks_to OR t._states IS DISTINCT FROM k._ks_states)"
+					 " RETURNING 1)", keys_match(t, "t", "k"));
+	appendStringInfo(b, " INSERT INTO %s (%s, _valid_from, _valid_to, _deleted, _states%s",
+					 t->qualified_name, keys, current >= 0 ? ", _is_current" : "");
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (is_data(c) || (c->lineage && !c->history))
+			appendStringInfo(b, ", %s", quote_identifier(c->name));
+	}
+	appendStringInfo(b, ") SELECT %s, k._ks_from, k._ks_to, k._ks_del, k._ks_states%s", keys_list(t, "k."),
+					 current >= 0 ? ", k._ks_to IS NULL AND NOT k._ks_del" : "");
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (is_data(c) || (c->lineage && !c->history))
+			appendStringInfo(b, ", k.%s", quote_identifier(c->name));
+	}
+	appendStringInfoString(b, " FROM k WHERE NOT k._ks_had");
+}
+
+/*
  * The history statement, over the batch's events (kafka_sink._batch_rows()
  * or, by hand, the staging table), $1 the batch id.  Its steps, as CTEs:
  *
@@ -156,12 +301,19 @@ append_fields_array(StringInfo b, KsTarget *t)
  *       fold, along time;
  *   g   one row per (key, v), the last, with _valid_to the next v.
  *
- * then the stored versions that differ are updated and the new ones
- * inserted.  A version's lineage columns name the last message at its v
+ * Change events' truncates (tr, cdc_guard.c records them): each is a
+ * delete at its position P of every key with P from its earliest event on
+ * (a batch with a new truncate takes every key of the table into m), kept
+ * only where a live version precedes it (c0), so that the result does not
+ * depend on whether a key's older events came before the truncate.
+ *
+ * then the stored versions that differ are updated, those no longer there
+ * (a truncate's delete that now ends no live version) deleted, and the new
+ * ones inserted.  A version's lineage columns name the last message at its v
  * (a re-sent copy that changes nothing leaves them).
  */
 char *
-ks_history_sql(KsTarget *t, bool by_hand)
+ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncate)
 {
 	StringInfoData b;
 	const char *o = quote_identifier(t->columns[t->order_index].name);
@@ -189,8 +341,25 @@ ks_history_sql(KsTarget *t, bool by_hand)
 	}
 	appendStringInfo(&b, " FROM (%s) AS s)", ks_source_sql(t, by_hand));
 
-	/* m: each key's earliest event; o: the stored versions from the base on */
-	appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM e GROUP BY %s)", keys, keys);
+	/*
+	 * m: each key's earliest event (a batch with a truncate at P: every key
+	 * of the table, from P at the latest); tr: the truncates' positions
+	 */
+	if (truncate)
+		appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM (SELECT %s, _ks_v FROM e"
+						 " UNION ALL SELECT %s, %s::numeric FROM %s) AS z GROUP BY %s)",
+						 keys, keys, keys, quote_literal_cstr(truncate), t->qualified_name, keys);
+	else
+		appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM e GROUP BY %s)", keys, keys);
+	if (t->cdc)
+		appendStringInfo(&b, ", tr AS (SELECT (d.key ->> 'truncate')::numeric AS _ks_p FROM kafka_sink.cdc_deletions d"
+						 " WHERE d.pipeline_id = " INT64_FORMAT " AND d.target = %u"
+						 " AND pg_catalog.jsonb_typeof(d.key) = 'object')", pipeline_id, t->relid);
+	/* o: the stored versions from the base on */
+	if (t->track)
+		append_stored_states(&b, t);
+	else
+	{
 	appendStringInfo(&b, ", o AS (SELECT %s, t._valid_from, 0::bigint, coalesce(t._deleted, false),"
 					 " t._valid_from < m._ks_min, %s",
 					 keys_list(t, "t."), fields >= 0 ? "t._fields" : "NULL::text[]");
@@ -219,18 +388,45 @@ ks_history_sql(KsTarget *t, bool by_hand)
 					 "(SELECT max(t2._valid_from) FROM %s AS t2 WHERE %s AND t2._valid_from < m._ks_min),"
 					 " m._ks_min) OFFSET 0) AS t)",
 					 t->qualified_name, keys_match(t, "t", "m"), t->qualified_name, keys_match(t, "t2", "m"));
+	}
 
 	/* b: ties at one v; c: segments between deletes */
-	appendStringInfo(&b, ", a AS (SELECT * FROM e UNION ALL SELECT * FROM o)"
-					 ", b AS (SELECT a.*, max(_ks_ord) FILTER (WHERE _ks_del) OVER w AS _ks_lastdel,"
+	if (t->cdc)
+	{
+		/*
+		 * a truncate at P is a delete at P of every key (_ks_syn: kept
+		 * below only where it ends a live version): one for each key with
+		 * P from its earliest event on, before a stored one at P (_ks_ord
+		 * -1)
+		 */
+		appendStringInfo(&b, ", a AS (SELECT y.*, (y._ks_del AND y._ks_v IN (SELECT _ks_p FROM tr)) AS _ks_syn"
+						 " FROM (SELECT * FROM e UNION ALL SELECT * FROM o UNION ALL SELECT %s, tr._ks_p, -1::bigint,"
+						 " true, false, NULL::text[]", keys_list(t, "m."));
+		for (i = 0; i < t->ncolumns; i++)
+		{
+			KsColumn   *c = &t->columns[i];
+
+			if (is_data(c))
+				appendStringInfo(&b, ", NULL::%s, false", c->type_sql);
+			else if (c->lineage && !c->history)
+				appendStringInfo(&b, ", NULL::%s", c->type_sql);
+		}
+		appendStringInfoString(&b, " FROM m JOIN tr ON tr._ks_p >= m._ks_min) AS y)");
+	}
+	else
+		appendStringInfoString(&b, ", a AS (SELECT *, false AS _ks_syn FROM e UNION ALL SELECT *, false FROM o)");
+	appendStringInfo(&b, ", b AS (SELECT a.*, max(_ks_ord) FILTER (WHERE _ks_del) OVER w AS _ks_lastdel,"
 					 " max(_ks_ord) OVER w AS _ks_maxord, bool_or(_ks_ord = 0) OVER w AS _ks_stored"
 					 " FROM a WINDOW w AS (%s, _ks_v))"
-					 ", c0 AS (SELECT b.*, lead(_ks_del) OVER (%s ORDER BY _ks_v, _ks_ord) AS _ks_nextdel FROM b"
+					 /* b1: the tie's survivors; c0: a truncate's delete only after a live version */
+					 ", b1 AS (SELECT b.*, lag(_ks_del) OVER (%s ORDER BY _ks_v, _ks_ord) AS _ks_prevdel FROM b"
 					 " WHERE _ks_ord >= coalesce(_ks_lastdel, _ks_ord) AND NOT (_ks_del AND _ks_ord < _ks_maxord))"
+					 ", c0 AS (SELECT b1.*, lead(_ks_del) OVER (%s ORDER BY _ks_v, _ks_ord) AS _ks_nextdel FROM b1"
+					 " WHERE NOT _ks_syn OR _ks_base OR NOT _ks_prevdel)"
 					 ", c AS (SELECT c0.*, coalesce(sum((_ks_del AND NOT coalesce(_ks_nextdel, true))::integer)"
 					 " OVER (%s ORDER BY _ks_v, _ks_ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)"
 					 " AS _ks_seg FROM c0)",
-					 pk, pk, pk);
+					 pk, pk, pk, pk);
 
 	/* d: per column, which carrying row it takes (0: none) */
 	appendStringInfoString(&b, ", d AS (SELECT c.*");
@@ -256,12 +452,24 @@ ks_history_sql(KsTarget *t, bool by_hand)
 							 " ORDER BY _ks_v, _ks_ord) END AS %s", i, name, pk, i, name);
 		else if (c->lineage && !c->history)
 			appendStringInfo(&b, ", %s", name);
-		if (is_data(c) && fields >= 0)
+		if (is_data(c) && (fields >= 0 || t->track))
 			appendStringInfo(&b, ", bool_or(_ks_q%d) OVER (%s, _ks_v) AS _ks_q%d", i, pk, i);
 	}
 	appendStringInfoString(&b, " FROM d)");
 	appendStringInfo(&b, ", g AS (SELECT f.*, lead(_ks_v) OVER (%s ORDER BY _ks_v) AS _ks_to FROM f"
 					 " WHERE _ks_last = 1)", pk);
+
+	if (t->track)
+	{
+		append_tracked_writes(&b, t);
+		return b.data;
+	}
+
+	/* y: the stored versions no longer there (a truncate's delete that ends no live version) */
+	if (t->cdc)
+		appendStringInfo(&b, ", y AS (DELETE FROM %s AS t USING b WHERE b._ks_ord = 0 AND %s AND t._valid_from = b._ks_v"
+						 " AND NOT EXISTS (SELECT 1 FROM g WHERE %s AND g._ks_v = b._ks_v) RETURNING 1)",
+						 t->qualified_name, keys_match(t, "t", "b"), keys_match(t, "g", "b"));
 
 	/* u: the stored versions that change */
 	appendStringInfo(&b, ", u AS (UPDATE %s AS t SET _valid_to = g._ks_to, _deleted = g._ks_del", t->qualified_name);

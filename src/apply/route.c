@@ -601,6 +601,13 @@ key_columns_arg(KsPipeline *p, Datum *value, char *null)
 	*value = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
+/* The mode as create_pipeline names it, for the checks and create_targets (a routed pipeline's: no function) */
+static const char *
+mode_name(KsMode mode)
+{
+	return mode == KS_MODE_MERGE ? "merge" : mode == KS_MODE_HISTORY ? "history" : "append";
+}
+
 static void
 open_checked(void *arg)
 {
@@ -618,7 +625,7 @@ open_checked(void *arg)
 		values[2] = CStringGetTextDatum(a->p->targets.order_column);
 	else
 		nulls[2] = 'n';
-	values[3] = CStringGetTextDatum(a->p->targets.mode == KS_MODE_MERGE ? "merge" : "append");
+	values[3] = CStringGetTextDatum(mode_name(a->p->targets.mode));
 
 	/* create_pipeline's checks of a target, as the owner: kind, privileges, key */
 	ks_spi_exec("check a routed target",
@@ -711,7 +718,7 @@ create_target(void *arg)
 			nulls[3] = 'n';
 	}
 	key_columns_arg(a->p, &values[4], &nulls[4]);
-	values[5] = CStringGetTextDatum(a->p->targets.mode == KS_MODE_MERGE ? "merge" : "append");
+	values[5] = CStringGetTextDatum(mode_name(a->p->targets.mode));
 	ks_spi_exec("create a routed target",
 				"SELECT kafka_sink._create_target($1, $2, $3, $4, $5, $6)",
 				6, argtypes, values, nulls, false, SPI_OK_SELECT);

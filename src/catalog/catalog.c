@@ -277,7 +277,7 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_filter				40
 #define Anum_pipeline_delete_mode			41
 #define Anum_pipeline_write_mode			42
-#define Natts_pipeline						42
+#define Natts_pipeline						42	/* track_history_columns: its own query */
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -486,6 +486,9 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->targets.key_columns = load_text_list("SELECT k FROM kafka_sink.pipeline_definitions,"
 									" unnest(key_columns) WITH ORDINALITY AS u(k, n)"
 									" WHERE id = $1 ORDER BY n", pipeline_id, mcxt);
+	p->targets.track_history = load_text_list("SELECT unnest(track_history_columns)"
+									   " FROM kafka_sink.pipeline_definitions WHERE id = $1",
+									   pipeline_id, mcxt);
 
 	exec_id("SELECT t.key, (e.value #>> '{}')::int8"
 			" FROM kafka_sink.pipeline_definitions d, jsonb_each(d.assign) t, jsonb_array_elements(t.value) e"
@@ -1048,7 +1051,7 @@ ks_catalog_cdc_prune(int64 pipeline_id, Oid target, int64 older_than_s)
 
 	ks_spi_exec("prune deleted keys",
 				"DELETE FROM kafka_sink.cdc_deletions WHERE pipeline_id = $1 AND target = $2"
-				" AND key <> 'null'::jsonb AND recorded_at < now() - make_interval(secs => $3)",
+				" AND pg_catalog.jsonb_typeof(key) = 'array' AND recorded_at < now() - make_interval(secs => $3)",
 				3, argtypes, values, NULL, false, SPI_OK_DELETE);
 }
 

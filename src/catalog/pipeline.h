@@ -156,6 +156,9 @@ typedef struct KsTargets
 								 * (docs/soft-deletes.md) */
 	KsWriteMode write_mode;		/* mode merge: upsert, insert_only or
 								 * update_only (docs/write-modes.md) */
+	List	   *track_history;	/* mode history: of char *, the columns whose
+								 * change starts a version; NIL: every column
+								 * (docs/history.md) */
 	struct KsRouting *routing;	/* compiled on first use (route.c) */
 	/* the declarative transform (transform.c): NULL and NIL when none */
 	char	   *filter;			/* a boolean SQL expression over the row */

@@ -44,7 +44,10 @@ typedef struct KsColumn
 	const char *lineage;		/* for _kafka_* columns: the source expression */
 	char		history;		/* mode history's version columns: 'f'
 								 * _valid_from, 't' _valid_to, 'd' _deleted,
-								 * 'c' _is_current, 'p' _fields; else 0 */
+								 * 'c' _is_current, 'p' _fields, 's'
+								 * _states; else 0 */
+	bool		tracked;		/* mode history with track_history_columns:
+								 * one of them */
 	char		soft;			/* delete_mode soft: 'd' _deleted, 'a'
 								 * _deleted_at, the mark (statements.c);
 								 * else 0 */
@@ -75,6 +78,8 @@ typedef struct KsTarget
 								 * guarded by it (cdc_guard.c) */
 	char	   *key_index_name;	/* the unique index over the key columns */
 	bool		history;		/* mode history: the batch rows carry _ks_del */
+	bool		track;			/* ... with track_history_columns: the
+								 * versions keep their states in _states */
 	bool		soft;			/* delete_mode soft: deletes mark the row */
 	int			soft_deleted;	/* its _deleted column, or -1 */
 	int			soft_deleted_at;	/* its _deleted_at column, or -1 */

@@ -85,6 +85,8 @@ history_column(const char *name)
 		return 'c';
 	if (strcmp(name, "_fields") == 0)
 		return 'p';
+	if (strcmp(name, "_states") == 0)
+		return 's';
 	return 0;
 }
 
@@ -390,6 +392,30 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 					 errmsg("history target %s of pipeline \"%s\" lacks its order column or a version column",
 							t->qualified_name, p->name),
 					 errhint("A history target has _valid_from, _valid_to (the order column's type) and _deleted boolean: see docs/history.md.")));
+	}
+	t->track = t->history && p->targets.track_history != NIL;
+	if (t->track)
+	{
+		bool		states = false;
+
+		for (int i = 0; i < t->ncolumns; i++)
+			states |= t->columns[i].history == 's';
+		foreach(lc, p->targets.track_history)
+		{
+			int			i;
+
+			for (i = 0; i < t->ncolumns; i++)
+				if (strcmp(t->columns[i].name, (char *) lfirst(lc)) == 0 &&
+					!t->columns[i].is_key && !t->columns[i].history && t->columns[i].lineage == NULL)
+					break;
+			if (i == t->ncolumns || !states)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+						 errmsg("history target %s of pipeline \"%s\" lacks _states or tracked column \"%s\"",
+								t->qualified_name, p->name, (char *) lfirst(lc)),
+						 errhint("A history target with track_history_columns has _states jsonb and each tracked column: see docs/history.md.")));
+			t->columns[i].tracked = true;
+		}
 	}
 	t->write_mode = p->targets.mode == KS_MODE_MERGE ? p->targets.write_mode : KS_WRITE_UPSERT;
 	if (t->write_mode != KS_WRITE_UPSERT && t->citus != KS_CITUS_NONE)

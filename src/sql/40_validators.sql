@@ -1092,12 +1092,6 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
     END IF;
-    IF mode = 'history' AND on_truncate = 'apply' THEN
-        RAISE EXCEPTION 'mode history does not apply truncates'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'A truncate would end every key''s version in effect at its position, keys not seen yet included; kafka_sink does not keep that yet.',
-                  HINT = 'Pass on_truncate => ''fail'' (the pipeline stops at a truncate) or ''ignore''.';
-    END IF;
     IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema') THEN
         RAISE EXCEPTION 'envelope debezium supports value_format json, avro and json_schema only'
             USING ERRCODE = 'feature_not_supported',
@@ -1261,6 +1255,60 @@ $$;
 COMMENT ON FUNCTION kafka_sink._check_write_mode(text, text, boolean, text, boolean, text) IS
 'Internal: checks write_mode: upsert, insert_only or update_only; the last two need mode merge and one target; insert_only takes no deletes (delete_on_tombstone, envelope debezium, delete_mode soft).';
 
+-- track_history_columns (mode history, docs/history.md): data columns of
+-- the target (not a key, the order column, a version or lineage column),
+-- and the target keeps each version's states in _states jsonb (without
+-- _fields: a state keeps its own).
+CREATE OR REPLACE FUNCTION kafka_sink._check_track_history(track text[], mode text, target regclass,
+                                                          key_columns text[], order_column text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c text;
+BEGIN
+    IF track IS NULL THEN
+        RETURN;
+    END IF;
+    IF mode IS DISTINCT FROM 'history' OR target IS NULL THEN
+        RAISE EXCEPTION 'track_history_columns needs mode history and one target'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Leave track_history_columns NULL, or create a history pipeline with target => ''schema.table''.';
+    END IF;
+    IF cardinality(track) = 0 OR array_position(track, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'track_history_columns cannot be empty or hold NULL'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Name the columns whose change starts a new version, or leave it NULL to track every column.';
+    END IF;
+    FOREACH c IN ARRAY track LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = c
+                          AND a.attnum > 0 AND NOT a.attisdropped)
+           OR c = ANY (key_columns) OR c = order_column OR c LIKE '\_kafka\_%'
+           OR c IN ('_valid_from', '_valid_to', '_deleted', '_is_current', '_fields', '_states') THEN
+            RAISE EXCEPTION 'track_history_columns names "%", which is not a data column of %', c, target
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Name columns of the target that events carry, other than the key and the order column.';
+        END IF;
+    END LOOP;
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = '_states'
+                      AND a.atttypid = 'jsonb'::regtype AND NOT a.attisdropped
+                      AND a.attgenerated = '') THEN
+        RAISE EXCEPTION 'a history target with track_history_columns needs a column _states jsonb'
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = format('ALTER TABLE %s ADD COLUMN _states jsonb: it keeps the states a version went through (see docs/history.md).', target);
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = '_fields'
+                  AND NOT a.attisdropped) THEN
+        RAISE EXCEPTION 'a history target with track_history_columns has no _fields column'
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = format('ALTER TABLE %s DROP COLUMN _fields: each state in _states keeps the fields its messages carried.', target);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._check_track_history(text[], text, regclass, text[], text) IS
+'Internal: checks track_history_columns: mode history with one target, data columns of it, a _states jsonb column and no _fields.';
+
 -- Routing (issue 16): a target template, the targets map, create_targets
 -- and evolve, as create_pipeline gets them.  The worker parses and checks
 -- them again where it uses them (route.c); each routed table is checked
@@ -1290,13 +1338,14 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Use value_format json with values as Kafka Connect''s JsonConverter writes them (schemas.enable), or avro, or create the targets first.';
     END IF;
-    IF mode IN ('function', 'history') THEN
+    -- mode history routes change events only (create_pipeline): each
+    -- table's shape is checked as the worker opens it, create_targets
+    -- makes it with the version columns (_create_target)
+    IF mode = 'function' THEN
         RAISE EXCEPTION 'mode % cannot route to many targets', mode
             USING ERRCODE = 'feature_not_supported',
-                  DETAIL = CASE mode WHEN 'function' THEN 'A batch function takes the rows of one table type.'
-                           ELSE 'A history table has a shape of its own (version columns, a unique index on the key and _valid_from) that routing does not create or check.' END,
-                  HINT = CASE mode WHEN 'function' THEN 'Use mode merge or append with a target template or a targets map.'
-                         ELSE 'Create one history pipeline per target table.' END;
+                  DETAIL = 'A batch function takes the rows of one table type.',
+                  HINT = 'Use mode merge or append with a target template or a targets map.';
     END IF;
     IF template IS NOT NULL THEN
         PERFORM kafka_sink._check_target_template(template);
@@ -1472,6 +1521,7 @@ DECLARE
     f jsonb;
     n text;
     why text;
+    own int := CASE WHEN mode = 'history' THEN 5 ELSE 1 END;  -- columns of the pipeline's own
 BEGIN
     BEGIN
         v := value::jsonb;
@@ -1492,7 +1542,7 @@ BEGIN
     ELSIF keys IS NULL AND jsonb_typeof(k) = 'object' AND NOT k ? 'schema' THEN
         SELECT array_agg(x ORDER BY x) INTO keys FROM jsonb_object_keys(k) x;
     END IF;
-    IF keys IS NULL AND mode = 'merge' THEN
+    IF keys IS NULL AND mode IN ('merge', 'history') THEN
         RETURN 'The message key is not a JSON object naming the key fields, and the pipeline has no key_columns: the target''s primary key is unknown.';
     END IF;
     -- the message's schema asks for columns the pipeline will not make:
@@ -1511,15 +1561,22 @@ BEGIN
     IF cardinality(cols) = 0 THEN
         RETURN 'The embedded schema has no fields.';
     END IF;
-    IF cardinality(cols) + 1 > 1600 THEN
+    IF cardinality(cols) + own > 1600 THEN
         RAISE EXCEPTION 'the embedded schema cannot make table %.%', quote_ident(schema_name), quote_ident(table_name)
             USING ERRCODE = 'too_many_columns',
-                  DETAIL = format('It has %s fields; with _kafka_source_position a table has at most 1600 columns.', cardinality(cols));
+                  DETAIL = format('It has %s fields; with _kafka_source_position%s a table has at most 1600 columns.', cardinality(cols),
+                                  CASE WHEN mode = 'history' THEN ' and the version columns' ELSE '' END);
     END IF;
     IF keys IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(keys) x WHERE x IS NULL OR NOT x = ANY (names)) THEN
         RETURN format('The key fields %s are not all fields of the value''s schema.', keys);
     END IF;
     cols := cols || '_kafka_source_position numeric'::text;
+    IF mode = 'history' THEN
+        -- docs/history.md: versions by source position, keyed on (key, _valid_from)
+        cols := cols || ARRAY['_valid_from numeric NOT NULL', '_valid_to numeric',
+                              '_deleted boolean NOT NULL DEFAULT false', '_is_current boolean'];
+        keys := keys || '_valid_from'::text;
+    END IF;
     -- never in kafka_sink's or the system's schemas, nor a temporary one
     -- (a superuser-owned pipeline could create there)
     IF schema_name IN ('kafka_sink', 'pg_catalog', 'information_schema')

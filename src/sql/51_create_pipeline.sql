@@ -50,7 +50,8 @@ CREATE OR REPLACE FUNCTION kafka_sink._api_create_pipeline(
     filter                text DEFAULT NULL,
     computed              jsonb DEFAULT NULL,
     delete_mode           text DEFAULT 'hard',
-    write_mode            text DEFAULT 'upsert')
+    write_mode            text DEFAULT 'upsert',
+    track_history_columns text[] DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -108,6 +109,12 @@ BEGIN
     END IF;
     IF routed OR create_targets OR evolve <> 'none' THEN
         PERFORM kafka_sink._check_routing(template, targets, create_targets, evolve, mode, value_format);
+    END IF;
+    IF routed AND mode = 'history' AND envelope IS DISTINCT FROM 'debezium' THEN
+        RAISE EXCEPTION 'a routed history pipeline needs envelope debezium'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Routed history tables take their versions from the change events'' source positions (_valid_from numeric).',
+                  HINT = 'Pass envelope => ''debezium'', or create one history pipeline per target table.';
     END IF;
     IF template IS NOT NULL THEN
         target := NULL;         -- expanded per message by the worker (route.c)
@@ -204,6 +211,7 @@ BEGIN
     END IF;
     PERFORM kafka_sink._check_delete_mode(delete_mode, mode, target_oid, routed, envelope, delete_on_tombstone);
     PERFORM kafka_sink._check_write_mode(write_mode, mode, routed, envelope, delete_on_tombstone, delete_mode);
+    PERFORM kafka_sink._check_track_history(track_history_columns, mode, target_oid, key_columns, order_column);
 
     INSERT INTO kafka_sink.pipeline_definitions AS p
         (name, owner, state, bootstrap_servers, subscribe, subscribe_pattern, assign,
@@ -214,7 +222,7 @@ BEGIN
          min_offsets_per_batch, max_trigger_delay, dead_letter_topic,
          value_format, value_schema, schema_registry, envelope, on_truncate,
          target_template, targets, create_targets, evolve, unavailable_value_placeholder,
-         filter, computed, delete_mode, write_mode)
+         filter, computed, delete_mode, write_mode, track_history_columns)
     VALUES
         (name, (SELECT oid FROM pg_roles WHERE rolname = current_user)::regrole,
          CASE WHEN start THEN 'running' ELSE 'stopped' END,
@@ -227,7 +235,7 @@ BEGIN
          -- the registry's options by _set_schema_registry below (its secret apart)
          value_format, value_schema, CASE WHEN schema_registry IS NOT NULL THEN '{}'::jsonb END,
          envelope, on_truncate, template, targets, create_targets, evolve, unavailable_value_placeholder,
-         filter, computed, delete_mode, write_mode)
+         filter, computed, delete_mode, write_mode, track_history_columns)
     RETURNING p.id INTO new_id;
 
     plain_options := kafka_sink._split_secrets(new_id, kafka_options);
@@ -281,12 +289,13 @@ CREATE OR REPLACE FUNCTION kafka_sink.create_pipeline(
     filter                text DEFAULT NULL,
     computed              jsonb DEFAULT NULL,
     delete_mode           text DEFAULT 'hard',
-    write_mode            text DEFAULT 'upsert')
+    write_mode            text DEFAULT 'upsert',
+    track_history_columns text[] DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) IS
-'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id. envelope => ''debezium'' reads Debezium change events (the target keeps each row''s source position in _kafka_source_position numeric, or order_column); on_truncate says what their truncates do: apply, ignore or fail; unavailable_value_placeholder is the connector''s unavailable.value.placeholder when it is not Debezium''s default. filter (a boolean SQL expression over the decoded row) and computed ({"column": "<SQL expression>"}) transform each decoded message before it is applied (docs/transform.md). delete_mode => ''soft'' (mode merge) keeps a deleted row, marked in _deleted boolean and/or _deleted_at timestamptz (docs/soft-deletes.md). write_mode (mode merge): upsert (the default), insert_only (the first event of a key wins) or update_only (events for keys not in the target are skipped) (docs/write-modes.md).';
+REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text, text[]) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text, text[]) IS
+'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id. envelope => ''debezium'' reads Debezium change events (the target keeps each row''s source position in _kafka_source_position numeric, or order_column); on_truncate says what their truncates do: apply, ignore or fail; unavailable_value_placeholder is the connector''s unavailable.value.placeholder when it is not Debezium''s default. filter (a boolean SQL expression over the decoded row) and computed ({"column": "<SQL expression>"}) transform each decoded message before it is applied (docs/transform.md). delete_mode => ''soft'' (mode merge) keeps a deleted row, marked in _deleted boolean and/or _deleted_at timestamptz (docs/soft-deletes.md). write_mode (mode merge): upsert (the default), insert_only (the first event of a key wins) or update_only (events for keys not in the target are skipped) (docs/write-modes.md). track_history_columns (mode history): the columns whose change starts a new version; a change to the others updates the version in effect (docs/history.md).';
 

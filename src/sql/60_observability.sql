@@ -332,6 +332,7 @@ DECLARE
     has_lineage boolean;
     has_msg boolean;
     keycol text;
+    tgt regclass;
 BEGIN
     p := kafka_sink._get_pipeline(pipeline);
     SELECT o.next_offset INTO committed FROM kafka_sink.offsets o
@@ -373,12 +374,18 @@ BEGIN
     -- the versions of its key; a version's lineage columns name the last
     -- message at its order value that changed it
     IF p.mode = 'history' THEN
-        has_lineage := (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = p.target AND NOT a.attisdropped
+        -- routed (change events): the table its routing names, from bronze
+        tgt := p.target;
+        IF tgt IS NULL AND p.bronze IS NOT NULL THEN
+            tgt := to_regclass(kafka_sink._message_target(p.id, topic,
+                       (SELECT m.value FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset") m)));
+        END IF;
+        has_lineage := (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = tgt AND NOT a.attisdropped
                           AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset')) = 3;
         IF has_lineage THEN
             EXECUTE format('SELECT string_agg(CASE WHEN t._deleted THEN ''the delete at '' ELSE ''the version from '' END'
                            ' || t._valid_from::text, '', '' ORDER BY t._valid_from) FROM %s t'
-                           ' WHERE t._kafka_topic = $1 AND t._kafka_partition = $2 AND t._kafka_offset = $3', p.target)
+                           ' WHERE t._kafka_topic = $1 AND t._kafka_partition = $2 AND t._kafka_offset = $3', tgt)
                INTO cond USING topic, partition, "offset";
         END IF;
         RETURN QUERY SELECT CASE WHEN cond IS NOT NULL THEN 'applied as a version' ELSE 'folded into history' END,
@@ -386,7 +393,7 @@ BEGIN
             CASE WHEN cond IS NOT NULL THEN 'last wrote ' || cond
                  WHEN has_lineage THEN 'applied; its version is held by another message at the same order value (a re-sent copy that changed nothing, or a later message)'
                  ELSE 'applied; lineage columns on the target are needed to tell which version it wrote' END,
-            p.target::text;
+            tgt::text;
         RETURN;
     END IF;
     IF p.mode <> 'merge' THEN
@@ -498,7 +505,8 @@ SELECT p.id, p.name, p.owner::regrole AS owner, p.state, p.bootstrap_servers,
        p.envelope, p.on_truncate,
        p.target_template, p.targets, p.create_targets, p.evolve,
        p.unavailable_value_placeholder,
-       p.filter, p.computed, p.delete_mode, p.write_mode
+       p.filter, p.computed, p.delete_mode, p.write_mode,
+       p.track_history_columns
   FROM kafka_sink.pipeline_definitions p;
 
 -- One row per topic-partition: the committed checkpoint beside the

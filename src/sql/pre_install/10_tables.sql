@@ -104,6 +104,8 @@ CREATE TABLE kafka_sink.pipeline_definitions (
     write_mode            text NOT NULL DEFAULT 'upsert'
                           CONSTRAINT pipeline_definitions_write_mode_check
                           CHECK (write_mode IN ('upsert', 'insert_only', 'update_only')),
+    -- issue 26: mode history's tracked columns (docs/history.md)
+    track_history_columns text[],
     CONSTRAINT pipeline_definitions_registry_needed_check
         CHECK (value_format = 'json' OR schema_registry IS NOT NULL OR (value_format = 'avro' AND value_schema IS NOT NULL)),
     CONSTRAINT pipeline_definitions_value_schema_check
@@ -226,6 +228,8 @@ CREATE INDEX ON kafka_sink.event_ids (target, seen_at);
 -- or update (position <= the recorded one) is stale instead of bringing the
 -- row back (envelope debezium).  Deleted keys are pruned after the
 -- pipeline's event_id_retention; the truncate row (one per target) is kept.
+-- Mode history records every truncate, under key {"truncate": position},
+-- kept too (docs/history.md: a key whose events come later meets them).
 CREATE TABLE kafka_sink.cdc_deletions (
     pipeline_id bigint NOT NULL REFERENCES kafka_sink.pipeline_definitions (id) ON DELETE CASCADE,
     target      regclass NOT NULL,
@@ -440,5 +444,7 @@ COMMENT ON COLUMN kafka_sink.batches.filtered IS
     'Messages of the batch the pipeline''s filter left out';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.delete_mode IS
     'Mode merge: what a delete (a tombstone, a change event''s delete or truncate) does: hard removes the row, soft marks it (_deleted true, _deleted_at its Kafka timestamp) and keeps its last values (docs/soft-deletes.md)';
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.track_history_columns IS
+    'Mode history: the columns whose change starts a new version; a change to the others updates the version in effect (its states kept in _states jsonb) (docs/history.md); NULL: every column';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.write_mode IS
     'Mode merge: upsert (insert or update under the ordering guard), insert_only (the first event of a key wins: smallest order value, then partition and offset) or update_only (events for keys not in the target are skipped) (docs/write-modes.md)';

@@ -97,3 +97,9 @@ ALTER TABLE kafka_sink.pipeline_definitions
         CONSTRAINT pipeline_definitions_write_mode_check CHECK (write_mode IN ('upsert', 'insert_only', 'update_only'));
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.write_mode IS
     'Mode merge: upsert (insert or update under the ordering guard), insert_only (the first event of a key wins: smallest order value, then partition and offset) or update_only (events for keys not in the target are skipped) (docs/write-modes.md)';
+
+-- mode history's track_history_columns (issue 26, docs/history.md):
+-- create_pipeline takes it as its last argument
+ALTER TABLE kafka_sink.pipeline_definitions ADD COLUMN track_history_columns text[];
+COMMENT ON COLUMN kafka_sink.pipeline_definitions.track_history_columns IS
+    'Mode history: the columns whose change starts a new version; a change to the others updates the version in effect (its states kept in _states jsonb) (docs/history.md); NULL: every column';
