@@ -315,16 +315,12 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 			int		   *sel = palloc(sizeof(int) * Max(batch->nmsgs, 1));
 			int			nsel;
 
-			/* truncates: on_truncate fail or ignore (apply is refused at create) */
-			if (bt->target->cdc)
-			{
-				if (batch->pipeline->contract.on_truncate == KS_TRUNCATE_APPLY)
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("pipeline \"%s\" in mode history cannot apply truncates", batch->pipeline->name),
-							 errhint("Alter the pipeline with on_truncate => 'fail' or 'ignore'.")));
+			/*
+			 * truncates: on_truncate fail and ignore here; apply's are
+			 * events of the statement, ending every version in effect
+			 */
+			if (bt->target->cdc && batch->pipeline->contract.on_truncate != KS_TRUNCATE_APPLY)
 				ks_cdc_truncates(batch);
-			}
 			nsel = ks_history_rows(batch, sel);
 
 			batch->stats.apply_rows += nsel;

@@ -87,7 +87,7 @@ batch_rows_columns(KsTarget *t, int *ncols)
 			next++;
 		}
 	Assert(next == 2 * n + 5 + t->nprov);
-	/* mode history: whether the row is a delete (history.c) */
+	/* mode history: whether the row is a delete, NULL for a truncate (history.c) */
 	if (t->history)
 	{
 		cols[next].name = "_ks_del";
@@ -179,8 +179,9 @@ kafka_sink_batch_rows(PG_FUNCTION_ARGS)
 			nulls[2 * n + 4] = true;
 		if (t->history)
 		{
+			/* a truncate: NULL (history.c makes its deletes) */
 			values[natts - 1] = BoolGetDatum(row->is_delete);
-			nulls[natts - 1] = false;
+			nulls[natts - 1] = row->is_truncate;
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -49,7 +49,8 @@ ks_history_rows(KsBatch *batch, int *sel)
 	{
 		KsRow	   *r = &batch->rows[i];
 
-		if (r->reason != KS_OK || r->duplicate || r->skipped || r->is_truncate)
+		/* a truncate not skipped (on_truncate apply) is an event too */
+		if (r->reason != KS_OK || r->duplicate || r->skipped)
 			continue;
 		if (r->is_delete && r->nulls[o])
 		{
@@ -132,6 +133,31 @@ append_fields_array(StringInfo b, KsTarget *t)
 }
 
 /*
+ * The select list of the statement's events e over s (the batch's rows):
+ * the key from key_prefix's columns, then v, the order in the batch, the
+ * flags and the data and lineage columns; truncate: the deletes a
+ * truncate row makes (_ks_trunc), which carry nothing.
+ */
+static void
+append_events(StringInfo b, KsTarget *t, const char *key_prefix, bool truncate)
+{
+	appendStringInfo(b, "SELECT %s, s.%s AS _ks_v, s._ks_seq::bigint + 1 AS _ks_ord,"
+					 " %s AS _ks_del, false AS _ks_base, NULL::text[] AS _ks_f, %s AS _ks_trunc",
+					 keys_list(t, key_prefix), quote_identifier(t->columns[t->order_index].name),
+					 truncate ? "true" : "s._ks_del", truncate ? "true" : "false");
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (is_data(c))
+			appendStringInfo(b, ", s.%s, (s._ks_p%d AND s._ks_del IS FALSE) AS _ks_q%d",
+							 quote_identifier(c->name), i, i);
+		else if (c->lineage && !c->history)
+			appendStringInfo(b, ", (%s)::%s AS %s", c->lineage, c->type_sql, quote_identifier(c->name));
+	}
+}
+
+/*
  * The history statement, over the batch's events (kafka_sink._batch_rows()
  * or, by hand, the staging table), $1 the batch id.  Its steps, as CTEs:
  *
@@ -173,26 +199,34 @@ ks_history_sql(KsTarget *t, bool by_hand)
 
 	initStringInfo(&b);
 
-	/* e: the batch's events */
-	appendStringInfo(&b, "WITH e AS (SELECT %s, s.%s AS _ks_v, s._ks_seq::bigint + 1 AS _ks_ord,"
-					 " s._ks_del AS _ks_del, false AS _ks_base, NULL::text[] AS _ks_f",
-					 keys_list(t, "s."), o);
-	for (i = 0; i < t->ncolumns; i++)
+	/* e: the batch's events; for change events, each truncate's deletes */
+	if (t->cdc)
+		appendStringInfo(&b, "WITH s AS (SELECT * FROM (%s) AS s), e AS (", ks_source_sql(t, by_hand));
+	else
+		appendStringInfoString(&b, "WITH e AS (");
+	append_events(&b, t, "s.", false);
+	if (t->cdc)
 	{
-		KsColumn   *c = &t->columns[i];
-
-		if (is_data(c))
-			appendStringInfo(&b, ", s.%s, (s._ks_p%d AND NOT s._ks_del) AS _ks_q%d",
-							 quote_identifier(c->name), i, i);
-		else if (c->lineage && !c->history)
-			appendStringInfo(&b, ", (%s)::%s AS %s", c->lineage, c->type_sql, quote_identifier(c->name));
+		/*
+		 * a truncate (_ks_del NULL) at T: a delete at T for every key with
+		 * a version in effect just before T or starting at T, and every
+		 * key of the batch
+		 */
+		appendStringInfoString(&b, " FROM s WHERE s._ks_del IS NOT NULL UNION ALL ");
+		append_events(&b, t, "k.", true);
+		appendStringInfo(&b, " FROM s CROSS JOIN LATERAL (SELECT %s FROM %s AS t WHERE t._valid_from <= s.%s"
+						 " AND (t._valid_to IS NULL OR t._valid_to >= s.%s)"
+						 " UNION SELECT %s FROM s AS s2 WHERE s2._ks_del IS NOT NULL) AS k"
+						 " WHERE s._ks_del IS NULL)",
+						 keys, t->qualified_name, o, o, keys_list(t, "s2."));
 	}
-	appendStringInfo(&b, " FROM (%s) AS s)", ks_source_sql(t, by_hand));
+	else
+		appendStringInfo(&b, " FROM (%s) AS s)", ks_source_sql(t, by_hand));
 
 	/* m: each key's earliest event; o: the stored versions from the base on */
 	appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM e GROUP BY %s)", keys, keys);
 	appendStringInfo(&b, ", o AS (SELECT %s, t._valid_from, 0::bigint, coalesce(t._deleted, false),"
-					 " t._valid_from < m._ks_min, %s",
+					 " t._valid_from < m._ks_min, %s, false",
 					 keys_list(t, "t."), fields >= 0 ? "t._fields" : "NULL::text[]");
 	for (i = 0; i < t->ncolumns; i++)
 	{
@@ -220,17 +254,26 @@ ks_history_sql(KsTarget *t, bool by_hand)
 					 " m._ks_min) OFFSET 0) AS t)",
 					 t->qualified_name, keys_match(t, "t", "m"), t->qualified_name, keys_match(t, "t2", "m"));
 
-	/* b: ties at one v; c: segments between deletes */
+	/*
+	 * b: ties at one v (a truncate's delete only where nothing else is at
+	 * its v, the last of its copies); z: a truncate's delete only after a
+	 * version that is not a delete; c: segments between deletes
+	 */
 	appendStringInfo(&b, ", a AS (SELECT * FROM e UNION ALL SELECT * FROM o)"
-					 ", b AS (SELECT a.*, max(_ks_ord) FILTER (WHERE _ks_del) OVER w AS _ks_lastdel,"
-					 " max(_ks_ord) OVER w AS _ks_maxord, bool_or(_ks_ord = 0) OVER w AS _ks_stored"
+					 ", b AS (SELECT a.*, max(_ks_ord) FILTER (WHERE _ks_del AND NOT _ks_trunc) OVER w AS _ks_lastdel,"
+					 " max(_ks_ord) FILTER (WHERE NOT _ks_trunc) OVER w AS _ks_maxord,"
+					 " max(_ks_ord) OVER w AS _ks_maxall, bool_and(_ks_trunc) OVER w AS _ks_alltrunc,"
+					 " bool_or(_ks_ord = 0) OVER w AS _ks_stored"
 					 " FROM a WINDOW w AS (%s, _ks_v))"
-					 ", c0 AS (SELECT b.*, lead(_ks_del) OVER (%s ORDER BY _ks_v, _ks_ord) AS _ks_nextdel FROM b"
-					 " WHERE _ks_ord >= coalesce(_ks_lastdel, _ks_ord) AND NOT (_ks_del AND _ks_ord < _ks_maxord))"
+					 ", z AS (SELECT b.*, lag(_ks_del) OVER (%s ORDER BY _ks_v, _ks_ord) AS _ks_prevdel FROM b"
+					 " WHERE CASE WHEN _ks_trunc THEN _ks_alltrunc AND _ks_ord = _ks_maxall"
+					 " ELSE _ks_ord >= coalesce(_ks_lastdel, _ks_ord) AND NOT (_ks_del AND _ks_ord < _ks_maxord) END)"
+					 ", c0 AS (SELECT z.*, lead(_ks_del) OVER (%s ORDER BY _ks_v, _ks_ord) AS _ks_nextdel FROM z"
+					 " WHERE NOT _ks_trunc OR NOT coalesce(_ks_prevdel, true))"
 					 ", c AS (SELECT c0.*, coalesce(sum((_ks_del AND NOT coalesce(_ks_nextdel, true))::integer)"
 					 " OVER (%s ORDER BY _ks_v, _ks_ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)"
 					 " AS _ks_seg FROM c0)",
-					 pk, pk, pk);
+					 pk, pk, pk, pk);
 
 	/* d: per column, which carrying row it takes (0: none) */
 	appendStringInfoString(&b, ", d AS (SELECT c.*");

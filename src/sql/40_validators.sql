@@ -1092,12 +1092,6 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
     END IF;
-    IF mode = 'history' AND on_truncate = 'apply' THEN
-        RAISE EXCEPTION 'mode history does not apply truncates'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'A truncate would end every key''s version in effect at its position, keys not seen yet included; kafka_sink does not keep that yet.',
-                  HINT = 'Pass on_truncate => ''fail'' (the pipeline stops at a truncate) or ''ignore''.';
-    END IF;
     IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema') THEN
         RAISE EXCEPTION 'envelope debezium supports value_format json, avro and json_schema only'
             USING ERRCODE = 'feature_not_supported',
