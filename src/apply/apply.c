@@ -325,6 +325,8 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 
 			batch->stats.apply_rows += nsel;
 			bt->strategy->upsert_rows(batch, state, sel, nsel);
+			if (bt->target->cdc)
+				ks_cdc_record_history_truncates(batch, sel, nsel);
 		}
 		else
 		{

@@ -28,6 +28,7 @@
 #include "decode.h"
 #include "errclass.h"
 #include "apply.h"
+#include "cdc_guard.h"
 #include "history.h"
 
 #include "access/xact.h"
@@ -686,7 +687,7 @@ sql_begin(KsBatch *batch, KsBatchTarget *bt)
 	if (bt->mode == KS_MODE_HISTORY)
 	{
 		st->guc_level = pin_key_probe_plan(bt->target);
-		st->upsert = ks_history_sql(bt->target, false);
+		st->upsert = ks_history_sql(bt->target, false, ks_cdc_history_truncates(batch, bt->target));
 	}
 	else if (bt->mode == KS_MODE_MERGE)
 	{

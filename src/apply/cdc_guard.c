@@ -178,6 +178,78 @@ ks_cdc_truncate_row(KsBatch *batch, int i)
 	run_truncate(batch, position_text(batch->target, r), r->msg->timestamp_ms);
 }
 
+/*
+ * Mode history: the positions of the truncates applied to t before and of
+ * those of the batch (as texts, each once).  A truncate ends the versions
+ * of the keys the table and its statement hold; each statement of t
+ * applies these again to its own keys (history.c), so that an older event
+ * arriving after a truncate (from another partition, or in the other half
+ * of a bisected batch) is ended by it too.
+ */
+List *
+ks_cdc_history_truncates(KsBatch *batch, KsTarget *t)
+{
+	List	   *positions;
+
+	if (!t->cdc || !t->history || batch->pipeline->contract.on_truncate != KS_TRUNCATE_APPLY)
+		return NIL;
+	positions = ks_catalog_cdc_truncates(batch->pipeline->id, t->relid);
+	for (int i = 0; i < batch->nmsgs; i++)
+	{
+		KsRow	   *r = &batch->rows[i];
+		char	   *pos;
+		bool		seen = false;
+		ListCell   *lc;
+
+		if (r->reason != KS_OK || !r->is_truncate)
+			continue;
+		pos = position_text(t, r);
+		foreach(lc, positions)
+			seen = seen || cmp_positions(lfirst(lc), pos) == 0;
+		if (!seen)
+			positions = lappend(positions, pos);
+	}
+	return positions;
+}
+
+/* Mode history: records the truncates the batch applied, as {"truncate": position}. */
+void
+ks_cdc_record_history_truncates(KsBatch *batch, int *sel, int nsel)
+{
+	KsTarget   *t = batch->target;
+	List	   *keys = NIL;
+	List	   *positions = NIL;
+
+	for (int i = 0; i < nsel; i++)
+	{
+		KsRow	   *r = &batch->rows[sel[i]];
+		StringInfoData k;
+		char	   *pos;
+
+		bool		seen = false;
+		ListCell   *lc;
+
+		if (r->reason != KS_OK || !r->is_truncate)
+			continue;
+		pos = position_text(t, r);
+		/* each once (a copy re-sent in the same batch) */
+		foreach(lc, positions)
+			seen = seen || strcmp(lfirst(lc), pos) == 0;
+		if (seen)
+			continue;
+		initStringInfo(&k);
+		appendStringInfoString(&k, "{\"truncate\": ");
+		escape_json(&k, pos);
+		appendStringInfoChar(&k, '}');
+		keys = lappend(keys, k.data);
+		positions = lappend(positions, pos);
+	}
+	if (keys != NIL)
+		ks_catalog_cdc_record(batch->pipeline->id, t->relid, keys, positions);
+	if (batch->batch_id % 64 == 0)
+		ks_catalog_cdc_prune(batch->pipeline->id, t->relid, batch->pipeline->contract.event_id_retention_s);
+}
+
 void
 ks_cdc_record_deletes(KsBatch *batch, int *dels, int ndels)
 {

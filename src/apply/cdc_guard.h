@@ -21,5 +21,8 @@ extern void ks_cdc_record_deletes(KsBatch *batch, int *dels, int ndels);
 /* drops winners at or before their key's recorded delete or the truncate */
 extern int	ks_cdc_drop_stale(KsBatch *batch, int *sel, int nsel);
 extern void ks_cdc_truncate_row(KsBatch *batch, int i);
+/* mode history: the truncates recorded for the target, and recording them */
+extern List *ks_cdc_history_truncates(KsBatch *batch, KsTarget *t);
+extern void ks_cdc_record_history_truncates(KsBatch *batch, int *sel, int nsel);
 
 #endif							/* KS_CDC_GUARD_H */

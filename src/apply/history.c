@@ -139,19 +139,19 @@ append_fields_array(StringInfo b, KsTarget *t)
  * truncate row makes (_ks_trunc), which carry nothing.
  */
 static void
-append_events(StringInfo b, KsTarget *t, const char *key_prefix, bool truncate)
+append_events(StringInfo b, KsTarget *t, const char *key_prefix, bool truncate, const char *v, const char *ord)
 {
-	appendStringInfo(b, "SELECT %s, s.%s AS _ks_v, s._ks_seq::bigint + 1 AS _ks_ord,"
+	appendStringInfo(b, "SELECT %s, %s AS _ks_v, %s AS _ks_ord,"
 					 " %s AS _ks_del, false AS _ks_base, NULL::text[] AS _ks_f, %s AS _ks_trunc",
-					 keys_list(t, key_prefix), quote_identifier(t->columns[t->order_index].name),
+					 keys_list(t, key_prefix), v, ord,
 					 truncate ? "true" : "s._ks_del", truncate ? "true" : "false");
 	for (int i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
 
 		if (is_data(c))
-			appendStringInfo(b, ", s.%s, (s._ks_p%d AND s._ks_del IS FALSE) AS _ks_q%d",
-							 quote_identifier(c->name), i, i);
+			appendStringInfo(b, ", s.%s, %s AS _ks_q%d", quote_identifier(c->name),
+							 truncate ? "false" : psprintf("(s._ks_p%d AND NOT s._ks_del)", i), i);
 		else if (c->lineage && !c->history)
 			appendStringInfo(b, ", (%s)::%s AS %s", c->lineage, c->type_sql, quote_identifier(c->name));
 	}
@@ -187,7 +187,7 @@ append_events(StringInfo b, KsTarget *t, const char *key_prefix, bool truncate)
  * (a re-sent copy that changes nothing leaves them).
  */
 char *
-ks_history_sql(KsTarget *t, bool by_hand)
+ks_history_sql(KsTarget *t, bool by_hand, List *truncates)
 {
 	StringInfoData b;
 	const char *o = quote_identifier(t->columns[t->order_index].name);
@@ -199,26 +199,48 @@ ks_history_sql(KsTarget *t, bool by_hand)
 
 	initStringInfo(&b);
 
-	/* e: the batch's events; for change events, each truncate's deletes */
+	/* e: the batch's events; for change events, the truncates' deletes */
 	if (t->cdc)
 		appendStringInfo(&b, "WITH s AS (SELECT * FROM (%s) AS s), e AS (", ks_source_sql(t, by_hand));
 	else
 		appendStringInfoString(&b, "WITH e AS (");
-	append_events(&b, t, "s.", false);
+	append_events(&b, t, "s.", false, psprintf("s.%s", o), "s._ks_seq::bigint + 1");
 	if (t->cdc)
 	{
 		/*
-		 * a truncate (_ks_del NULL) at T: a delete at T for every key with
-		 * a version in effect just before T or starting at T, and every
-		 * key of the batch
+		 * a truncate of the batch (_ks_del NULL) at T: a delete at T for
+		 * every key with a version in effect just before T or starting at
+		 * T, and every key of the batch
 		 */
 		appendStringInfoString(&b, " FROM s WHERE s._ks_del IS NOT NULL UNION ALL ");
-		append_events(&b, t, "k.", true);
+		append_events(&b, t, "k.", true, psprintf("s.%s", o), "s._ks_seq::bigint + 1");
 		appendStringInfo(&b, " FROM s CROSS JOIN LATERAL (SELECT %s FROM %s AS t WHERE t._valid_from <= s.%s"
 						 " AND (t._valid_to IS NULL OR t._valid_to >= s.%s)"
 						 " UNION SELECT %s FROM s AS s2 WHERE s2._ks_del IS NOT NULL) AS k"
-						 " WHERE s._ks_del IS NULL)",
+						 " WHERE s._ks_del IS NULL",
 						 keys, t->qualified_name, o, o, keys_list(t, "s2."));
+
+		/*
+		 * a truncate of an earlier batch at T: a delete at T for each key
+		 * of the batch with an event before T (it may not have been in
+		 * the table then); no message: its lineage columns are NULL
+		 */
+		if (truncates != NIL)
+		{
+			ListCell   *lc;
+
+			appendStringInfoString(&b, " UNION ALL ");
+			append_events(&b, t, "k.", true, "r.v", "(-1)::bigint");
+			appendStringInfoString(&b, " FROM (VALUES ");
+			foreach(lc, truncates)
+				appendStringInfo(&b, "%s(%s::numeric)", lc == list_head(truncates) ? "" : ", ",
+								 quote_literal_cstr(lfirst(lc)));
+			appendStringInfo(&b, ") AS r(v) LEFT JOIN s ON false CROSS JOIN"
+							 " (SELECT %s, min(s2.%s) AS _ks_min FROM s AS s2 WHERE s2._ks_del IS NOT NULL"
+							 " GROUP BY %s) AS k WHERE r.v > k._ks_min",
+							 keys_list(t, "s2."), o, keys_list(t, "s2."));
+		}
+		appendStringInfoChar(&b, ')');
 	}
 	else
 		appendStringInfo(&b, " FROM (%s) AS s)", ks_source_sql(t, by_hand));

@@ -17,6 +17,6 @@
 #include "apply.h"
 
 extern int	ks_history_rows(KsBatch *batch, int *sel);
-extern char *ks_history_sql(KsTarget *t, bool by_hand);
+extern char *ks_history_sql(KsTarget *t, bool by_hand, List *truncates);
 
 #endif							/* KS_HISTORY_H */

@@ -854,7 +854,7 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 														quote_identifier(p->targets.order_column))
 							 : "no order column, so"));
 		else if (p->targets.mode == KS_MODE_HISTORY)
-			KS_EMIT(t->relid, "history", ks_history_sql(t, false), ks_history_sql(t, true),
+			KS_EMIT(t->relid, "history", ks_history_sql(t, false, NIL), ks_history_sql(t, true, NIL),
 					"Runs over every message that decoded (not a winner per key): folds the events into the "
 					"versions of their keys from the version in effect before each key's earliest event on, "
 					"updates the stored versions that change (_valid_to, values, _deleted, _is_current, "

@@ -1023,6 +1023,27 @@ ks_catalog_cdc_positions(int64 pipeline_id, Oid target, List *keys,
 	}
 }
 
+/*
+ * The positions of the truncates a history target has recorded (their
+ * keys {"truncate": position}, cdc_guard.c), in order, as texts.
+ */
+List *
+ks_catalog_cdc_truncates(int64 pipeline_id, Oid target)
+{
+	Oid			argtypes[2] = {INT8OID, OIDOID};
+	Datum		values[2] = {Int64GetDatum(pipeline_id), ObjectIdGetDatum(target)};
+	List	   *positions = NIL;
+
+	ks_spi_exec("read truncates",
+				"SELECT position::text FROM kafka_sink.cdc_deletions"
+				" WHERE pipeline_id = $1 AND target = $2 AND jsonb_typeof(key) = 'object' AND key ? 'truncate'"
+				" ORDER BY position",
+				2, argtypes, values, NULL, false, SPI_OK_SELECT);
+	for (uint64 r = 0; r < SPI_processed; r++)
+		positions = lappend(positions, getstr(r, 1, CurrentMemoryContext));
+	return positions;
+}
+
 /* Records positions of keys (each key once), keeping the greatest. */
 void
 ks_catalog_cdc_record(int64 pipeline_id, Oid target, List *keys, List *positions)

@@ -123,6 +123,64 @@ compare() {  # compare SOURCE_SCHEMA REPLICA_TEMPLATE LABEL DESCRIPTION
     check "$4" 0 "$rc"
 }
 
+# ---- the truncate rule on hand-made change events (docs/history.md,
+# "Truncates"), before the real source: a truncate at T ends the version
+# in effect at T of every key, keys of later batches included, and only
+# those; two partitions, so that an older event can arrive after it
+HT="tmp_hand_$SFX"
+"$HARNESS" topic-create "$HT" 2 >/dev/null 2>&1 || true
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.htr_$SFX (id int NOT NULL, name text, _kafka_source_position numeric NOT NULL,
+                           _valid_from numeric NOT NULL, _valid_to numeric, _deleted boolean NOT NULL,
+                           _is_current boolean, _kafka_offset bigint, PRIMARY KEY (id, _valid_from),
+                           CONSTRAINT not_bad CHECK (name IS DISTINCT FROM 'bad'));
+SELECT kafka_sink.create_pipeline(name => 'htr_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$HT'], target => 'e2e.htr_$SFX', starting_offsets => 'earliest',
+       envelope => 'debezium', mode => 'history');
+SQL
+cev() { cdc_event "$1" "$2" "lsn=${3:-0}" ${4+--name "$4"}; }
+# hrows: each version as key:from-to:name[:deleted][:current]
+hrows() { sql -c "SELECT string_agg(id || ':' || _valid_from || '-' || coalesce(_valid_to::text, '') || ':'
+                         || coalesce(name, '~') || CASE WHEN _deleted THEN ':deleted' ELSE '' END
+                         || CASE WHEN _is_current THEN ':current' ELSE '' END, ' ' ORDER BY id, _valid_from)
+                    FROM e2e.htr_$SFX"; }
+{ cev c 1 100 a; cev c 2 110 b; cev d 2 120; cev tomb 2; cev c 3 130 c; cev t 0 150; cev c 4 160 d; cev u 1 170 a2; } \
+    | produce "$HT" -p 0 -Z
+check_caught_up "htr_$SFX"
+V1="1:100-150:a 1:150-170:a:deleted 1:170-:a2:current 2:110-120:b 2:120-:b:deleted 3:130-150:c 3:150-:c:deleted 4:160-:d:current"
+check "a truncate ends every version in effect at its position, in its batch; a key deleted before it gets no second delete" \
+      "$V1" "$(hrows)"
+{ cev c 1 100 a; cev c 2 110 b; cev d 2 120; cev tomb 2; cev c 3 130 c; cev t 0 150; cev c 4 160 d; cev u 1 170 a2; } \
+    | produce "$HT" -p 0 -Z
+check_caught_up "htr_$SFX"
+check "the whole range re-sent, truncate included, changes nothing" "$V1" "$(hrows)"
+# from the other partition, later: a key created before the truncate (it
+# was not in the table when the truncate was applied) and one after it
+{ cev c 5 140 e; cev u 4 180 d2; } | produce "$HT" -p 1 -Z
+check_caught_up "htr_$SFX"
+check "an older event of a new key arriving after the truncate is ended by it" \
+      "1:100-150:a 1:150-170:a:deleted 1:170-:a2:current 2:110-120:b 2:120-:b:deleted 3:130-150:c 3:150-:c:deleted 4:160-180:d 4:180-:d2:current 5:140-150:e 5:150-:e:deleted" \
+      "$(hrows)"
+# a second truncate; a batch bisected by a bad row: the truncate and an
+# older event of a new key in different halves
+{ cev t 0 200; } | produce "$HT" -p 0 -Z
+check_caught_up "htr_$SFX"
+{ cev t 0 300; cev c 7 260 bad; cev c 8 250 x; cev c 9 310 y; } | produce "$HT" -p 0 -Z
+check_caught_up "htr_$SFX"
+check "a second truncate ends only the live keys; the older event of a bisected batch is ended by the truncate of the other half" \
+      "1:100-150:a 1:150-170:a:deleted 1:170-200:a2 1:200-:a2:deleted 2:110-120:b 2:120-:b:deleted 3:130-150:c 3:150-:c:deleted 4:160-180:d 4:180-200:d2 4:200-:d2:deleted 5:140-150:e 5:150-:e:deleted 8:250-300:x 8:300-:x:deleted 9:310-:y:current" \
+      "$(hrows)"
+echo "# key 8's delete at 300 names $(sql -c "SELECT coalesce(_kafka_offset::text, 'no message (its truncate was in another statement: bisected)')
+                                          FROM e2e.htr_$SFX WHERE id = 8 AND _valid_from = 300")"
+check "the bad row quarantined, nothing else" "constraint_violation" \
+      "$(sql -c "SELECT string_agg(q.reason, ' ') FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+                  ON p.id = q.pipeline_id WHERE p.name = 'htr_$SFX'")"
+check "point in time: the keys live at 145, 165, 175, 205, 255, 315" "1,3,5 4 1,4 - 8 9" \
+      "$(for t in 145 165 175 205 255 315; do sql -c "SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '-') FROM e2e.htr_$SFX
+              WHERE _valid_from <= $t AND (_valid_to IS NULL OR $t < _valid_to) AND NOT _deleted"; done | tr '\n' ' ' | sed 's/ $//')"
+sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('htr_$SFX')" >/dev/null
+
 # ---- the source, its first rows, Connect and its snapshot
 "$SRC" start-source
 eval "$("$SRC" env)"
