@@ -179,24 +179,15 @@ ks_cdc_truncate_row(KsBatch *batch, int i)
 }
 
 /*
- * Mode history: the positions of the truncates applied to t before and of
- * those of the batch (as texts, each once).  A truncate ends the versions
- * of the keys the table and its statement hold; each statement of t
- * applies these again to its own keys (history.c), so that an older event
- * arriving after a truncate (from another partition, or in the other half
- * of a bisected batch) is ended by it too.
+ * Adds to positions those of the truncates among the batch's rows sel (all
+ * its rows if sel is NULL) that it does not hold yet, as texts.
  */
-List *
-ks_cdc_history_truncates(KsBatch *batch, KsTarget *t)
+static List *
+add_truncate_positions(List *positions, KsBatch *batch, KsTarget *t, int *sel, int nsel)
 {
-	List	   *positions;
-
-	if (!t->cdc || !t->history || batch->pipeline->contract.on_truncate != KS_TRUNCATE_APPLY)
-		return NIL;
-	positions = ks_catalog_cdc_truncates(batch->pipeline->id, t->relid);
-	for (int i = 0; i < batch->nmsgs; i++)
+	for (int i = 0; i < nsel; i++)
 	{
-		KsRow	   *r = &batch->rows[i];
+		KsRow	   *r = &batch->rows[sel ? sel[i] : i];
 		char	   *pos;
 		bool		seen = false;
 		ListCell   *lc;
@@ -212,37 +203,41 @@ ks_cdc_history_truncates(KsBatch *batch, KsTarget *t)
 	return positions;
 }
 
+/*
+ * Mode history: the positions of the truncates applied to t before and of
+ * those of the batch (as texts, each once).  A truncate ends the versions
+ * of the keys the table and its statement hold; each statement of t
+ * applies these again to its own keys (history.c), so that an older event
+ * arriving after a truncate (from another partition, or in the other half
+ * of a bisected batch) is ended by it too.
+ */
+List *
+ks_cdc_history_truncates(KsBatch *batch, KsTarget *t)
+{
+	if (!t->cdc || !t->history || batch->pipeline->contract.on_truncate != KS_TRUNCATE_APPLY)
+		return NIL;
+	return add_truncate_positions(ks_catalog_cdc_truncates(batch->pipeline->id, t->relid),
+								  batch, t, NULL, batch->nmsgs);
+}
+
 /* Mode history: records the truncates the batch applied, as {"truncate": position}. */
 void
 ks_cdc_record_history_truncates(KsBatch *batch, int *sel, int nsel)
 {
 	KsTarget   *t = batch->target;
+	List	   *positions = add_truncate_positions(NIL, batch, t, sel, nsel);
 	List	   *keys = NIL;
-	List	   *positions = NIL;
+	ListCell   *lc;
 
-	for (int i = 0; i < nsel; i++)
+	foreach(lc, positions)
 	{
-		KsRow	   *r = &batch->rows[sel[i]];
 		StringInfoData k;
-		char	   *pos;
 
-		bool		seen = false;
-		ListCell   *lc;
-
-		if (r->reason != KS_OK || !r->is_truncate)
-			continue;
-		pos = position_text(t, r);
-		/* each once (a copy re-sent in the same batch) */
-		foreach(lc, positions)
-			seen = seen || strcmp(lfirst(lc), pos) == 0;
-		if (seen)
-			continue;
 		initStringInfo(&k);
 		appendStringInfoString(&k, "{\"truncate\": ");
-		escape_json(&k, pos);
+		escape_json(&k, lfirst(lc));
 		appendStringInfoChar(&k, '}');
 		keys = lappend(keys, k.data);
-		positions = lappend(positions, pos);
 	}
 	if (keys != NIL)
 		ks_catalog_cdc_record(batch->pipeline->id, t->relid, keys, positions);

@@ -54,13 +54,7 @@ setup_owner
 
 wl() { python3 "$TOOLS/cdc_workload.py" --conninfo "$DBZ_SRC_CONNINFO" "$@"; }
 src() { psql -X -A -t -q -v ON_ERROR_STOP=1 -d "$DBZ_SRC_CONNINFO" "$@"; }
-expected_total() {
-    python3 -c 'import json, sys
-e = json.load(open(sys.argv[1]))
-print(sum(t.get("snapshot_rows", 0) + sum(t.get(k, 0) for k in ("c", "u", "d", "t", "tombstones")) for t in e.values()))' "$E"
-}
-topics_total() { "$SRC" topics 2>/dev/null | awk '{s += $2} END {print s + 0}'; }
-topics_at_least() { [ "$(topics_total)" -ge "$1" ]; }
+. "$KS_LIB_DIR/cdc_topics.sh"   # expected_total, topics_total, topics_at_least
 quarantined() {
     sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
               ON p.id = q.pipeline_id WHERE p.name LIKE 'tmp\\_%\\_$SFX'" 2>/dev/null || echo '?'
@@ -69,7 +63,7 @@ quarantined() {
 # has applied its topic's end
 caught_up() {
     local n t
-    n="$(expected_total)"
+    n="$(expected_total "$E")"
     wait_for 90 topics_at_least "$n" || { echo "# the topics hold $(topics_total) messages, expected $n"; return 1; }
     sleep 1   # a straggler of the same transaction
     for t in $TABLES; do
@@ -243,12 +237,12 @@ check "rounds 2 and 3 applied" t "$(caught_up && echo t || echo f)"
 
 # ---- Connect killed (no offset flush since round 2): it re-sends rounds 2
 # and 3, truncates included; then round 4 (rows of order_lines again)
-n="$(expected_total)"
+n="$(expected_total "$E")"
 "$SRC" restart-connect --kill
 wl --seed 65 --expect "$E" run --ops "$OPS" --no-truncate
 record_point                          # 4
 check "round 4 and the re-sent events applied" t "$(caught_up && echo t || echo f)"
-resent=$(( $(topics_total) - $(expected_total) ))
+resent=$(( $(topics_total) - $(expected_total "$E") ))
 echo "# $resent messages re-sent by Connect after its SIGKILL ($n expected before it)"
 check "Connect re-sent events after its SIGKILL (the phase is not vacuous)" t "$([ "$resent" -gt 0 ] && echo t || echo f)"
 
