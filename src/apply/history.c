@@ -196,8 +196,22 @@ ks_history_sql(KsTarget *t, bool by_hand, List *truncates)
 	int			fields = history_column_index(t, 'p');
 	int			current = history_column_index(t, 'c');
 	int			i;
+	StringInfoData tv;
 
 	initStringInfo(&b);
+
+	/* the truncates' positions, "(VALUES ('T1'::numeric), ...)" (NULL: none) */
+	if (truncates != NIL)
+	{
+		ListCell   *lc;
+
+		initStringInfo(&tv);
+		appendStringInfoString(&tv, "(VALUES ");
+		foreach(lc, truncates)
+			appendStringInfo(&tv, "%s(%s::numeric)", lc == list_head(truncates) ? "" : ", ",
+							 quote_literal_cstr(lfirst(lc)));
+		appendStringInfoChar(&tv, ')');
+	}
 
 	/* e: the batch's events; for change events, the truncates' deletes */
 	if (t->cdc)
@@ -227,18 +241,12 @@ ks_history_sql(KsTarget *t, bool by_hand, List *truncates)
 		 */
 		if (truncates != NIL)
 		{
-			ListCell   *lc;
-
 			appendStringInfoString(&b, " UNION ALL ");
 			append_events(&b, t, "k.", true, "r.v", "(-1)::bigint");
-			appendStringInfoString(&b, " FROM (VALUES ");
-			foreach(lc, truncates)
-				appendStringInfo(&b, "%s(%s::numeric)", lc == list_head(truncates) ? "" : ", ",
-								 quote_literal_cstr(lfirst(lc)));
-			appendStringInfo(&b, ") AS r(v) LEFT JOIN s ON false CROSS JOIN"
+			appendStringInfo(&b, " FROM %s AS r(v) LEFT JOIN s ON false CROSS JOIN"
 							 " (SELECT %s, min(s2.%s) AS _ks_min FROM s AS s2 WHERE s2._ks_del IS NOT NULL"
 							 " GROUP BY %s) AS k WHERE r.v > k._ks_min",
-							 keys_list(t, "s2."), o, keys_list(t, "s2."));
+							 tv.data, keys_list(t, "s2."), o, keys_list(t, "s2."));
 		}
 		appendStringInfoChar(&b, ')');
 	}
@@ -247,9 +255,18 @@ ks_history_sql(KsTarget *t, bool by_hand, List *truncates)
 
 	/* m: each key's earliest event; o: the stored versions from the base on */
 	appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM e GROUP BY %s)", keys, keys);
+	/*
+	 * a stored delete at a truncate's position, past the base, is that
+	 * truncate's: as conditional as the truncate's new deletes
+	 */
 	appendStringInfo(&b, ", o AS (SELECT %s, t._valid_from, 0::bigint, coalesce(t._deleted, false),"
-					 " t._valid_from < m._ks_min, %s, false",
+					 " t._valid_from < m._ks_min, %s, ",
 					 keys_list(t, "t."), fields >= 0 ? "t._fields" : "NULL::text[]");
+	if (truncates != NIL)
+		appendStringInfo(&b, "(coalesce(t._deleted, false) AND t._valid_from >= m._ks_min"
+						 " AND t._valid_from IN (SELECT v FROM %s AS r(v)))", tv.data);
+	else
+		appendStringInfoString(&b, "false");
 	for (i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
@@ -327,6 +344,12 @@ ks_history_sql(KsTarget *t, bool by_hand, List *truncates)
 	appendStringInfoString(&b, " FROM d)");
 	appendStringInfo(&b, ", g AS (SELECT f.*, lead(_ks_v) OVER (%s ORDER BY _ks_v) AS _ks_to FROM f"
 					 " WHERE _ks_last = 1)", pk);
+
+	/* x: the stored deletes of truncates that no longer end a version */
+	if (truncates != NIL)
+		appendStringInfo(&b, ", x AS (DELETE FROM %s AS t USING z WHERE z._ks_trunc AND z._ks_stored"
+						 " AND coalesce(z._ks_prevdel, true) AND %s AND t._valid_from = z._ks_v RETURNING 1)",
+						 t->qualified_name, keys_match(t, "t", "z"));
 
 	/* u: the stored versions that change */
 	appendStringInfo(&b, ", u AS (UPDATE %s AS t SET _valid_to = g._ks_to, _deleted = g._ks_del", t->qualified_name);

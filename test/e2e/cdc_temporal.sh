@@ -178,6 +178,48 @@ check "point in time: the keys live at 145, 165, 175, 205, 255, 315" "1,3,5 4 1,
               WHERE _valid_from <= $t AND (_valid_to IS NULL OR $t < _valid_to) AND NOT _deleted"; done | tr '\n' ' ' | sed 's/ $//')"
 sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('htr_$SFX')" >/dev/null
 
+# ---- the same rule against cdc_temporal_model.py (the table computed from
+# the source's timeline, independently of the extension) over random seeds:
+# creates, updates, deletes, key changes and truncates over two partitions
+# (a truncate in either), re-sent ranges, partition 0 applied before
+# partition 1 arrives; one batch, one message per batch, four per batch
+SEEDS="${KS_TEMPORAL_SEEDS:-$RANDOM $RANDOM $RANDOM}"
+for seed in $SEEDS; do
+    MT="tmp_model_${seed}_$SFX"
+    "$HARNESS" topic-create "$MT" 2 >/dev/null 2>&1 || true
+    mkdir -p "$W/model.$seed"
+    echo "# seed $seed (KS_TEMPORAL_SEEDS=$seed replays it): $(python3 "$(dirname "$0")/cdc_temporal_model.py" "$seed" "$W/model.$seed")"
+    for per in 1000 1 4; do
+        sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.hm_${seed}_${per}_$SFX (id int NOT NULL, name text, _kafka_source_position numeric NOT NULL,
+                           _valid_from numeric NOT NULL, _valid_to numeric, _deleted boolean NOT NULL,
+                           _is_current boolean, PRIMARY KEY (id, _valid_from));
+SELECT kafka_sink.create_pipeline(name => 'hm_${seed}_${per}_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$MT'], target => 'e2e.hm_${seed}_${per}_$SFX', starting_offsets => 'earliest',
+       envelope => 'debezium', mode => 'history', max_offsets_per_batch => $per, trigger_interval => '20 ms');
+SQL
+    done
+    for part in 0 1; do
+        produce "$MT" -p "$part" -Z < "$W/model.$seed/p$part"
+        for per in 1000 1 4; do
+            [ "$(sql -c "SELECT kafka_sink.wait('hm_${seed}_${per}_$SFX', '90 s')")" = t ] \
+                || echo "# hm_${seed}_${per}_$SFX did not catch up with partition $part"
+        done
+    done
+    for per in 1000 1 4; do
+        name="hm_${seed}_${per}_$SFX"
+        sql -c "SELECT id || '|' || _valid_from || '|' || coalesce(_valid_to::text, '') || '|' || coalesce(name, '')
+                       || '|' || _deleted || '|' || _is_current FROM e2e.$name ORDER BY id, _valid_from" > "$W/model.$seed/got.$per"
+        check "seed $seed, $per per batch: the history table equals the model version by version" "" \
+              "$(diff "$W/model.$seed/expect" "$W/model.$seed/got.$per" | head -n 6 | tr '\n' ' ')"
+        check "seed $seed, $per per batch: nothing quarantined" 0 \
+              "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+                          ON p.id = q.pipeline_id WHERE p.name = '$name'")"
+        sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" >/dev/null
+    done
+done
+
 # ---- the source, its first rows, Connect and its snapshot
 "$SRC" start-source
 eval "$("$SRC" env)"
