@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # cdc_temporal: a temporal replica (issue 26). First the truncate rule of
 # mode history on hand-made change events over two partitions (the
-# expected versions written out by hand from docs/history.md). Then a real
+# expected versions written out by hand from docs/history.md), then
+# against cdc_temporal_model.py over random seeds (KS_TEMPORAL_SEEDS="N
+# ..." replays them): the table computed from the source's timeline,
+# whatever the partitions, re-sending and batch sizes. Then a real
 # PostgreSQL source ->
 # Debezium (Kafka Connect) -> Kafka -> three kafka_sink pipelines in mode
 # history (envelope debezium), one per source table (integer, text and
