@@ -57,7 +57,7 @@ setup_owner
 
 wl() { python3 "$TOOLS/cdc_workload.py" --conninfo "$DBZ_SRC_CONNINFO" "$@"; }
 src() { psql -X -A -t -q -v ON_ERROR_STOP=1 -d "$DBZ_SRC_CONNINFO" "$@"; }
-. "$KS_LIB_DIR/cdc_topics.sh"   # expected_total, topics_total, topics_at_least
+. "$KS_LIB_DIR/cdc_topics.sh"   # expected_total, topics_total, topics_at_least, applied
 quarantined() {
     sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
               ON p.id = q.pipeline_id WHERE p.name LIKE 'tmp\\_%\\_$SFX'" 2>/dev/null || echo '?'
@@ -73,11 +73,6 @@ caught_up() {
         [ "$(sql -c "SELECT kafka_sink.wait('tmp_${t}_$SFX', '90 s')" 2>&1)" = t ] || { echo "# tmp_${t}_$SFX did not catch up"; return 1; }
     done
 }
-applied() {  # applied PIPELINE: the offsets its checkpoint holds
-    sql -c "SELECT coalesce(sum(o.next_offset), 0) FROM kafka_sink.offsets o
-              JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id WHERE p.name = '$1'" 2>/dev/null || echo 0
-}
-applied_above() { [ "$(applied "$1")" -gt "$2" ]; }
 
 # point N: the source's state (snap_N.*, with the source's keys) and its
 # WAL position, read in one snapshot with nothing else writing
