@@ -74,8 +74,24 @@ SELECT name, envelope, on_truncate, order_column FROM kafka_sink.pipelines WHERE
 SELECT cdcenv.err($$INSERT INTO kafka_sink.cdc_deletions (pipeline_id, target, key, position)
        SELECT id, 'cdcenv.replica', '["1"]', 1 FROM kafka_sink.pipelines WHERE name = 'e1'$$);
 
+-- mode history applies truncates (the default); doing so needs DELETE on
+-- the table (a truncate's delete of a version can be removed again)
+CREATE TABLE cdcenv.hist (id int, name text, _kafka_source_position numeric NOT NULL,
+                          _valid_from numeric NOT NULL, _valid_to numeric, _deleted boolean NOT NULL,
+                          PRIMARY KEY (id, _valid_from));
+REVOKE DELETE ON cdcenv.hist FROM regress_cdcenv;
+SELECT cdcenv.err($$SELECT kafka_sink.create_pipeline('h1', 'localhost:9', 'cdcenv.hist', subscribe => ARRAY['t'],
+       mode => 'history', envelope => 'debezium', start => false)$$);
+SELECT cdcenv.err($$SELECT kafka_sink.create_pipeline('h1', 'localhost:9', 'cdcenv.hist', subscribe => ARRAY['t'],
+       mode => 'history', envelope => 'debezium', on_truncate => 'ignore', start => false)$$);
+SELECT cdcenv.err($$SELECT kafka_sink.alter_pipeline('h1', on_truncate => 'apply')$$);
+GRANT DELETE ON cdcenv.hist TO regress_cdcenv;
+SELECT cdcenv.err($$SELECT kafka_sink.alter_pipeline('h1', on_truncate => 'apply')$$);
+SELECT name, mode, envelope, on_truncate FROM kafka_sink.pipelines WHERE name = 'h1';
+
 SELECT kafka_sink.drop_pipeline('e1');
 SELECT kafka_sink.drop_pipeline('e2');
+SELECT kafka_sink.drop_pipeline('h1');
 RESET ROLE;
 DROP SCHEMA cdcenv CASCADE;
 DROP ROLE regress_cdcenv;

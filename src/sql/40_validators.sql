@@ -1092,6 +1092,13 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Change events are applied by key: pass target => ''schema.table'' and mode => ''merge''.';
     END IF;
+    -- history: a truncate's delete of a version can be removed again (docs/history.md)
+    IF mode = 'history' AND on_truncate = 'apply' AND target IS NOT NULL AND NOT has_table_privilege(target, 'DELETE') THEN
+        RAISE EXCEPTION 'permission denied for table %', target
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A history pipeline applying truncates deletes the versions a truncate no longer ends.',
+                  HINT = 'Grant DELETE on the table to the pipeline''s owner, or pass on_truncate => ''ignore'' or ''fail''.';
+    END IF;
     IF value_format IS NULL OR value_format NOT IN ('json', 'avro', 'json_schema') THEN
         RAISE EXCEPTION 'envelope debezium supports value_format json, avro and json_schema only'
             USING ERRCODE = 'feature_not_supported',

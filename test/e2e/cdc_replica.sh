@@ -66,14 +66,7 @@ CREATE_TARGETS="$(has_param create_targets)"
 echo "# create_targets available: $CREATE_TARGETS"
 
 wl() { python3 "$TOOLS/cdc_workload.py" --conninfo "$DBZ_SRC_CONNINFO" "$@"; }
-# the messages the expected events make (snapshot rows, ops, tombstones)
-expected_total() {
-    python3 -c 'import json, sys
-e = json.load(open(sys.argv[1]))
-print(sum(t.get("snapshot_rows", 0) + sum(t.get(k, 0) for k in ("c", "u", "d", "t", "tombstones")) for t in e.values()))' "$1"
-}
-topics_total() { "$SRC" topics 2>/dev/null | awk '{s += $2} END {print s + 0}'; }
-topics_at_least() { [ "$(topics_total)" -ge "$1" ]; }
+. "$KS_LIB_DIR/cdc_topics.sh"   # expected_total, topics_total, topics_at_least, applied
 # source_keys FILE: every primary key of the source, as JSON lines "table<TAB>key"
 source_keys() {
     psql -X -A -t -q -v ON_ERROR_STOP=1 -d "$DBZ_SRC_CONNINFO" -c "
@@ -117,11 +110,6 @@ diagnose() {
                       WHERE p.name = '$1' GROUP BY 1, 2 ORDER BY 1, 2" 2>&1 | sed 's/^/#   quarantine: /'
     sql -F ' | ' -c "SELECT state, last_error FROM kafka_sink.status WHERE name = '$1'" 2>&1 | sed 's/^/#   status: /'
 }
-applied() {  # applied PIPELINE: the offsets its checkpoint holds, all partitions
-    sql -c "SELECT coalesce(sum(o.next_offset), 0) FROM kafka_sink.offsets o
-              JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id WHERE p.name = '$1'" 2>/dev/null || echo 0
-}
-applied_above() { [ "$(applied "$1")" -gt "$2" ]; }
 
 # the replica tables: the source's columns (types, NOT NULL, primary key)
 # plus _kafka_source_position numeric, owned by the pipeline owner

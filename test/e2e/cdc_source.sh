@@ -42,14 +42,7 @@ t0=$SECONDS
 echo "# Connect started and the snapshot taken in $((SECONDS - t0)) s"
 wl --seed 12 --expect "$W/expect.json" run --ops 60
 
-# total_messages EXPECT_FILE: the messages the expected events make, all tables
-expected_total() {
-    python3 -c 'import json, sys
-e = json.load(open(sys.argv[1]))
-print(sum(t.get("snapshot_rows", 0) + sum(t.get(k, 0) for k in ("c", "u", "d", "t", "tombstones")) for t in e.values()))' "$1"
-}
-topics_total() { "$SRC" topics 2>/dev/null | awk '{s += $2} END {print s + 0}'; }
-topics_at_least() { [ "$(topics_total)" -ge "$1" ]; }
+. "$KS_LIB_DIR/cdc_topics.sh"   # expected_total, topics_total, topics_at_least
 topics_json() {   # topic -> high watermark (one partition each)
     "$SRC" topics | python3 -c 'import json, sys
 print(json.dumps({l.split("\t")[0]: int(l.split("\t")[1]) for l in sys.stdin if l.strip()}))'

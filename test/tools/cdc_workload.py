@@ -279,7 +279,7 @@ def current_keys(conninfo, schema):
         cols = KEYCOLS[t]
         out = psql(conninfo, "SELECT json_agg(json_build_array(%s) ORDER BY %s) FROM %s.%s"
                    % (", ".join(cols), ", ".join(cols), schema, t))
-        keys[t] = [tuple(k) for k in (json.loads(out) or [])]
+        keys[t] = [tuple(k) for k in (json.loads(out.strip() or "null") or [])]  # json_agg of no rows: NULL
     return keys
 
 
