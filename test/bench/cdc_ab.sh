@@ -118,7 +118,7 @@ for line in open(sys.argv[1]):
     print("|".join("" if m[k] is None else json.dumps(m[k]) for k in ("key", "value")))
 PY
 [[ " $FORMATS " != *" avro "* ]] || "$PY_HOME/bin/python" "$E2E_DIR/cdc_avro_produce.py" "$KS_BOOTSTRAP" "$REG" "$USERINFO" "cdcab_avro_$SFX" < "$EV" >/dev/null
-echo "# $total messages ($N change events and their tombstones), $(du -m "$EV" | cut -f1) MB as JSON"
+echo "# $total messages (change events and their tombstones), $(du -m "$EV" | cut -f1) MB as JSON"
 
 swap() {  # install build $1 and restart the cluster
     [ -n "$1" ] || return 0

@@ -14,8 +14,9 @@
 #    with BENCH_CDC_ROWS rows each (the snapshot, op r), then
 #    BENCH_CDC_OPS operations (inserts, updates, deletes, primary-key
 #    changes, and in every 20,000 operations one truncate, of each table in
-#    turn; both sinks apply truncates) in 1-4 statement transactions.  Connect stops when the topics hold every
-#    expected event; the source stays up for the comparisons.
+#    turn; both sinks apply truncates) in 1-4 statement transactions.
+#    Connect stops when the topics hold every expected event; the source
+#    stays up for the comparisons.
 # 2. ours: one pipeline, envelope => 'debezium', subscribe_pattern over the
 #    three topics, target => 'bench_cdc.{source.table}' (tables: the
 #    source's columns + _kafka_source_position numeric),

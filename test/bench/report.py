@@ -112,7 +112,7 @@ def cdc_rows(r):
     if o and d:
         res["ours_vs_debezium_jdbc"] = o["msgs_per_s"] / d["msgs_per_s"]
     lines = ["CDC: %s Debezium change events (snapshot of 3 x %s rows + %s operations: inserts, updates, deletes with "
-             "tombstones, key changes; schema-embedded JSON, ~%s bytes) from PostgreSQL through Debezium's "
+             "tombstones, key changes, truncates; schema-embedded JSON, ~%s bytes) from PostgreSQL through Debezium's "
              "PostgreSQL connector, replicated into 3 tables"
              % (fmt_int(n), fmt_int(res["rows_per_table_initially"]), fmt_int(res["operations"]),
                 fmt_int(res["message_bytes"])), "",
