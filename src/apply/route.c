@@ -51,7 +51,6 @@
 #include "catalog_guard.h"
 #include "route.h"
 #include "target.h"
-#include "envelope_debezium.h"
 #include "envelope_debezium_avro.h"
 #include "apply.h"
 #include "catalog.h"
@@ -111,12 +110,9 @@ typedef struct KsRouting
 	int			src_schema[2];	/* source.schema, payload.source.schema */
 	int			src_table[2];
 	int			schema_slot;	/* create_targets, evolve: the embedded schema */
-	/* {"schema", "payload"} values (route_value): */
+	/* Avro change events (route_value): */
 	KsWalkPaths payload_walk;	/* the paths under payload, relative to it */
 	int		   *payload_of;		/* ... each one's slot in walk */
-	int			whole_schema;	/* the slot of "schema", or -1 */
-	int			whole_payload;	/* the slot of "payload", or -1 */
-	bool		split_ok;		/* no path into the schema: the payload alone can be walked */
 	bool		avro_direct;	/* only source.schema and source.table: read from Avro */
 } KsRouting;
 
@@ -333,44 +329,33 @@ routing_of(KsPipeline *p)
 		i++;
 	}
 	/*
-	 * The same paths for a value {"schema": S, "payload": P}: those under
-	 * payload are walked in P alone, "schema" and "payload" are S and P,
-	 * and any other is absent (route_value).  A path into S needs S walked.
+	 * The same paths for an Avro change event, whose JSON twin is
+	 * {"schema": S, "payload": P}: those under payload are relative to the
+	 * event itself.  Only source.schema and source.table, strings in Avro
+	 * as in JSON, are read from the datum (route_value); any other path
+	 * (into S, other fields of P, whose Avro renderings can differ from the
+	 * twin's) needs the twin.
 	 */
 	r->payload_walk.paths = palloc0(sizeof(KsPath) * Max(r->walk.nslots, 1));
 	r->payload_of = palloc(sizeof(int) * Max(r->walk.nslots, 1));
-	r->whole_schema = r->whole_payload = -1;
-	r->split_ok = true;
 	r->avro_direct = true;
 	for (i = 0; i < r->walk.nslots; i++)
 	{
 		KsPath	   *w = &r->walk.paths[i];
-		bool		payload = strcmp(w->segs[0], "payload") == 0;
 
-		if (payload && w->nsegs > 1)
+		if (strcmp(w->segs[0], "payload") == 0 && w->nsegs == 3 &&
+			strcmp(w->segs[1], "source") == 0 &&
+			(strcmp(w->segs[2], "schema") == 0 || strcmp(w->segs[2], "table") == 0))
 		{
 			KsPath	   *pp = &r->payload_walk.paths[r->payload_walk.nslots];
 
-			pp->nsegs = w->nsegs - 1;
+			pp->nsegs = 2;
 			pp->segs = w->segs + 1;
 			r->payload_of[r->payload_walk.nslots++] = i;
-			/* Debezium's source.schema and source.table are strings in Avro as in JSON */
-			if (pp->nsegs != 2 || strcmp(pp->segs[0], "source") != 0 ||
-				(strcmp(pp->segs[1], "schema") != 0 && strcmp(pp->segs[1], "table") != 0))
-				r->avro_direct = false;
 		}
-		else if (payload)
-			r->whole_payload = i;
-		else if (strcmp(w->segs[0], "schema") == 0)
-		{
-			if (w->nsegs > 1)
-				r->split_ok = false;
-			else
-				r->whole_schema = i;
-		}
+		else if (strcmp(w->segs[0], "payload") == 0 || strcmp(w->segs[0], "schema") == 0)
+			r->avro_direct = false;
 	}
-	if (r->whole_schema >= 0 || r->whole_payload >= 0)
-		r->avro_direct = false;
 	MemoryContextSwitchTo(old);
 	p->targets.routing = r;
 	return r;
@@ -488,52 +473,25 @@ avro_value_walk(KsPipeline *p, KsRouting *r, KsMessage *m, KsSlotValue *slots, c
 /*
  * The fields routing reads of message m's value into slots: true when the
  * value is an object they could be read from (else *detail may say why).
- * The result is that of walking the whole value (or, for Avro, its JSON
- * twin), reached with less work where it can be:
- *  - a schema-embedded change event whose schema this worker has read
- *    before: only its payload is walked, not the schema's 3-4 kB again;
- *  - an Avro change event routed by source.schema and source.table
- *    alone: those are read from the Avro datum, which is then translated
- *    into its twin once, by the envelope, instead of twice.
+ * The result is that of walking the whole value or, for Avro, its JSON
+ * twin; an Avro change event routed by source.schema and source.table
+ * alone has those read from the Avro datum instead, so that it is
+ * translated into its twin once, by the envelope, not twice.  (Paths
+ * outside payload other than schema are absent from a twin: they stay
+ * ABSENT, as the walk of the twin leaves them.)
  */
 static bool
 route_value(KsPipeline *p, KsRouting *r, KsMessage *m, KsSlotValue *slots, char **detail)
 {
-	KsSlotValue *ps = NULL;
-	const char *schema,
-			   *payload;
-	size_t		slen,
-				plen;
-	bool		ok = false;
+	KsSlotValue *ps;
 
-	if (ks_cdc_avro(p, false))
-	{
-		if (r->avro_direct)
-		{
-			ps = palloc0(sizeof(KsSlotValue) * Max(r->payload_walk.nslots, 1));
-			ok = ks_cdc_avro_fields(p, m->value, m->value_len, &r->payload_walk, ps);
-		}
-		if (!ok)
-			return avro_value_walk(p, r, m, slots, detail);
-	}
-	else if (r->split_ok &&
-			 ks_cdc_split_cached(m->value, m->value_len, &schema, &slen, &payload, &plen))
-	{
-		ps = palloc0(sizeof(KsSlotValue) * Max(r->payload_walk.nslots, 1));
-		ok = ks_json_walk(&r->payload_walk, payload, plen, ps, detail) == KS_WALK_OK;
-		if (ok && r->whole_schema >= 0)
-		{
-			slots[r->whole_schema].kind = KS_SLOT_COMPOSITE;
-			slots[r->whole_schema].text = pnstrdup(schema, slen);
-		}
-		if (ok && r->whole_payload >= 0)
-		{
-			slots[r->whole_payload].kind = KS_SLOT_COMPOSITE;
-			slots[r->whole_payload].text = pnstrdup(payload, plen);
-		}
-	}
-	if (!ok)
+	if (!ks_cdc_avro(p, false))
 		return ks_json_walk(&r->walk, m->value, m->value_len, slots, detail) == KS_WALK_OK;
+	if (!r->avro_direct)
+		return avro_value_walk(p, r, m, slots, detail);
+	ps = palloc0(sizeof(KsSlotValue) * Max(r->payload_walk.nslots, 1));
+	if (!ks_cdc_avro_fields(p, m->value, m->value_len, &r->payload_walk, ps))
+		return avro_value_walk(p, r, m, slots, detail);
 	for (int j = 0; j < r->payload_walk.nslots; j++)
 		slots[r->payload_of[j]] = ps[j];
 	return true;

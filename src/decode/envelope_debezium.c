@@ -761,20 +761,23 @@ expect_key(const char *p, const char *end, const char *lit)
 }
 
 /*
- * data as {"schema": S, "payload": P} with S the text of a cached schema
- * (so valid JSON, and UTF-8, when it was parsed first) and P starting with
- * '{': S's entry and P's span (up to the closing brace of data), or false.
- * P itself is not checked: its reader does (parse_fast, routing's walk).
+ * The fast path (a UTF-8 database): data is exactly {"schema": S,
+ * "payload": P} with S the text of a cached schema (so valid JSON, and
+ * UTF-8, when it was parsed first) and P an object, which alone is
+ * checked (by jsonwalk.c's scanner, ks_json_value_end) and parsed.  False when anything differs: the full parse then
+ * decides.
  */
 static bool
-split_cached(const char *data, size_t len, SchemaEntry **schema, const char **payload, size_t *plen)
+parse_fast(const char *data, size_t len, KsJson **payload, SchemaEntry **schema)
 {
 	const char *end = data + len;
 	const char *p = ks_json_skip_ws(data, end);
 	const char *s0,
+			   *s1,
 			   *p0,
-			   *last;
+			   *p1;
 	SchemaEntry *e;
+	KsJson	   *root;
 
 	if (schemas == NULL || p == end || *p != '{')
 		return false;
@@ -796,69 +799,22 @@ split_cached(const char *data, size_t len, SchemaEntry **schema, const char **pa
 		}
 	if (e == NULL)
 		return false;
-	p = ks_json_skip_ws(s0 + e->len, end);
+	s1 = s0 + e->len;
+	p = ks_json_skip_ws(s1, end);
 	if (p == end || *p != ',')
 		return false;
-	if ((p0 = expect_key(p + 1, end, "\"payload\"")) == NULL || p0 == end || *p0 != '{')
-		return false;
-	/* the closing brace of data: the last byte but whitespace */
-	last = end;
-	while (last > p0 && (last[-1] == ' ' || last[-1] == '\t' || last[-1] == '\n' || last[-1] == '\r'))
-		last--;
-	if (last <= p0 + 1 || last[-1] != '}')
-		return false;
-	*schema = e;
-	*payload = p0;
-	*plen = (last - 1) - p0;
-	return true;
-}
-
-/*
- * The fast path (a UTF-8 database): data is exactly {"schema": S,
- * "payload": P} with S the text of a cached schema (split_cached) and P
- * an object, which alone is checked (by jsonwalk.c's scanner,
- * ks_json_value_end) and parsed.  False when anything differs: the full
- * parse then decides.
- */
-static bool
-parse_fast(const char *data, size_t len, KsJson **payload, SchemaEntry **schema)
-{
-	const char *p0,
-			   *p1;
-	size_t		plen;
-	SchemaEntry *e;
-	KsJson	   *root;
-
-	if (!split_cached(data, len, &e, &p0, &plen))
-		return false;
 	/* jsonwalk's scanner: P is valid JSON, UTF-8, without NUL, or NULL */
-	if ((p1 = ks_json_value_end(p0, p0 + plen)) == NULL ||
-		ks_json_skip_ws(p1, p0 + plen) != p0 + plen)
+	if ((p0 = expect_key(p + 1, end, "\"payload\"")) == NULL || p0 == end || *p0 != '{' ||
+		(p1 = ks_json_value_end(p0, end)) == NULL)
+		return false;
+	p = ks_json_skip_ws(p1, end);
+	if (p == end || *p != '}' || ks_json_skip_ws(p + 1, end) != end)
 		return false;
 	root = ks_json_tree(pnstrdup(p0, p1 - p0), p1 - p0, PG_UTF8, NULL);
 	if (root == NULL || root->kind != KS_J_OBJECT)
 		return false;
 	*payload = root;
 	*schema = e;
-	return true;
-}
-
-/*
- * For routing (route.c): when value data, in a UTF-8 database, is
- * {"schema": S, "payload": P} with S the text of a schema this worker has
- * read before, S's and P's spans (P unchecked: routing walks it), so that
- * routing walks the payload alone and not the schema's 3-4 kB again.
- */
-bool
-ks_cdc_split_cached(const char *data, size_t len, const char **schema, size_t *slen,
-					const char **payload, size_t *plen)
-{
-	SchemaEntry *e;
-
-	if (GetDatabaseEncoding() != PG_UTF8 || !split_cached(data, len, &e, payload, plen))
-		return false;
-	*schema = e->text;
-	*slen = e->len;
 	return true;
 }
 

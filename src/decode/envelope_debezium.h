@@ -18,8 +18,4 @@
 /* a change event's source position as a numeric's text, or NULL */
 extern char *ks_cdc_position(const char *source_json, int64 offset);
 
-/* a schema-embedded change event's schema and payload, when its schema is cached */
-extern bool ks_cdc_split_cached(const char *data, size_t len, const char **schema, size_t *slen,
-								const char **payload, size_t *plen);
-
 #endif							/* KS_ENVELOPE_DEBEZIUM_H */

@@ -12,8 +12,9 @@
 #
 # With builds (kafka_sink.so files) each round installs each in turn into
 # the harness's PostgreSQL (KS_PGBIN's lib dir), restarts the cluster and
-# measures JSON then Avro: A B A B ... in the same session; without, the
-# installed build only.  Every run's tables are compared with a model of
+# measures JSON then Avro: A B A B ... in the same session (the last build
+# stays installed; run the harness's env, so that pg-start keeps KS_PGBIN);
+# without builds, the installed build only.  Every run's tables are compared with a model of
 # the events computed here (the last image per key, deletes and truncates
 # applied): a run whose rows differ fails the script.  Prints one line per
 # run and the medians.  Needs a running harness (KS_KEEP_RUNNING=1 on any
