@@ -110,6 +110,10 @@ typedef struct KsRouting
 	int			src_schema[2];	/* source.schema, payload.source.schema */
 	int			src_table[2];
 	int			schema_slot;	/* create_targets, evolve: the embedded schema */
+	/* Avro change events (route_value): */
+	KsWalkPaths payload_walk;	/* the paths under payload, relative to it */
+	int		   *payload_of;		/* ... each one's slot in walk */
+	bool		avro_direct;	/* only source.schema and source.table: read from Avro */
 } KsRouting;
 
 /* per batch: a target name and what became of it */
@@ -324,6 +328,34 @@ routing_of(KsPipeline *p)
 			elog(ERROR, "kafka_sink: routing path \"%s\" does not parse", (char *) lfirst(lc));
 		i++;
 	}
+	/*
+	 * The same paths for an Avro change event, whose JSON twin is
+	 * {"schema": S, "payload": P}: those under payload are relative to the
+	 * event itself.  Only source.schema and source.table, strings in Avro
+	 * as in JSON, are read from the datum (route_value); any other path
+	 * (into S, other fields of P, whose Avro renderings can differ from the
+	 * twin's) needs the twin.
+	 */
+	r->payload_walk.paths = palloc0(sizeof(KsPath) * Max(r->walk.nslots, 1));
+	r->payload_of = palloc(sizeof(int) * Max(r->walk.nslots, 1));
+	r->avro_direct = true;
+	for (i = 0; i < r->walk.nslots; i++)
+	{
+		KsPath	   *w = &r->walk.paths[i];
+
+		if (strcmp(w->segs[0], "payload") == 0 && w->nsegs == 3 &&
+			strcmp(w->segs[1], "source") == 0 &&
+			(strcmp(w->segs[2], "schema") == 0 || strcmp(w->segs[2], "table") == 0))
+		{
+			KsPath	   *pp = &r->payload_walk.paths[r->payload_walk.nslots];
+
+			pp->nsegs = 2;
+			pp->segs = w->segs + 1;
+			r->payload_of[r->payload_walk.nslots++] = i;
+		}
+		else if (strcmp(w->segs[0], "payload") == 0 || strcmp(w->segs[0], "schema") == 0)
+			r->avro_direct = false;
+	}
 	MemoryContextSwitchTo(old);
 	p->targets.routing = r;
 	return r;
@@ -436,6 +468,33 @@ avro_value_walk(KsPipeline *p, KsRouting *r, KsMessage *m, KsSlotValue *slots, c
 		return false;
 	text = JsonbToCString(NULL, &j->root, VARSIZE(j));
 	return ks_json_walk(&r->walk, text, strlen(text), slots, detail) == KS_WALK_OK;
+}
+
+/*
+ * The fields routing reads of message m's value into slots: true when the
+ * value is an object they could be read from (else *detail may say why).
+ * The result is that of walking the whole value or, for Avro, its JSON
+ * twin; an Avro change event routed by source.schema and source.table
+ * alone has those read from the Avro datum instead, so that it is
+ * translated into its twin once, by the envelope, not twice.  (Paths
+ * outside payload other than schema are absent from a twin: they stay
+ * ABSENT, as the walk of the twin leaves them.)
+ */
+static bool
+route_value(KsPipeline *p, KsRouting *r, KsMessage *m, KsSlotValue *slots, char **detail)
+{
+	KsSlotValue *ps;
+
+	if (!ks_cdc_avro(p, false))
+		return ks_json_walk(&r->walk, m->value, m->value_len, slots, detail) == KS_WALK_OK;
+	if (!r->avro_direct)
+		return avro_value_walk(p, r, m, slots, detail);
+	ps = palloc0(sizeof(KsSlotValue) * Max(r->payload_walk.nslots, 1));
+	if (!ks_cdc_avro_fields(p, m->value, m->value_len, &r->payload_walk, ps))
+		return avro_value_walk(p, r, m, slots, detail);
+	for (int j = 0; j < r->payload_walk.nslots; j++)
+		slots[r->payload_of[j]] = ps[j];
+	return true;
 }
 
 /*
@@ -1144,9 +1203,7 @@ ks_route_batch(KsBatch *batch)
 		if (r->reads_value && m->value != NULL)
 		{
 			memset(slots, 0, sizeof(KsSlotValue) * Max(r->walk.nslots, 1));
-			value_ok = avro_value_walk(p, r, m, slots, &detail) ||
-				(!ks_cdc_avro(p, false) &&
-				 ks_json_walk(&r->walk, m->value, m->value_len, slots, &detail) == KS_WALK_OK);
+			value_ok = route_value(p, r, m, slots, &detail);
 		}
 		if (!name_target(p, r, m, slots, value_ok, &schema, &table, &why[i]))
 		{

@@ -855,6 +855,74 @@ ks_cdc_avro(KsPipeline *p, bool is_key)
 }
 
 /*
+ * The writer schema of the Avro event (or key) in *data, with *data and
+ * *len past the wire frame; NULL with *reason and *detail when there is
+ * none or it is no Avro schema.
+ */
+static KsSchemaEntry *
+writer_schema(KsPipeline *p, bool is_key, const char **data, size_t *len,
+			  KsReason *reason, char **detail)
+{
+	const char *what = is_key ? "the key" : "the value";
+	KsSchemaEntry *e;
+
+	if (!is_key && p->contract.value_schema != NULL)
+		e = ks_schema_inline(p->contract.value_schema);
+	else
+	{
+		int32		id;
+
+		if (p->contract.registry == NULL)
+		{
+			*reason = KS_NOT_WIRE_FORMAT;
+			*detail = psprintf("the pipeline has no schema_registry to read %s's schema id from", what);
+			return NULL;
+		}
+		if (!ks_wire_frame(*data, *len, &id, detail))
+		{
+			*reason = KS_NOT_WIRE_FORMAT;
+			return NULL;
+		}
+		e = ks_schema_by_id(p->contract.registry, id);
+		if (e == NULL)
+		{
+			*reason = KS_UNKNOWN_SCHEMA_ID;
+			*detail = psprintf("schema id %d of %s is not in the schema registry", id, what);
+			return NULL;
+		}
+		*data += 5;
+		*len -= 5;
+	}
+	if (e->avro == NULL)
+	{
+		*reason = KS_INVALID_AVRO;
+		*detail = e->invalid ? psprintf("schema id %d is not a valid Avro schema: %s", e->id, e->invalid) :
+			psprintf("schema id %d is a %s schema, not Avro", e->id, e->type);
+		return NULL;
+	}
+	return e;
+}
+
+/*
+ * Routing's read of an Avro change event (route.c): the values at paths,
+ * fields of the event itself (source.table), decoded straight from the
+ * datum without translating the event into its JSON twin.  False when
+ * the value does not decode: the translation then says why.
+ */
+bool
+ks_cdc_avro_fields(KsPipeline *p, const char *data, size_t len, const KsWalkPaths *paths,
+				   KsSlotValue *out)
+{
+	KsReason	reason;
+	char	   *why = NULL;
+	KsSchemaEntry *e = writer_schema(p, false, &data, &len, &reason, &why);
+
+	if (e == NULL || compile(e->text, &reason, &why) == NULL)
+		return false;
+	return ks_avro_decode(e->avro, paths, NULL, NULL, -1, data, len, out, &why) == KS_AVRO_OK;
+}
+
+/*
  * The change event (or key) in data as the text (in the database's
  * encoding) of JsonConverter's {"schema", "payload"}; NULL with *reason and *detail when it is no Avro
  * record of a known schema.  A registry out of reach raises the ERROR the
@@ -874,40 +942,9 @@ ks_cdc_avro_event_text(KsPipeline *p, bool is_key, const char *data, size_t len,
 	bool		first = true;
 	char	   *text;
 
-	if (!is_key && p->contract.value_schema != NULL)
-		e = ks_schema_inline(p->contract.value_schema);
-	else
-	{
-		int32		id;
-
-		if (p->contract.registry == NULL)
-		{
-			*reason = KS_NOT_WIRE_FORMAT;
-			*detail = psprintf("the pipeline has no schema_registry to read %s's schema id from", what);
-			return NULL;
-		}
-		if (!ks_wire_frame(data, len, &id, detail))
-		{
-			*reason = KS_NOT_WIRE_FORMAT;
-			return NULL;
-		}
-		e = ks_schema_by_id(p->contract.registry, id);
-		if (e == NULL)
-		{
-			*reason = KS_UNKNOWN_SCHEMA_ID;
-			*detail = psprintf("schema id %d of %s is not in the schema registry", id, what);
-			return NULL;
-		}
-		data += 5;
-		len -= 5;
-	}
-	if (e->avro == NULL)
-	{
-		*reason = KS_INVALID_AVRO;
-		*detail = e->invalid ? psprintf("schema id %d is not a valid Avro schema: %s", e->id, e->invalid) :
-			psprintf("schema id %d is a %s schema, not Avro", e->id, e->type);
+	e = writer_schema(p, is_key, &data, &len, reason, detail);
+	if (e == NULL)
 		return NULL;
-	}
 	s = compile(e->text, reason, &why);
 	if (s == NULL)
 	{

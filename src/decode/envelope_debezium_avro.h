@@ -28,6 +28,8 @@
 extern bool ks_cdc_avro(KsPipeline *p, bool is_key);
 extern char *ks_cdc_avro_event_text(KsPipeline *p, bool is_key, const char *data, size_t len,
 									KsReason *reason, char **detail);
+extern bool ks_cdc_avro_fields(KsPipeline *p, const char *data, size_t len, const KsWalkPaths *paths,
+							   KsSlotValue *out);
 extern Jsonb *ks_cdc_avro_event(KsPipeline *p, bool is_key, const char *data, size_t len,
 								KsReason *reason, char **detail);
 

@@ -13,9 +13,10 @@
 #    test/tools/cdc_workload.py creates cdc.{accounts,products,order_lines}
 #    with BENCH_CDC_ROWS rows each (the snapshot, op r), then
 #    BENCH_CDC_OPS operations (inserts, updates, deletes, primary-key
-#    changes; no truncate, so both sinks see the same kinds of change) in
-#    1-4 statement transactions.  Connect stops when the topics hold every
-#    expected event; the source stays up for the comparisons.
+#    changes, and in every 20,000 operations one truncate, of each table in
+#    turn; both sinks apply truncates) in 1-4 statement transactions.
+#    Connect stops when the topics hold every expected event; the source
+#    stays up for the comparisons.
 # 2. ours: one pipeline, envelope => 'debezium', subscribe_pattern over the
 #    three topics, target => 'bench_cdc.{source.table}' (tables: the
 #    source's columns + _kafka_source_position numeric),
@@ -33,7 +34,7 @@ CDC_ROWS="${BENCH_CDC_ROWS:-10000}"
 CDC_OPS="${BENCH_CDC_OPS:-40000}"
 CDC_SEED="${BENCH_CDC_SEED:-7}"
 CDC_SRC="$REPO/test/tools/debezium_source.sh"
-CDC_TAG="r${CDC_ROWS}_o${CDC_OPS}_s${CDC_SEED}"
+CDC_TAG="r${CDC_ROWS}_o${CDC_OPS}_s${CDC_SEED}_t"   # _t: with truncates
 export DBZ_DIR="$KS_RUN/cdc_source" DBZ_NAME=bench_cdc DBZ_TOPIC_PREFIX="bench_cdc_$CDC_TAG" \
        DBZ_CONVERTER=json DBZ_DB=cdc_bench DBZ_FLUSH_MS=1000 KS_HARNESS="$H"
 CDC_REGEX="bench_cdc_${CDC_TAG}[.]cdc[.].*"
@@ -72,7 +73,8 @@ cdc_total() {   # messages in the change topics
 }
 
 cdc_produce() {
-    local E="$W/cdc.expect.json" n i per=20000 done_ops=0 seed
+    local E="$W/cdc.expect.json" n i per=20000 done_ops=0 seed chunk=0
+    local trunc=(order_lines accounts products)
     say "cdc: producing the change topics once: $CDC_ROWS rows per table (snapshot) + $CDC_OPS operations through Debezium"
     "$CDC_SRC" clean >> "$LOG" 2>&1 || true
     rm -f "$E" "$W/cdc.ok"
@@ -86,8 +88,9 @@ cdc_produce() {
         i=$(( CDC_OPS - done_ops < per ? CDC_OPS - done_ops : per ))
         seed=$((seed + 1))
         python3 "$REPO/test/tools/cdc_workload.py" --conninfo "$DBZ_SRC_CONNINFO" --seed "$seed" --expect "$E" \
-            run --ops "$i" --no-truncate >> "$LOG" 2>&1 || die "cdc: workload run failed (see $LOG)"
+            run --ops "$i" --truncate "${trunc[chunk % 3]}" >> "$LOG" 2>&1 || die "cdc: workload run failed (see $LOG)"
         done_ops=$((done_ops + i))
+        chunk=$((chunk + 1))
     done
     n="$(python3 -c 'import json, sys
 e = json.load(open(sys.argv[1]))

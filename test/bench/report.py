@@ -84,6 +84,11 @@ def fmt(x, spec="{:.2f}"):
     return "-" if x is None else spec.format(x)
 
 
+def per_cpu(cpu_s_per_million):
+    """messages per CPU second, from CPU seconds per 1M messages"""
+    return fmt_int(1e6 / cpu_s_per_million) if cpu_s_per_million else ""
+
+
 def cdc_rows(r):
     """the CDC part (test/bench/cdc_part.sh): ours and the Debezium JDBC sink
     on the same change topics; (lines of the table, results)"""
@@ -107,28 +112,57 @@ def cdc_rows(r):
     if o and d:
         res["ours_vs_debezium_jdbc"] = o["msgs_per_s"] / d["msgs_per_s"]
     lines = ["CDC: %s Debezium change events (snapshot of 3 x %s rows + %s operations: inserts, updates, deletes with "
-             "tombstones, key changes; schema-embedded JSON, ~%s bytes) from PostgreSQL through Debezium's "
+             "tombstones, key changes, truncates; schema-embedded JSON, ~%s bytes) from PostgreSQL through Debezium's "
              "PostgreSQL connector, replicated into 3 tables"
              % (fmt_int(n), fmt_int(res["rows_per_table_initially"]), fmt_int(res["operations"]),
                 fmt_int(res["message_bytes"])), "",
-             "| CDC run | seconds | msgs/s | / Debezium JDBC sink | CPU s per 1M msgs | peak RSS MiB "
+             "| CDC run | seconds | msgs/s | / Debezium JDBC sink | CPU s per 1M msgs | msgs per CPU s | peak RSS MiB "
              "| equal to the source (cdc_compare.py) | load avg at start |",
-             "|---|---:|---:|---:|---:|---:|---|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for name, label in (("ours", "ours: one pipeline, envelope => 'debezium', target => 'bench_cdc.{source.table}', "
                                   "max_offsets_per_batch 50000 (worker CPU)"),
                         ("debezium_jdbc", "peer: Kafka Connect + Debezium JDBC sink (upsert, delete.enabled, "
                                           "truncate.enabled; JVM start included; the JVM's CPU)")):
         x = res.get(name)
         if not x:
-            lines.append("| %s | not run (see bench.log) | | | | | | |" % label)
+            lines.append("| %s | not run (see bench.log) | | | | | | | |" % label)
             continue
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             label, fmt(x["seconds"], "{:.1f}"), fmt_int(x["msgs_per_s"]),
             fmt(x["msgs_per_s"] / d["msgs_per_s"]) if d else "-",
-            fmt(x["cpu_s_per_million"], "{:.1f}"), fmt(x["rss_mib"], "{:.0f}"), x["equal_to_source"],
+            fmt(x["cpu_s_per_million"], "{:.1f}"), per_cpu(x["cpu_s_per_million"]),
+            fmt(x["rss_mib"], "{:.0f}"), x["equal_to_source"],
             fmt(x["load_at_start"])))
     lines.append("")
     return lines, res
+
+
+def per_core(res, cdc_res):
+    """the per-core figure: messages into PostgreSQL per worker CPU second,
+    exactly once, apply included, one worker, per format and mode"""
+    rows = []
+    for key, label in (("m100k", "JSON, merge (100000 per batch)"), ("avro", "Avro, merge (50000)"),
+                       ("protobuf", "Protobuf, merge (50000)"), ("hist", "JSON, mode history (100000)")):
+        d = res["runs"].get(key)
+        if d and d.get("worker_cpu_s_per_million"):
+            rows.append((label, d["worker_cpu_s_per_million"], d["same_as_baseline"]))
+    o = (cdc_res or {}).get("ours")
+    if o and o.get("cpu_s_per_million"):
+        rows.append(("Debezium change events, routed to 3 tables (50000)", o["cpu_s_per_million"],
+                     o["equal_to_source"]))
+    if not rows:
+        return []
+    m = res.get("machine", {})
+    lines = ["Per core: messages into PostgreSQL per worker CPU second (utime + stime of the one worker, "
+             "librdkafka's threads included), exactly once, decode and apply included; %s cores (%s)"
+             % (m.get("cores"), m.get("cpu")), "",
+             "| workload | msgs per worker CPU s | worker CPU s per 1M msgs | result checked |",
+             "|---|---:|---:|---|"]
+    for label, c, ok in rows:
+        lines.append("| %s | %s | %s | %s |" % (label, per_cpu(c), fmt(c, "{:.1f}"), ok))
+    lines.append("")
+    res["per_core"] = {label: 1e6 / c for label, c, _ in rows}
+    return lines
 
 
 def write_out(out, text, res):
@@ -215,7 +249,7 @@ def main():
                                    "message_bytes": num(r, p + ".message_bytes"),
                                    "load_at_start": num(r, p + ".load"),
                                    "same_as_baseline": r.get(p + ".same_as_baseline")}
-    for key in ("m50k", "m100k", "m100k_text", "m100k_sql", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text",
+    for key in ("m50k", "m100k", "m100k_text", "m100k_sql", "hist", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text",
                 "protobuf", "tk1", "tk2"):
         p, alls = best(key)
         prefixes[key] = p
@@ -281,29 +315,33 @@ def main():
                     m.get("librdkafka"), m.get("kafka"), m.get("commit")))
     lines.append("")
     hdr = ("| run | seconds (fastest round) | msgs/s | ours / baseline | ours / python | worker CPU s per 1M msgs "
-           "| worker peak RSS MiB | batches | same rows as baseline | load avg at start | seconds, every round |")
+           "| msgs per worker CPU s | worker peak RSS MiB | batches | same rows as baseline | load avg at start "
+           "| seconds, every round |")
     lines.append(hdr)
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
 
     def rounds(d):
         return " / ".join("%.1f" % x for x in d.get("all_seconds", []))
     b = res["runs"]["baseline"]
-    lines.append("| baseline: psql COPY + DISTINCT ON + MERGE, 50k per txn (CPU: its backend) | %s | %s | 1.00 | | %s | | %s | (reference) | %s | %s |"
+    lines.append("| baseline: psql COPY + DISTINCT ON + MERGE, 50k per txn (CPU: its backend) | %s | %s | 1.00 | | %s | %s | | %s | (reference) | %s | %s |"
                  % (fmt(b["seconds"], "{:.1f}"), fmt_int(b["msgs_per_s"]),
-                    fmt(b.get("backend_cpu_s_per_million"), "{:.1f}"), fmt_int(-(-n // 50000)),
+                    fmt(b.get("backend_cpu_s_per_million"), "{:.1f}"), per_cpu(b.get("backend_cpu_s_per_million")),
+                    fmt_int(-(-n // 50000)),
                     fmt(b["load_at_start"]), rounds(b)))
     bt = res["runs"].get("baseline_text")
     if bt:
         btc = bt.get("backend_cpu_s")
-        lines.append("| baseline with order_id text (the text-key runs' reference) | %s | %s | %s | | %s | | %s | (reference) | %s | %s |"
+        lines.append("| baseline with order_id text (the text-key runs' reference) | %s | %s | %s | | %s | %s | | %s | (reference) | %s | %s |"
                      % (fmt(bt["seconds"], "{:.1f}"), fmt_int(bt["msgs_per_s"]),
                         fmt(bt["msgs_per_s"] / b["msgs_per_s"] if b["msgs_per_s"] else None),
-                        fmt(btc / n * 1e6 if btc is not None else None, "{:.1f}"), fmt_int(-(-n // 50000)),
+                        fmt(btc / n * 1e6 if btc is not None else None, "{:.1f}"),
+                        per_cpu(btc / n * 1e6 if btc else None), fmt_int(-(-n // 50000)),
                         fmt(bt["load_at_start"]), rounds(bt)))
     for key, label in (("m50k", "ours, max_offsets_per_batch 50000"),
                        ("m100k", "ours, max_offsets_per_batch 100000 (default)"),
                        ("m100k_text", "ours, 100000, kafka_sink.direct_values off (timestamps through timestamptz_in)"),
                        ("m100k_sql", "ours, 100000, kafka_sink.apply_strategy sql (the MERGE for every target)"),
+                       ("hist", "ours, 100000, mode history (every version; same rows: its current versions)"),
                        ("bronze", "ours, 50000, bronze on"),
                        ("w2", "ours, 100000, workers 2 (worker CPU: both)"),
                        ("w1p16", "ours, 100000, 16 partitions, workers 1"),
@@ -317,31 +355,32 @@ def main():
         d = res["runs"].get(key)
         if not d:
             continue
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             label, fmt(d["seconds"], "{:.1f}"), fmt_int(d["msgs_per_s"]), fmt(d["vs_baseline"]),
-            fmt(d["vs_python"]), fmt(d["worker_cpu_s_per_million"], "{:.1f}"),
+            fmt(d["vs_python"]), fmt(d["worker_cpu_s_per_million"], "{:.1f}"), per_cpu(d["worker_cpu_s_per_million"]),
             fmt(d["worker_peak_rss_mib"], "{:.0f}"), fmt_int(d["batches"]), d["same_as_baseline"],
             fmt(d["load_at_start"]), rounds(d)))
     if py:
         d = res["runs"]["python"]
-        lines.append("| peer: Python consumer (confluent-kafka + psycopg 3), 50k per batch | %s | %s | %s | 1.00 | | | %s | %s | %s | %s |"
+        lines.append("| peer: Python consumer (confluent-kafka + psycopg 3), 50k per batch | %s | %s | %s | 1.00 | | | | %s | %s | %s | %s |"
                      % (fmt(d["seconds"], "{:.1f}"), fmt_int(d["msgs_per_s"]),
                         fmt(d["msgs_per_s"] / base_rate if base_rate else None),
                         fmt_int(d["batches"]), d["same_as_baseline"], fmt(d["load_at_start"]), rounds(d)))
     d = res["runs"].get("debezium")
     if d and d["seconds"]:
-        lines.append("| peer: Kafka Connect + Debezium JDBC sink, upsert, batch.size 50000 (schema-embedded JSON, ~%d-byte messages; JVM start %s s included; the connector's JVM CPU s per 1M msgs) | %s | %s | %s | %s | %s | %s | | %s | %s | %s |"
+        lines.append("| peer: Kafka Connect + Debezium JDBC sink, upsert, batch.size 50000 (schema-embedded JSON, ~%d-byte messages; JVM start %s s included; the connector's JVM CPU s per 1M msgs) | %s | %s | %s | %s | %s | %s | %s | | %s | %s | %s |"
                      % (d["message_bytes"] or 0, fmt(d["startup_seconds"], "{:.1f}"),
                         fmt(d["seconds"], "{:.1f}"), fmt_int(d["msgs_per_s"]),
                         fmt(d["msgs_per_s"] / base_rate if base_rate else None),
                         fmt(d["msgs_per_s"] / py_rate if py_rate else None),
                         fmt(d["cpu_s"] / n * 1e6 if d["cpu_s"] else None, "{:.1f}"),
+                        per_cpu(d["cpu_s"] / n * 1e6 if d["cpu_s"] else None),
                         fmt(d["rss_kb"] / 1024 if d["rss_kb"] else None, "{:.0f}"),
                         "no: %s rows break the ordering rule (last offset wins)" % fmt_int(d["rows_differing_from_rule"])
                         if d["rows_differing_from_rule"] else d["same_as_baseline"],
                         fmt(d["load_at_start"]), rounds(d)))
     else:
-        lines.append("| peer: Kafka Connect + Debezium JDBC sink | not run (BENCH_DEBEZIUM=0, or it failed: see bench.log) | | | | | | | | | |")
+        lines.append("| peer: Kafka Connect + Debezium JDBC sink | not run (BENCH_DEBEZIUM=0, or it failed: see bench.log) | | | | | | | | | | |")
     lines.append("")
     if res["latency"]:
         lines.append("| latency run (unique keys, trigger_interval 100 ms) | produced msgs/s | messages "
@@ -474,6 +513,7 @@ def main():
                             (ph["apply"] or 0) / 1000, (ph["commit"] or 0) / 1000, tot))
     lines.extend(cdc_lines)
     res["cdc"] = cdc_res
+    lines.extend(per_core(res, cdc_res))
     write_out(out, "\n".join(lines), res)
 
     # ---- the plot
