@@ -19,10 +19,7 @@
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 . "$REPO/test/lib/citus_cluster.sh"
-citus_skip_unless_available
-citus_cluster_start citus_ab
-sqlc -c "CREATE EXTENSION kafka_sink" >/dev/null
-PGPORT="$PC" setup_owner >/dev/null
+citus_cluster_ready citus_ab
 N="${BENCH_CITUS_EVENTS:-100000}"
 B="${BENCH_CITUS_BATCH:-10000}"
 topic="cab_$SFX"

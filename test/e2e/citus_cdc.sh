@@ -19,10 +19,7 @@
 . "$(dirname "$0")/../lib/common.sh"
 set -E; trap 'echo "# citus_cdc.sh: line $LINENO: exit $? from: $BASH_COMMAND" >&2' ERR
 . "$REPO/test/lib/citus_cluster.sh"
-citus_skip_unless_available
-citus_cluster_start citus_cdc
-sqlc -c "CREATE EXTENSION kafka_sink" >/dev/null
-PGPORT="$PC" setup_owner >/dev/null
+citus_cluster_ready citus_cdc
 W="$KS_RUN/citus_cdc.$SFX"
 mkdir -p "$W"
 seed=$((RANDOM * 32768 + RANDOM))

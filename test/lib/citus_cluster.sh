@@ -9,6 +9,9 @@
 #                                 each, the worker nodes added; sets COORD,
 #                                 W1, W2 (cluster dirs), PC, P1, P2 (ports),
 #                                 CITUS_CONF; sqlc runs psql on the coordinator
+#   citus_cluster_ready TAG       all of it for a script that does not test
+#                                 the setup: the skip, the cluster, CREATE
+#                                 EXTENSION kafka_sink and the owner role
 #   citus_node_start DIR          one more worker node (not added)
 # shellcheck shell=bash
 
@@ -45,4 +48,11 @@ citus_cluster_start() {
     sqlc -c "SELECT citus_set_coordinator_host('127.0.0.1', $PC)" >/dev/null
     sqlc -c "SELECT citus_add_node('127.0.0.1', $P1)" >/dev/null
     sqlc -c "SELECT citus_add_node('127.0.0.1', $P2)" >/dev/null
+}
+
+citus_cluster_ready() {
+    citus_skip_unless_available
+    citus_cluster_start "$1"
+    sqlc -c "CREATE EXTENSION kafka_sink" >/dev/null
+    PGPORT="$PC" setup_owner >/dev/null
 }
