@@ -159,4 +159,25 @@ check "mode history into a distributed table: refused at create time" \
            subscribe => ARRAY['x'], target => 'e2e.cch_$SFX', mode => 'history', order_column => 'ts',
            key_format => 'string', start => false)" 2>&1 | head -1 || true)"
 check "and no pipeline created" 0 "$(sqlc -c "SELECT count(*) FROM kafka_sink.pipeline_definitions WHERE name = 'cch_$SFX'")"
+# a history pipeline whose local table is distributed afterwards: the
+# worker refuses it with the same reason (not Citus's error at a batch)
+"$HARNESS" topic-create "cch2_$SFX" 1 >/dev/null 2>&1 || true
+printf '1\t{"id": 1, "ts": "2026-01-01T00:00:00Z", "a": "x"}\n' | kcat -P -b "$KS_BOOTSTRAP" -t "cch2_$SFX" -p 0 -K $'\t'
+sqlc >/dev/null <<SQL
+CREATE TABLE e2e.cch2_$SFX (LIKE e2e.cch_$SFX INCLUDING ALL);
+ALTER TABLE e2e.cch2_$SFX OWNER TO ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => 'cch2_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['cch2_$SFX'], target => 'e2e.cch2_$SFX', mode => 'history', order_column => 'ts',
+    key_format => 'string', starting_offsets => 'earliest', start => false);
+RESET ROLE;
+SELECT create_distributed_table('e2e.cch2_$SFX', 'id');
+SET ROLE ks_e2e;
+SELECT kafka_sink.start('cch2_$SFX');
+SQL
+names+=("cch2_$SFX")
+PGPORT="$PC" poll "SELECT state = 'failed' FROM kafka_sink.status WHERE name = 'cch2_$SFX'" 60 || true
+check "distributed after create: the worker refuses mode history with the reason" \
+      "failed|target e2e.cch2_$SFX of pipeline \"cch2_$SFX\" is a Citus table, which mode history does not write|0" \
+      "$(sqlc -c "SELECT state || '|' || last_error FROM kafka_sink.status WHERE name = 'cch2_$SFX'")|$(sqlc -c "SELECT count(*) FROM e2e.cch2_$SFX")"
 finish
