@@ -417,6 +417,21 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 			t->columns[i].tracked = true;
 		}
 	}
+	/*
+	 * The history statement reads the stored versions of the batch's keys
+	 * joined with the batch in CTEs with window functions: Citus refuses
+	 * that over a distributed table ("complex joins are only supported
+	 * when all distributed tables are co-located ...", measured by
+	 * test/e2e/citus_cdc.sh before this refusal), so it would fail at the
+	 * first batch.
+	 */
+	if (t->history && t->citus != KS_CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("target %s of pipeline \"%s\" is a Citus table, which mode history does not write",
+						t->qualified_name, p->name),
+				 errdetail("The history statement joins the stored versions with the batch in ways Citus does not execute on a distributed table."),
+				 errhint("Write the history to a local table on the coordinator, or use mode merge: see docs/citus.md.")));
 	t->write_mode = p->targets.mode == KS_MODE_MERGE ? p->targets.write_mode : KS_WRITE_UPSERT;
 	if (t->write_mode != KS_WRITE_UPSERT && t->citus != KS_CITUS_NONE)
 		ereport(ERROR,

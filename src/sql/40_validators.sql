@@ -412,7 +412,20 @@ DECLARE
     order_type text;
     col record;
     want_attnums int2[];
+    is_citus boolean := false;
 BEGIN
+    -- Citus does not execute the history statement on a distributed
+    -- table (docs/citus.md); pg_dist_partition exists only with Citus
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
+           INTO is_citus USING target;
+    END IF;
+    IF is_citus THEN
+        RAISE EXCEPTION 'target % is a Citus table, which mode history does not write', target
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'The history statement joins the stored versions with the batch in ways Citus does not execute on a distributed table.',
+                  HINT = 'Write the history to a local table on the coordinator, or use mode merge: see docs/citus.md.';
+    END IF;
     IF order_column IS NULL THEN
         RAISE EXCEPTION 'mode history needs an order_column'
             USING ERRCODE = 'invalid_parameter_value',

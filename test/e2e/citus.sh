@@ -13,31 +13,9 @@
 . "$(dirname "$0")/../lib/common.sh"
 # a failing command ends the script (set -e): say which one
 set -E; trap 'echo "# citus.sh: line $LINENO: exit $? from: $BASH_COMMAND" >&2' ERR
-if ! bash "$REPO/test/tools/citus.sh" available 2>/dev/null; then
-    echo "# skipped: no Citus source in $REPO/../shared/vendor (test/tools/citus.sh): Citus tests do not run on this machine"
-    finish
-    exit $?
-fi
-bash "$REPO/test/tools/citus.sh" install "$KS_PGBIN" \
-    || { echo "not ok - Citus could not be built or installed"; exit 1; }
-
-COORD="$KS_RUN/citus_c_$SFX"
-W1="$KS_RUN/citus_w1_$SFX"
-W2="$KS_RUN/citus_w2_$SFX"
-CONF="max_prepared_transactions = 40
-citus.node_conninfo = 'sslmode=disable'
-citus.recover_2pc_interval = '2s'
-wal_level = logical"
-KS_PRELOAD=citus KS_PG_CONF="$CONF" own_cluster_start "$W1"
-KS_PRELOAD=citus KS_PG_CONF="$CONF" own_cluster_start "$W2"
-KS_PRELOAD=citus,kafka_sink KS_PG_CONF="$CONF" own_cluster_start "$COORD"
-PC="$(own_port "$COORD")" P1="$(own_port "$W1")" P2="$(own_port "$W2")"
-sqlc() { sql_at "$PC" "$@"; }
-for p in "$P1" "$P2"; do sql_at "$p" -c "CREATE EXTENSION citus" >/dev/null; done
-sqlc -c "CREATE EXTENSION citus" >/dev/null
-sqlc -c "SELECT citus_set_coordinator_host('127.0.0.1', $PC)" >/dev/null
-sqlc -c "SELECT citus_add_node('127.0.0.1', $P1)" >/dev/null
-sqlc -c "SELECT citus_add_node('127.0.0.1', $P2)" >/dev/null
+. "$REPO/test/lib/citus_cluster.sh"
+citus_skip_unless_available
+citus_cluster_start citus
 check "two worker nodes" 2 "$(sqlc -c "SELECT count(*) FROM citus_get_active_worker_nodes()")"
 
 # a new user's CREATE EXTENSION on the coordinator: kafka_sink stays local
@@ -203,7 +181,7 @@ node_gone() {
 check "round 4: the worker node's processes ended after kill -9 of its postmaster" 0 "$(wait_for 60 node_gone; echo $?)"
 node_gone || own_cluster_kill "$W1"
 sleep 2
-KS_PRELOAD=citus KS_PG_CONF="$CONF" own_cluster_start "$W1"
+citus_node_start "$W1"
 wait_both "round 4 (worker node killed and restarted)"
 # round 5: kill -9 of a pipeline worker at a random point, then an
 # immediate stop of the coordinator mid-run
@@ -212,7 +190,7 @@ pid="$(PGPORT="$PC" worker_pid "$PD")"
 [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
 sleep 1
 own_cluster_kill "$COORD"
-KS_PRELOAD=citus,kafka_sink KS_PG_CONF="$CONF" own_cluster_start "$COORD"
+citus_coordinator_start
 wait_for 60 coordinator_up
 wait_both "round 5 (coordinator restarted)"
 
