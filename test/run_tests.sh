@@ -284,7 +284,10 @@ if [ "${KS_JOBS:-1}" -gt 1 ] && [ -z "${KS_SIDE:-}" ] &&
         --exclude="./$(realpath --relative-to="$REPO" "$SIDE_DIR" 2>/dev/null || echo .none)" \
         -cf - . | tar -C "$SIDE_DIR/src" -xf -
     chmod -R o+rX "$SIDE_DIR"
+    # what the checkout finds beside itself (../shared/vendor: Citus) the
+    # copy finds through KS_VENDOR
     ( cd "$SIDE_DIR/src" && exec env KS_SIDE=1 KS_RUN="$SIDE_DIR/run" KS_PRIVATE_PG=1 \
+        KS_VENDOR="${KS_VENDOR:-$(realpath -m "$REPO/../shared/vendor")}" \
         KS_TESTS= bash test/run_tests.sh e2e chaos ) > "$SIDE_DIR/log" 2>&1 &
     side_pid=$!
     echo "side job: pid $side_pid, log $SIDE_DIR/log:" \

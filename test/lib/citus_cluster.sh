@@ -17,7 +17,7 @@
 
 citus_skip_unless_available() {
     if ! bash "$REPO/test/tools/citus.sh" available 2>/dev/null; then
-        echo "# skipped: no Citus source in $REPO/../shared/vendor (test/tools/citus.sh): Citus tests do not run on this machine"
+        echo "# skipped: no Citus source in ${KS_VENDOR:-$REPO/../shared/vendor} (test/tools/citus.sh): Citus tests do not run on this machine"
         finish
         exit $?
     fi
