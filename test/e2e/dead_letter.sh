@@ -217,7 +217,8 @@ check "once committed, the batch's quarantined messages are dead-lettered once e
 # The relay points at no broker while 3000 bad messages (and 1000 good
 # ones) are quarantined; then it gets the real broker (it publishes at most
 # 1000 rows a round) and is killed (the postmaster then restarts the
-# cluster): once at random, then each time right after it marked a round
+# cluster): once at random, then in turn while it is held in a round's send
+# (the broker paused with SIGSTOP) and right after it marked a round
 # delivered, while it sends the next one.
 sql -c "ALTER SYSTEM SET kafka_sink.outbox_bootstrap_servers = '127.0.0.1:1'" -c "SELECT pg_reload_conf()" >/dev/null
 python3 - > "$W/many.txt" <<'PY'
@@ -240,6 +241,9 @@ delivered() { sql -c "SELECT count(*) FROM kafka_sink.outbox WHERE topic = '$DLQ
 sql -c "ALTER SYSTEM SET kafka_sink.outbox_bootstrap_servers = '$KS_BOOTSTRAP'" -c "SELECT pg_reload_conf()" >/dev/null
 kills=0
 midway=0
+# a failure while the broker is paused must not leave it paused
+resume_broker() { "$HARNESS" kafka-resume >/dev/null 2>&1 || true; }
+at_exit resume_broker
 # four kills, and more (up to eight) until two of them came while rows were
 # left to deliver: under load a round can finish before the next kill lands
 for k in 1 2 3 4 5 6 7 8; do
@@ -249,22 +253,35 @@ for k in 1 2 3 4 5 6 7 8; do
     pid="$(sql -c "SELECT relay_pid FROM kafka_sink.outbox_status" 2>/dev/null || true)"
     if [ "$k" = 1 ]; then
         sleep 0.$((RANDOM % 3))$((RANDOM % 10))
+    elif [ $((k % 2)) = 0 ]; then
+        # the broker is paused (below): the relay, back after the restart,
+        # is held in its round's send when it is killed
+        sleep 0.$((3 + RANDOM % 6))
     else
+        # the broker was paused over the restart (below), so the relay has
+        # sent nothing yet: let it mark one round, then pause the broker
+        # again and kill it right after (a fast relay may have sent every
+        # round by then: the even kills are the ones held mid-send)
         before="$(delivered)"
+        "$HARNESS" kafka-resume >/dev/null
         for _ in $(seq 1 300); do
             d="$(delivered)"
             [ "$d" -gt "$before" ] && break
             sleep 0.05
         done
+        "$HARNESS" kafka-pause >/dev/null
     fi
     d="$(delivered)"
     if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
         kills=$((kills + 1))
         if [ "$d" -gt 0 ] && [ "$d" -lt 3008 ]; then midway=$((midway + 1)); fi
+        echo "# kill $kills of the relay: $d of 3008 dead-letter rows delivered"
     fi
+    "$HARNESS" kafka-pause >/dev/null
     sleep 1
     until sql -c "SELECT 1" >/dev/null 2>&1; do sleep 0.5; done
 done
+"$HARNESS" kafka-resume >/dev/null
 check "the relay was killed at least four times" yes "$([ "$kills" -ge 4 ] && echo yes || echo "no ($kills)")"
 check "at least two of the kills came while rows were left to deliver" yes \
       "$([ "$midway" -ge 2 ] && echo yes || echo "no ($midway)")"
