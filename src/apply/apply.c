@@ -152,6 +152,8 @@ stats_add_diff(KsBatchStats *to, const KsBatchStats *after, const KsBatchStats *
 	to->deleted += after->deleted - before->deleted;
 	to->stale += after->stale - before->stale;
 	to->superseded += after->superseded - before->superseded;
+	to->soft_deleted += after->soft_deleted - before->soft_deleted;
+	to->skipped += after->skipped - before->skipped;
 	to->quarantined += after->quarantined - before->quarantined;
 	to->duplicates += after->duplicates - before->duplicates;
 	to->apply_rows += after->apply_rows - before->apply_rows;
@@ -297,7 +299,8 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 	KsPipeline *p = batch->pipeline;
 	KsBatchStats *s = &batch->stats;
 	int64		ins0 = s->inserted,
-				upd0 = s->updated;
+				upd0 = s->updated,
+				skip0 = s->skipped;
 
 	if (p->contract.event_id && batch->nmsgs > 0)
 		ks_mark_duplicates(batch);
@@ -369,7 +372,7 @@ apply_target(KsBatch *batch, KsBatchTarget *bt)
 		if (bt->target != NULL && bt->target->write_mode == KS_WRITE_INSERT_ONLY)
 			s->superseded += Max(0, winners - (s->inserted - ins0) - (s->updated - upd0));
 		else
-			s->stale += Max(0, winners - (s->inserted - ins0) - (s->updated - upd0));
+			s->stale += Max(0, winners - (s->inserted - ins0) - (s->updated - upd0) - (s->skipped - skip0));
 	}
 }
 

@@ -545,6 +545,24 @@ rethrow_system_error(ErrorData *edata, const char *sql)
 }
 
 /*
+ * write_mode update_only: how many of rows have a key the target does not
+ * hold (ks_absent_keys_sql), which the MERGE then skips.
+ */
+static int64
+count_absent(KsBatch *batch, int *rows, int nrows)
+{
+	bool		isnull;
+	Datum		d;
+
+	run_statement(batch, ks_absent_keys_sql(batch->target), rows, nrows, false);
+	if (SPI_processed != 1)
+		elog(ERROR, "kafka_sink: counting the keys not in %s returned " UINT64_FORMAT " rows",
+			 batch->target->qualified_name, (uint64) SPI_processed);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+/*
  * Runs sql over rows inside a subtransaction.  Returns true on success; on
  * an error that is the rows' fault (row_fault()) returns false with the
  * reason in *reason and the message in *err; any other error is rethrown.
@@ -581,10 +599,26 @@ statement_call(void *arg)
 	if (c->deletes)
 	{
 		run_statement(c->batch, c->sql, c->rows, c->nrows, false);
-		c->batch->stats.deleted += SPI_processed;
+		/* delete_mode soft: the rows the UPDATE marked */
+		if (c->batch->target->soft)
+			c->batch->stats.soft_deleted += SPI_processed;
+		else
+			c->batch->stats.deleted += SPI_processed;
 	}
 	else
+	{
+		int64		absent = 0;
+
+		/*
+		 * update_only: the winners whose key the target lacks are skipped
+		 * (counted apart from stale), counted before the MERGE in the same
+		 * subtransaction, so that a failed try counts nothing
+		 */
+		if (c->batch->target != NULL && c->batch->target->write_mode == KS_WRITE_UPDATE_ONLY)
+			absent = count_absent(c->batch, c->rows, c->nrows);
 		counted_run(c->batch, c->sql, c->sql2, c->rows, c->nrows, &c->running);
+		c->batch->stats.skipped += absent;
+	}
 	error_context_stack = cb.previous;
 }
 

@@ -113,7 +113,10 @@ run_truncate(KsBatch *batch, char *pos, int64 ts_ms)
 		rc = ks_spi_execute(ks_truncate_sql(t), t->soft ? 2 : 1, argtypes, values, nulls, false, 0);
 		if (rc != (t->soft ? SPI_OK_UPDATE : SPI_OK_DELETE))
 			elog(ERROR, "kafka_sink: SPI_execute failed (%d) for a truncate", rc);
-		batch->stats.deleted += SPI_processed;
+		if (t->soft)
+			batch->stats.soft_deleted += SPI_processed;
+		else
+			batch->stats.deleted += SPI_processed;
 	}
 	PG_FINALLY();
 	{

@@ -74,9 +74,10 @@ append_target_counts(StringInfo b, const KsBatchStats *s)
 	appendStringInfo(b, "{\"inserted\":" INT64_FORMAT ",\"updated\":" INT64_FORMAT
 					 ",\"deleted\":" INT64_FORMAT ",\"stale\":" INT64_FORMAT
 					 ",\"superseded\":" INT64_FORMAT ",\"quarantined\":" INT64_FORMAT
-					 ",\"duplicates\":" INT64_FORMAT "}",
+					 ",\"duplicates\":" INT64_FORMAT ",\"softDeleted\":" INT64_FORMAT
+					 ",\"skipped\":" INT64_FORMAT "}",
 					 s->inserted, s->updated, s->deleted, s->stale, s->superseded,
-					 s->quarantined, s->duplicates);
+					 s->quarantined, s->duplicates, s->soft_deleted, s->skipped);
 }
 
 /*
@@ -221,9 +222,11 @@ progress_json(KsBatch *batch)
 					 ",\"updated\":" INT64_FORMAT ",\"deleted\":" INT64_FORMAT
 					 ",\"stale\":" INT64_FORMAT ",\"superseded\":" INT64_FORMAT
 					 ",\"quarantined\":" INT64_FORMAT ",\"duplicates\":" INT64_FORMAT
-					 ",\"filtered\":" INT64_FORMAT,
-					 s->inserted + s->updated + s->deleted, s->inserted, s->updated, s->deleted,
-					 s->stale, s->superseded, s->quarantined, s->duplicates, s->filtered);
+					 ",\"filtered\":" INT64_FORMAT ",\"softDeleted\":" INT64_FORMAT
+					 ",\"skipped\":" INT64_FORMAT,
+					 s->inserted + s->updated + s->deleted + s->soft_deleted, s->inserted, s->updated,
+					 s->deleted, s->stale, s->superseded, s->quarantined, s->duplicates, s->filtered,
+					 s->soft_deleted, s->skipped);
 	/* merge mode: which strategy wrote the winners (apply_heap.c) */
 	if (p->targets.mode == KS_MODE_MERGE && target)
 		appendStringInfo(&b, ",\"applyRows\":{\"heap\":" INT64_FORMAT ",\"sql\":" INT64_FORMAT

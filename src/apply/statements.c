@@ -390,6 +390,23 @@ ks_merge_sql(KsTarget *t, bool by_hand)
 }
 
 /*
+ * write_mode update_only: the number of the batch's rows whose key the
+ * target does not hold (the MERGE skips them), by the MERGE's key match.
+ */
+char *
+ks_absent_keys_sql(KsTarget *t)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "SELECT count(*) FROM (%s) AS s WHERE NOT EXISTS (SELECT FROM %s AS t WHERE ",
+					 ks_source_sql(t, false), t->qualified_name);
+	append_key_match(&b, t);
+	appendStringInfoChar(&b, ')');
+	return b.data;
+}
+
+/*
  * The on_conflict strategy's two statements, run one after the other (each
  * with its own snapshot) over the same rows: the INSERT of the keys the
  * target lacks, then the UPDATE of the others, under the MERGE's guard and

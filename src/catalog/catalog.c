@@ -707,9 +707,9 @@ void
 ks_catalog_insert_marker(int64 pipeline_id, int64 batch_id, int worker, const char *ranges,
 						 const KsBatchStats *s, TimestampTz started_at, const char *progress)
 {
-	Oid			argtypes[16] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
-	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID, INT8OID};
-	Datum		v[16];
+	Oid			argtypes[18] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
+	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID, INT8OID, INT8OID, INT8OID};
+	Datum		v[18];
 
 	v[0] = Int64GetDatum(pipeline_id);
 	v[1] = Int64GetDatum(batch_id);
@@ -727,12 +727,15 @@ ks_catalog_insert_marker(int64 pipeline_id, int64 batch_id, int worker, const ch
 	v[13] = Int64GetDatum(s->duplicates);
 	v[14] = CStringGetTextDatum(progress);
 	v[15] = Int64GetDatum(s->filtered);
+	v[16] = Int64GetDatum(s->soft_deleted);
+	v[17] = Int64GetDatum(s->skipped);
 	ks_spi_exec("write the batch marker",
 				"INSERT INTO kafka_sink.batches (pipeline_id, batch_id, worker, ranges,"
 				" messages, inserted, updated, deleted, stale, superseded, quarantined,"
-				" bytes, started_at, duplicates, progress, filtered) VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7,"
-				" $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16)",
-				16, argtypes, v, NULL, false, SPI_OK_INSERT);
+				" bytes, started_at, duplicates, progress, filtered, soft_deleted, skipped)"
+				" VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7,"
+				" $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16, $17, $18)",
+				18, argtypes, v, NULL, false, SPI_OK_INSERT);
 }
 
 void

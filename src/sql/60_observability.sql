@@ -305,8 +305,11 @@ COMMENT ON FUNCTION kafka_sink._bronze_headers(regclass, text, integer, bigint) 
 -- current source), superseded (another message of its key won within its
 -- batch), stale (the target already held a newer event when it arrived),
 -- overwritten (applied, then replaced by a later batch), deleted (its key's
--- row is gone), duplicate (its event id was applied before), filtered (the
--- pipeline's filter left it out: told with a bronze table), or appended;
+-- row is gone), soft_deleted (delete_mode soft: it marked its key's row),
+-- skipped (write_mode update_only: its key was not in the target; 'deleted
+-- or skipped' where the lineage cannot tell), duplicate (its event id was
+-- applied before), filtered (the pipeline's filter left it out: told with
+-- a bronze table), or appended (the rules of a row: _row_fate);
 -- in mode history, applied as a version (the lineage columns of a version
 -- name it) or folded into history (another message at its order value holds it).
 -- Telling superseded, stale, overwritten and deleted apart needs the lineage
@@ -325,10 +328,9 @@ DECLARE
     msg record;
     v jsonb;
     cond text;
-    row_batch bigint;
-    row_offset bigint;
-    row_topic text;
-    row_partition int;
+    r record;
+    has_row boolean;
+    nrows bigint;
     has_lineage boolean;
     has_msg boolean;
     keycol text;
@@ -446,27 +448,21 @@ BEGIN
                                      kafka_sink._bronze_headers(p.bronze, topic, partition, "offset"));
     END IF;
     SELECT string_agg(format('t.%1$I = k.%1$I', c), ' AND ') INTO cond FROM unnest(p.key_columns) c;
-    EXECUTE format('SELECT t._kafka_topic, t._kafka_partition, t._kafka_offset, t._kafka_batch_id'
-                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s', p.target, p.target, cond)
-       INTO row_topic, row_partition, row_offset, row_batch USING v;
-    IF row_offset IS NULL THEN
-        RETURN QUERY SELECT 'deleted'::text, b_id, format('no row for key %s', v), p.target::text;
-    ELSIF row_topic = topic AND row_partition = partition AND row_offset = "offset" THEN
-        RETURN QUERY SELECT 'applied'::text, b_id, format('the current source of the row with key %s', v), p.target::text;
-    ELSIF row_batch = b_id THEN
-        RETURN QUERY SELECT 'superseded'::text, b_id,
-            format('offset %s of the same batch won for key %s', row_offset, v), p.target::text;
-    ELSIF row_batch < b_id THEN
-        RETURN QUERY SELECT 'stale'::text, b_id,
-            format('the row for key %s (from batch %s) was newer', v, row_batch), p.target::text;
-    ELSE
-        RETURN QUERY SELECT 'overwritten'::text, b_id,
-            format('replaced by offset %s in batch %s', row_offset, row_batch), p.target::text;
-    END IF;
+    EXECUTE format('SELECT t._kafka_topic AS topic, t._kafka_partition AS partition, t._kafka_offset AS "offset",'
+                   ' t._kafka_batch_id AS batch_id%s'
+                   ' FROM %s t, jsonb_populate_record(NULL::%s, $1) k WHERE %s',
+                   kafka_sink._row_fate_columns(p, p.target), p.target, p.target, cond)
+       INTO r USING v;
+    GET DIAGNOSTICS nrows = ROW_COUNT;     -- (EXECUTE does not set FOUND)
+    has_row := nrows > 0;
+    -- the rules, with message_fates and _traced_fate (70_lineage.sql)
+    RETURN QUERY SELECT f.fate, b_id, f.detail, p.target::text
+      FROM kafka_sink._row_fate(p, topic, partition, "offset", b_id, v, msg.value IS NULL, has_row,
+                                r.topic, r.partition, r."offset", r.batch_id, r.marked, r.mark, r.held) f;
 END
 $$;
 COMMENT ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) IS
-'What happened to one message: pending, lost, quarantined, filtered, applied, superseded, stale, overwritten, deleted, truncated, duplicate, appended or landed (mode history: applied as a version, or folded into history), with the batch, a detail and the table it went to (for a routed pipeline the table its routing names; for Debezium change events judged by source position; Avro keys decoded through kafka_sink.schemas).';
+'What happened to one message: pending, lost, quarantined, filtered, applied, soft_deleted, superseded, stale, overwritten, deleted, skipped, deleted or skipped, truncated, duplicate, appended or landed (mode history: applied as a version, or folded into history), with the batch, a detail and the table it went to (for a routed pipeline the table its routing names; for Debezium change events judged by source position; Avro keys decoded through kafka_sink.schemas).';
 
 -- The wire format's schema id of a raw value (bronze, quarantine), or NULL.
 CREATE OR REPLACE FUNCTION kafka_sink.wire_schema_id(value bytea)
@@ -614,7 +610,7 @@ COMMENT ON VIEW kafka_sink.progress IS
 COMMENT ON VIEW kafka_sink.status IS
 'One row per pipeline: state, workers, last batch and commit, rates, lag (with a hot partition), backfill progress and the last error.';
 COMMENT ON COLUMN kafka_sink.status.last_batch_targets IS
-    'Per target table of the last batch: {"<table>": {"inserted", "updated", "deleted", "stale", "superseded", "quarantined", "duplicates"}}';
+    'Per target table of the last batch: {"<table>": {"inserted", "updated", "deleted", "stale", "superseded", "quarantined", "duplicates", "softDeleted", "skipped"}}';
 COMMENT ON VIEW kafka_sink.outbox_status IS
 'The outbox relay at a glance: rows pending (every role''s), the age of the oldest, the delivery rate, the relay''s pid and its last error (an error of a pending row only to members of the role that queued it); bootstrap_servers only for roles that may read kafka_sink.outbox_bootstrap_servers (superusers, pg_read_all_settings), NULL for others.';
 

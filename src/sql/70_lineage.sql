@@ -16,7 +16,7 @@ SELECT p.name AS pipeline, b.pipeline_id, b.batch_id, b.worker, r.topic, r.parti
        r.start AS start_offset, r."end" AS end_offset, r.messages,
        b.started_at, b.committed_at,
        b.messages AS batch_messages, b.inserted, b.updated, b.deleted, b.stale, b.superseded,
-       b.quarantined, b.duplicates
+       b.quarantined, b.duplicates, b.filtered, b.soft_deleted, b.skipped
   FROM kafka_sink.batches b
   JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
  CROSS JOIN LATERAL pg_catalog.jsonb_to_recordset(b.ranges)
@@ -355,45 +355,50 @@ BEGIN
 
     RETURN QUERY EXECUTE body || format($q$,
     mk AS (
-        SELECT m.*, br."offset" IS NOT NULL AS has_msg, v.v, jsonb_populate_record(NULL::%1$s, v.v) AS k
+        SELECT m.*, br."offset" IS NOT NULL AS has_msg, br.value IS NULL AS is_tomb, v.v,
+               jsonb_populate_record(NULL::%1$s, v.v) AS k,
+               CASE WHEN br."offset" IS NOT NULL AND %7$L::text IS NOT NULL
+                    THEN kafka_sink._message_filtered($1, m.topic, br.key, br.value) END AS filtered
           FROM m
           LEFT JOIN %2$s br ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
                            AND br.topic = m.topic COLLATE "C" AND br.partition = m.partition AND br."offset" = m."offset"
-          CROSS JOIN LATERAL (SELECT CASE WHEN br."offset" IS NOT NULL THEN %3$s END AS v) v)
-    SELECT mk.topic, mk.partition, mk."offset",
+          CROSS JOIN LATERAL (SELECT CASE WHEN br."offset" IS NOT NULL THEN %3$s END AS v) v),
+    rf AS (
+        SELECT mk.*, f.fate, f.detail
+          FROM mk
+          LEFT JOIN LATERAL (SELECT t.ctid IS NOT NULL AS has_row, t._kafka_topic, t._kafka_partition, t._kafka_offset,
+                                    t._kafka_batch_id %8$s
+                               FROM (SELECT) one LEFT JOIN %1$s t ON %5$s) t ON mk.has_msg
+          LEFT JOIN LATERAL kafka_sink._row_fate($6, mk.topic, mk.partition, mk."offset", mk.batch_id, mk.v, mk.is_tomb,
+                                                 t.has_row, t._kafka_topic, t._kafka_partition, t._kafka_offset,
+                                                 t._kafka_batch_id, t.marked, t.mark, t.held) f ON mk.has_msg)
+    SELECT rf.topic, rf.partition, rf."offset",
            %4$s
-                WHEN NOT mk.has_msg THEN 'applied or superseded'
-                WHEN t._kafka_offset IS NULL THEN 'deleted'
-                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset" THEN 'applied'
-                WHEN t._kafka_batch_id = mk.batch_id THEN 'superseded'
-                WHEN t._kafka_batch_id < mk.batch_id THEN 'stale'
-                ELSE 'overwritten' END,
-           CASE WHEN mk.q_batch IS NOT NULL AND NOT mk.pending AND NOT mk.lost THEN mk.q_batch
-                WHEN NOT mk.pending THEN mk.batch_id END,
-           CASE WHEN mk.pending THEN 'not read yet'
-                WHEN mk.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
-                WHEN mk.q_batch IS NOT NULL THEN mk.q_detail
-                WHEN NOT mk.has_msg THEN 'lineage columns on the target and a bronze table are needed to tell more'
-                WHEN t._kafka_offset IS NULL THEN format('no row for key %%s', mk.v)
-                WHEN t._kafka_topic = mk.topic AND t._kafka_partition = mk.partition AND t._kafka_offset = mk."offset"
-                     THEN format('the current source of the row with key %%s', mk.v)
-                WHEN t._kafka_batch_id = mk.batch_id THEN format('offset %%s of the same batch won for key %%s', t._kafka_offset, mk.v)
-                WHEN t._kafka_batch_id < mk.batch_id THEN format('the row for key %%s (from batch %%s) was newer', mk.v, t._kafka_batch_id)
-                ELSE format('replaced by offset %%s in batch %%s', t._kafka_offset, t._kafka_batch_id) END,
-           CASE WHEN mk.pending OR mk.lost THEN NULL
-                WHEN mk.q_batch IS NOT NULL THEN mk.q_target
+                WHEN NOT rf.has_msg THEN 'applied or superseded'
+                WHEN rf.filtered THEN 'filtered'
+                ELSE rf.fate END,
+           CASE WHEN rf.q_batch IS NOT NULL AND NOT rf.pending AND NOT rf.lost THEN rf.q_batch
+                WHEN NOT rf.pending THEN rf.batch_id END,
+           CASE WHEN rf.pending THEN 'not read yet'
+                WHEN rf.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
+                WHEN rf.q_batch IS NOT NULL THEN rf.q_detail
+                WHEN NOT rf.has_msg THEN 'lineage columns on the target and a bronze table are needed to tell more'
+                WHEN rf.filtered THEN format('the pipeline''s filter is not true for it: %%s', %7$L::text)
+                ELSE rf.detail END,
+           CASE WHEN rf.pending OR rf.lost THEN NULL
+                WHEN rf.q_batch IS NOT NULL THEN rf.q_target
                 ELSE %6$L END
-      FROM mk
-      LEFT JOIN %1$s t ON mk.has_msg AND %5$s
+      FROM rf
      ORDER BY 1, 2, 3 $q$,
-        p.target, p.bronze, keyexpr, replace(classify, 'm.', 'mk.'), keycond, p.target::text)
-        USING p.id, topic, partition, from_offset, to_offset;
+        p.target, p.bronze, keyexpr, replace(classify, 'm.', 'rf.'), keycond, p.target::text, p.filter,
+        kafka_sink._row_fate_columns(p, p.target))
+        USING p.id, topic, partition, from_offset, to_offset, p;
 END
 $$;
 REVOKE ALL ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) IS
-'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, applied, superseded, stale, overwritten, deleted, truncated, appended, landed, or applied or superseded (without lineage columns and bronze), with the table each message went to (routed pipelines: the table its routing names; change events judged by source position). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message.';
+'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, filtered, applied, soft_deleted, superseded, stale, overwritten, deleted, skipped, deleted or skipped, truncated, appended, landed, or applied or superseded (without lineage columns and bronze), with the table each message went to (routed pipelines: the table its routing names; change events judged by source position). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message (but for a pipeline with a filter, asked again of each message read from bronze).';
 
 
 CREATE OR REPLACE FUNCTION kafka_sink.pipeline_statements(pipeline text)
@@ -453,6 +458,122 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._cdc_position(jsonb, bigint) IS
 'Internal: the source position of a Debezium change event''s source block read at this Kafka offset, by the worker''s own rule (PostgreSQL lsn; MySQL binlog file number * 10^26 + pos * 10^6 + row; else ts_ms * 10^19 + the offset); NULL when it has none.';
 
+-- The columns a fate's row look-up reads past the lineage columns, as SQL
+-- over the target's alias t: whether the row is marked deleted (delete_mode
+-- soft: _deleted, else a non-null _deleted_at; false without either), the
+-- mark as text, and what the row holds to order by (the order column, or
+-- for change events the source position column) as text.
+CREATE OR REPLACE FUNCTION kafka_sink._row_fate_columns(p kafka_sink.pipeline_definitions, tgt regclass)
+RETURNS text
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    has_del boolean;
+    has_at boolean;
+    held text := coalesce(p.order_column, CASE WHEN p.envelope = 'debezium' THEN '_kafka_source_position' END);
+    held_sql text := 'NULL::text';
+BEGIN
+    SELECT bool_or(a.attname = '_deleted'), bool_or(a.attname = '_deleted_at') INTO has_del, has_at
+      FROM pg_attribute a WHERE a.attrelid = tgt AND a.attnum > 0 AND NOT a.attisdropped;
+    IF held IS NOT NULL AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tgt AND a.attname = held
+                                       AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        held_sql := CASE WHEN p.envelope = 'debezium' THEN format('''source position '' || coalesce(t.%I::text, ''NULL'')', held)
+                         ELSE format('%L || coalesce(t.%I::text, ''NULL'')', quote_ident(held) || ' = ', held) END;
+    END IF;
+    RETURN format(', %s AS marked, %s AS mark, %s AS held',
+                  CASE WHEN p.delete_mode <> 'soft' THEN 'false' WHEN has_del THEN 't._deleted IS TRUE'
+                       WHEN has_at THEN 't._deleted_at IS NOT NULL' ELSE 'false' END,
+                  CASE WHEN p.delete_mode <> 'soft' THEN 'NULL::text'
+                       WHEN has_del AND has_at THEN '''_deleted = true, _deleted_at = '' || coalesce(t._deleted_at::text, ''NULL'')'
+                       WHEN has_del THEN '''_deleted = true'''
+                       WHEN has_at THEN '''_deleted_at = '' || t._deleted_at::text' ELSE 'NULL::text' END,
+                  held_sql);
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._row_fate_columns(kafka_sink.pipeline_definitions, regclass) IS
+'Internal: the SQL list (over the target''s alias t) of what message_fate(s) read of a message''s row past its lineage: marked, mark and held (docs/observing.md).';
+
+-- The fate of one read, not quarantined, not filtered message of a merge
+-- pipeline, from its key's row as found (the one home of these rules, for
+-- message_fate, message_fates and _traced_fate):
+--   no row: skipped (update_only, a key the target never held: a pipeline
+--     without deletes), deleted or skipped (update_only with deletes: the
+--     lineage cannot tell which), else deleted (is_delete: the message is
+--     itself a delete);
+--   a row without lineage (_kafka_offset NULL: written by someone else):
+--     stale, never deleted;
+--   the row names the message: soft_deleted (delete_mode soft: a delete
+--     that marked it), truncated (soft: applied, then marked by a truncate),
+--     else applied;
+--   another message: insert_only superseded (the first event won), else
+--     superseded (same batch), stale (an older batch), overwritten.
+-- k: the key for the detail; held: the row's order value or source
+-- position, as text; pos and op: a change event's source position and op.
+CREATE OR REPLACE FUNCTION kafka_sink._row_fate(p kafka_sink.pipeline_definitions, topic text, partition integer,
+                                                "offset" bigint, b_id bigint, k jsonb, is_delete boolean,
+                                                has_row boolean, r_topic text, r_partition integer, r_offset bigint,
+                                                r_batch bigint, marked boolean, mark text, held text,
+                                                pos numeric DEFAULT NULL, op text DEFAULT NULL,
+                                                OUT fate text, OUT detail text)
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cdc boolean := p.envelope = 'debezium';
+BEGIN
+    IF NOT has_row THEN
+        IF p.write_mode = 'update_only' AND NOT is_delete THEN
+            IF p.delete_mode = 'hard' AND (p.delete_on_tombstone OR cdc) THEN
+                fate := 'deleted or skipped';
+                detail := format('no row for key %s: write_mode update_only skipped it (a key the target did not hold), or a delete removed the row; the lineage does not tell which', k);
+            ELSE
+                fate := 'skipped';
+                detail := format('no row for key %s: write_mode update_only skips an event whose key the target does not hold', k);
+            END IF;
+        ELSE
+            fate := 'deleted';
+            detail := format('no row for key %s', k);
+        END IF;
+    ELSIF r_offset IS NULL THEN
+        fate := 'stale';
+        detail := format('the row for key %s has no lineage (not written by this pipeline, or before its lineage columns): this message is not its source', k);
+    ELSIF r_topic = topic AND r_partition = partition AND r_offset = "offset" THEN
+        IF marked AND is_delete THEN
+            fate := 'soft_deleted';
+            detail := format('marked the row with key %s deleted (%s; delete_mode soft), its values kept, %s', k, mark, held);
+        ELSIF marked THEN
+            fate := 'truncated';
+            detail := format('applied, then a truncate marked the row with key %s deleted (%s; delete_mode soft), %s', k, mark, held);
+        ELSE
+            fate := 'applied';
+            detail := format('the current source of the row with key %s', k);
+        END IF;
+    ELSIF p.write_mode = 'insert_only' THEN
+        fate := 'superseded';
+        detail := format('the first event of key %s won (write_mode insert_only): offset %s in batch %s', k, r_offset, r_batch);
+    ELSIF r_batch = b_id THEN
+        fate := 'superseded';
+        detail := format('offset %s of the same batch won for key %s', r_offset, k);
+    ELSIF r_batch < b_id THEN
+        fate := 'stale';
+        detail := CASE WHEN cdc AND held IS NOT NULL
+                       THEN format('the row for key %s (from batch %s) was newer: its %s, this %s %s',
+                                   k, r_batch, held, CASE op WHEN 'd' THEN 'delete''s' ELSE 'event''s' END, pos)
+                       ELSE format('the row for key %s (from batch %s) was newer', k, r_batch) END;
+    ELSE
+        fate := 'overwritten';
+        detail := CASE WHEN is_delete
+                       THEN format('deleted, then written again by offset %s in batch %s', r_offset, r_batch)
+                       ELSE format('replaced by offset %s in batch %s', r_offset, r_batch) END;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION kafka_sink._row_fate(kafka_sink.pipeline_definitions, text, integer, bigint, bigint, jsonb, boolean, boolean, text, integer, bigint, bigint, boolean, text, text, numeric, text) IS
+'Internal: the fate and detail of one read message of a merge pipeline from its key''s row as found (applied, soft_deleted, truncated, superseded, stale, overwritten, deleted, skipped, deleted or skipped), for message_fate, message_fates and _traced_fate.';
+
 -- The fate of one read, not quarantined message of a merge pipeline that
 -- routes, reads change events or has Avro keys: the table it went to (or
 -- would have), its fate and a detail.  b_id: the batch that read it; key
@@ -469,7 +590,6 @@ DECLARE
     cdc boolean := p.envelope = 'debezium';
     tgt regclass;
     keycols text[];
-    poscol text := coalesce(p.order_column, '_kafka_source_position');
     ev jsonb;
     op text;
     pos numeric;
@@ -481,6 +601,8 @@ DECLARE
     keyarr jsonb;
     del_pos numeric;
     trunc_pos numeric;
+    has_row boolean;
+    nrows bigint;
 BEGIN
     IF NOT has_msg THEN
         target := CASE WHEN NOT routed THEN p.target::text END;
@@ -496,6 +618,12 @@ BEGIN
         RETURN;
     END IF;
     target := CASE WHEN routed THEN kafka_sink._message_target(p.id, topic, msg_value) ELSE p.target::text END;
+    -- filtered (docs/transform.md): the filter asked again of the message
+    IF p.filter IS NOT NULL AND NOT routed AND kafka_sink._message_filtered(p.id, topic, msg_key, msg_value) THEN
+        fate := 'filtered';
+        detail := format('the pipeline''s filter is not true for it: %s', p.filter);
+        RETURN;
+    END IF;
     IF target IS NULL THEN
         fate := 'applied or superseded';
         -- bronze keeps the headers, but routing by them is the worker's only
@@ -592,34 +720,18 @@ BEGIN
 
     SELECT string_agg(format('t.%1$I = kk.%1$I', c), ' AND ') INTO cond FROM unnest(keycols) c;
     EXECUTE format('SELECT t._kafka_topic AS topic, t._kafka_partition AS partition, t._kafka_offset AS "offset",'
-                   ' t._kafka_batch_id AS batch_id, %s AS pos'
+                   ' t._kafka_batch_id AS batch_id%s'
                    ' FROM %s t, jsonb_populate_record(NULL::%s, $1) kk WHERE %s',
-                   CASE WHEN cdc AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tgt AND a.attname = poscol
-                                                AND a.attnum > 0 AND NOT a.attisdropped)
-                        THEN format('t.%I::numeric', poscol) ELSE 'NULL::numeric' END,
-                   tgt, tgt, cond)
+                   kafka_sink._row_fate_columns(p, tgt), tgt, tgt, cond)
        INTO r USING k;
+    GET DIAGNOSTICS nrows = ROW_COUNT;     -- (EXECUTE does not set FOUND)
+    has_row := nrows > 0;
 
-    IF r."offset" IS NOT NULL AND r.topic = topic AND r.partition = partition AND r."offset" = "offset" THEN
-        fate := 'applied';
-        detail := format('the current source of the row with key %s', k);
-    ELSIF r."offset" IS NOT NULL AND r.batch_id = b_id THEN
-        fate := 'superseded';
-        detail := format('offset %s of the same batch won for key %s', r."offset", k);
-    ELSIF r."offset" IS NOT NULL AND r.batch_id < b_id THEN
-        fate := 'stale';
-        detail := CASE WHEN cdc AND r.pos IS NOT NULL
-                       THEN format('the row for key %s (from batch %s) was newer: its source position %s, this %s %s',
-                                   k, r.batch_id, r.pos, CASE op WHEN 'd' THEN 'delete''s' ELSE 'event''s' END, pos)
-                       ELSE format('the row for key %s (from batch %s) was newer', k, r.batch_id) END;
-    ELSIF r."offset" IS NOT NULL THEN
-        fate := 'overwritten';
-        detail := CASE WHEN cdc AND op = 'd'
-                       THEN format('deleted, then written again by offset %s in batch %s', r."offset", r.batch_id)
-                       ELSE format('replaced by offset %s in batch %s', r."offset", r.batch_id) END;
-    ELSIF NOT cdc THEN
-        fate := 'deleted';
-        detail := format('no row for key %s', k);
+    -- a row, or no row of a plain message: the rules of _row_fate
+    IF has_row OR NOT cdc THEN
+        SELECT f.fate, f.detail INTO fate, detail
+          FROM kafka_sink._row_fate(p, topic, partition, "offset", b_id, k, msg_value IS NULL OR op IS NOT DISTINCT FROM 'd', has_row,
+                                    r.topic, r.partition, r."offset", r.batch_id, r.marked, r.mark, r.held, pos, op) f;
     ELSIF op = 'd' THEN
         fate := 'deleted';
         detail := format('deleted the row with key %s at source position %s', k, pos);
@@ -642,8 +754,15 @@ BEGIN
             detail := format('no row for key %s: it was deleted at source position %s, not older than this event''s %s',
                              k, del_pos, pos);
         ELSE
-            fate := 'deleted';
-            detail := format('no row for key %s', k);
+            -- no delete at or past this event's position: update_only
+            -- skipped it (its key was not in the target)
+            IF p.write_mode = 'update_only' THEN
+                fate := 'skipped';
+                detail := format('no row for key %s, and no delete at or past this event''s source position %s: write_mode update_only skips an event whose key the target does not hold', k, pos);
+            ELSE
+                fate := 'deleted';
+                detail := format('no row for key %s', k);
+            END IF;
         END IF;
     END IF;
 END

@@ -29,16 +29,19 @@ table_sql() { # KIND(plain|cdc) NAME MARKS(both|at|none)
     esac
     if [ "$1" = plain ]; then
         echo "SET ROLE ks_e2e; CREATE TABLE e2e.$2 (id bigint PRIMARY KEY, v bigint, a text, b text, c integer
-              $marks, _kafka_offset bigint);"
+              $marks, _kafka_offset bigint, _kafka_topic text, _kafka_partition integer, _kafka_batch_id bigint);"
     else
         echo "SET ROLE ks_e2e; CREATE TABLE e2e.$2 (id int PRIMARY KEY, name text, qty int,
-              _kafka_source_position numeric $marks, _kafka_offset bigint);"
+              _kafka_source_position numeric $marks, _kafka_offset bigint, _kafka_topic text,
+              _kafka_partition integer, _kafka_batch_id bigint);"
     fi
 }
 
 pipeline_sql() { # KIND NAME TOPIC MAX_OFFSETS DELETE_MODE
     local opts="key_format => 'string', order_column => 'v', delete_on_tombstone => true"
     [ "$1" = cdc ] && opts="envelope => 'debezium', on_truncate => 'apply'"
+    # soft: a bronze table, for message_fate (check_fates)
+    [ "$5" = soft ] && opts="$opts, bronze => 'e2e.$2_raw'"
     echo "SET ROLE ks_e2e;
           SELECT kafka_sink.create_pipeline(name => '$2', bootstrap_servers => '$KS_BOOTSTRAP',
               subscribe => ARRAY['$3'], target => 'e2e.$2', $opts, delete_mode => '$5',
@@ -101,12 +104,23 @@ run() {
         expected="$W/soft.$kind.$s"
         [ "${modes[$i]}" = hard ] && expected="$W/hard.$kind.$s"
         check_model "$what: $n messages in $batches batches equal the model" "$expected" "$W/actual.$kind.$s.$name"
+        if [ "${modes[$i]}" = soft ]; then
+            check_fates "$what: message_fate and message_fates give every offset a fate the model allows" \
+                        "$name" "$topic" "$W/soft.$kind.$s.fates"
+            check "$what: the batches count the model's marks as soft_deleted, none as deleted" \
+                  "0 t" "$(sql -c "SELECT coalesce(sum(b.deleted), 0) || ' ' || CASE WHEN sum(b.soft_deleted) > 0 THEN 't' ELSE 'f' END
+                                    FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
+                                      ON p.id = b.pipeline_id WHERE p.name = '$name'")"
+        fi
         check "$what quarantined nothing" 0 \
               "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
                           ON p.id = q.pipeline_id WHERE p.name = '$name'")"
     done
     check "seed $seed ($kind): the model marked rows (the test can fail)" t \
           "$([ "$(cat "$W/soft.$kind.$s.marks")" -gt 0 ] && echo t || echo f)"
+    # (a change event's delete may be followed by the key's next create)
+    check "seed $seed ($kind): the model expects fates of marked rows (the fate check can fail)" t \
+          "$(grep -qE $'\t(soft_deleted|truncated)$' "$W/soft.$kind.$s.fates" && echo t || echo f)"
     for name in "${names[@]}"; do
         sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
     done

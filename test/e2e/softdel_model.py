@@ -40,6 +40,15 @@ The rules, one message at a time:
     marked one keeps its _deleted_at), position t, offset kept; hard:
     removed; the truncate position becomes the greater;
   a tombstone after a change event's delete: nothing.
+expect also writes SOFT_FILE.fates, the fates message_fate may give each
+offset of the soft target ("0:offset<TAB>fate|fate..."), from the soft
+target above: the message a row names is applied, or soft_deleted when it
+is the delete that marked the row (a change event's upsert whose row a
+truncate marked: truncated); a truncate is truncated; a tombstone for a
+key that never had a row is deleted (change events: a delete of such a key
+deleted, an upsert the guards kept out deleted or truncated); Debezium's
+tombstone after a delete superseded; any other message did not become its
+key's row: superseded, stale or overwritten, by where the batches fell.
 Standard library only.
 """
 import json
@@ -121,6 +130,15 @@ def fmt(x):
     return str(x)
 
 
+OTHER = "superseded|stale|overwritten"
+
+
+def write_fates(path, fates):
+    with open(path, "w") as f:
+        for off in sorted(fates):
+            f.write("0:%d\t%s\n" % (off, fates[off]))
+
+
 def expect_plain(msgs, ts, soft_out, hard_out):
     soft, hard = {}, {}
     for off, line in enumerate(msgs):
@@ -151,6 +169,17 @@ def expect_plain(msgs, ts, soft_out, hard_out):
         for k in sorted(hard):
             r = hard[k]
             f.write("\t".join(fmt(x) for x in (k, r["v"], r["a"], r["b"], r["c"], r["off"])) + "\n")
+    fates = {}
+    for off, line in enumerate(msgs):
+        key, _, val = line.partition("\t")
+        r = soft.get(int(key))
+        if r is None:
+            fates[off] = "deleted"
+        elif r["off"] == off:
+            fates[off] = "soft_deleted" if r["deleted"] else "applied"
+        else:
+            fates[off] = OTHER
+    write_fates(soft_out + ".fates", fates)
 
 
 def expect_cdc(msgs, ts, soft_out, hard_out):
@@ -206,6 +235,24 @@ def expect_cdc(msgs, ts, soft_out, hard_out):
         for k in sorted(hard):
             r = hard[k]
             f.write("\t".join(fmt(x) for x in (k, r["name"], r["qty"], r["pos"], r["off"])) + "\n")
+    fates = {}
+    for off, line in enumerate(msgs):
+        key, _, val = line.partition("\t")
+        if val == "":
+            fates[off] = "superseded"
+            continue
+        e = json.loads(val)
+        if e["op"] == "t":
+            fates[off] = "truncated"
+            continue
+        r = soft.get(json.loads(key)["id"])
+        if r is None:
+            fates[off] = "deleted" if e["op"] == "d" else "deleted|truncated"
+        elif r["off"] == off:
+            fates[off] = ("soft_deleted" if e["op"] == "d" else "truncated") if r["deleted"] else "applied"
+        else:
+            fates[off] = OTHER
+    write_fates(soft_out + ".fates", fates)
 
 
 def main():

@@ -43,7 +43,8 @@ for i in "${!names[@]}"; do
     sql >/dev/null <<SQL
 SET ROLE ks_e2e;
 CREATE TABLE e2e.${names[$i]} (id bigint PRIMARY KEY, ts bigint NOT NULL, price numeric, qty int,
-                               email text, total numeric(12, 2), email_lc text NOT NULL, cents_each int);
+                               email text, total numeric(12, 2), email_lc text NOT NULL, cents_each int,
+                               _kafka_topic text, _kafka_partition int, _kafka_offset bigint, _kafka_batch_id bigint);
 SELECT kafka_sink.create_pipeline(name => '${names[$i]}', bootstrap_servers => '$KS_BOOTSTRAP',
     subscribe => ARRAY['$T'], target => 'e2e.${names[$i]}', order_column => 'ts',
     key_format => 'string', starting_offsets => 'earliest', max_offsets_per_batch => ${maxes[$i]},
@@ -92,6 +93,17 @@ check "message_fate: the model's winners are applied" "$(count20 "$W/applied" ap
 if [ -s "$W/quar" ]; then
     check "message_fate: the model's raising messages are quarantined" "$(count20 "$W/quar" quarantined)" "$(fates "$W/quar")"
 fi
+# every offset's fate, by message_fate and by message_fates (the set), from
+# the model's files: filtered, quarantined, applied, else superseded by the
+# key's winner (one batch) or stale or overwritten
+awk -v n="$N" -v f="$W/filtered" -v q="$W/quar" -v a="$W/applied" 'BEGIN {
+        while ((getline o < f) > 0) fate[o] = "filtered"
+        while ((getline o < q) > 0) fate[o] = "quarantined"
+        while ((getline o < a) > 0) fate[o] = "applied"
+        for (o = 0; o < n; o++) printf "0:%d\t%s\n", o, (o in fate) ? fate[o] : "superseded|stale|overwritten" }' \
+    > "$W/fates"
+check_fates "message_fate and message_fates: every offset's fate is the model's (filtered told apart in both)" \
+            "${names[0]}" "$T" "$W/fates"
 check "the progress record counts filtered messages" t \
       "$(sql -c "SELECT (b.progress->'sink'->>'filtered')::bigint = b.filtered
                    FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
@@ -106,10 +118,12 @@ CT="xf_cdc_$SFX"
 sql >/dev/null <<SQL
 SET ROLE ks_e2e;
 CREATE TABLE e2e.xfcdc_$SFX (id int PRIMARY KEY, name text, qty int, name_uc text,
-                             _kafka_source_position numeric NOT NULL);
+                             _kafka_source_position numeric NOT NULL, _kafka_topic text, _kafka_partition int,
+                             _kafka_offset bigint, _kafka_batch_id bigint);
 SELECT kafka_sink.create_pipeline(name => 'xfcdc_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
        subscribe => ARRAY['$CT'], target => 'e2e.xfcdc_$SFX', starting_offsets => 'earliest',
-       envelope => 'debezium', filter => 'qty > 0', computed => '{"name_uc": "upper(name)"}');
+       envelope => 'debezium', filter => 'qty > 0', computed => '{"name_uc": "upper(name)"}',
+       bronze => 'e2e.xfcdc_${SFX}_raw');
 SQL
 cev() { cdc_event "$1" "$2" "lsn=$3" --name "$4" --extra "{\"qty\": $5}"; }
 crows() { sql -c "SELECT string_agg(id || ':' || coalesce(name, '~') || ':' || coalesce(qty::text, '~') || ':'
@@ -124,6 +138,16 @@ check "change events: a delete passes the filter; a later update applies" "1:a:5
 check "change events: the filtered ones counted" 2 \
       "$(sql -c "SELECT sum(b.filtered) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
                   ON p.id = b.pipeline_id WHERE p.name = 'xfcdc_$SFX'")"
+# offsets: 0 c1, 1 c2, 2 c3 (qty 0), 3 u1 (qty 0), 4 c4, 5 d2, 6 its tombstone, 7 u4
+check "change events: message_fates says filtered for the two the filter left out, message_fate too" \
+      "2 3|filtered filtered" \
+      "$(sql -c "SELECT string_agg(\"offset\"::text, ' ' ORDER BY \"offset\") FILTER (WHERE fate = 'filtered') || '|'
+                        || (SELECT string_agg(f.fate, ' ') FROM generate_series(2, 3) o,
+                                   kafka_sink.message_fate('xfcdc_$SFX', '$CT', 0, o) f)
+                   FROM kafka_sink.message_fates('xfcdc_$SFX', '$CT')")"
+check "change events: the other fates" "0:applied 1:deleted 4:overwritten 5:deleted 6:superseded 7:applied" \
+      "$(sql -c "SELECT string_agg(\"offset\" || ':' || fate, ' ' ORDER BY \"offset\")
+                   FROM kafka_sink.message_fates('xfcdc_$SFX', '$CT') WHERE fate <> 'filtered'")"
 sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('xfcdc_$SFX')" > /dev/null
 
 # the expression runs as the owner and nothing else: another role's table

@@ -10,7 +10,10 @@
 # max_offsets_per_batch, one whose worker is killed with SIGKILL while it
 # runs); update_only targets are seeded with some keys first.  Every table
 # must equal the model; the counters say what happened (nothing inserted
-# by update_only, superseded events counted by insert_only).
+# by update_only, superseded events counted by insert_only, skipped ones by
+# update_only); the fate of every message, by message_fate and
+# message_fates, is one the model allows (update_only twice: with
+# tombstones, and without deletes, where a skipped message is told apart).
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
@@ -18,7 +21,7 @@ W="$KS_RUN/write_modes.$SFX"
 mkdir -p "$W"
 seed="${KS_WRITE_MODES_SEED:-$((RANDOM * 32768 + RANDOM))}"
 
-# one run: MODE (insert_only|update_only)
+# one run: MODE (insert_only|update_only|update_nodel: update_only, no tombstones)
 run() {
     local mode="$1" topic="wm_${1}_$SFX" n r i name variant wm
     python3 "$E2E_DIR/write_modes_model.py" gen "$mode" "$seed" "$W"
@@ -29,7 +32,7 @@ run() {
     kcat -C -b "$KS_BOOTSTRAP" -t "$topic" -o beginning -e -q -f '%p\t%o\t%k\t%s\n' > "$W/rb.$mode"
     check "seed $seed ($mode): the topic holds the $n messages produced" "$n" "$(wc -l < "$W/rb.$mode")"
     r=$((RANDOM % 6 + 2))
-    local p="${mode:0:3}$SFX"
+    local p="${mode:0:3}${mode: -3}$SFX"
     if [ "$mode" = insert_only ]; then
         names=("wm${p}_one" "wm${p}_each" "wm${p}_kill" "wm${p}_pos$r")
         maxes=(100000 1 3 "$r")
@@ -37,7 +40,7 @@ run() {
     else
         names=("wm${p}_one" "wm${p}_each" "wm${p}_kill$r")
         maxes=(100000 1 "$r")
-        variants=(update_only update_only update_only)
+        variants=("$mode" "$mode" "$mode")
     fi
     for variant in $(printf '%s\n' "${variants[@]}" | sort -u); do
         python3 "$E2E_DIR/write_modes_model.py" expect "$variant" "$W/rb.$mode" "$W" "$W/expected.$variant" ||
@@ -48,17 +51,19 @@ run() {
         variant="${variants[$i]}"
         local order="order_column => 'v',"
         [ "$variant" = insert_pos ] && order=""
-        wm="$mode"
+        wm="${mode/update_nodel/update_only}"
         local opts=""
         [ "$mode" = update_only ] && opts="key_format => 'string', delete_on_tombstone => true,"
+        [ "$mode" = update_nodel ] && opts="key_format => 'string',"
         sql >/dev/null <<SQL
 SET ROLE ks_e2e;
 CREATE TABLE e2e.$name (id bigint PRIMARY KEY, v bigint, a text DEFAULT 'none', b text,
-                        _kafka_partition integer, _kafka_offset bigint);
-$( [ "$mode" = update_only ] && sed "s/@T@/e2e.$name/" "$W/seed.sql" )
+                        _kafka_partition integer, _kafka_offset bigint, _kafka_topic text, _kafka_batch_id bigint);
+$( [[ "$mode" = update_* ]] && sed "s/@T@/e2e.$name/" "$W/seed.sql" )
 SELECT kafka_sink.create_pipeline(name => '$name', bootstrap_servers => '$KS_BOOTSTRAP',
     subscribe => ARRAY['$topic'], target => 'e2e.$name', $order $opts write_mode => '$wm',
-    starting_offsets => 'earliest', max_offsets_per_batch => ${maxes[$i]}, trigger_interval => '0');
+    starting_offsets => 'earliest', max_offsets_per_batch => ${maxes[$i]}, trigger_interval => '0',
+    bronze => 'e2e.${name}_raw');
 SQL
     done
     # kill -9 the worker of the third pipeline twice while it runs
@@ -76,6 +81,8 @@ SQL
         sql -c "COPY (SELECT id, v, a, b, _kafka_partition, _kafka_offset FROM e2e.$name ORDER BY id) TO STDOUT" \
             > "$W/actual.$name"
         check_model "$what: $n messages in $batches batches equal the model" "$W/expected.$variant" "$W/actual.$name"
+        check_fates "$what: message_fate and message_fates give every message a fate the model allows" \
+                    "$name" "$topic" "$W/expected.$variant.fates"
         check "$what quarantined nothing" 0 \
               "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
                           ON p.id = q.pipeline_id WHERE p.name = '$name'")"
@@ -83,8 +90,14 @@ SQL
                                 coalesce(sum(inserted + updated + superseded), 0) || ' ' || coalesce(sum(stale), 0)
                            FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
                              ON p.id = b.pipeline_id WHERE p.name = '$name'")"
-        if [ "$mode" = update_only ]; then
+        if [[ "$mode" = update_* ]]; then
             check "$what inserted nothing" 0 "${stats%% *}"
+            # one message per batch: each skipped message is its batch's winner
+            [ "${maxes[$i]}" = 1 ] &&
+                check "$what: batches.skipped counts the model's skipped messages" \
+                      "$(sed -n 's/.*skipped=\([0-9]*\).*/\1/p' "$W/expected.$variant.stats")" \
+                      "$(sql -c "SELECT coalesce(sum(b.skipped), 0) FROM kafka_sink.batches b
+                                  JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id WHERE p.name = '$name'")"
         else
             # one insert per key; every other event replaced a row or was superseded
             keys="$(wc -l < "$W/expected.$variant")"
@@ -98,7 +111,7 @@ SQL
               "$(grep -qv 'late_earlier=0' "$W/expected.insert_only.stats" && echo t || echo f)"
     else
         check "seed $seed: the model skipped keys not in the target and applied others" t \
-              "$(grep -qE 'applied=[1-9].* skipped=[1-9]' "$W/expected.update_only.stats" && echo t || echo f)"
+              "$(grep -qE 'applied=[1-9].* skipped=[1-9]' "$W/expected.$mode.stats" && echo t || echo f)"
     fi
     for name in "${names[@]}"; do
         sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
@@ -107,4 +120,5 @@ SQL
 
 run insert_only
 run update_only
+run update_nodel    # without deletes: message_fate says skipped, not 'deleted or skipped'
 finish

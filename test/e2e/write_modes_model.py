@@ -3,14 +3,17 @@
 write_mode insert_only and update_only (docs/write-modes.md), computed
 one message at a time and independently of the extension.
 
-  gen insert_only|update_only SEED DIR
+  gen insert_only|update_only|update_nodel SEED DIR
       writes DIR/p0 and DIR/p1 (key TAB value lines for partitions 0 and
       1; an empty value is a tombstone) and, for update_only, DIR/seed.sql
-      (the rows the target holds before the pipeline starts).
-  expect insert_only|insert_pos|update_only READBACK DIR OUT
+      (the rows the target holds before the pipeline starts); update_nodel
+      is update_only without tombstones.
+  expect insert_only|insert_pos|update_only|update_nodel READBACK DIR OUT
       READBACK is the topic read back (partition TAB offset TAB key TAB
-      value); writes OUT (the rows, COPY text format, by id) and OUT.stats
-      (what the model saw happen, so the test can fail).
+      value); writes OUT (the rows, COPY text format, by id), OUT.stats
+      (what the model saw happen, so the test can fail) and OUT.fates
+      (the fates message_fate may give each message, "partition:offset TAB
+      fate|fate...": see fates()).
 
 insert_only: per key the event with the smallest (v, NULL lowest;
 partition; offset) is the row, as its insert writes it (a absent takes
@@ -38,7 +41,7 @@ def gen(mode, seed, out):
             lines[part].append(line)
             continue
         k = rnd.randint(1, KEYS)
-        part = k % 2 if mode == 'update_only' else rnd.randint(0, 1)
+        part = k % 2 if mode.startswith('update') else rnd.randint(0, 1)
         if mode == 'update_only' and rnd.random() < 0.06:
             line = '%d\t' % k                   # a tombstone
         else:
@@ -125,6 +128,35 @@ def expect(mode, rb, out):
             f.write('\t'.join([str(k)] + [cell(x) for x in rows[k]]) + '\n')
     with open(out + '.stats', 'w') as f:
         f.write(' '.join('%s=%d' % kv for kv in sorted(stats.items())) + '\n')
+    fates(mode, msgs, rows, out)
+
+
+OTHER = 'superseded|stale|overwritten'
+
+
+def fates(mode, msgs, rows, out):
+    """The fate of each message, from the rows above: the message a row's
+    lineage names is applied; insert_only: every other message of the key
+    is superseded (the first event won); update_only: a seeded row no
+    message wrote (no lineage) leaves its key's messages stale, a key not
+    in the target at the end had its messages skipped (update_nodel: no
+    deletes), or skipped or deleted (update_only deletes on tombstones, so
+    which is not told: 'deleted or skipped'), its tombstones deleted; any other message did not become its
+    key's row: superseded, stale or overwritten, by where the batches fell."""
+    with open(out + '.fates', 'w') as f:
+        for p, o, k, ev in sorted(msgs, key=lambda m: (m[0], m[1])):
+            r = rows.get(k)
+            if r is None:
+                fate = 'deleted' if ev is None else 'deleted or skipped' if mode == 'update_only' else 'skipped'
+            elif (r[-2], r[-1]) == (p, o):
+                fate = 'applied'
+            elif not mode.startswith('update'):
+                fate = 'superseded'
+            elif r[-1] is None:
+                fate = 'stale'
+            else:
+                fate = OTHER
+            f.write('%d:%d\t%s\n' % (p, o, fate))
 
 
 if __name__ == '__main__':

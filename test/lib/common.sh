@@ -170,6 +170,23 @@ check_model() {
     fi
 }
 
+# check_fates WHAT PIPELINE TOPIC EXPECTED: a check that the fate of every
+# offset EXPECTED lists ("partition:offset<TAB>fate|fate...", the fates a
+# model allows) is one of them, as message_fate answers it one offset at a
+# time and as message_fates answers the whole range (fates_check.py)
+check_fates() {
+    local out="$4.actual.$2"
+    sql -c "COPY (SELECT s.partition || ':' || s.\"offset\",
+                         (SELECT f.fate FROM kafka_sink.message_fate('$2', '$3', s.partition, s.\"offset\") f), s.fate
+                    FROM kafka_sink.message_fates('$2', '$3') s ORDER BY s.partition, s.\"offset\") TO STDOUT" > "$out" 2>&1
+    if python3 "$E2E_DIR/fates_check.py" "$4" "$out" > "$out.diff"; then
+        check "$1" "same" "same"
+    else
+        check "$1" "same" "differs"
+        head -12 "$out.diff"
+    fi
+}
+
 finish() {
     echo "$TEST_NAME: $PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]

@@ -178,6 +178,8 @@ CREATE TABLE kafka_sink.batches (
     started_at   timestamptz NOT NULL,
     committed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     filtered     bigint NOT NULL DEFAULT 0,
+    soft_deleted bigint NOT NULL DEFAULT 0,
+    skipped      bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (pipeline_id, batch_id)
 );
 
@@ -442,6 +444,10 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.computed IS
     'Computed columns: {"column": "<SQL expression over the decoded row>"}, each assigned to its column after decoding (NULL: none)';
 COMMENT ON COLUMN kafka_sink.batches.filtered IS
     'Messages of the batch the pipeline''s filter left out';
+COMMENT ON COLUMN kafka_sink.batches.soft_deleted IS
+    'delete_mode soft: rows of the batch''s target marked deleted (by tombstones, change events'' deletes and truncates); not counted in deleted';
+COMMENT ON COLUMN kafka_sink.batches.skipped IS
+    'write_mode update_only: events of the batch whose key the target did not hold, not inserted; not counted in stale';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.delete_mode IS
     'Mode merge: what a delete (a tombstone, a change event''s delete or truncate) does: hard removes the row, soft marks it (_deleted true, _deleted_at its Kafka timestamp) and keeps its last values (docs/soft-deletes.md)';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.track_history_columns IS

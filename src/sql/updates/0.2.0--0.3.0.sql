@@ -103,3 +103,12 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.write_mode IS
 ALTER TABLE kafka_sink.pipeline_definitions ADD COLUMN track_history_columns text[];
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.track_history_columns IS
     'Mode history: the columns whose change starts a new version; a change to the others updates the version in effect (its states kept in _states jsonb) (docs/history.md); NULL: every column';
+
+-- the counters of soft deletes and update_only's skipped events (issue 26,
+-- docs/soft-deletes.md, docs/write-modes.md)
+ALTER TABLE kafka_sink.batches ADD COLUMN soft_deleted bigint NOT NULL DEFAULT 0;
+ALTER TABLE kafka_sink.batches ADD COLUMN skipped bigint NOT NULL DEFAULT 0;
+COMMENT ON COLUMN kafka_sink.batches.soft_deleted IS
+    'delete_mode soft: rows of the batch''s target marked deleted (by tombstones, change events'' deletes and truncates); not counted in deleted';
+COMMENT ON COLUMN kafka_sink.batches.skipped IS
+    'write_mode update_only: events of the batch whose key the target did not hold, not inserted; not counted in stale';
