@@ -12,7 +12,7 @@ gen writes "key<TAB>value" lines (an empty value is sent as a tombstone by
 kcat -Z; a Debezium truncate has an empty key):
   plain: upserts {"v": order value 1..8 (ties), a, b, c: a random subset,
          explicit nulls} and tombstones of keys 1..K, with re-sent ranges
-         (earlier lines again, at later offsets);
+         (earlier lines again, at later offsets), and a tombstone last;
   cdc:   a source's history (c, u, d followed by its tombstone, truncates)
          with growing lsn positions, and re-sent ranges (a connector
          restarting from an older position).
@@ -78,6 +78,8 @@ def gen_plain(rnd, out):
         if len(lines) > 6 and rnd.random() < 0.08:
             i = rnd.randint(0, len(lines) - 3)
             lines.extend(lines[i:i + rnd.randint(2, 6)])
+    # a tombstone last, so that a row ends marked (its fate soft_deleted)
+    lines.append("%d\t" % rnd.randint(1, keys))
     out.write("\n".join(lines) + "\n")
 
 
