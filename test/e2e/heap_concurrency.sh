@@ -208,14 +208,14 @@ declare -A expect_counts=(
 )
 # the fate of each scenario's messages (offsets PRE..): 1 stale, 2-5 applied,
 # 6 applied but key 110's, stale, 7 (a tombstone) deleted, 8 applied, 9
-# "deleted" (message_fate's word for a tombstone whose key has no row with
-# lineage: the holder's row has none)
+# stale (the key's row is the holder's, without lineage: the tombstone is not
+# its source, and the row is not gone, so not deleted; docs/observing.md)
 {
     echo "$PRE stale"; for o in 1 2 3 4; do echo "$((PRE + o)) applied"; done
     for k in $(seq 100 129); do
         if [ "$k" = 110 ]; then echo "$((PRE + 5 + k - 100)) stale"; else echo "$((PRE + 5 + k - 100)) applied"; fi
     done
-    echo "$((PRE + 35)) deleted"; echo "$((PRE + 36)) applied"; echo "$((PRE + 37)) deleted"
+    echo "$((PRE + 35)) deleted"; echo "$((PRE + 36)) applied"; echo "$((PRE + 37)) stale"
 } > "$W/fates.expected"
 
 for num in 1 2 3 4 5 6 7 8 9; do
