@@ -7,6 +7,7 @@ issue and the docs, not from the extension's SQL).
 
     softdel_model.py gen plain|cdc SEED MESSAGES_FILE
     softdel_model.py expect plain|cdc MESSAGES_FILE TIMESTAMPS_FILE SOFT_FILE HARD_FILE
+    softdel_model.py switch MESSAGES_FILE TIMESTAMPS_FILE BOUNDARY OUT_FILE
 
 gen writes "key<TAB>value" lines (an empty value is sent as a tombstone by
 kcat -Z; a Debezium truncate has an empty key):
@@ -40,6 +41,11 @@ The rules, one message at a time:
     marked one keeps its _deleted_at), position t, offset kept; hard:
     removed; the truncate position becomes the greater;
   a tombstone after a change event's delete: nothing.
+switch: plain messages into one target whose delete_mode alter_pipeline
+changed from hard to soft when the checkpoint was at offset BOUNDARY: a
+message below it follows the hard rules, one at or after it the soft
+rules, on the same rows (written as the soft target; OUT_FILE.marks and
+OUT_FILE.sides: the messages before and after the boundary).
 Standard library only.
 """
 import json
@@ -208,8 +214,53 @@ def expect_cdc(msgs, ts, soft_out, hard_out):
             f.write("\t".join(fmt(x) for x in (k, r["name"], r["qty"], r["pos"], r["off"])) + "\n")
 
 
+def expect_switch(msgs, ts, boundary, out):
+    rows = {}
+    sides = [0, 0]
+    for off, line in enumerate(msgs):
+        soft = off >= boundary
+        sides[soft] += 1
+        key, _, val = line.partition("\t")
+        k = int(key)
+        if val == "":
+            r = rows.get(k)
+            if not soft:
+                rows.pop(k, None)
+            elif r is not None and not r["deleted"]:
+                r.update(deleted=True, deleted_at=ts[off], off=off)
+                MARKS[0] += 1
+            continue
+        m = json.loads(val)
+        r = rows.get(k)
+        if r is None or r["deleted"]:
+            rows[k] = {"v": m["v"], "a": m.get("a"), "b": m.get("b"), "c": m.get("c"),
+                       "deleted": False, "deleted_at": None, "off": off}
+        elif r["v"] is None or m["v"] >= r["v"]:
+            r.update(m)
+            r["off"] = off
+    with open(out, "w") as f:
+        for k in sorted(rows):
+            r = rows[k]
+            f.write("\t".join(fmt(x) for x in (k, r["v"], r["a"], r["b"], r["c"], r["deleted"],
+                                                r["deleted_at"], r["off"])) + "\n")
+    with open(out + ".sides", "w") as f:
+        f.write("before=%d after=%d\n" % tuple(sides))
+
+
 def main():
     cmd, kind = sys.argv[1], sys.argv[2]
+    if cmd == "switch":
+        with open(sys.argv[2]) as f:
+            msgs = f.read().split("\n")[:-1]
+        ts = {}
+        with open(sys.argv[3]) as f:
+            for line in f:
+                o, t = line.split("\t")
+                ts[int(o)] = int(t)
+        expect_switch(msgs, ts, int(sys.argv[4]), sys.argv[5])
+        with open(sys.argv[5] + ".marks", "w") as f:
+            f.write("%d\n" % MARKS[0])
+        return
     if cmd == "gen":
         with open(sys.argv[4], "w") as out:
             (gen_plain if kind == "plain" else gen_cdc)(random.Random(int(sys.argv[3])), out)
