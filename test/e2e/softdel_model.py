@@ -127,6 +127,14 @@ def fmt(x):
     return str(x)
 
 
+def write_plain_soft(path, rows):
+    with open(path, "w") as f:
+        for k in sorted(rows):
+            r = rows[k]
+            f.write("\t".join(fmt(x) for x in (k, r["v"], r["a"], r["b"], r["c"], r["deleted"],
+                                                r["deleted_at"], r["off"])) + "\n")
+
+
 def expect_plain(msgs, ts, soft_out, hard_out):
     soft, hard = {}, {}
     for off, line in enumerate(msgs):
@@ -148,11 +156,7 @@ def expect_plain(msgs, ts, soft_out, hard_out):
             elif r["v"] is None or m["v"] >= r["v"]:
                 r.update(m)
                 r["off"] = off
-    with open(soft_out, "w") as f:
-        for k in sorted(soft):
-            r = soft[k]
-            f.write("\t".join(fmt(x) for x in (k, r["v"], r["a"], r["b"], r["c"], r["deleted"],
-                                                r["deleted_at"], r["off"])) + "\n")
+    write_plain_soft(soft_out, soft)
     with open(hard_out, "w") as f:
         for k in sorted(hard):
             r = hard[k]
@@ -238,42 +242,37 @@ def expect_switch(msgs, ts, boundary, out):
         elif r["v"] is None or m["v"] >= r["v"]:
             r.update(m)
             r["off"] = off
-    with open(out, "w") as f:
-        for k in sorted(rows):
-            r = rows[k]
-            f.write("\t".join(fmt(x) for x in (k, r["v"], r["a"], r["b"], r["c"], r["deleted"],
-                                                r["deleted_at"], r["off"])) + "\n")
+    write_plain_soft(out, rows)
     with open(out + ".sides", "w") as f:
         f.write("before=%d after=%d\n" % tuple(sides))
 
 
+def read_inputs(msgs_path, ts_path):
+    with open(msgs_path) as f:
+        msgs = f.read().split("\n")[:-1]
+    ts = {}
+    with open(ts_path) as f:
+        for line in f:
+            o, t = line.split("\t")
+            ts[int(o)] = int(t)
+    return msgs, ts
+
+
 def main():
     cmd, kind = sys.argv[1], sys.argv[2]
-    if cmd == "switch":
-        with open(sys.argv[2]) as f:
-            msgs = f.read().split("\n")[:-1]
-        ts = {}
-        with open(sys.argv[3]) as f:
-            for line in f:
-                o, t = line.split("\t")
-                ts[int(o)] = int(t)
-        expect_switch(msgs, ts, int(sys.argv[4]), sys.argv[5])
-        with open(sys.argv[5] + ".marks", "w") as f:
-            f.write("%d\n" % MARKS[0])
-        return
     if cmd == "gen":
         with open(sys.argv[4], "w") as out:
             (gen_plain if kind == "plain" else gen_cdc)(random.Random(int(sys.argv[3])), out)
         return
-    with open(sys.argv[3]) as f:
-        msgs = f.read().split("\n")[:-1]
-    ts = {}
-    with open(sys.argv[4]) as f:
-        for line in f:
-            o, t = line.split("\t")
-            ts[int(o)] = int(t)
-    (expect_plain if kind == "plain" else expect_cdc)(msgs, ts, sys.argv[5], sys.argv[6])
-    with open(sys.argv[5] + ".marks", "w") as f:
+    if cmd == "switch":
+        msgs, ts = read_inputs(sys.argv[2], sys.argv[3])
+        expect_switch(msgs, ts, int(sys.argv[4]), sys.argv[5])
+        marks = sys.argv[5] + ".marks"
+    else:
+        msgs, ts = read_inputs(sys.argv[3], sys.argv[4])
+        (expect_plain if kind == "plain" else expect_cdc)(msgs, ts, sys.argv[5], sys.argv[6])
+        marks = sys.argv[5] + ".marks"
+    with open(marks, "w") as f:
         f.write("%d\n" % MARKS[0])
 
 
