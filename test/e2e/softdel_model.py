@@ -135,6 +135,19 @@ def write_plain_soft(path, rows):
                                                 r["deleted_at"], r["off"])) + "\n")
 
 
+def upsert_plain(rows, k, m, off):
+    """A plain upsert of key k at offset off: a missing or marked row is
+    written as an insert writes it; otherwise it applies iff the row's v is
+    null or m's v >= it (a hard target's rows are never marked)."""
+    r = rows.get(k)
+    if r is None or r["deleted"]:
+        rows[k] = {"v": m["v"], "a": m.get("a"), "b": m.get("b"), "c": m.get("c"),
+                   "deleted": False, "deleted_at": None, "off": off}
+    elif r["v"] is None or m["v"] >= r["v"]:
+        r.update(m)
+        r["off"] = off
+
+
 def expect_plain(msgs, ts, soft_out, hard_out):
     soft, hard = {}, {}
     for off, line in enumerate(msgs):
@@ -148,14 +161,8 @@ def expect_plain(msgs, ts, soft_out, hard_out):
             hard.pop(k, None)
             continue
         m = json.loads(val)
-        for rows, is_soft in ((soft, True), (hard, False)):
-            r = rows.get(k)
-            if r is None or (is_soft and r["deleted"]):
-                rows[k] = {"v": m["v"], "a": m.get("a"), "b": m.get("b"), "c": m.get("c"),
-                           "deleted": False, "deleted_at": None, "off": off}
-            elif r["v"] is None or m["v"] >= r["v"]:
-                r.update(m)
-                r["off"] = off
+        for rows in (soft, hard):
+            upsert_plain(rows, k, m, off)
     write_plain_soft(soft_out, soft)
     with open(hard_out, "w") as f:
         for k in sorted(hard):
@@ -235,13 +242,7 @@ def expect_switch(msgs, ts, boundary, out):
                 MARKS[0] += 1
             continue
         m = json.loads(val)
-        r = rows.get(k)
-        if r is None or r["deleted"]:
-            rows[k] = {"v": m["v"], "a": m.get("a"), "b": m.get("b"), "c": m.get("c"),
-                       "deleted": False, "deleted_at": None, "off": off}
-        elif r["v"] is None or m["v"] >= r["v"]:
-            r.update(m)
-            r["off"] = off
+        upsert_plain(rows, k, m, off)
     write_plain_soft(out, rows)
     with open(out + ".sides", "w") as f:
         f.write("before=%d after=%d\n" % tuple(sides))
