@@ -127,6 +127,50 @@ SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', value_format => 'json_s
                     schema_registry => '{"url": "http://127.0.0.1:9"}')$$);
 SELECT kafka_sink.drop_pipeline('r', true);
 
+-- routed pipelines: filter and computed columns, delete_mode soft and the
+-- write modes are refused (0A000, with a hint), by a template as by a map
+-- beside a target, at create and when alter_pipeline adds the map
+SELECT route.mk($$target => 'route.{topic}', filter => 'id > 0'$$);
+SELECT route.mk($$target => 'route.orders', targets => '{"x": "route.orders"}', filter => 'id > 0'$$);
+SELECT route.mk($$target => 'route.orders', targets => '{"x": "route.orders"}', computed => '{"v": "upper(v)"}'$$);
+SELECT route.mk($$target => 'route.{topic}', envelope => 'debezium', delete_mode => 'soft'$$);
+SELECT route.mk($$target => 'route.orders', targets => '{"x": "route.orders"}', write_mode => 'update_only'$$);
+SELECT route.mk($$target => 'route.orders', filter => 'id > 0'$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{"x": "route.orders"}')$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', filter => '')$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{"x": "route.orders"}')$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', filter => 'id > 0')$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', write_mode => 'insert_only')$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{}', write_mode => 'insert_only')$$);
+SELECT filter, targets, write_mode FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT kafka_sink.drop_pipeline('r', true);
+
+-- alter_pipeline: a routed pipeline (no target of its own) changes its
+-- envelope and on_truncate, with create_pipeline's checks
+SELECT route.mk($$target => 'route.{topic}'$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', on_truncate => 'ignore')$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', envelope => 'cdc')$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', envelope => 'debezium', on_truncate => 'ignore')$$);
+SELECT envelope, on_truncate, order_column FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', on_truncate => 'fail')$$);
+SELECT envelope, on_truncate, order_column FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', envelope => 'plain')$$);
+SELECT envelope, on_truncate FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT kafka_sink.drop_pipeline('r', true);
+SELECT route.mk($$targets => '{"t": "route.orders"}', value_format => 'protobuf', schema_registry => '{"url": "http://127.0.0.1:9"}'$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', envelope => 'debezium')$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+-- a routed history pipeline keeps envelope debezium
+SELECT route.mk($$target => 'route.{topic}', mode => 'history', envelope => 'debezium'$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', envelope => 'plain')$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', on_truncate => 'ignore')$$);
+SELECT envelope, on_truncate FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT kafka_sink.drop_pipeline('r', true);
+-- a bronze-only pipeline still takes no decoding options
+SELECT route.mk($$bronze => 'route.raw'$$);
+SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', envelope => 'debezium')$$);
+SELECT kafka_sink.drop_pipeline('r', true);
+
 -- the template parser as the worker uses it
 SELECT route.err($$SELECT kafka_sink._check_target_template('x.{source.table}')$$);
 SELECT route.err($$SELECT kafka_sink._check_target_template('plain')$$);

@@ -52,6 +52,52 @@ SELECT kind, statement FROM kafka_sink.pipeline_statements('sdl_both') WHERE kin
 SELECT kind, statement FROM kafka_sink.pipeline_statements('sdl_at') WHERE kind = 'delete';
 -- change events: the delete and the truncate keep their positions in the row
 SELECT kind, statement FROM kafka_sink.pipeline_statements('sdl_cdc') WHERE kind IN ('truncate', 'delete') ORDER BY step;
+-- alter_pipeline(delete_mode): the checks of create_pipeline against the
+-- pipeline as it is, each refusal with its errcode and hint; an accepted
+-- change is a new generation (the workers restart on it)
+SELECT kafka_sink.create_pipeline(name => 'sdl_alt', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.both', key_format => 'string',
+       delete_on_tombstone => true) IS NOT NULL AS created;
+SELECT kafka_sink.create_pipeline(name => 'sdl_alt_none', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.none', key_format => 'string',
+       delete_on_tombstone => true) IS NOT NULL AS created;
+SELECT kafka_sink.create_pipeline(name => 'sdl_alt_wrong', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.wrong', key_format => 'string',
+       delete_on_tombstone => true) IS NOT NULL AS created;
+SELECT kafka_sink.create_pipeline(name => 'sdl_alt_gen', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.gen', key_format => 'string',
+       delete_on_tombstone => true) IS NOT NULL AS created;
+SELECT kafka_sink.create_pipeline(name => 'sdl_alt_nodel', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.both') IS NOT NULL AS created;
+SELECT kafka_sink.create_pipeline(name => 'sdl_alt_app', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.both', mode => 'append') IS NOT NULL AS created;
+SELECT kafka_sink.create_pipeline(name => 'sdl_alt_route', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.{topic}', key_format => 'string',
+       delete_on_tombstone => true) IS NOT NULL AS created;
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt', delete_mode => 'gentle')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt_none', delete_mode => 'soft')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt_wrong', delete_mode => 'soft')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt_gen', delete_mode => 'soft')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt_nodel', delete_mode => 'soft')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt_app', delete_mode => 'soft')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt_route', delete_mode => 'soft')$s$);
+-- soft with write_mode insert_only, in one call or after it
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt', delete_mode => 'soft', write_mode => 'insert_only')$s$);
+-- a targets map beside a soft-delete target routes deletes to tables not checked
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_both', targets => '{"x": "sdl.at_only"}')$s$);
+-- the owner's privileges as they are now
+REVOKE UPDATE ON sdl.both FROM regress_sdl;
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt', delete_mode => 'soft')$s$);
+GRANT UPDATE ON sdl.both TO regress_sdl;
+-- accepted: hard -> soft -> hard, each a new generation; NULL leaves it
+SELECT generation AS g0 FROM kafka_sink.pipeline_definitions WHERE name = 'sdl_alt' \gset
+SELECT kafka_sink.alter_pipeline('sdl_alt', delete_mode => 'soft');
+SELECT delete_mode, generation - :g0 AS generations FROM kafka_sink.pipeline_definitions WHERE name = 'sdl_alt';
+SELECT kind, statement FROM kafka_sink.pipeline_statements('sdl_alt') WHERE kind = 'delete';
+SELECT kafka_sink.alter_pipeline('sdl_alt', max_offsets_per_batch => 10);
+SELECT delete_mode, generation - :g0 AS generations FROM kafka_sink.pipeline_definitions WHERE name = 'sdl_alt';
+SELECT kafka_sink.alter_pipeline('sdl_alt', delete_mode => 'hard');
+SELECT delete_mode, generation - :g0 AS generations FROM kafka_sink.pipeline_definitions WHERE name = 'sdl_alt';
+SELECT kind, statement FROM kafka_sink.pipeline_statements('sdl_alt') WHERE kind = 'delete';
+-- change events: soft, then envelope plain (no tombstones) is refused
+SELECT kafka_sink.alter_pipeline('sdl_cdc', delete_mode => 'hard');
+SELECT kafka_sink.alter_pipeline('sdl_cdc', delete_mode => 'soft');
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_cdc', envelope => 'plain')$s$);
+SELECT name, delete_mode FROM kafka_sink.pipelines WHERE name LIKE 'sdl_alt%' OR name = 'sdl_cdc' ORDER BY name;
+SELECT kafka_sink.drop_pipeline(name, true) FROM kafka_sink.pipelines WHERE name LIKE 'sdl_alt%' ORDER BY name;
 SELECT kafka_sink.drop_pipeline('sdl_both', true);
 SELECT kafka_sink.drop_pipeline('sdl_at', true);
 SELECT kafka_sink.drop_pipeline('sdl_cdc', true);

@@ -48,6 +48,40 @@ SELECT kafka_sink.create_pipeline(name => 'wrm_cdc', bootstrap_servers => '127.0
        start => false, target => 'wrm.cdc', write_mode => 'insert_only') IS NOT NULL AS created;
 SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_cdc', envelope => 'debezium')$s$);
 SELECT kafka_sink.drop_pipeline('wrm_cdc', true);
+-- alter_pipeline(write_mode): the checks of create_pipeline against the
+-- pipeline as it is, each refusal with its errcode and hint
+SELECT kafka_sink.create_pipeline(name => 'wrm_alt', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'wrm.facts', order_column => 'v') IS NOT NULL AS created;
+SELECT kafka_sink.create_pipeline(name => 'wrm_alt_app', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'wrm.plain', mode => 'append') IS NOT NULL AS created;
+SELECT kafka_sink.create_pipeline(name => 'wrm_alt_tomb', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'wrm.plain', key_format => 'string',
+       delete_on_tombstone => true) IS NOT NULL AS created;
+SELECT kafka_sink.create_pipeline(name => 'wrm_alt_cdc', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'wrm.cdc', envelope => 'debezium') IS NOT NULL AS created;
+SELECT kafka_sink.create_pipeline(name => 'wrm_alt_soft', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'wrm.soft', key_format => 'string',
+       delete_on_tombstone => true, delete_mode => 'soft') IS NOT NULL AS created;
+SELECT kafka_sink.create_pipeline(name => 'wrm_alt_route', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'wrm.{topic}') IS NOT NULL AS created;
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt', write_mode => 'insert')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt_app', write_mode => 'insert_only')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt_tomb', write_mode => 'insert_only')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt_cdc', write_mode => 'insert_only')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt_soft', write_mode => 'insert_only')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt_route', write_mode => 'update_only')$s$);
+-- a targets map beside an update_only target is refused as a template is
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_upd', targets => '{"x": "wrm.plain"}')$s$);
+-- the owner's privileges as they are now
+REVOKE UPDATE ON wrm.facts FROM regress_wrm;
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt', write_mode => 'update_only')$s$);
+GRANT UPDATE ON wrm.facts TO regress_wrm;
+-- accepted: upsert -> insert_only -> update_only -> upsert, each a new generation
+SELECT generation AS g0 FROM kafka_sink.pipeline_definitions WHERE name = 'wrm_alt' \gset
+SELECT kafka_sink.alter_pipeline('wrm_alt', write_mode => 'insert_only');
+SELECT write_mode, generation - :g0 AS generations FROM kafka_sink.pipeline_definitions WHERE name = 'wrm_alt';
+SELECT kafka_sink.alter_pipeline('wrm_alt', write_mode => 'update_only');
+SELECT write_mode, generation - :g0 AS generations FROM kafka_sink.pipeline_definitions WHERE name = 'wrm_alt';
+SELECT kind, statement FROM kafka_sink.pipeline_statements('wrm_alt') WHERE kind = 'merge';
+SELECT kafka_sink.alter_pipeline('wrm_alt', write_mode => 'upsert');
+SELECT write_mode, generation - :g0 AS generations FROM kafka_sink.pipeline_definitions WHERE name = 'wrm_alt';
+-- the tombstones' pipeline, soft and insert_only together: refused as at create
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt_soft', delete_mode => 'hard', write_mode => 'insert_only')$s$);
+SELECT kafka_sink.drop_pipeline(name, true) FROM kafka_sink.pipelines WHERE name LIKE 'wrm_alt%' ORDER BY name;
 SELECT name, delete_mode, write_mode FROM kafka_sink.pipelines WHERE name LIKE 'wrm%' ORDER BY name;
 -- the statements
 SELECT kind, statement FROM kafka_sink.pipeline_statements('wrm_first') WHERE kind = 'merge';

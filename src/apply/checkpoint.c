@@ -418,7 +418,11 @@ hand_out_batch_id(int64 pipeline_id, int64 floor)
 /*
  * Takes the fence in SHARE mode and the next batch id; fails when the
  * pipeline is no longer running, so that no batch commits after stop() or
- * drop_pipeline() returned.  The pipeline's row is not locked here.
+ * drop_pipeline() returned, and when alter_pipeline() gave it a new
+ * generation since the worker loaded its definition, so that a new
+ * delete_mode, write_mode or filter applies from the first batch after
+ * the alter commits (the worker exits quietly; the scheduler starts it on
+ * the new definition).  The pipeline's row is not locked here.
  */
 int64
 ks_next_batch_id(KsBatch *batch)
@@ -429,10 +433,11 @@ ks_next_batch_id(KsBatch *batch)
 	fence_tag(&tag, batch->pipeline->id);
 	(void) LockAcquire(&tag, ShareLock, false, false);
 	/* read committed: a fresh snapshot, after the lock */
-	if (!ks_catalog_batch_id_floor(batch->pipeline->id, &floor))
+	if (!ks_catalog_batch_id_floor(batch->pipeline->id, batch->pipeline->generation, &floor))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("pipeline \"%s\" is no longer running", batch->pipeline->name)));
+				 errmsg("pipeline \"%s\" is no longer running", batch->pipeline->name),
+				 errdetail("It was stopped, dropped or altered since the worker loaded its definition.")));
 	return hand_out_batch_id(batch->pipeline->id, floor);
 }
 

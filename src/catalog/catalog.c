@@ -277,7 +277,8 @@ load_offset_spec(const char *column, const char *spec,
 #define Anum_pipeline_filter				40
 #define Anum_pipeline_delete_mode			41
 #define Anum_pipeline_write_mode			42
-#define Natts_pipeline						42	/* track_history_columns: its own query */
+#define Anum_pipeline_generation			43
+#define Natts_pipeline						43	/* track_history_columns: its own query */
 
 #define PIPELINE_SQL \
 	"SELECT id, name, owner::oid::int8, state, bootstrap_servers, subscribe_pattern," \
@@ -301,7 +302,7 @@ load_offset_spec(const char *column, const char *spec,
 	" CASE WHEN jsonb_typeof(schema_registry->'basic.auth.user.info') = 'object'" \
 	"   THEN (schema_registry->'basic.auth.user.info')::text END," \
 	" filter," \
-	" delete_mode, write_mode" \
+	" delete_mode, write_mode, generation::int8" \
 	" FROM kafka_sink.pipeline_definitions WHERE id = $1"
 
 /*
@@ -402,6 +403,7 @@ ks_catalog_load_pipeline(int64 pipeline_id, MemoryContext mcxt)
 	p->batching.min_offsets_per_batch = getint8(0, Anum_pipeline_min_offsets_per_batch);
 	p->batching.max_trigger_delay_ms = getint8(0, Anum_pipeline_max_trigger_delay_ms);
 	p->targets.dead_letter_topic = getstr(0, Anum_pipeline_dead_letter_topic, mcxt);
+	p->generation = (int32) getint8(0, Anum_pipeline_generation);
 	{
 		char	   *dm = getstr(0, Anum_pipeline_delete_mode, mcxt);
 
@@ -664,19 +666,20 @@ ks_set_state(int64 pipeline_id, const char *state)
 
 /*
  * The pipeline's committed batch id counter (last_batch_id), read without a
- * lock: false when the pipeline is no longer running.  Batch ids are
+ * lock: false when the pipeline is no longer running or no longer has the
+ * definition of generation generation (alter_pipeline).  Batch ids are
  * handed out in shared memory (checkpoint.c); this is their floor.
  */
 bool
-ks_catalog_batch_id_floor(int64 pipeline_id, int64 *floor)
+ks_catalog_batch_id_floor(int64 pipeline_id, int32 generation, int64 *floor)
 {
-	Oid			argtypes[1] = {INT8OID};
-	Datum		v[1] = {Int64GetDatum(pipeline_id)};
+	Oid			argtypes[2] = {INT8OID, INT4OID};
+	Datum		v[2] = {Int64GetDatum(pipeline_id), Int32GetDatum(generation)};
 
 	ks_spi_exec("read the batch id counter",
 				"SELECT last_batch_id FROM kafka_sink.pipeline_definitions"
-				" WHERE id = $1 AND state = 'running'",
-				1, argtypes, v, NULL, false, SPI_OK_SELECT);
+				" WHERE id = $1 AND state = 'running' AND generation = $2",
+				2, argtypes, v, NULL, false, SPI_OK_SELECT);
 	if (SPI_processed != 1)
 		return false;
 	*floor = getint8(0, 1);

@@ -57,7 +57,7 @@ extern void ks_insert_initial_offsets(int64 pipeline_id, KsPartition *parts, int
 extern bool ks_pipeline_has_offsets(int64 pipeline_id);
 
 /* the batch's writes (checkpoint.c) */
-extern bool ks_catalog_batch_id_floor(int64 pipeline_id, int64 *floor);
+extern bool ks_catalog_batch_id_floor(int64 pipeline_id, int32 generation, int64 *floor);
 extern bool ks_catalog_record_batch_id(int64 pipeline_id, int64 batch_id);
 extern void ks_catalog_insert_marker(int64 pipeline_id, int64 batch_id, int worker,
 									 const char *ranges, const KsBatchStats *s,

@@ -198,6 +198,9 @@ typedef struct KsPipeline
 	KsTargets	targets;
 	KsBatching	batching;
 	KsSecurity	security;
+	int32		generation;		/* of the definition loaded: a batch of the
+								 * worker commits only while it is current
+								 * (ks_catalog_batch_id_floor) */
 } KsPipeline;
 
 #endif							/* KS_PIPELINE_H */

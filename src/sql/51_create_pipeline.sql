@@ -202,7 +202,9 @@ BEGIN
     PERFORM kafka_sink._check_formats(value_format, key_format, value_schema, schema_registry);
     PERFORM kafka_sink._check_unavailable_placeholder(unavailable_value_placeholder, envelope);
     IF num_nonnulls(filter, computed) > 0 THEN
-        IF target_oid IS NULL THEN
+        -- a targets map beside the target routes messages to tables the
+        -- expressions were not checked against: refused as a template is
+        IF target_oid IS NULL OR routed THEN
             RAISE EXCEPTION 'filter and computed need the pipeline''s one target'
                 USING ERRCODE = 'feature_not_supported',
                       HINT = 'A routed or bronze-only pipeline takes no filter or computed columns.';

@@ -27,7 +27,9 @@ CREATE OR REPLACE FUNCTION kafka_sink._api_alter_pipeline(
     evolve                text DEFAULT NULL,
     unavailable_value_placeholder text DEFAULT NULL,
     filter                text DEFAULT NULL,
-    computed              jsonb DEFAULT NULL)
+    computed              jsonb DEFAULT NULL,
+    delete_mode           text DEFAULT NULL,
+    write_mode            text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -39,6 +41,10 @@ DECLARE
     -- '' removes the filter, '{}' the computed columns; NULL leaves them
     new_filter text;
     new_computed jsonb;
+    -- delete_mode and write_mode as the pipeline will have them
+    new_delete_mode text;
+    new_write_mode text;
+    routed boolean;
 BEGIN
     PERFORM kafka_sink._require_admin();
     p := kafka_sink._get_pipeline(name, true);
@@ -107,23 +113,50 @@ BEGIN
     -- envelope and on_truncate as the pipeline will have them, with its
     -- (possibly just changed) value format
     new_order_column := p.order_column;
+    -- routed: a template or a targets map, as the pipeline will have them
+    routed := p.target_template IS NOT NULL OR p.targets IS NOT NULL;
     IF num_nonnulls(envelope, on_truncate) > 0 THEN
-        IF p.target IS NULL THEN
+        IF p.target IS NULL AND NOT routed THEN
             RAISE EXCEPTION 'a bronze-only pipeline takes no decoding options'
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = 'Pass a target to decode messages; a bronze-only pipeline only lands them raw.';
         END IF;
+        -- a routed pipeline without a target of its own: each table is
+        -- checked where it is used, as at create (_check_envelope, route.c)
         new_order_column := kafka_sink._check_envelope(
             coalesce(_api_alter_pipeline.envelope, p.envelope),
             coalesce(_api_alter_pipeline.on_truncate,
                      CASE WHEN _api_alter_pipeline.envelope = 'plain' THEN 'apply' ELSE p.on_truncate END),
             p.target, p.order_column, p.mode,
             (SELECT x.value_format FROM kafka_sink.pipeline_definitions x WHERE x.id = p.id));
-        PERFORM kafka_sink._check_target(p.target, p.key_columns, new_order_column, p.mode);
-        -- write_mode insert_only takes no change events' deletes
-        PERFORM kafka_sink._check_write_mode(p.write_mode, p.mode, false,
+        IF p.target IS NOT NULL THEN
+            PERFORM kafka_sink._check_target(p.target, p.key_columns, new_order_column, p.mode);
+        END IF;
+    END IF;
+    IF routed AND p.mode = 'history' AND coalesce(_api_alter_pipeline.envelope, p.envelope) IS DISTINCT FROM 'debezium' THEN
+        RAISE EXCEPTION 'a routed history pipeline needs envelope debezium'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Routed history tables take their versions from the change events'' source positions (_valid_from numeric).',
+                  HINT = 'Pass envelope => ''debezium'', or create one history pipeline per target table.';
+    END IF;
+
+    -- delete_mode and write_mode: the checks of create_pipeline, against the
+    -- pipeline as it will be (its envelope, its routing, its target's
+    -- columns and privileges now); checked again whenever one of those changes
+    new_delete_mode := coalesce(_api_alter_pipeline.delete_mode, p.delete_mode);
+    new_write_mode := coalesce(_api_alter_pipeline.write_mode, p.write_mode);
+    IF num_nonnulls(_api_alter_pipeline.delete_mode, _api_alter_pipeline.write_mode, envelope, targets) > 0 THEN
+        PERFORM kafka_sink._check_delete_mode(new_delete_mode, p.mode, p.target, routed,
+                                              coalesce(_api_alter_pipeline.envelope, p.envelope),
+                                              p.delete_on_tombstone);
+        PERFORM kafka_sink._check_write_mode(new_write_mode, p.mode, routed,
                                              coalesce(_api_alter_pipeline.envelope, p.envelope),
-                                             p.delete_on_tombstone, p.delete_mode);
+                                             p.delete_on_tombstone, new_delete_mode);
+        IF num_nonnulls(_api_alter_pipeline.delete_mode, _api_alter_pipeline.write_mode) > 0
+           AND p.target IS NOT NULL THEN
+            -- the privileges the new mode writes with
+            PERFORM kafka_sink._check_target(p.target, p.key_columns, new_order_column, p.mode);
+        END IF;
     END IF;
 
     IF nullif(unavailable_value_placeholder, '') IS NOT NULL THEN
@@ -136,9 +169,9 @@ BEGIN
     new_computed := CASE WHEN _api_alter_pipeline.computed IS NULL THEN p.computed
                          WHEN _api_alter_pipeline.computed = '{}' THEN NULL
                          ELSE _api_alter_pipeline.computed END;
-    IF num_nonnulls(_api_alter_pipeline.filter, _api_alter_pipeline.computed) > 0
+    IF (num_nonnulls(_api_alter_pipeline.filter, _api_alter_pipeline.computed) > 0 OR targets IS NOT NULL)
        AND num_nonnulls(new_filter, new_computed) > 0 THEN
-        IF p.target IS NULL THEN
+        IF p.target IS NULL OR routed THEN
             RAISE EXCEPTION 'filter and computed need the pipeline''s one target'
                 USING ERRCODE = 'feature_not_supported',
                       HINT = 'A routed or bronze-only pipeline takes no filter or computed columns.';
@@ -173,6 +206,8 @@ BEGIN
                                              ELSE nullif(_api_alter_pipeline.unavailable_value_placeholder, '') END,
         filter = new_filter,
         computed = new_computed,
+        delete_mode = new_delete_mode,
+        write_mode = new_write_mode,
         generation = x.generation + 1,
         updated_at = now()
     WHERE x.id = p.id;
@@ -204,11 +239,13 @@ CREATE OR REPLACE FUNCTION kafka_sink.alter_pipeline(
     evolve                text DEFAULT NULL,
     unavailable_value_placeholder text DEFAULT NULL,
     filter                text DEFAULT NULL,
-    computed              jsonb DEFAULT NULL)
+    computed              jsonb DEFAULT NULL,
+    delete_mode           text DEFAULT NULL,
+    write_mode            text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kafka_sink_api_call'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb) TO kafka_sink_admin;
-COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb) IS
-'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column; targets replaces the routing map (''{}'' removes it); unavailable_value_placeholder: as for create_pipeline, '''' removes it; filter and computed: as for create_pipeline, checked against the target as it is now ('''' removes the filter, ''{}'' the computed columns).';
+REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) TO kafka_sink_admin;
+COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) IS
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column; targets replaces the routing map (''{}'' removes it); unavailable_value_placeholder: as for create_pipeline, '''' removes it; filter and computed: as for create_pipeline, checked against the target as it is now ('''' removes the filter, ''{}'' the computed columns); delete_mode and write_mode: as for create_pipeline, checked against the target as it is now; a new definition applies from the next batch the workers start.';

@@ -139,6 +139,44 @@ run plain oc "$seed" on_conflict
 run cdc oc "$((seed + 1))" on_conflict
 set_apply_strategy RESET
 
+# delete_mode changed by alter_pipeline while the pipeline runs: hard,
+# then soft from the first batch after the alter commits.  The alter and
+# the read of the checkpoint are one transaction (the alter waits for a
+# batch in flight; no batch of the old definition commits after it:
+# checkpoint.c), so the checkpoint read is the boundary the model applies;
+# the second half of the messages is produced after it.
+switch() {
+    local seed="$1" topic="sd_switch_$SFX" name="sdsw$SFX" n half r b
+    python3 "$E2E_DIR/softdel_model.py" gen plain "$seed" "$W/msgs.switch"
+    n="$(wc -l < "$W/msgs.switch")"
+    half=$((n / 2))
+    "$HARNESS" topic-create "$topic" 1 >/dev/null 2>&1 || true
+    head -n "$half" "$W/msgs.switch" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
+    r=$((RANDOM % 4 + 2))
+    table_sql plain "$name" both | sql >/dev/null
+    pipeline_sql plain "$name" "$topic" "$r" hard | sql >/dev/null
+    poll "$(done_sql "$name" 1)" 60 || check "seed $seed (switch): a first batch committed" t f
+    b="$(sql -c "SET ROLE ks_e2e" -c "BEGIN" \
+             -c "SELECT kafka_sink.alter_pipeline('$name', delete_mode => 'soft')" \
+             -c "COPY (SELECT o.next_offset FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p
+                        ON p.id = o.pipeline_id WHERE p.name = '$name' AND o.partition = 0) TO STDOUT" \
+             -c "COMMIT" | grep -E '^[0-9]+$')"
+    tail -n +"$((half + 1))" "$W/msgs.switch" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
+    kcat -C -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -o beginning -e -q -f '%o\t%T\n' > "$W/ts.switch"
+    python3 "$E2E_DIR/softdel_model.py" switch "$W/msgs.switch" "$W/ts.switch" "${b:-0}" "$W/soft.switch"
+    local what="seed $seed (switch): hard, then soft from offset ${b:-?} (max_offsets_per_batch $r)"
+    poll "$(done_sql "$name" "$n")" 300 || check "$what consumed the topic" t f
+    sql -c "$(copy_sql plain "$name" both)" > "$W/actual.switch"
+    check_model "$what: $n messages equal the model" "$W/soft.switch" "$W/actual.switch"
+    check "seed $seed (switch): messages on both sides of the boundary, rows marked after it" t \
+          "$(grep -qE 'before=[1-9].* after=[1-9]' "$W/soft.switch.sides" &&
+             [ "$(cat "$W/soft.switch.marks")" -gt 0 ] && echo t || echo f)"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+}
+seed=$((RANDOM * 32768 + RANDOM))
+[ -z "${KS_SOFTDEL_SEED:-}" ] || seed="$KS_SOFTDEL_SEED"
+switch "$seed"
+
 # the statements shown are the ones run: the soft delete is an UPDATE
 sql >/dev/null <<SQL
 SET ROLE ks_e2e;

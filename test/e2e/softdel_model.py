@@ -7,6 +7,7 @@ issue and the docs, not from the extension's SQL).
 
     softdel_model.py gen plain|cdc SEED MESSAGES_FILE
     softdel_model.py expect plain|cdc MESSAGES_FILE TIMESTAMPS_FILE SOFT_FILE HARD_FILE
+    softdel_model.py switch MESSAGES_FILE TIMESTAMPS_FILE BOUNDARY OUT_FILE
 
 gen writes "key<TAB>value" lines (an empty value is sent as a tombstone by
 kcat -Z; a Debezium truncate has an empty key):
@@ -49,6 +50,11 @@ key that never had a row is deleted (change events: a delete of such a key
 deleted, an upsert the guards kept out deleted or truncated); Debezium's
 tombstone after a delete superseded; any other message did not become its
 key's row: superseded, stale or overwritten, by where the batches fell.
+switch: plain messages into one target whose delete_mode alter_pipeline
+changed from hard to soft when the checkpoint was at offset BOUNDARY: a
+message below it follows the hard rules, one at or after it the soft
+rules, on the same rows (written as the soft target; OUT_FILE.marks and
+OUT_FILE.sides: the messages before and after the boundary).
 Standard library only.
 """
 import json
@@ -141,6 +147,27 @@ def write_fates(path, fates):
             f.write("0:%d\t%s\n" % (off, fates[off]))
 
 
+def write_plain_soft(path, rows):
+    with open(path, "w") as f:
+        for k in sorted(rows):
+            r = rows[k]
+            f.write("\t".join(fmt(x) for x in (k, r["v"], r["a"], r["b"], r["c"], r["deleted"],
+                                                r["deleted_at"], r["off"])) + "\n")
+
+
+def upsert_plain(rows, k, m, off):
+    """A plain upsert of key k at offset off: a missing or marked row is
+    written as an insert writes it; otherwise it applies iff the row's v is
+    null or m's v >= it (a hard target's rows are never marked)."""
+    r = rows.get(k)
+    if r is None or r["deleted"]:
+        rows[k] = {"v": m["v"], "a": m.get("a"), "b": m.get("b"), "c": m.get("c"),
+                   "deleted": False, "deleted_at": None, "off": off}
+    elif r["v"] is None or m["v"] >= r["v"]:
+        r.update(m)
+        r["off"] = off
+
+
 def expect_plain(msgs, ts, soft_out, hard_out):
     soft, hard = {}, {}
     for off, line in enumerate(msgs):
@@ -154,19 +181,9 @@ def expect_plain(msgs, ts, soft_out, hard_out):
             hard.pop(k, None)
             continue
         m = json.loads(val)
-        for rows, is_soft in ((soft, True), (hard, False)):
-            r = rows.get(k)
-            if r is None or (is_soft and r["deleted"]):
-                rows[k] = {"v": m["v"], "a": m.get("a"), "b": m.get("b"), "c": m.get("c"),
-                           "deleted": False, "deleted_at": None, "off": off}
-            elif r["v"] is None or m["v"] >= r["v"]:
-                r.update(m)
-                r["off"] = off
-    with open(soft_out, "w") as f:
-        for k in sorted(soft):
-            r = soft[k]
-            f.write("\t".join(fmt(x) for x in (k, r["v"], r["a"], r["b"], r["c"], r["deleted"],
-                                                r["deleted_at"], r["off"])) + "\n")
+        for rows in (soft, hard):
+            upsert_plain(rows, k, m, off)
+    write_plain_soft(soft_out, soft)
     with open(hard_out, "w") as f:
         for k in sorted(hard):
             r = hard[k]
@@ -257,21 +274,55 @@ def expect_cdc(msgs, ts, soft_out, hard_out):
     write_fates(soft_out + ".fates", fates)
 
 
+def expect_switch(msgs, ts, boundary, out):
+    rows = {}
+    sides = [0, 0]
+    for off, line in enumerate(msgs):
+        soft = off >= boundary
+        sides[soft] += 1
+        key, _, val = line.partition("\t")
+        k = int(key)
+        if val == "":
+            r = rows.get(k)
+            if not soft:
+                rows.pop(k, None)
+            elif r is not None and not r["deleted"]:
+                r.update(deleted=True, deleted_at=ts[off], off=off)
+                MARKS[0] += 1
+            continue
+        m = json.loads(val)
+        upsert_plain(rows, k, m, off)
+    write_plain_soft(out, rows)
+    with open(out + ".sides", "w") as f:
+        f.write("before=%d after=%d\n" % tuple(sides))
+
+
+def read_inputs(msgs_path, ts_path):
+    with open(msgs_path) as f:
+        msgs = f.read().split("\n")[:-1]
+    ts = {}
+    with open(ts_path) as f:
+        for line in f:
+            o, t = line.split("\t")
+            ts[int(o)] = int(t)
+    return msgs, ts
+
+
 def main():
     cmd, kind = sys.argv[1], sys.argv[2]
     if cmd == "gen":
         with open(sys.argv[4], "w") as out:
             (gen_plain if kind == "plain" else gen_cdc)(random.Random(int(sys.argv[3])), out)
         return
-    with open(sys.argv[3]) as f:
-        msgs = f.read().split("\n")[:-1]
-    ts = {}
-    with open(sys.argv[4]) as f:
-        for line in f:
-            o, t = line.split("\t")
-            ts[int(o)] = int(t)
-    (expect_plain if kind == "plain" else expect_cdc)(msgs, ts, sys.argv[5], sys.argv[6])
-    with open(sys.argv[5] + ".marks", "w") as f:
+    if cmd == "switch":
+        msgs, ts = read_inputs(sys.argv[2], sys.argv[3])
+        expect_switch(msgs, ts, int(sys.argv[4]), sys.argv[5])
+        marks = sys.argv[5] + ".marks"
+    else:
+        msgs, ts = read_inputs(sys.argv[3], sys.argv[4])
+        (expect_plain if kind == "plain" else expect_cdc)(msgs, ts, sys.argv[5], sys.argv[6])
+        marks = sys.argv[5] + ".marks"
+    with open(marks, "w") as f:
         f.write("%d\n" % MARKS[0])
 
 

@@ -118,7 +118,64 @@ SQL
     done
 }
 
+# write_mode changed by alter_pipeline while the pipeline runs: upsert,
+# then update_only from the first batch after the alter commits.  The
+# alter and the read of the checkpoint are one transaction (the alter
+# waits for a batch in flight, then no batch of the old definition
+# commits: checkpoint.c), so the checkpoint it reads is the boundary the
+# model applies; the second half of the events is produced after it.
+switch() {
+    local topic="wm_switch_$SFX" name="wmsw$SFX" n r half0 half1 b
+    python3 "$E2E_DIR/write_modes_model.py" gen update_only "$seed" "$W"
+    "$HARNESS" topic-create "$topic" 2 >/dev/null 2>&1 || true
+    half0=$(( $(wc -l < "$W/p0") / 2 )); half1=$(( $(wc -l < "$W/p1") / 2 ))
+    head -n "$half0" "$W/p0" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
+    head -n "$half1" "$W/p1" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 1 -K $'\t' -Z
+    r=$((RANDOM % 3 + 1))
+    sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.$name (id bigint PRIMARY KEY, v bigint, a text DEFAULT 'none', b text,
+                        _kafka_partition integer, _kafka_offset bigint);
+$(sed "s/@T@/e2e.$name/" "$W/seed.sql")
+SELECT kafka_sink.create_pipeline(name => '$name', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['$topic'], target => 'e2e.$name', order_column => 'v',
+    key_format => 'string', delete_on_tombstone => true,
+    starting_offsets => 'earliest', max_offsets_per_batch => $r, trigger_interval => '0');
+SQL
+    poll "$(done_sql "$name" 1)" 60 || check "seed $seed (switch): a first batch committed" t f
+    sql -c "SET ROLE ks_e2e" -c "BEGIN" \
+        -c "SELECT kafka_sink.alter_pipeline('$name', write_mode => 'update_only')" \
+        -c "COPY (SELECT o.partition, o.next_offset FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p
+                   ON p.id = o.pipeline_id WHERE p.name = '$name') TO STDOUT" \
+        -c "COPY (SELECT 'batch', last_batch_id FROM kafka_sink.pipeline_definitions WHERE name = '$name') TO STDOUT" \
+        -c "COMMIT" | grep -E '^[0-9a-z]+'$'\t''[0-9]+$' > "$W/boundary.all"
+    grep -v '^batch' "$W/boundary.all" > "$W/boundary"
+    b="$(sed -n 's/^batch\t//p' "$W/boundary.all")"
+    tail -n +"$((half0 + 1))" "$W/p0" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
+    tail -n +"$((half1 + 1))" "$W/p1" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 1 -K $'\t' -Z
+    n=$(($(wc -l < "$W/p0") + $(wc -l < "$W/p1")))
+    kcat -C -b "$KS_BOOTSTRAP" -t "$topic" -o beginning -e -q -f '%p\t%o\t%k\t%s\n' > "$W/rb.switch"
+    python3 "$E2E_DIR/write_modes_model.py" expect switch "$W/rb.switch" "$W" "$W/expected.switch" ||
+        check "seed $seed (switch): the model ran" 0 1
+    local what="seed $seed (switch): upsert, then update_only from the batch after the alter (boundary $(tr '\t\n' ': ' < "$W/boundary"))"
+    if ! poll "$(done_sql "$name" "$n")" 300; then
+        check "$what consumed the topic" t f
+    fi
+    sql -c "COPY (SELECT id, v, a, b, _kafka_partition, _kafka_offset FROM e2e.$name ORDER BY id) TO STDOUT" \
+        > "$W/actual.$name"
+    check_model "$what: equals the model" "$W/expected.switch" "$W/actual.$name"
+    check "$what: no batch after the alter inserted" 0 \
+          "$(sql -c "SELECT coalesce(sum(inserted), 0) FROM kafka_sink.batches bt JOIN kafka_sink.pipeline_definitions p
+                      ON p.id = bt.pipeline_id WHERE p.name = '$name' AND bt.batch_id > $b")"
+    check "seed $seed (switch): messages on both sides of the boundary" t \
+          "$(grep -qE 'after=[1-9].*before=[1-9]' "$W/expected.switch.stats" && echo t || echo f)"
+    check "seed $seed (switch): the model inserted before and skipped after the alter" t \
+          "$(grep -qE 'inserted=[1-9].*skipped=[1-9]' "$W/expected.switch.stats" && echo t || echo f)"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+}
+
 run insert_only
 run update_only
 run update_nodel    # without deletes: message_fate says skipped, not 'deleted or skipped'
+switch
 finish

@@ -22,6 +22,15 @@ order column, smallest (partition, offset).  update_only: a message for a
 key not in the table does nothing; otherwise it applies iff its v >= the
 row's v (NULL lowest), writing the fields it carries; a tombstone
 deletes the row.
+
+  expect switch READBACK DIR OUT
+      a write_mode changed by alter_pipeline mid-stream, over update_only's
+      events and seed rows: DIR/boundary holds (partition TAB offset)
+      lines, each partition's checkpoint when the alter committed.  A
+      message below its partition's boundary is applied as upsert (as
+      update_only, but a key not in the table is inserted: a absent takes
+      its default 'none', b absent is NULL), one at or after it as
+      update_only.
 """
 import json
 import random
@@ -100,15 +109,31 @@ def expect(mode, rb, out):
         for k, (p, o, _, ev) in best.items():
             rows[k] = (ev['v'], ev.get('a', 'none'), ev.get('b'), p, o)
     else:
+        boundary = {}
+        if mode == 'switch':
+            with open(out.rsplit('/', 1)[0] + '/boundary') as f:
+                for line in f:
+                    bp, bo = line.split()
+                    boundary[int(bp)] = int(bo)
         for k, (v, a, b) in SEED_ROWS.items():
             rows[k] = [v, a, b, None, None]
-        skipped = applied = 0
+        skipped = applied = inserted = before = after = 0
         # per key the messages in offset order: a key lives in one partition
         for p, o, k, ev in sorted(msgs, key=lambda m: (m[0], m[1])):
+            upsert = mode == 'switch' and o < boundary.get(p, 0)
+            if mode == 'switch':
+                if upsert:
+                    before += 1
+                else:
+                    after += 1
             if ev is None:
                 rows.pop(k, None)
                 continue
             r = rows.get(k)
+            if r is None and upsert:
+                inserted += 1
+                rows[k] = [ev['v'], ev.get('a', 'none'), ev.get('b'), p, o]
+                continue
             if r is None:
                 skipped += 1
                 continue
@@ -123,6 +148,10 @@ def expect(mode, rb, out):
             r[3], r[4] = p, o
         stats['skipped'] = skipped
         stats['applied'] = applied
+        if mode == 'switch':
+            stats['inserted'] = inserted
+            stats['before'] = before
+            stats['after'] = after
     with open(out, 'w') as f:
         for k in sorted(rows):
             f.write('\t'.join([str(k)] + [cell(x) for x in rows[k]]) + '\n')
