@@ -58,46 +58,8 @@ tracked_sets=("a" "b,c" "a,c")
 TRACKED="${tracked_sets[$((SEED % 3))]}"
 log "seed $SEED; $N_EV events over $N_KEYS keys, batches of $BATCH; tracking $TRACKED; cases: $CASES; files in $W"
 
-# ---------------------------------------------------------------- fault GUCs
-fault_set=0
-set_fault() {
-    fault_set=1
-    qr 120 "ALTER SYSTEM SET kafka_sink.fault_point = '$1'" >/dev/null
-    qr 120 "ALTER SYSTEM SET kafka_sink.fault_action = '$2'" >/dev/null
-    qr 120 "SELECT pg_reload_conf()" >/dev/null
-}
-# in a sigkill crash loop the cluster answers for a few tens of ms between
-# restarts: try every 20 ms, the fault point first (that ends the loop)
-reset_fault() {
-    QR_SLEEP=0.02 qr 120 "ALTER SYSTEM RESET kafka_sink.fault_point" >/dev/null || return 1
-    QR_SLEEP=0.02 qr 120 "SELECT pg_reload_conf()" >/dev/null || return 1
-    qr 120 "ALTER SYSTEM RESET kafka_sink.fault_action" >/dev/null || return 1
-    qr 120 "SELECT pg_reload_conf()" >/dev/null || return 1
-    fault_set=0
-}
-reset_fault_on_exit() {
-    [ $fault_set = 1 ] || return 0
-    log "resetting the fault GUCs"
-    reset_fault || warn "could not reset kafka_sink.fault_point: run ALTER SYSTEM RESET kafka_sink.fault_point; SELECT pg_reload_conf();"
-}
-
 # ---------------------------------------------------------------- setup
-psql -X -q -v ON_ERROR_STOP=1 <<SQL >/dev/null
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS kafka_sink;
-DO \$\$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$OWNER') THEN
-        CREATE ROLE $OWNER LOGIN;
-    END IF;
-END
-\$\$;
-GRANT kafka_sink_admin TO $OWNER;
-SELECT kafka_sink.drop_pipeline(name, if_exists => true)
-  FROM kafka_sink.pipeline_definitions WHERE name LIKE 'chaos_hist_%';
-DROP SCHEMA IF EXISTS $S CASCADE;
-CREATE SCHEMA $S AUTHORIZATION $OWNER;
-SQL
+chaos_owner_schema "$OWNER" "$S" 'chaos_hist_%'
 reset_fault            # a previous run killed in the middle may have left one
 cleanup() {
     if [ $chaos_failed -gt 0 ] || [ "${CHAOS_KEEP:-0}" = 1 ]; then
@@ -156,33 +118,6 @@ produce_chunk() {
         || { cat "$W/kcat.err" >&2; die "kcat failed producing $f"; }
 }
 
-# committed ID: the checkpoint and the batch count, as one line
-committed() {
-    QR_SLEEP=0.02 qr 90 "SELECT (SELECT coalesce(string_agg(partition || ':' || next_offset, ' ' ORDER BY partition), '')
-                     FROM kafka_sink.offsets WHERE pipeline_id = $1)
-                  || ' batches ' || (SELECT count(*) FROM kafka_sink.batches WHERE pipeline_id = $1)"
-}
-
-# wait_all TIMEOUT NAME...: kafka_sink.wait for each, retried across restarts
-wait_all() {
-    local timeout="$1" name r deadline
-    shift
-    for name in "$@"; do
-        deadline=$((SECONDS + timeout + 20))
-        r=
-        while [ $SECONDS -lt $deadline ]; do
-            r="$(psql -X -q -A -t -v ON_ERROR_STOP=1 -c "SELECT kafka_sink.wait('$name', '$timeout s')" 2>"$W/wait.err" || true)"
-            [ -n "$r" ] && break
-            grep -qE 'recovery mode|shutting down|starting up|Connection refused|server closed the connection|terminating connection|No such file' "$W/wait.err" || break
-            sleep 1
-        done
-        if [ "$r" != t ]; then
-            echo "$name: kafka_sink.wait returned '${r}': $(tr '\n' ' ' < "$W/wait.err")"
-            return 1
-        fi
-    done
-}
-
 # in_batch TIMEOUT: true once a kafka_sink worker is inside a batch
 in_batch() {
     [ "$(psql -X -q -A -t -c "DO \$\$
@@ -231,49 +166,28 @@ for cs in "${cases[@]}"; do
     errs=()
     echo
     log "case $cs: chunk $chunk_no"
-    pidu="$(worker_pid "$PU")"
-    pidt="$(worker_pid "$PT")"
-    before="$(committed "$IDU") | $(committed "$IDT")" || before="unknown: $before"
-    log_off=$(( $(stat -L -c %s "$PGLOG_FILE") + 1 ))
-    t0=$SECONDS
     if [ "$point" = postmaster ]; then
+        olds="$(worker_pid "$PU") $(worker_pid "$PT")"
         produce_chunk
         if in_batch 20; then how="inside a batch"; else how="no batch seen within 20 s"; fi
         log "$cs: kill -9 of the postmaster $(postmaster_pid) ($how)"
         kill9_postmaster || errs+=("could not kill and restart the postmaster")
-        seen=1
         [ "$how" = "inside a batch" ] || errs+=("the kill came $how")
     else
-        set_fault "$point" "$action"
-        sleep 1                # the workers take the reload when they next wait
-        produce_chunk
-        seen=0
-        if [ "$action" = fatal ]; then pat='FATAL:  kafka_sink fault injected'; else pat='kafka_sink worker.*terminated by signal 9'; fi
-        while [ $SECONDS -lt $((t0 + FAIL_TIMEOUT)) ]; do
-            n="$(tail -c +"$log_off" "$PGLOG_FILE" | grep -c "$pat" || true)"
-            if [ "$n" -gt 0 ] && [ "$(worker_pid "$PU")" != "$pidu" ] && [ "$(worker_pid "$PT")" != "$pidt" ]; then
-                seen=$n
-                break
-            fi
-            sleep 0.2
-        done
-        after="$(committed "$IDU") | $(committed "$IDT")" || after="unknown: $after"
-        reset_fault || die "could not reset the fault within 120 s"
-        if [ "$seen" = 0 ]; then
-            errs+=("no failure of both workers within ${FAIL_TIMEOUT}s (workers $pidu/$pidt -> $(worker_pid "$PU")/$(worker_pid "$PT"))")
-        else
-            seen="$(tail -c +"$log_off" "$PGLOG_FILE" | grep -c "$pat" || true)"
-            log "$cs: $seen failures in the log, fault reset $((SECONDS - t0))s after the chunk was produced"
-        fi
-        if [ "$point" != after_commit ] && [ "$before" != "$after" ]; then
-            errs+=("a batch committed while the fault at $point was active: before [$before], after [$after]")
-        fi
+        fault_window "$point" "$action" "$FAIL_TIMEOUT" "$PU:$IDU" "$PT:$IDT" -- produce_chunk
+        errs+=("${fault_errs[@]}")
     fi
     t0=$SECONDS
     if wait_all 180 "$PU" "$PT" > "$W/wait.out"; then
         log "$cs: both pipelines caught up $((SECONDS - t0))s after the fault"
     else
         errs+=("catch up: $(cat "$W/wait.out")")
+    fi
+    if [ "$point" = postmaster ]; then
+        news="$(worker_pid "$PU") $(worker_pid "$PT")"
+        for o in $olds; do
+            [[ " $news " != *" $o "* ]] || errs+=("worker $o was there before the kill and after it ($olds -> $news)")
+        done
     fi
     if [ ${#errs[@]} -eq 0 ]; then
         pass "$cs: both workers failed and came back, both pipelines caught up"
@@ -310,30 +224,19 @@ for id in "$IDU" "$IDT"; do
         fail "$name: the table differs from the model$what: $(grep -c '^[-+][0-9]' "$W/diff.$tbl") lines ($W/diff.$tbl)"
         head -n 20 "$W/diff.$tbl"
     fi
-    bad="$(qr 30 "WITH r AS (
-            SELECT b.batch_id, (e->>'partition')::int AS part, (e->>'start')::bigint AS s,
-                   (e->>'end')::bigint AS en, (e->>'messages')::bigint AS m
-              FROM kafka_sink.batches b, jsonb_array_elements(b.ranges) e
-             WHERE b.pipeline_id = $id AND e->>'topic' = '$TOPIC'),
-          l AS (SELECT *, lag(en) OVER (PARTITION BY part ORDER BY batch_id) AS prev FROM r),
-          bad AS (
-            SELECT format('batch %s [%s,%s) %s messages after %s', batch_id, s, en, m, coalesce(prev, 0)) AS msg
-              FROM l WHERE s <> coalesce(prev, 0) OR en - s <> m OR en < s
-            UNION ALL
-            SELECT format('checkpoint %s, high watermark $total', coalesce(max(next_offset), 0))
-              FROM kafka_sink.offsets WHERE pipeline_id = $id AND topic = '$TOPIC'
-            HAVING coalesce(max(next_offset), 0) <> $total
-            UNION ALL
-            SELECT format('the ranges end at %s', coalesce(max(en), 0)) FROM r HAVING coalesce(max(en), 0) <> $total
-            UNION ALL
-            SELECT format('last_batch_id %s, %s batches, ids %s..%s, sum(messages) %s', d.last_batch_id, count(b.batch_id),
-                          min(b.batch_id), max(b.batch_id), sum(b.messages))
-              FROM kafka_sink.pipeline_definitions d LEFT JOIN kafka_sink.batches b ON b.pipeline_id = d.id
-             WHERE d.id = $id GROUP BY d.last_batch_id
-            HAVING count(b.batch_id) <> d.last_batch_id OR min(b.batch_id) <> 1 OR sum(b.messages) <> $total
-            UNION ALL
-            SELECT format('%s quarantine rows', count(*)) FROM kafka_sink.quarantine WHERE pipeline_id = $id HAVING count(*) > 0)
-          SELECT string_agg(msg, '; ') FROM (SELECT msg FROM bad LIMIT 10) x")" || bad="could not read the catalog"
+    bad="$(range_faults "$id" "$TOPIC")" || bad="could not read the batches"
+    more="$(qr 30 "SELECT concat_ws('; ',
+              CASE WHEN (SELECT coalesce(max(next_offset), 0) FROM kafka_sink.offsets
+                          WHERE pipeline_id = $id AND topic = '$TOPIC') <> $total
+                   THEN 'the checkpoint is not the high watermark $total' END,
+              (SELECT format('last_batch_id %s, %s batches, ids %s..%s, sum(messages) %s', d.last_batch_id,
+                             count(b.batch_id), min(b.batch_id), max(b.batch_id), sum(b.messages))
+                 FROM kafka_sink.pipeline_definitions d LEFT JOIN kafka_sink.batches b ON b.pipeline_id = d.id
+                WHERE d.id = $id GROUP BY d.last_batch_id
+               HAVING count(b.batch_id) <> d.last_batch_id OR min(b.batch_id) <> 1 OR sum(b.messages) <> $total),
+              (SELECT count(*) || ' quarantine rows' FROM kafka_sink.quarantine WHERE pipeline_id = $id HAVING count(*) > 0))")" \
+        || more="could not read the catalog"
+    bad="${bad:+$bad${more:+; }}$more"
     if [ -z "$bad" ]; then
         pass "$name: checkpoint = high watermark $total, the batches' ranges tile 0..$total (each offset in one batch), ids contiguous, no quarantine"
     else
