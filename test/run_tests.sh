@@ -37,7 +37,9 @@
 #                                  KS_MATRIX_SCRIPTS (default "exactly_once
 #                                  upgrade protobuf": protobuf for the
 #                                  registry's fetch, prefetch and outage
-#                                  path), with CHAOS_* from
+#                                  path) and those of KS_MATRIX_SCRIPTS_16
+#                                  ("history"), _17 ("softdel transform
+#                                  write_modes"), _18 (all four), with CHAOS_* from
 #                                  KS_MATRIX_CHAOS_ENV (a smaller exactly_once;
 #                                  it still kills workers and the postmaster).
 #                                  Their suites are named "pgNN: ...".
@@ -82,6 +84,17 @@ export PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
 read -r -a matrix <<< "${KS_PG_MATRIX:-}"
 read -r -a matrix_parts <<< "${KS_MATRIX_TESTS:-regress tap e2e chaos}"
 MATRIX_SCRIPTS="${KS_MATRIX_SCRIPTS:-exactly_once upgrade protobuf}"
+# and, per major, KS_MATRIX_SCRIPTS_<major>: the mode scripts split so that
+# each runs on 18 and on one of 16 and 17 (test/README.md, "Tested on")
+matrix_scripts() {
+    local extra=
+    case "$1" in
+        16) extra="${KS_MATRIX_SCRIPTS_16-history}" ;;
+        17) extra="${KS_MATRIX_SCRIPTS_17-softdel transform write_modes}" ;;
+        18) extra="${KS_MATRIX_SCRIPTS_18-softdel transform write_modes history}" ;;
+    esac
+    echo "$MATRIX_SCRIPTS${extra:+ $extra}"
+}
 MATRIX_CHAOS_ENV="${KS_MATRIX_CHAOS_ENV:-CHAOS_MESSAGES=30000 CHAOS_KEYS=3000 CHAOS_CHUNKS=12 CHAOS_KILLS=10 CHAOS_EXTRA_KILLS=4}"
 SUITE_TIMEOUT="${KS_SUITE_TIMEOUT:-900}"
 
@@ -443,6 +456,7 @@ fi
 in_matrix=1
 
 # the other PostgreSQL majors: same broker, a new cluster each
+user_scripts="${KS_SCRIPTS:-}"
 for m in "${matrix[@]}"; do
     prefix="pg$m: "
     begin "PostgreSQL $m"
@@ -454,7 +468,8 @@ for m in "${matrix[@]}"; do
     setup_step pg-start "$H" pg-start
     load_env
     # the matrix subset: its scripts only, a smaller exactly_once
-    export KS_SCRIPTS="${KS_SCRIPTS:-$MATRIX_SCRIPTS}"
+    KS_SCRIPTS="${user_scripts:-$(matrix_scripts "$m")}"
+    export KS_SCRIPTS
     # shellcheck disable=SC2086  # the knobs are words
     export $MATRIX_CHAOS_ENV
     run_parts "${matrix_parts[@]}"

@@ -249,8 +249,8 @@ def main():
                                    "message_bytes": num(r, p + ".message_bytes"),
                                    "load_at_start": num(r, p + ".load"),
                                    "same_as_baseline": r.get(p + ".same_as_baseline")}
-    for key in ("m50k", "m100k", "m100k_text", "m100k_sql", "hist", "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text",
-                "protobuf", "tk1", "tk2"):
+    for key in ("m50k", "m100k", "m100k_text", "m100k_sql", "hist", "softdel", "insert_only", "update_only",
+                "bronze", "w2", "w1p16", "w2p16", "w4p16", "avro", "avro_text", "protobuf", "tk1", "tk2"):
         p, alls = best(key)
         prefixes[key] = p
         if not p:
@@ -342,6 +342,9 @@ def main():
                        ("m100k_text", "ours, 100000, kafka_sink.direct_values off (timestamps through timestamptz_in)"),
                        ("m100k_sql", "ours, 100000, kafka_sink.apply_strategy sql (the MERGE for every target)"),
                        ("hist", "ours, 100000, mode history (every version; same rows: its current versions)"),
+                       ("softdel", "ours, 100000, delete_mode soft (same rows: its live rows)"),
+                       ("insert_only", "ours, 100000, write_mode insert_only (same rows: the first event of each key)"),
+                       ("update_only", "ours, 100000, write_mode update_only (even keys there before; same rows: the baseline's even keys)"),
                        ("bronze", "ours, 50000, bronze on"),
                        ("w2", "ours, 100000, workers 2 (worker CPU: both)"),
                        ("w1p16", "ours, 100000, 16 partitions, workers 1"),

@@ -161,6 +161,12 @@ else
 fi
 if [ "$BUILD" = 1 ]; then
     say "build and install the extension (make && make install ${INSTALL_ARGS[*]})"
+    # objects built against another PostgreSQL (run_tests.sh's matrix) are
+    # cleaned first: the stamp is run_tests.sh's build_install's
+    if [ "$(cat "$REPO/.ks_build_pg" 2>/dev/null)" != "$PG_CONFIG" ]; then
+        make -s clean >/dev/null 2>&1 || true
+    fi
+    echo "$PG_CONFIG" > "$REPO/.ks_build_pg"
     make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >> "$LOG" 2>&1 || die "make failed (see $LOG)"
     # unchanged: keep the file a running cluster has mapped (perf needs it)
     if ! cmp -s kafka_sink.so "$INSTALLED_SO" \
@@ -360,7 +366,29 @@ history_ddl() {
           _valid_from timestamptz NOT NULL, _valid_to timestamptz, _deleted boolean NOT NULL,
           PRIMARY KEY (order_id, _valid_from)"
 }
+# MODE=softdel: delete_mode soft (docs/soft-deletes.md) with _deleted and
+# _deleted_at (the events hold no tombstone: every row stays live, and the
+# live rows must equal the baseline's); MODE=insert_only and update_only:
+# write_mode (docs/write-modes.md).  insert_only's rows must equal
+# first_model() (the smallest event_ts per key, ties to the earlier
+# offset: the guard reversed), its target has the lineage columns that
+# order ties; update_only's target holds every even key before the run,
+# at an event_ts before all events, so that the odd keys are skipped: its
+# rows must equal the baseline's even keys
 base_table() { [ "$KEYTYPE" = text ] && echo bench.orders_base_text || echo bench.orders_base; }
+# first_model: bench.orders_first, insert_only's rows, from the CSV the
+# baseline reads (once, outside any timing)
+first_model() {
+    [ "$(psu -c "SELECT to_regclass('bench.orders_first') IS NOT NULL")" = f ] || return 0
+    {
+        echo "SET client_min_messages = warning;"
+        echo "CREATE UNLOGGED TABLE bench.events_all (order_id bigint, event_ts timestamptz, amount numeric(18,2), schema_version int, seq bigint);"
+        for f in "$DATA"/csv/chunk-*.csv; do echo "\\copy bench.events_all FROM '$f' WITH (FORMAT csv)"; done
+        echo "CREATE TABLE bench.orders_first AS SELECT DISTINCT ON (order_id) order_id, event_ts, amount, schema_version
+                FROM bench.events_all ORDER BY order_id, event_ts, seq;"
+        echo "DROP TABLE bench.events_all;"
+    } | pso >> "$LOG"
+}
 CREATE_ORDERS="$(orders_ddl)"
 
 # machine CPU time (all cores, seconds) used so far, busy = not idle/iowait
@@ -384,11 +412,11 @@ start_sampler() {  # start_sampler OUTFILE SQL TARGET: every 0.1 s, until TARGET
     bg_pids+=("$SAMPLER")
 }
 stop_sampler() { kill "$SAMPLER" 2>/dev/null || true; wait "$SAMPLER" 2>/dev/null || true; }
-same_as_baseline() {  # same_as_baseline TABLE -> yes/no
-    local d
+same_as_baseline() {  # same_as_baseline TABLE [REFERENCE] -> yes/no (REFERENCE: the baseline's table)
+    local d ref="${2:-$(base_table)}"
     d="$(psu -c "SELECT count(*) FROM ((SELECT order_id, event_ts, amount, schema_version FROM $1
-                                          EXCEPT ALL SELECT * FROM $(base_table))
-                                       UNION ALL (SELECT * FROM $(base_table)
+                                          EXCEPT ALL SELECT order_id, event_ts, amount, schema_version FROM $ref)
+                                       UNION ALL (SELECT order_id, event_ts, amount, schema_version FROM $ref
                                           EXCEPT ALL SELECT order_id, event_ts, amount, schema_version FROM $1)) x")"
     [ "$d" = 0 ] && echo yes || echo "no ($d rows differ)"
 }
@@ -459,18 +487,32 @@ SQL
 ours() {
     local name="bench_${1//./_}" maxoff="$2" bronze="$3" key="$1" workers="${4:-1}" bronze_arg="" pids
     local topic="${5:-$TOPIC}" format_arg="${6:-}"
-    local ddl mode_arg="" rows_of="bench.orders"
+    local ddl mode_arg="" rows_of="bench.orders" ref="" prefill=""
     [ "$bronze" = 1 ] && bronze_arg=", bronze => 'bench.orders_raw'"
     ddl="$(orders_ddl)"
-    if [ "$MODE" = history ]; then
-        ddl="$(history_ddl)"; mode_arg=", mode => 'history'"
-        rows_of="(SELECT * FROM bench.orders WHERE _valid_to IS NULL AND NOT _deleted) h"
-    fi
+    case "$MODE" in
+        history)
+            ddl="$(history_ddl)"; mode_arg=", mode => 'history'"
+            rows_of="(SELECT * FROM bench.orders WHERE _valid_to IS NULL AND NOT _deleted) h" ;;
+        softdel)
+            ddl="$ddl, _deleted boolean NOT NULL DEFAULT false, _deleted_at timestamptz"
+            mode_arg=", delete_mode => 'soft', delete_on_tombstone => true, key_format => 'string'"
+            rows_of="(SELECT * FROM bench.orders WHERE NOT _deleted) s" ;;
+        insert_only)
+            first_model
+            ddl="$ddl, _kafka_partition integer, _kafka_offset bigint"
+            mode_arg=", write_mode => 'insert_only'"; ref=bench.orders_first ;;
+        update_only)
+            mode_arg=", write_mode => 'update_only'"
+            prefill="INSERT INTO bench.orders SELECT order_id, '-infinity', NULL, NULL FROM $(base_table) WHERE order_id % 2 = 0;"
+            ref="(SELECT * FROM $(base_table) WHERE order_id % 2 = 0) e" ;;
+    esac
     say "ours ($key): max_offsets_per_batch $maxoff, bronze $([ "$bronze" = 1 ] && echo on || echo off), workers $workers, mode $MODE"
     pso <<SQL
 SET client_min_messages = warning;
 DROP TABLE IF EXISTS bench.orders, bench.orders_raw;
 CREATE TABLE bench.orders ($ddl);
+$prefill
 SQL
     psu -c CHECKPOINT
     start_sampler "$W/$key.samples" \
@@ -527,7 +569,7 @@ SQL
                      UNION ALL SELECT '$key.' || k || '_ms', round(sum((b.progress->'durationMs'->>k)::float)) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id, unnest(ARRAY['fetch','decode','apply','commit']) k WHERE p.name = '$name' GROUP BY k
                      UNION ALL SELECT '$key.batch_s', round(sum(extract(epoch FROM b.committed_at - b.started_at))::numeric, 2) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id WHERE p.name = '$name'
                      UNION ALL SELECT '$key.' || k || '_rows', coalesce(sum((b.progress->'sink'->'applyRows'->>k)::bigint), 0) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id, unnest(ARRAY['heap','sql']) k WHERE p.name = '$name' GROUP BY k" >> "$RAW"
-    put "$key.same_as_baseline" "$(same_as_baseline "$rows_of")"
+    put "$key.same_as_baseline" "$(same_as_baseline "$rows_of" "$ref")"
     [ "$bronze" = 1 ] && put "$key.bronze_rows" "$(psu -c 'SELECT count(*) FROM bench.orders_raw')"
     pso -c "SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
     pso -c "SET client_min_messages = warning; DROP TABLE IF EXISTS bench.orders, bench.orders_raw"
@@ -616,6 +658,10 @@ has_part orders && for r in $(seq 1 "$REPEAT"); do
     if only bronze; then ours "bronze.r$r" 50000 1; fi
     # one round: history runs several times slower than merge
     if [ "$r" = 1 ] && only hist; then MODE=history; ours "hist.r$r" 100000 0; MODE=merge; fi
+    # soft deletes and the write modes beside merge (m100k), same batch size
+    if only softdel; then MODE=softdel; ours "softdel.r$r" 100000 0; MODE=merge; fi
+    if only insert_only; then MODE=insert_only; ours "insert_only.r$r" 100000 0; MODE=merge; fi
+    if only update_only; then MODE=update_only; ours "update_only.r$r" 100000 0; MODE=merge; fi
     if only tk1 || only tk2; then
         KEYTYPE=text
         baseline "baseline_text.r$r"

@@ -80,20 +80,8 @@ chunks=("$W"/chunk.*)
 harness topic-create "$TOPIC" 4 2> "$W/topic-create.err" >/dev/null \
     || { cat "$W/topic-create.err" >&2; die "could not create topic $TOPIC"; }
 
+chaos_owner_schema "$P" "$P" "$P"
 psql -X -q -v ON_ERROR_STOP=1 <<SQL >/dev/null
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS kafka_sink;
-DO \$\$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$P') THEN
-        CREATE ROLE $P LOGIN;
-    END IF;
-END
-\$\$;
-GRANT kafka_sink_admin TO $P;
-SELECT kafka_sink.drop_pipeline('$P', if_exists => true);
-DROP SCHEMA IF EXISTS $P CASCADE;
-CREATE SCHEMA $P AUTHORIZATION $P;
 SET ROLE $P;
 CREATE TABLE $P.orders (
     order_id bigint PRIMARY KEY,
@@ -501,22 +489,7 @@ else
 fi
 
 # e. the committed ranges tile each partition, from 0 to the checkpoint
-bad="$(qr 30 "WITH r AS (
-        SELECT b.batch_id, (e->>'partition')::int AS part, (e->>'start')::bigint AS s,
-               (e->>'end')::bigint AS en, (e->>'messages')::bigint AS m
-          FROM kafka_sink.batches b, jsonb_array_elements(b.ranges) e
-         WHERE b.pipeline_id = $PIPELINE_ID AND e->>'topic' = '$TOPIC'),
-      l AS (SELECT *, lag(en) OVER (PARTITION BY part ORDER BY batch_id) AS prev FROM r),
-      bad AS (
-        SELECT format('batch %s partition %s [%s,%s) %s messages after %s', batch_id, part, s, en, m, coalesce(prev, 0)) AS msg
-          FROM l WHERE s <> coalesce(prev, 0) OR en - s <> m OR en < s
-        UNION ALL
-        SELECT format('partition %s: the last range ends at %s, the checkpoint is %s', o.partition, x.en, o.next_offset)
-          FROM kafka_sink.offsets o
-          LEFT JOIN (SELECT part, max(en) AS en FROM r GROUP BY part) x ON x.part = o.partition
-         WHERE o.pipeline_id = $PIPELINE_ID AND o.topic = '$TOPIC' AND o.next_offset > 0
-           AND x.en IS DISTINCT FROM o.next_offset)
-      SELECT string_agg(msg, '; ') FROM (SELECT msg FROM bad LIMIT 10) x")"
+bad="$(range_faults "$PIPELINE_ID" "$TOPIC")"
 if [ -z "$bad" ]; then
     pass "e. the batches' ranges chain per partition from 0 to the checkpoint, no gap, no overlap"
 else

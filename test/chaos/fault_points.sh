@@ -51,48 +51,8 @@ mkdir -p "$CHAOS_WORK"
 W="$CHAOS_WORK"
 log "seed $SEED; cases: $CASES; files in $W"
 
-# ---------------------------------------------------------------- fault GUCs
-fault_set=0
-# set_fault POINT ACTION (retried: the cluster may be restarting)
-set_fault() {
-    fault_set=1
-    qr 120 "ALTER SYSTEM SET kafka_sink.fault_point = '$1'" >/dev/null
-    qr 120 "ALTER SYSTEM SET kafka_sink.fault_action = '$2'" >/dev/null
-    qr 120 "SELECT pg_reload_conf()" >/dev/null
-}
-# reset_fault: in a sigkill crash loop the cluster accepts connections only
-# for a few tens of milliseconds between two restarts: try every 20 ms, and
-# reset (and reload) the fault point first, which ends the loop
-reset_fault() {
-    QR_SLEEP=0.02 qr 120 "ALTER SYSTEM RESET kafka_sink.fault_point" >/dev/null || return 1
-    QR_SLEEP=0.02 qr 120 "SELECT pg_reload_conf()" >/dev/null || return 1
-    qr 120 "ALTER SYSTEM RESET kafka_sink.fault_action" >/dev/null || return 1
-    qr 120 "SELECT pg_reload_conf()" >/dev/null || return 1
-    fault_set=0
-}
-reset_fault_on_exit() {
-    [ $fault_set = 1 ] || return 0
-    log "resetting the fault GUCs"
-    reset_fault || warn "could not reset kafka_sink.fault_point: run ALTER SYSTEM RESET kafka_sink.fault_point; SELECT pg_reload_conf();"
-}
-
 # ---------------------------------------------------------------- setup
-psql -X -q -v ON_ERROR_STOP=1 <<SQL >/dev/null
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS kafka_sink;
-DO \$\$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$OWNER') THEN
-        CREATE ROLE $OWNER LOGIN;
-    END IF;
-END
-\$\$;
-GRANT kafka_sink_admin TO $OWNER;
-SELECT kafka_sink.drop_pipeline(name, if_exists => true)
-  FROM kafka_sink.pipeline_definitions WHERE name LIKE 'chaos_fp_%';
-DROP SCHEMA IF EXISTS $S CASCADE;
-CREATE SCHEMA $S AUTHORIZATION $OWNER;
-SQL
+chaos_owner_schema "$OWNER" "$S" 'chaos_fp_%'
 reset_fault            # a previous run killed in the middle may have left one
 cur_pipelines=()
 cleanup() {
@@ -120,38 +80,11 @@ produce_file() {  # produce_file TOPIC FILE
 
 pipeline_id() { qr 30 "SELECT id FROM kafka_sink.pipeline_definitions WHERE name = '$1'"; }
 
-# committed PIPELINE_ID: the checkpoint and batch count, as one line
-committed() {
-    QR_SLEEP=0.02 qr 90 "SELECT (SELECT coalesce(string_agg(partition || ':' || next_offset, ' ' ORDER BY partition), '')
-                     FROM kafka_sink.offsets WHERE pipeline_id = $1)
-                  || ' batches ' || (SELECT count(*) FROM kafka_sink.batches WHERE pipeline_id = $1)"
-}
-
-# wait_all TIMEOUT NAME...: kafka_sink.wait for each, retried across restarts
-wait_all() {
-    local timeout="$1" name r deadline
-    shift
-    for name in "$@"; do
-        deadline=$((SECONDS + timeout + 20))
-        r=
-        while [ $SECONDS -lt $deadline ]; do
-            r="$(psql -X -q -A -t -v ON_ERROR_STOP=1 -c "SELECT kafka_sink.wait('$name', '$timeout s')" 2>"$W/wait.err" || true)"
-            [ -n "$r" ] && break
-            grep -qE 'recovery mode|shutting down|starting up|Connection refused|server closed the connection|terminating connection' "$W/wait.err" || break
-            sleep 1
-        done
-        if [ "$r" != t ]; then
-            echo "$name: kafka_sink.wait returned '${r}': $(tr '\n' ' ' < "$W/wait.err")"
-            return 1
-        fi
-    done
-}
-
 # ---------------------------------------------------------------- one case
 case_no=0
 run_case() {  # run_case POINT ACTION
     local point="$1" action="$2" tag="$1/$2"
-    local c t topic pm pa idm ida pidm pida f1 f2 errs=() log_off t0 seen before after
+    local c t topic pm pa idm ida f1 f2 errs=() t0 seen
     case_no=$((case_no + 1))
     c=$case_no
     t="$S"
@@ -200,45 +133,11 @@ SQL
         show_diagnostics "$pm" "$pa"
         return 0
     fi
-    pidm="$(worker_pid "$pm")"
-    pida="$(worker_pid "$pa")"
-    before="$(committed "$idm") | $(committed "$ida")" || before="unknown: $before"
 
     # the fault, then the second half
-    log_off=$(( $(stat -L -c %s "$PGLOG_FILE") + 1 ))
-    set_fault "$point" "$action"
-    sleep 1                # the workers take the reload when they next wait
-    produce_file "$topic" "$f2"
-    t0=$SECONDS
-    seen=0
-    while [ $SECONDS -lt $((t0 + FAIL_TIMEOUT)) ]; do
-        local cur_m cur_a lines
-        cur_m="$(worker_pid "$pm")"
-        cur_a="$(worker_pid "$pa")"
-        if [ "$action" = fatal ]; then
-            lines="$(tail -c +"$log_off" "$PGLOG_FILE" | grep -c 'FATAL:  kafka_sink fault injected' || true)"
-        else
-            lines="$(tail -c +"$log_off" "$PGLOG_FILE" | grep -c 'kafka_sink worker.*terminated by signal 9' || true)"
-        fi
-        if [ "$lines" -gt 0 ] && [ "$cur_m" != "$pidm" ] && [ "$cur_a" != "$pida" ]; then
-            seen=$lines
-            break
-        fi
-        sleep 0.2
-    done
-    after="$(committed "$idm") | $(committed "$ida")" || after="unknown: $after"
-    reset_fault || die "could not reset the fault within 120 s"
-    if [ "$seen" != 0 ]; then         # all the failures of the fault window
-        seen="$(tail -c +"$log_off" "$PGLOG_FILE" | grep -cE 'FATAL:  kafka_sink fault injected|kafka_sink worker.*terminated by signal 9' || true)"
-    fi
-    if [ "$seen" = 0 ]; then
-        errs+=("no failure seen within ${FAIL_TIMEOUT}s (workers $pidm/$pida -> $(worker_pid "$pm")/$(worker_pid "$pa"))")
-    else
-        log "$tag: failure seen, fault reset $((SECONDS - t0))s after the messages were produced ($seen failures in the log; workers $pidm/$pida replaced)"
-    fi
-    if [ "$point" != after_commit ] && [ "$before" != "$after" ]; then
-        errs+=("a batch committed while the fault at $point was active: before [$before], after [$after]")
-    fi
+    fault_window "$point" "$action" "$FAIL_TIMEOUT" "$pm:$idm" "$pa:$ida" -- produce_file "$topic" "$f2"
+    seen=$fault_seen
+    errs+=("${fault_errs[@]}")
 
     # catch up after the reset
     t0=$SECONDS

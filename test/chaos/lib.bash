@@ -135,6 +135,158 @@ qr() {
 
 postmaster_pid() { head -n 1 "$KS_PGDATA/postmaster.pid" 2>/dev/null || true; }
 
+# chaos_owner_schema OWNER SCHEMA PIPELINES: the extension, a LOGIN role
+# OWNER in kafka_sink_admin, the pipelines whose names are LIKE PIPELINES
+# dropped and SCHEMA made anew, owned by OWNER
+chaos_owner_schema() {
+    psql -X -q -v ON_ERROR_STOP=1 <<SQL >/dev/null
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS kafka_sink;
+DO \$\$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$1') THEN
+        CREATE ROLE $1 LOGIN;
+    END IF;
+END
+\$\$;
+GRANT kafka_sink_admin TO $1;
+SELECT kafka_sink.drop_pipeline(name, if_exists => true)
+  FROM kafka_sink.pipeline_definitions WHERE name LIKE '$3';
+DROP SCHEMA IF EXISTS $2 CASCADE;
+CREATE SCHEMA $2 AUTHORIZATION $1;
+SQL
+}
+
+# ---------------------------------------------------------------- fault GUCs
+# (kafka_sink.fault_point / fault_action; chaos_cleanup_hooks+=(reset_fault_on_exit)
+# resets them at exit)
+fault_set=0
+# set_fault POINT ACTION (retried: the cluster may be restarting)
+set_fault() {
+    fault_set=1
+    qr 120 "ALTER SYSTEM SET kafka_sink.fault_point = '$1'" >/dev/null
+    qr 120 "ALTER SYSTEM SET kafka_sink.fault_action = '$2'" >/dev/null
+    qr 120 "SELECT pg_reload_conf()" >/dev/null
+}
+# reset_fault: in a sigkill crash loop the cluster accepts connections only
+# for a few tens of milliseconds between two restarts: try every 20 ms, and
+# reset (and reload) the fault point first, which ends the loop
+reset_fault() {
+    QR_SLEEP=0.02 qr 120 "ALTER SYSTEM RESET kafka_sink.fault_point" >/dev/null || return 1
+    QR_SLEEP=0.02 qr 120 "SELECT pg_reload_conf()" >/dev/null || return 1
+    qr 120 "ALTER SYSTEM RESET kafka_sink.fault_action" >/dev/null || return 1
+    qr 120 "SELECT pg_reload_conf()" >/dev/null || return 1
+    fault_set=0
+}
+# shellcheck disable=SC2317  # reached through chaos_cleanup_hooks
+reset_fault_on_exit() {
+    [ $fault_set = 1 ] || return 0
+    log "resetting the fault GUCs"
+    reset_fault || warn "could not reset kafka_sink.fault_point: run ALTER SYSTEM RESET kafka_sink.fault_point; SELECT pg_reload_conf();"
+}
+
+# fault_window POINT ACTION TIMEOUT NAME:ID... -- CMD...: with the fault
+# set, CMD (it produces what the workers will fail on); then waits up to
+# TIMEOUT s until the log shows the fault (FATAL "kafka_sink fault
+# injected" or a worker "terminated by signal 9") and every pipeline's
+# worker pid has changed, and resets the fault.  Sets fault_seen (the
+# failures in the log, 0 if none came in time) and fault_errs (what went
+# wrong: no failure, or, for a point before the commit, a batch committed
+# meanwhile)
+fault_window() {
+    local point="$1" action="$2" timeout="$3" p pat n fresh t0 log_off before="" after="" i
+    local pipes=() olds=()
+    shift 3
+    while [ "$1" != -- ]; do pipes+=("$1"); shift; done
+    shift
+    fault_errs=()
+    fault_seen=0
+    for p in "${pipes[@]}"; do
+        olds+=("$(worker_pid "${p%%:*}")")
+        before+="$(committed "${p#*:}") | "
+    done
+    log_off=$(( $(stat -L -c %s "$PGLOG_FILE") + 1 ))
+    set_fault "$point" "$action"
+    sleep 1                # the workers take the reload when they next wait
+    "$@"
+    t0=$SECONDS
+    if [ "$action" = fatal ]; then pat='FATAL:  kafka_sink fault injected'; else pat='kafka_sink worker.*terminated by signal 9'; fi
+    while [ $SECONDS -lt $((t0 + timeout)) ]; do
+        n="$(tail -c +"$log_off" "$PGLOG_FILE" | grep -c "$pat" || true)"
+        fresh=1
+        for i in "${!pipes[@]}"; do
+            [ "$(worker_pid "${pipes[$i]%%:*}")" != "${olds[$i]}" ] || fresh=0
+        done
+        if [ "$n" -gt 0 ] && [ $fresh = 1 ]; then
+            fault_seen=$n
+            break
+        fi
+        sleep 0.2
+    done
+    for p in "${pipes[@]}"; do after+="$(committed "${p#*:}") | "; done
+    reset_fault || die "could not reset the fault within 120 s"
+    if [ "$fault_seen" = 0 ]; then
+        fault_errs+=("no failure of every worker within ${timeout}s (workers ${olds[*]} -> $(for p in "${pipes[@]}"; do worker_pid "${p%%:*}"; done | paste -sd' '))")
+    else                   # all the failures of the fault window
+        fault_seen="$(tail -c +"$log_off" "$PGLOG_FILE" | grep -cE 'FATAL:  kafka_sink fault injected|kafka_sink worker.*terminated by signal 9' || true)"
+        log "$point/$action: $fault_seen failures in the log, fault reset $((SECONDS - t0))s after the messages were produced"
+    fi
+    if [ "$point" != after_commit ] && [ "$before" != "$after" ]; then
+        fault_errs+=("a batch committed while the fault at $point was active: before [${before% | }], after [${after% | }]")
+    fi
+}
+
+# range_faults PIPELINE_ID TOPIC: what breaks "the committed batches'
+# ranges tile each partition of TOPIC from 0 to its checkpoint" (a gap, an
+# overlap, a range whose count is not its length, a last range that is not
+# the checkpoint), empty when nothing does: each offset in exactly one batch
+range_faults() {
+    qr 30 "WITH r AS (
+        SELECT b.batch_id, (e->>'partition')::int AS part, (e->>'start')::bigint AS s,
+               (e->>'end')::bigint AS en, (e->>'messages')::bigint AS m
+          FROM kafka_sink.batches b, jsonb_array_elements(b.ranges) e
+         WHERE b.pipeline_id = $1 AND e->>'topic' = '$2'),
+      l AS (SELECT *, lag(en) OVER (PARTITION BY part ORDER BY batch_id) AS prev FROM r),
+      bad AS (
+        SELECT format('batch %s partition %s [%s,%s) %s messages after %s', batch_id, part, s, en, m, coalesce(prev, 0)) AS msg
+          FROM l WHERE s <> coalesce(prev, 0) OR en - s <> m OR en < s
+        UNION ALL
+        SELECT format('partition %s: the last range ends at %s, the checkpoint is %s', o.partition, x.en, o.next_offset)
+          FROM kafka_sink.offsets o
+          LEFT JOIN (SELECT part, max(en) AS en FROM r GROUP BY part) x ON x.part = o.partition
+         WHERE o.pipeline_id = $1 AND o.topic = '$2' AND o.next_offset > 0
+           AND x.en IS DISTINCT FROM o.next_offset)
+      SELECT string_agg(msg, '; ') FROM (SELECT msg FROM bad LIMIT 10) x"
+}
+
+# committed PIPELINE_ID: the checkpoint and batch count, as one line
+committed() {
+    QR_SLEEP=0.02 qr 90 "SELECT (SELECT coalesce(string_agg(partition || ':' || next_offset, ' ' ORDER BY partition), '')
+                     FROM kafka_sink.offsets WHERE pipeline_id = $1)
+                  || ' batches ' || (SELECT count(*) FROM kafka_sink.batches WHERE pipeline_id = $1)"
+}
+
+# wait_all TIMEOUT NAME...: kafka_sink.wait for each, retried across
+# restarts; prints why on failure
+wait_all() {
+    local timeout="$1" name r deadline
+    shift
+    for name in "$@"; do
+        deadline=$((SECONDS + timeout + 20))
+        r=
+        while [ $SECONDS -lt $deadline ]; do
+            r="$(psql -X -q -A -t -v ON_ERROR_STOP=1 -c "SELECT kafka_sink.wait('$name', '$timeout s')" 2>"$CHAOS_WORK/wait.err" || true)"
+            [ -n "$r" ] && break
+            grep -qE 'recovery mode|shutting down|starting up|Connection refused|server closed the connection|terminating connection|No such file' "$CHAOS_WORK/wait.err" || break
+            sleep 1
+        done
+        if [ "$r" != t ]; then
+            echo "$name: kafka_sink.wait returned '${r}': $(tr '\n' ' ' < "$CHAOS_WORK/wait.err")"
+            return 1
+        fi
+    done
+}
+
 # (worker_pids, worker_pid, wait_worker: test/lib/common.sh)
 
 # kill9_worker PID: SIGKILL, but only a kafka_sink worker of our own cluster

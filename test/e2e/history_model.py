@@ -3,7 +3,7 @@
 table they must give, computed independently of the extension from the rule
 of docs/history.md (written from the issue, not from the extension's SQL).
 
-    history_model.py gen SEED NOW_MS MESSAGES_FILE
+    history_model.py gen SEED NOW_MS MESSAGES_FILE [EVENTS KEYS]
     history_model.py expect MESSAGES_FILE TIMESTAMPS_FILE VERSIONS_FILE PIT_FILE SEED [TRACKED]
     history_model.py cdc SEED MESSAGES_FILE VERSIONS_FILE [VERSIONS_WITHOUT_TRUNCATES [T1_TRACKING_B]]
 
@@ -11,6 +11,9 @@ gen writes "key<TAB>json" lines (a tombstone is "key<TAB>", sent with
 kcat -Z): upserts of keys 1..K with ts (epoch ms) around NOW_MS, partial
 messages (random subsets of a, b, c; explicit nulls), ties, late events,
 tombstones, and re-sent ranges (the same lines again, later offsets).
+With EVENTS and KEYS (test/chaos/history_chaos.sh: a longer stream), that
+many events over keys 1..KEYS, order values spread over EVENTS * 40 ms
+either side of NOW_MS, and about one re-sent range per 100 events.
 
 expect reads the messages and the Kafka timestamps the broker gave them
 ("offset<TAB>timestamp_ms" lines: a tombstone's order value), and writes
@@ -77,12 +80,18 @@ def epoch_ms(text):
 COLS = ["a", "b", "c"]
 
 
-def gen(seed, now_ms, path):
+def gen(seed, now_ms, path, nevents=None, nkeys=None):
     rnd = random.Random(seed)
-    nkeys = rnd.randint(3, 6)
+    small = nevents is None                   # history.sh's few keys and events
+    if small:
+        nkeys = rnd.randint(3, 6)
+        nevents = rnd.randint(60, 110)
+        spread = 60000
+    else:
+        spread = nevents * 40
     lines = []
     used_ts = []
-    for _ in range(rnd.randint(60, 110)):
+    for _ in range(nevents):
         k = rnd.randint(1, nkeys)
         r = rnd.random()
         if r < 0.12:
@@ -91,7 +100,7 @@ def gen(seed, now_ms, path):
         if r < 0.25 and used_ts:
             ts = rnd.choice(used_ts)          # a tie with an earlier event
         else:
-            ts = now_ms + rnd.randint(-60000, 60000)
+            ts = now_ms + rnd.randint(-spread, spread)
             used_ts.append(ts)
         msg = {"id": k, "ts": iso(ts)}
         for c in COLS:
@@ -106,7 +115,8 @@ def gen(seed, now_ms, path):
                 msg[c] = rnd.choice(["x", "y", "z", "w"]) + str(rnd.randint(0, 99))
         lines.append("%d\t%s" % (k, json.dumps(msg)))
     # re-sent ranges: a producer retrying, a connector replaying
-    for _ in range(rnd.randint(1, 3)):
+    resends = rnd.randint(1, 3) if small else max(1, len(lines) // 100)
+    for _ in range(resends):
         i = rnd.randrange(len(lines))
         j = min(len(lines), i + rnd.randint(1, 15))
         lines.extend(lines[i:j])
@@ -341,7 +351,8 @@ def write_cdc_versions(path, per_key):
 
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
-        gen(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+        gen(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
+            *(int(x) for x in sys.argv[5:7]))
     elif sys.argv[1] == "cdc":
         cdc(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None,
             sys.argv[6] if len(sys.argv) > 6 else None)
