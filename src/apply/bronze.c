@@ -7,8 +7,10 @@
  *		over kafka_sink._batch_messages().
  *
  * Owns: _batch_messages(), the fast path and its conditions, idempotent
- * landing (ON CONFLICT on the offsets' unique index only after a unique
- * violation).  Must not: write any other table.
+ * landing (bronze_landed(): the offsets the table holds, one query per
+ * partition of the batch under a lock per table and partition; ON
+ * CONFLICT on the offsets' unique index only after a unique violation).
+ * Must not: write any other table.
  *
  *-------------------------------------------------------------------------
  */
@@ -585,9 +587,11 @@ try_bronze(KsBatch *batch, const char *sql, Oid *argtypes, Datum *values)
 /*
  * Lands the batch's raw messages.  Idempotent: a message already in bronze
  * (offsets reset backwards, a second pipeline on the same table) is kept
- * as it is.  The common case, no such message, is a plain insert: INSERT
- * ... ON CONFLICT DO NOTHING costs a speculative insertion per row, so it
- * only runs when the plain one hit a unique violation.  Only a message
+ * as it is and left out (bronze_landed(), where bronze_checkable()).  The
+ * common case, no such message, is a plain insert: INSERT ... ON CONFLICT
+ * DO NOTHING costs a speculative insertion per row, so it only runs when
+ * the plain one hit a unique violation (a writer outside kafka_sink, or a
+ * table the check cannot read).  Only a message
  * already landed may be skipped: the arbiter is the unique index on
  * (topic, partition, "offset"), so a conflict on any other unique index
  * of the table fails the batch (nothing is checkpointed) instead of
