@@ -10,7 +10,7 @@
 #             (PRIMARY KEY (partition, "offset", topic))
 #   narrow    bronze into the table create_pipeline makes now (an index on
 #             (partition, "offset"), no unique key)
-# Per run: seconds from create_pipeline to the checkpoint holding every
+# Each round starts one configuration later than the one before.  Per run: seconds from create_pipeline to the checkpoint holding every
 # offset (polled every 0.1 s), the worker's CPU seconds (utime + stime from
 # /proc/<pid>/stat); then the medians and each one's ratio to the
 # baseline's median time.  Every run's target must equal the baseline's
@@ -115,8 +115,11 @@ median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {if (NR % 2) p
 # the baseline first (the runs compare with its rows), then interleaved
 run baseline 0
 SECS[baseline]=""; CPU[baseline]=""
+# each round starts one configuration later (A B C, B C A, ...): none is
+# always the run after the same other one
+read -r -a CFG <<< "$CONFIGS"
 for r in $(seq "$ROUNDS"); do
-    for c in $CONFIGS; do run "$c" "$r"; done
+    for k in $(seq 0 $((${#CFG[@]} - 1))); do run "${CFG[$(( (k + r - 1) % ${#CFG[@]} ))]}" "$r"; done
 done
 sql -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench.orders, bench.orders_raw, bench.orders_base"
 base="$(echo "${SECS[baseline]:-}" | median)"
