@@ -37,27 +37,10 @@ kcat -P -b "$KS_BOOTSTRAP" -t "$TOPIC" -K $'\t' -l -X linger.ms=20 -X batch.num.
 sql -c "CREATE SCHEMA IF NOT EXISTS bench AUTHORIZATION ks_e2e" 2>/dev/null || true
 ORDERS="order_id bigint PRIMARY KEY, event_ts timestamptz NOT NULL, amount numeric(18,2), schema_version int"
 
-# the baseline's script, as test/bench/run.sh writes it
-{
-    echo "SELECT pg_backend_pid() \\g '$W/baseline.pid'"
-    echo "CREATE TEMP TABLE stage (order_id bigint, event_ts timestamptz, amount numeric(18,2),"
-    echo "                         schema_version int, seq bigint) ON COMMIT DELETE ROWS;"
-    for f in "$W"/csv/chunk-*.csv; do
-        cat <<SQL
-BEGIN;
-\\copy stage FROM '$f' WITH (FORMAT csv)
-MERGE INTO bench.orders_base AS t
-USING (SELECT DISTINCT ON (order_id) * FROM stage ORDER BY order_id, event_ts DESC, seq DESC) AS s
-   ON t.order_id = s.order_id
- WHEN MATCHED AND s.event_ts >= t.event_ts THEN
-      UPDATE SET event_ts = s.event_ts, amount = s.amount, schema_version = s.schema_version
- WHEN NOT MATCHED THEN
-      INSERT (order_id, event_ts, amount, schema_version) VALUES (s.order_id, s.event_ts, s.amount, s.schema_version);
-COMMIT;
-SQL
-    done
-    echo "\\! sed 's/^.*) //' /proc/\$(cat '$W/baseline.pid')/stat | awk -v t=\$(getconf CLK_TCK) '{printf \"%.2f\", (\$12 + \$13) / t}' > '$W/baseline.cpu'"
-} > "$W/baseline.sql"
+# the baseline's script, the one test/bench/run.sh runs
+# shellcheck source=baseline_sql.sh
+. "$REPO/test/bench/baseline_sql.sh"
+baseline_sql "$W" "$W/csv" "$N" "$BATCH" > "$W/baseline.sql"
 
 now() { date +%s.%N; }
 rows_md5() { sql -c "SELECT md5(string_agg(order_id || ',' || event_ts || ',' || amount || ',' || schema_version, ';' ORDER BY order_id)) FROM $1"; }
@@ -67,9 +50,11 @@ BASE_MD5=
 declare -A SECS CPU
 run() { # CONFIG ROUND
     local c="$1" t0 t1 cpu="" name="bab_${1}_$2_$SFX" bronze_arg="" pid
-    sql -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench.orders, bench.orders_raw, bench.orders_base"
+    sql -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench.orders, bench.orders_raw, bench.orders_base, bench.baseline_offsets"
     if [ "$c" = baseline ]; then
-        sql -c "CREATE TABLE bench.orders_base ($ORDERS)"
+        sql -c "CREATE TABLE bench.orders_base ($ORDERS)" \
+            -c "CREATE TABLE bench.baseline_offsets (next_offset bigint NOT NULL, updated_at timestamptz)" \
+            -c "INSERT INTO bench.baseline_offsets VALUES (0, now())"
         sql -c CHECKPOINT
         t0="$(now)"
         sql -f "$W/baseline.sql" > /dev/null
@@ -121,7 +106,7 @@ read -r -a CFG <<< "$CONFIGS"
 for r in $(seq "$ROUNDS"); do
     for k in $(seq 0 $((${#CFG[@]} - 1))); do run "${CFG[$(( (k + r - 1) % ${#CFG[@]} ))]}" "$r"; done
 done
-sql -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench.orders, bench.orders_raw, bench.orders_base"
+sql -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench.orders, bench.orders_raw, bench.orders_base, bench.baseline_offsets"
 base="$(echo "${SECS[baseline]:-}" | median)"
 echo "| config | seconds (median) | worker CPU s (median) | / baseline (median time) |"
 echo "|---|---:|---:|---:|"

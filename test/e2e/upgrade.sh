@@ -261,7 +261,7 @@ print(','.join('%d:%d' % (k, last[k]) for k in sorted(last)))")"
     check "[$say_path] the range was read again (batches after the reset hold $upto offsets)" "$upto" \
           "$(s -c "SELECT sum(b.messages) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions d ON d.id = b.pipeline_id
                    WHERE d.name = '$up_brz' AND b.batch_id > $brz_last")"
-    check "[$say_path] that table keeps its primary key, and every message once ($upto rows, $upto distinct offsets)" "t|$upto|$upto" \
+    check "[$say_path] that table keeps its primary key, and every message once ($upto rows, $upto distinct offsets)" "true|$upto|$upto" \
           "$(s -c "SELECT (SELECT count(*) = 1 FROM pg_constraint WHERE conrelid = 'e2e.$up_brz'::regclass AND contype = 'p')
                           || '|' || count(*) || '|' || count(DISTINCT (partition, \"offset\")) FROM e2e.$up_brz")"
 
