@@ -363,6 +363,7 @@ typedef struct BronzeRange
 	int32		partition;
 	int64		lo;
 	int64		hi;
+	uint32		lock_key;		/* of topic and partition, in the lock's tag */
 	int64	   *landed;			/* offsets in [lo, hi] bronze holds, sorted */
 	int			nlanded;
 } BronzeRange;
@@ -372,8 +373,12 @@ bronze_range_cmp(const void *a, const void *b)
 {
 	const BronzeRange *x = a;
 	const BronzeRange *y = b;
-	int			c = strcmp(x->topic, y->topic);
+	int			c;
 
+	/* by the lock's tag first: every batch takes the locks in one order */
+	if (x->lock_key != y->lock_key)
+		return x->lock_key < y->lock_key ? -1 : 1;
+	c = strcmp(x->topic, y->topic);
 	return c != 0 ? c : (x->partition > y->partition) - (x->partition < y->partition);
 }
 
@@ -454,12 +459,15 @@ bronze_checkable(Oid relid)
 /*
  * Leaves out of the landing (bronze_todo) the messages of the batch that
  * bronze holds already: offsets reset backwards, a backfill, a second
- * pipeline into the same table.  Per topic and partition of the batch, in
- * their order: an exclusive lock on (the table, the partition), held to
+ * pipeline into the same table.  Per topic and partition of the batch:
+ * an exclusive lock on (the table, topic and partition), held to
  * the end of the transaction, then one query for the offsets of the
  * batch's range that the table holds, with a snapshot taken after the
  * lock (read committed), so that a batch of another pipeline landing the
- * same offsets has committed or not started.  In normal running (the
+ * same offsets has committed or not started.  The locks are taken in the
+ * order of their tags (a hash of topic and partition: two partitions may
+ * share one, which only makes their batches wait for each other), so that
+ * two batches never wait for each other's.  In normal running (the
  * checkpoint hands each offset out once) every query finds nothing and
  * the batch lands as it is, without a unique check per row.
  */
@@ -487,6 +495,8 @@ bronze_landed(KsBatch *batch, Oid relid)
 			x->topic = m->topic;
 			x->partition = m->partition;
 			x->lo = x->hi = m->offset;
+			x->lock_key = hash_combine(hash_bytes((const unsigned char *) m->topic, strlen(m->topic)),
+									   (uint32) m->partition);
 			x->landed = NULL;
 			x->nlanded = 0;
 			last = nr++;
@@ -502,10 +512,7 @@ bronze_landed(KsBatch *batch, Oid relid)
 		LOCKTAG		tag;
 		Datum		values[4];
 
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, relid,
-							 hash_combine(hash_bytes((const unsigned char *) r[i].topic, strlen(r[i].topic)),
-										  (uint32) r[i].partition),
-							 KS_BRONZE_FIELD4);
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, relid, r[i].lock_key, KS_BRONZE_FIELD4);
 		(void) LockAcquire(&tag, ExclusiveLock, false, false);
 		values[0] = CStringGetTextDatum(r[i].topic);
 		values[1] = Int32GetDatum(r[i].partition);
