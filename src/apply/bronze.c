@@ -7,8 +7,10 @@
  *		over kafka_sink._batch_messages().
  *
  * Owns: _batch_messages(), the fast path and its conditions, idempotent
- * landing (ON CONFLICT on the offsets' unique index only after a unique
- * violation).  Must not: write any other table.
+ * landing (bronze_landed(): the offsets the table holds, one query per
+ * partition of the batch under a lock per table and partition; ON
+ * CONFLICT on the offsets' unique index only after a unique violation).
+ * Must not: write any other table.
  *
  *-------------------------------------------------------------------------
  */
@@ -23,18 +25,27 @@
 #include "apply.h"
 
 #include "access/heapam.h"
+#include "access/genam.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "optimizer/optimizer.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "rewrite/rewriteHandler.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/datum.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
@@ -87,6 +98,17 @@ bronze_row(KsBatch *batch, KsMessage *m, Datum *v, bool *n)
 static KsBatch *srf_raw_batch = NULL;
 
 /*
+ * The messages of the batch to land (indexes into batch->msgs, in order),
+ * or NULL for all of them: bronze_landed() leaves out those bronze holds
+ * already.  Set around the bronze write only, like srf_raw_batch.
+ */
+static int *bronze_todo = NULL;
+static int	bronze_ntodo = 0;
+
+#define TODO_COUNT(batch) (bronze_todo ? bronze_ntodo : (batch)->nmsgs)
+#define TODO_MSG(batch, i) ((batch)->msgs[bronze_todo ? bronze_todo[i] : (i)])
+
+/*
  * kafka_sink._batch_messages(): the raw messages of the batch this process
  * is writing to its bronze table (ks_write_bronze).
  * Checks: the bronze write of a batch is in progress in this process
@@ -112,13 +134,13 @@ kafka_sink_batch_messages(PG_FUNCTION_ARGS)
 	}
 	ks_srf_check_record(fcinfo, "kafka_sink._batch_messages()", cols, KS_BRONZE_NCOLS - 1);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	for (int i = 0; i < srf_raw_batch->nmsgs; i++)
+	for (int i = 0; i < TODO_COUNT(srf_raw_batch); i++)
 	{
 		Datum		v[KS_BRONZE_NCOLS];
 		bool		n[KS_BRONZE_NCOLS];
 
 		/* the SRF's 7 columns are the first 7; batch_id is a parameter */
-		bronze_row(srf_raw_batch, srf_raw_batch->msgs[i], v, n);
+		bronze_row(srf_raw_batch, TODO_MSG(srf_raw_batch, i), v, n);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
 	}
 	return (Datum) 0;
@@ -267,9 +289,9 @@ bronze_fast_path(KsBatch *batch)
 		slots[i] = table_slot_create(rel, NULL);
 	chunk_cxt = AllocSetContextCreate(CurrentMemoryContext, "kafka_sink bronze chunk", ALLOCSET_DEFAULT_SIZES);
 
-	for (int first = 0; first < batch->nmsgs; first += KS_BRONZE_CHUNK)
+	for (int first = 0; first < TODO_COUNT(batch); first += KS_BRONZE_CHUNK)
 	{
-		int			n = Min(KS_BRONZE_CHUNK, batch->nmsgs - first);
+		int			n = Min(KS_BRONZE_CHUNK, TODO_COUNT(batch) - first);
 		ExprContext *econtext = GetPerTupleExprContext(estate);
 		MemoryContext oldcxt = MemoryContextSwitchTo(chunk_cxt);
 
@@ -285,7 +307,7 @@ bronze_fast_path(KsBatch *batch)
 				slot->tts_values[a] = (Datum) 0;
 				slot->tts_isnull[a] = true;
 			}
-			bronze_row(batch, batch->msgs[first + i], v, nl);
+			bronze_row(batch, TODO_MSG(batch, first + i), v, nl);
 			for (int c = 0; c < KS_BRONZE_NCOLS; c++)
 			{
 				slot->tts_values[attno[c]] = v[c];
@@ -323,6 +345,208 @@ bronze_fast_path(KsBatch *batch)
 	MemoryContextDelete(chunk_cxt);
 	table_close(rel, NoLock);
 	return true;
+}
+
+/* ---- what bronze holds already: one check per partition of the batch ---- */
+
+/*
+ * The fourth field of the advisory lock tag of a bronze table's
+ * per-partition locks: pg_advisory_* use 1 and 2, the fence 0x4B53
+ * (checkpoint.c), so no session takes it but through kafka_sink.
+ */
+#define KS_BRONZE_FIELD4 0x4B42	/* "KB" */
+
+/* the offsets of one partition in the batch, and those bronze holds */
+typedef struct BronzeRange
+{
+	const char *topic;
+	int32		partition;
+	int64		lo;
+	int64		hi;
+	uint32		lock_key;		/* of topic and partition, in the lock's tag */
+	int64	   *landed;			/* offsets in [lo, hi] bronze holds, sorted */
+	int			nlanded;
+} BronzeRange;
+
+static int
+bronze_range_cmp(const void *a, const void *b)
+{
+	const BronzeRange *x = a;
+	const BronzeRange *y = b;
+	int			c;
+
+	/* by the lock's tag first: every batch takes the locks in one order */
+	if (x->lock_key != y->lock_key)
+		return x->lock_key < y->lock_key ? -1 : 1;
+	c = strcmp(x->topic, y->topic);
+	return c != 0 ? c : (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+static int
+offset_cmp(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* m's range: the last one found (messages come in runs), else a search */
+static BronzeRange *
+range_of(BronzeRange *r, int nr, int *last, KsMessage *m)
+{
+	if (*last >= 0 && r[*last].partition == m->partition && strcmp(r[*last].topic, m->topic) == 0)
+		return &r[*last];
+	for (int i = 0; i < nr; i++)
+		if (r[i].partition == m->partition && strcmp(r[i].topic, m->topic) == 0)
+		{
+			*last = i;
+			return &r[i];
+		}
+	return NULL;
+}
+
+/*
+ * Whether bronze can tell which offsets of the batch it holds with an
+ * index range scan: the owner may read topic, partition and "offset", no
+ * row level security hides rows from it, and a valid btree index of the
+ * table has "offset" among its key columns (the standard table's
+ * (partition, "offset"), the primary key of older ones).  Without one the
+ * check would read the whole table per batch: such a table only has its
+ * unique indexes to keep a message from landing twice, as before.
+ */
+static bool
+bronze_checkable(Oid relid)
+{
+	static const char *const cols[] = {"topic", "partition", "offset"};
+	AttrNumber	off = InvalidAttrNumber;
+	bool		select_all;
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+	bool		found = false;
+
+	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return false;
+	/* pg_attribute_aclcheck() looks at the column's own grants only */
+	select_all = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+	for (int c = 0; c < (int) lengthof(cols); c++)
+	{
+		AttrNumber	a = get_attnum(relid, cols[c]);
+
+		if (a == InvalidAttrNumber ||
+			(!select_all && pg_attribute_aclcheck(relid, a, GetUserId(), ACL_SELECT) != ACLCHECK_OK))
+			return false;
+		off = a;
+	}
+	rel = table_open(relid, RowExclusiveLock);
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		Relation	ind = index_open(lfirst_oid(lc), AccessShareLock);
+
+		if (ind->rd_rel->relam == BTREE_AM_OID && ind->rd_index->indisvalid)
+			for (int k = 0; k < ind->rd_index->indnkeyatts; k++)
+				if (ind->rd_index->indkey.values[k] == off)
+					found = true;
+		index_close(ind, AccessShareLock);
+	}
+	list_free(indexes);
+	table_close(rel, NoLock);
+	return found;
+}
+
+/*
+ * Leaves out of the landing (bronze_todo) the messages of the batch that
+ * bronze holds already: offsets reset backwards, a backfill, a second
+ * pipeline into the same table.  Per topic and partition of the batch:
+ * an exclusive lock on (the table, topic and partition), held to
+ * the end of the transaction, then one query for the offsets of the
+ * batch's range that the table holds, with a snapshot taken after the
+ * lock (read committed), so that a batch of another pipeline landing the
+ * same offsets has committed or not started.  The locks are taken in the
+ * order of their tags (a hash of topic and partition: two partitions may
+ * share one, which only makes their batches wait for each other), so that
+ * two batches never wait for each other's.  In normal running (the
+ * checkpoint hands each offset out once) every query finds nothing and
+ * the batch lands as it is, without a unique check per row.
+ */
+static void
+bronze_landed(KsBatch *batch, Oid relid)
+{
+	int			cap = 8;
+	int			nr = 0;
+	int			last = -1;
+	int			nlanded = 0;
+	BronzeRange *r = palloc(sizeof(BronzeRange) * cap);
+	Oid			argtypes[4] = {TEXTOID, INT4OID, INT8OID, INT8OID};
+	char	   *sql;
+
+	for (int i = 0; i < batch->nmsgs; i++)
+	{
+		KsMessage  *m = batch->msgs[i];
+		BronzeRange *x = range_of(r, nr, &last, m);
+
+		if (x == NULL)
+		{
+			if (nr == cap)
+				r = repalloc(r, sizeof(BronzeRange) * (cap *= 2));
+			x = &r[nr];
+			x->topic = m->topic;
+			x->partition = m->partition;
+			x->lo = x->hi = m->offset;
+			x->lock_key = hash_combine(hash_bytes((const unsigned char *) m->topic, strlen(m->topic)),
+									   (uint32) m->partition);
+			x->landed = NULL;
+			x->nlanded = 0;
+			last = nr++;
+		}
+		x->lo = Min(x->lo, m->offset);
+		x->hi = Max(x->hi, m->offset);
+	}
+	qsort(r, nr, sizeof(BronzeRange), bronze_range_cmp);
+	sql = psprintf("SELECT \"offset\" FROM %s WHERE topic = $1 AND partition = $2 AND \"offset\" BETWEEN $3 AND $4",
+				   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid)));
+	for (int i = 0; i < nr; i++)
+	{
+		LOCKTAG		tag;
+		Datum		values[4];
+
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, relid, r[i].lock_key, KS_BRONZE_FIELD4);
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		values[0] = CStringGetTextDatum(r[i].topic);
+		values[1] = Int32GetDatum(r[i].partition);
+		values[2] = Int64GetDatum(r[i].lo);
+		values[3] = Int64GetDatum(r[i].hi);
+		if (ks_spi_execute(sql, 4, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "kafka_sink: could not read the bronze table");
+		if (SPI_processed == 0)
+			continue;
+		r[i].landed = palloc(sizeof(int64) * SPI_processed);
+		for (uint64 t = 0; t < SPI_processed; t++)
+		{
+			bool		isnull;
+
+			r[i].landed[r[i].nlanded++] =
+				DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[t], SPI_tuptable->tupdesc, 1, &isnull));
+		}
+		qsort(r[i].landed, r[i].nlanded, sizeof(int64), offset_cmp);
+		nlanded += r[i].nlanded;
+	}
+	if (nlanded == 0)
+		return;
+	bronze_todo = palloc(sizeof(int) * batch->nmsgs);
+	bronze_ntodo = 0;
+	last = -1;
+	for (int i = 0; i < batch->nmsgs; i++)
+	{
+		KsMessage  *m = batch->msgs[i];
+		BronzeRange *x = range_of(r, nr, &last, m);
+
+		if (x->nlanded == 0 ||
+			bsearch(&m->offset, x->landed, x->nlanded, sizeof(int64), offset_cmp) == NULL)
+			bronze_todo[bronze_ntodo++] = i;
+	}
 }
 
 /*
@@ -370,9 +594,11 @@ try_bronze(KsBatch *batch, const char *sql, Oid *argtypes, Datum *values)
 /*
  * Lands the batch's raw messages.  Idempotent: a message already in bronze
  * (offsets reset backwards, a second pipeline on the same table) is kept
- * as it is.  The common case, no such message, is a plain insert: INSERT
- * ... ON CONFLICT DO NOTHING costs a speculative insertion per row, so it
- * only runs when the plain one hit a unique violation.  Only a message
+ * as it is and left out (bronze_landed(), where bronze_checkable()).  The
+ * common case, no such message, is a plain insert: INSERT ... ON CONFLICT
+ * DO NOTHING costs a speculative insertion per row, so it only runs when
+ * the plain one hit a unique violation (a writer outside kafka_sink, or a
+ * table the check cannot read).  Only a message
  * already landed may be skipped: the arbiter is the unique index on
  * (topic, partition, "offset"), so a conflict on any other unique index
  * of the table fails the batch (nothing is checkpointed) instead of
@@ -394,7 +620,9 @@ ks_write_bronze(KsBatch *batch)
 	catalog_writes = ks_catalog_writes_suspend();
 	PG_TRY();
 	{
-		if (!try_bronze(batch, sql, argtypes, values) &&
+		if (bronze_checkable(batch->pipeline->targets.bronze))
+			bronze_landed(batch, batch->pipeline->targets.bronze);
+		if (TODO_COUNT(batch) > 0 && !try_bronze(batch, sql, argtypes, values) &&
 			ks_spi_execute(psprintf("%s ON CONFLICT (topic, partition, \"offset\") DO NOTHING", sql),
 								  1, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "kafka_sink: could not write to the bronze table");
@@ -403,6 +631,8 @@ ks_write_bronze(KsBatch *batch)
 	{
 		ks_catalog_writes_restore(catalog_writes);
 		srf_raw_batch = NULL;
+		bronze_todo = NULL;
+		bronze_ntodo = 0;
 	}
 	PG_END_TRY();
 }

@@ -758,9 +758,13 @@ BEGIN
                 USING ERRCODE = 'invalid_schema_name',
                       HINT = 'Pass a schema of your own, such as bronze => ''bronze.orders_raw''; the extension''s schema and system schemas are not for pipeline tables.';
         END IF;
-        -- The key leads with the integers and compares the topic bytewise:
-        -- a text first column makes every btree comparison of the insert
-        -- path a collation-aware string comparison (docs/performance.md).
+        -- No unique key: the worker checks once per batch and partition
+        -- which offsets the table holds (under a lock per partition) and
+        -- lands the others.  The narrow index on (partition, "offset")
+        -- serves that check and lineage's look-ups at well under the cost
+        -- per row of the (partition, "offset", topic) primary key of
+        -- earlier versions, which tables made by them keep and which works
+        -- as well (docs/design/apply.md, docs/performance.md).
         EXECUTE format('CREATE TABLE %I.%I (
                             topic      text COLLATE "C" NOT NULL,
                             partition  integer NOT NULL,
@@ -770,8 +774,8 @@ BEGIN
                             value      bytea,
                             headers    jsonb,
                             batch_id   bigint NOT NULL,
-                            landed_at  timestamptz NOT NULL DEFAULT now(),
-                            PRIMARY KEY (partition, "offset", topic))', parsed[1], parsed[2]);
+                            landed_at  timestamptz NOT NULL DEFAULT now());
+                        CREATE INDEX ON %I.%I (partition, "offset")', parsed[1], parsed[2], parsed[1], parsed[2]);
         rel := format('%I.%I', parsed[1], parsed[2])::regclass;
     END IF;
     PERFORM kafka_sink._check_user_table(rel, 'bronze table');

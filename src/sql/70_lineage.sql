@@ -171,7 +171,7 @@ COMMENT ON FUNCTION kafka_sink.create_lineage_view(text, regclass, text, boolean
 -- the same rules as message_fate(), set-based.  Cost: linear in the
 -- messages of the range plus the retained batches of the pipeline; each
 -- source is read once (the batch ranges expanded, the quarantine by its
--- unique key, bronze by its primary key, the target by its key index, as
+-- unique key, bronze by its (partition, "offset") index, the target by its key index, as
 -- hash or merge joins or index probes, as the planner finds cheaper), no
 -- statement runs per message.
 -- (Its rows are a named type: a RETURNS TABLE column may not share the

@@ -424,33 +424,9 @@ loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
 # ------------------------------------------------------------------ baseline
 SCRIPT="$W/baseline.sql"
-has_part orders && {
-    # the backend's pid, so that its CPU (utime + stime) is read at the end
-    echo "SELECT pg_backend_pid() \\g '$W/baseline.pid'"
-    echo "CREATE TEMP TABLE stage (order_id bigint, event_ts timestamptz, amount numeric(18,2),"
-    echo "                         schema_version int, seq bigint) ON COMMIT DELETE ROWS;"
-    i=0
-    for f in "$DATA"/csv/chunk-*.csv; do
-        lines=$(( N - i * BATCH < BATCH ? N - i * BATCH : BATCH ))
-        next=$(( i * BATCH + lines ))
-        cat <<SQL
-BEGIN;
-\\copy stage FROM '$f' WITH (FORMAT csv)
-MERGE INTO bench.orders_base AS t
-USING (SELECT DISTINCT ON (order_id) * FROM stage ORDER BY order_id, event_ts DESC, seq DESC) AS s
-   ON t.order_id = s.order_id
- WHEN MATCHED AND s.event_ts >= t.event_ts THEN
-      UPDATE SET event_ts = s.event_ts, amount = s.amount, schema_version = s.schema_version
- WHEN NOT MATCHED THEN
-      INSERT (order_id, event_ts, amount, schema_version) VALUES (s.order_id, s.event_ts, s.amount, s.schema_version);
-UPDATE bench.baseline_offsets SET next_offset = $next, updated_at = now();
-COMMIT;
-SQL
-        i=$((i + 1))
-    done
-    # still connected: the backend's CPU seconds (utime + stime, all of the run)
-    echo "\\! sed 's/^.*) //' /proc/\$(cat '$W/baseline.pid')/stat | awk -v t=\$(getconf CLK_TCK) '{printf \"%.2f\", (\$12 + \$13) / t}' > '$W/baseline.cpu'"
-} > "$SCRIPT"
+# shellcheck source=baseline_sql.sh
+. "$BENCH_DIR/baseline_sql.sh"
+has_part orders && baseline_sql "$W" "$DATA/csv" "$N" "$BATCH" > "$SCRIPT"
 # the same with text keys, into bench.orders_base_text
 has_part orders && sed -e 's/^CREATE TEMP TABLE stage (order_id bigint,/CREATE TEMP TABLE stage (order_id text,/' \
     -e 's/^MERGE INTO bench.orders_base AS t/MERGE INTO bench.orders_base_text AS t/' "$SCRIPT" > "$W/baseline_text.sql"

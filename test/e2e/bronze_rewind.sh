@@ -4,14 +4,30 @@
 # then more messages: bronze holds every message exactly once, its rows
 # from before the rewind untouched, checked against the messages produced
 # (the model: the producer's own lines, not anything the extension says).
+# Twice: into the table create_pipeline makes (no unique key: the worker's
+# check per batch and partition keeps a message from landing twice) and
+# into one of the shape earlier versions made (the primary key (partition,
+# "offset", topic)), which must keep working.  Then two pipelines landing
+# the same topic into one such table at the same time, small batches:
+# each offset once (the lock per table and partition).  And the look-up
+# lineage and message_fate() run on bronze uses the table's index.
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
-T="e2e_brw_$SFX"
-P="brw_$SFX"
-B="e2e.brw_raw_$SFX"
-MODEL="$KS_RUN/brw_model_$SFX.txt"
-"$HARNESS" topic-create "$T" 2 >/dev/null 2>&1
 
+# scenario SHAPE: new (the table create_pipeline makes) or old (the
+# 0.2.0 shape, made here first), each on a topic of its own
+scenario() {
+SHAPE="$1"
+P="brw_${SHAPE}_$SFX"
+B="e2e.brw_raw_${SHAPE}_$SFX"
+T="e2e_brw_${SHAPE}_$SFX"
+MODEL="$KS_RUN/brw_model_${SHAPE}_$SFX.txt"
+"$HARNESS" topic-create "$T" 2 >/dev/null 2>&1
+if [ "$SHAPE" = old ]; then
+    sql -c "SET ROLE ks_e2e" -c "CREATE TABLE $B (topic text COLLATE \"C\" NOT NULL, partition integer NOT NULL,
+        \"offset\" bigint NOT NULL, ts timestamptz, key bytea, value bytea, headers jsonb, batch_id bigint NOT NULL,
+        landed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (partition, \"offset\", topic))"
+fi
 # gen FROM TO PARTITION: lines "key|value", value m<i>, into MODEL too
 gen() { for i in $(seq "$1" "$2"); do echo "k$i|m$i"; done | tee -a "$MODEL" | produce "$T" -p "$3"; }
 bronze_rows() { sql -c "SELECT count(*) || '|' || count(DISTINCT (topic, partition, \"offset\")) FROM $B"; }
@@ -29,7 +45,7 @@ sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.create_pipeline(name => '$P', boo
        subscribe => ARRAY['$T'], bronze => '$B', starting_offsets => 'earliest',
        max_offsets_per_batch => 250)" >/dev/null
 check_caught_up "$P"
-check "bronze: 1200 rows, 1200 distinct offsets" "1200|1200" "$(bronze_rows)"
+check "$SHAPE shape: bronze: 1200 rows, 1200 distinct offsets" "1200|1200" "$(bronze_rows)"
 check "bronze: the produced values" same "$(same_values)"
 last="$(sql -c "SELECT max(batch_id) FROM $B")"
 before="$(landed "$last")"
@@ -46,11 +62,52 @@ check "the checkpoint is at the end of the log" "$(high_watermarks "$T")" \
       "$(sql -c "SELECT string_agg(partition || ':' || next_offset, ' ' ORDER BY partition) FROM kafka_sink.offsets o JOIN kafka_sink.pipelines p ON p.id = o.pipeline_id WHERE p.name = '$P'")"
 check "the rewound range was read again (batches after the reset hold 1300 offsets)" 1300 \
       "$(sql -c "SELECT sum(b.messages) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = '$P' AND b.batch_id > $last")"
-check "after the rewind: 1500 rows, 1500 distinct offsets (no duplicates)" "1500|1500" "$(bronze_rows)"
-check "after the rewind: the produced values, each once" same "$(same_values)"
-check "the rows landed before the rewind are kept as they were" "$before" "$(landed "$last")"
-check "only the new offsets landed after the rewind" "300|0:700:899 1:500:599" \
+check "$SHAPE shape: after the rewind: 1500 rows, 1500 distinct offsets (no duplicates)" "1500|1500" "$(bronze_rows)"
+check "$SHAPE shape: after the rewind: the produced values, each once" same "$(same_values)"
+check "$SHAPE shape: the rows landed before the rewind are kept as they were" "$before" "$(landed "$last")"
+check "$SHAPE shape: only the new offsets landed after the rewind" "300|0:700:899 1:500:599" \
       "$(sql -c "SELECT count(*) FROM $B WHERE batch_id > $last")|$(sql -c "SELECT string_agg(partition || ':' || lo || ':' || hi, ' ' ORDER BY partition) FROM (SELECT partition, min(\"offset\") lo, max(\"offset\") hi FROM $B WHERE batch_id > $last GROUP BY partition) s")"
 
 sql -c "SELECT kafka_sink.drop_pipeline('$P')" >/dev/null
+}
+
+scenario new
+check "the new bronze table has no unique index, and an index on (partition, \"offset\")" "false|(partition, \"offset\")" \
+      "$(sql -c "SELECT bool_or(i.indisunique) || '|' || string_agg(substring(pg_get_indexdef(i.indexrelid) FROM '\(.*\)'), ',')
+                   FROM pg_index i WHERE i.indrelid = 'e2e.brw_raw_new_$SFX'::regclass")"
+scenario old
+
+# lineage's look-up of a message in bronze (kafka_sink._bronze_message's
+# query) is an index scan, on either shape
+for shape in new old; do
+    check "$shape shape: the look-up of one message in bronze uses an index" yes \
+          "$(sql -c "SET enable_seqscan = off" -c "EXPLAIN SELECT b.ts, b.key, b.value FROM e2e.brw_raw_${shape}_$SFX b WHERE b.topic = 'e2e_brw_${shape}_$SFX' AND b.partition = 0 AND b.\"offset\" = 5" |
+             grep -q -E "Index (Only )?Scan|Bitmap Index Scan" && echo yes || echo no)"
+    check "$shape shape: and a seq scan is not cheaper by the planner's reckoning" yes \
+          "$(sql -c "EXPLAIN SELECT b.ts, b.key, b.value FROM e2e.brw_raw_${shape}_$SFX b WHERE b.topic = 'e2e_brw_${shape}_$SFX' AND b.partition = 0 AND b.\"offset\" = 5" |
+             grep -q -E "Index (Only )?Scan|Bitmap Index Scan" && echo yes || echo no)"
+done
+
+# two pipelines land the same 4,000 messages into one new-shape table at
+# the same time, 50 per batch: every offset once
+T2="e2e_brw2_$SFX"
+B2="e2e.brw_raw_two_$SFX"
+"$HARNESS" topic-create "$T2" 2 >/dev/null 2>&1
+for p in 0 1; do seq 1 2000 | sed "s/^/k|m$p-/" | produce "$T2" -p "$p"; done
+for i in 1 2; do
+    sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.create_pipeline(name => 'brw_two${i}_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+           subscribe => ARRAY['$T2'], bronze => '$B2', starting_offsets => 'earliest', max_offsets_per_batch => 50,
+           start => false)" >/dev/null
+done
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.start('brw_two1_$SFX'), kafka_sink.start('brw_two2_$SFX')" >/dev/null
+check_caught_up "brw_two1_$SFX"
+check_caught_up "brw_two2_$SFX"
+check "two pipelines at once into one bronze table: 4000 rows, 4000 distinct offsets" "4000|4000" \
+      "$(sql -c "SELECT count(*) || '|' || count(DISTINCT (topic, partition, \"offset\")) FROM $B2")"
+check "and their values are the messages produced" "$(for p in 0 1; do seq 1 2000 | sed "s/^/m$p-/"; done | sort | md5sum)" \
+      "$(sql -c "SELECT convert_from(value, 'UTF8') FROM $B2" | sort | md5sum)"
+check "both pipelines landed some of them (their batches overlapped)" "2" \
+      "$(sql -c "SELECT count(DISTINCT p.name) FROM $B2 b JOIN kafka_sink.batches x ON x.batch_id = b.batch_id
+                  JOIN kafka_sink.pipelines p ON p.id = x.pipeline_id WHERE p.name LIKE 'brw_two%'")"
+for i in 1 2; do sql -c "SELECT kafka_sink.drop_pipeline('brw_two${i}_$SFX')" >/dev/null; done
 finish

@@ -147,8 +147,8 @@ upgrade_path() {
     local -a vs
     IFS=, read -r -a vs <<< "$1"
     local tag="${vs[0]//./}" run="$U/run-${vs[0]}" topic="${T}_${vs[0]//./}"
-    local db up_cur up_log
-    up_cur="up_cur_$tag" up_log="up_log_$tag"
+    local db up_cur up_log up_brz
+    up_cur="up_cur_$tag" up_log="up_log_$tag" up_brz="up_brz_$tag"
     say_path="${vs[*]} -> $THIS_V"
     echo "# path: $say_path"
     uninstall
@@ -181,9 +181,14 @@ SELECT kafka_sink.create_pipeline(name => '$up_cur', bootstrap_servers => '$KS_B
 SELECT kafka_sink.create_pipeline(name => '$up_log', bootstrap_servers => '$KS_BOOTSTRAP',
        subscribe => ARRAY['$topic'], target => 'e2e.$up_log', mode => 'append',
        starting_offsets => 'earliest', max_offsets_per_batch => 150);
+-- bronze-only: its table made by ${vs[0]} (the primary key (partition,
+-- "offset", topic)), landed into by every version after it
+SELECT kafka_sink.create_pipeline(name => '$up_brz', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$topic'], bronze => 'e2e.$up_brz',
+       starting_offsets => 'earliest', max_offsets_per_batch => 300);
 SQL
-    check "[$say_path] ${vs[0]}: both pipelines catch up" "t|t" \
-          "$(s -c "SELECT kafka_sink.wait('$up_cur', '90 s')")|$(s -c "SELECT kafka_sink.wait('$up_log', '90 s')")"
+    check "[$say_path] ${vs[0]}: the three pipelines catch up" "t|t|t" \
+          "$(s -c "SELECT kafka_sink.wait('$up_cur', '90 s')")|$(s -c "SELECT kafka_sink.wait('$up_log', '90 s')")|$(s -c "SELECT kafka_sink.wait('$up_brz', '90 s')")"
     local defs_before
     defs_before="$(s -c "$DEFS_Q")"
 
@@ -218,8 +223,10 @@ SQL
         own_cluster_start "$run" || return 1
         upto=$((upto + 2500))
         produce_upto "$upto"
-        check "[$say_path] after the update to $nl: both pipelines catch up" "t|t" \
-              "$(s -c "SELECT kafka_sink.wait('$up_cur', '90 s')")|$(s -c "SELECT kafka_sink.wait('$up_log', '90 s')")"
+        check "[$say_path] after the update to $nl: the three pipelines catch up" "t|t|t" \
+              "$(s -c "SELECT kafka_sink.wait('$up_cur', '90 s')")|$(s -c "SELECT kafka_sink.wait('$up_log', '90 s')")|$(s -c "SELECT kafka_sink.wait('$up_brz', '90 s')")"
+        check "[$say_path] $nl: the bronze table ${vs[0]} made: every message once ($upto rows, $upto distinct offsets)" "$upto|$upto" \
+              "$(s -c "SELECT count(*) || '|' || count(DISTINCT (partition, \"offset\")) FROM e2e.$up_brz")"
         check "[$say_path] $nl: definitions unchanged by the update" "$defs_before" "$(s -c "$DEFS_Q")"
         check "[$say_path] $nl: append target: every message exactly once ($upto rows, $upto distinct offsets)" "$upto|$upto" \
               "$(s -c "SELECT count(*) || '|' || count(DISTINCT (_kafka_partition, _kafka_offset)) FROM e2e.$up_log")"
@@ -233,16 +240,30 @@ print(','.join('%d:%d' % (k, last[k]) for k in sorted(last)))")"
         check "[$say_path] $nl: merge target equals the model" "$model" "$(s -c "SELECT string_agg(k || ':' || n, ',' ORDER BY k) FROM e2e.$up_cur")"
         local hw
         hw="$("$HARNESS" topic-offsets "$topic" | awk '{s += $2} END {print s}')"
-        check "[$say_path] $nl: checkpoints reach the high watermarks" "$hw|$hw" \
+        check "[$say_path] $nl: checkpoints reach the high watermarks" "$hw|$hw|$hw" \
               "$(s -c "SELECT string_agg(sum::text, '|' ORDER BY name) FROM (SELECT p.name, sum(o.next_offset) FROM kafka_sink.offsets o JOIN kafka_sink.pipeline_definitions p ON p.id = o.pipeline_id GROUP BY p.name) x")"
         local p before
-        for p in "$up_cur" "$up_log"; do
+        for p in "$up_brz" "$up_cur" "$up_log"; do
             before="$(tr ',' '\n' <<<"$max_batch_before" | sed -n "s/^$p=//p")"
             check "[$say_path] $nl: $p: batch ids go on without a gap (contiguous from 1, the first new one is $((before + 1)))" "true|true" \
                   "$(s -c "SELECT (max(batch_id) = count(*))::text || '|' || bool_or(batch_id = $before + 1)::text FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions d ON d.id = b.pipeline_id WHERE d.name = '$p'")"
         done
         cur="$nl"
     done
+
+    # ---- the bronze table of the old version, read again from the start ----
+    local brz_last
+    brz_last="$(s -c "SELECT max(batch_id) FROM e2e.$up_brz")"
+    s -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.stop('$up_brz')" >/dev/null
+    s -c "SET ROLE ks_e2e" -c "SELECT count(*) FROM kafka_sink.reset_offsets('$up_brz', 'earliest')" >/dev/null
+    s -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.start('$up_brz')" >/dev/null
+    check "[$say_path] the bronze table ${vs[0]} made, its range read again: caught up" t "$(s -c "SELECT kafka_sink.wait('$up_brz', '90 s')")"
+    check "[$say_path] the range was read again (batches after the reset hold $upto offsets)" "$upto" \
+          "$(s -c "SELECT sum(b.messages) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions d ON d.id = b.pipeline_id
+                   WHERE d.name = '$up_brz' AND b.batch_id > $brz_last")"
+    check "[$say_path] that table keeps its primary key, and every message once ($upto rows, $upto distinct offsets)" "true|$upto|$upto" \
+          "$(s -c "SELECT (SELECT count(*) = 1 FROM pg_constraint WHERE conrelid = 'e2e.$up_brz'::regclass AND contype = 'p')
+                          || '|' || count(*) || '|' || count(DISTINCT (partition, \"offset\")) FROM e2e.$up_brz")"
 
     # ---- an upgraded schema equals a fresh install ----
     db="fresh_${tag}_$SFX"
