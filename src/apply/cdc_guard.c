@@ -255,6 +255,33 @@ ks_cdc_record_deletes(KsBatch *batch, int *dels, int ndels)
 		ks_catalog_cdc_prune(batch->pipeline->id, t->relid, batch->pipeline->contract.event_id_retention_s);
 }
 
+/* A recorded delete (cdc_deletions): its key's jsonb text and its position. */
+typedef struct FoundKey
+{
+	const char *key;
+	Datum		position;		/* numeric */
+} FoundKey;
+
+static int
+cmp_found(const void *a, const void *b)
+{
+	return strcmp(((const FoundKey *) a)->key, ((const FoundKey *) b)->key);
+}
+
+static Datum
+numeric_of(const char *text)
+{
+	return DirectFunctionCall3(numeric_in, CStringGetDatum(text),
+							   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+}
+
+/*
+ * Drops from sel the upserts that a recorded delete of their key, or the
+ * target's recorded truncate, makes stale; returns how many are left.
+ * One read of cdc_deletions per call; the keys found are sorted and
+ * searched (a batch of n keys with m recorded deletes costs n log m, not
+ * n * m), and each position is compared as the numeric it is.
+ */
 int
 ks_cdc_drop_stale(KsBatch *batch, int *sel, int nsel)
 {
@@ -263,7 +290,10 @@ ks_cdc_drop_stale(KsBatch *batch, int *sel, int nsel)
 	List	   *found_keys;
 	List	   *found_positions;
 	char	  **texts = palloc(sizeof(char *) * Max(nsel, 1));
-	char	   *truncated = NULL;
+	FoundKey   *found;
+	int			nfound = 0;
+	bool		truncated = false;
+	Datum		truncate_pos = (Datum) 0;
 	int			n = 0;
 
 	if (nsel == 0)
@@ -272,36 +302,54 @@ ks_cdc_drop_stale(KsBatch *batch, int *sel, int nsel)
 	{
 		KsRow	   *r = &batch->rows[sel[i]];
 
-		/* jsonb's own text of the key, as key::text gives it back */
-		texts[i] = r->nulls[t->order_index] ? NULL :
-			DatumGetCString(DirectFunctionCall1(jsonb_out,
-												DirectFunctionCall1(jsonb_in, CStringGetDatum(key_text(t, r)))));
+		/*
+		 * the key as key::text gives it back: jsonb prints an array of
+		 * strings exactly as key_text writes it (escape_json both ways)
+		 */
+		texts[i] = r->nulls[t->order_index] ? NULL : key_text(t, r);
 		if (texts[i])
 			keys = lappend(keys, texts[i]);
 	}
 	ks_catalog_cdc_positions(batch->pipeline->id, t->relid, keys, &found_keys, &found_positions);
+	found = palloc(sizeof(FoundKey) * Max(list_length(found_keys), 1));
 	for (int j = 0; j < list_length(found_keys); j++)
-		if (strcmp(list_nth(found_keys, j), "null") == 0)
-			truncated = list_nth(found_positions, j);
+	{
+		const char *k = list_nth(found_keys, j);
+		Datum		pos = numeric_of(list_nth(found_positions, j));
+
+		if (strcmp(k, "null") == 0)
+		{
+			truncated = true;
+			truncate_pos = pos;
+			continue;
+		}
+		found[nfound].key = k;
+		found[nfound++].position = pos;
+	}
+	if (nfound > 1)
+		qsort(found, nfound, sizeof(FoundKey), cmp_found);
 	for (int i = 0; i < nsel; i++)
 	{
 		KsRow	   *r = &batch->rows[sel[i]];
-		char	   *pos;
+		Datum		pos;
+		FoundKey	probe;
+		FoundKey   *hit;
 		bool		stale = false;
 
-		if (texts[i] == NULL)
+		if (texts[i] == NULL || (!truncated && nfound == 0))
 		{
 			sel[n++] = sel[i];
 			continue;
 		}
-		pos = position_text(t, r);
-		if (truncated && cmp_positions(pos, truncated) <= 0)
+		pos = r->values[t->order_index];
+		if (truncated &&
+			DatumGetInt32(DirectFunctionCall2(numeric_cmp, pos, truncate_pos)) <= 0)
 			stale = true;
-		/* the deleted keys found are few: the batch's keys deleted before */
-		for (int j = 0; j < list_length(found_keys) && !stale; j++)
-			if (strcmp(list_nth(found_keys, j), texts[i]) == 0 &&
-				cmp_positions(pos, list_nth(found_positions, j)) <= 0)
-				stale = true;
+		probe.key = texts[i];
+		if (!stale && nfound > 0 &&
+			(hit = bsearch(&probe, found, nfound, sizeof(FoundKey), cmp_found)) != NULL &&
+			DatumGetInt32(DirectFunctionCall2(numeric_cmp, pos, hit->position)) <= 0)
+			stale = true;
 		if (stale)
 		{
 			r->next_candidate = 1;	/* a winner that applies nothing: stale */
