@@ -127,13 +127,16 @@ SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', value_format => 'json_s
                     schema_registry => '{"url": "http://127.0.0.1:9"}')$$);
 SELECT kafka_sink.drop_pipeline('r', true);
 
--- routed pipelines: filter and computed columns, delete_mode soft and the
--- write modes are refused (0A000, with a hint), by a template as by a map
--- beside a target, at create and when alter_pipeline adds the map
+-- routed pipelines: filter and computed columns and the write modes are
+-- refused (0A000, with a hint), by a template as by a map beside a target,
+-- at create and when alter_pipeline adds the map; delete_mode soft is
+-- taken (each routed table's mark columns are checked as the worker opens it)
 SELECT route.mk($$target => 'route.{topic}', filter => 'id > 0'$$);
 SELECT route.mk($$target => 'route.orders', targets => '{"x": "route.orders"}', filter => 'id > 0'$$);
 SELECT route.mk($$target => 'route.orders', targets => '{"x": "route.orders"}', computed => '{"v": "upper(v)"}'$$);
 SELECT route.mk($$target => 'route.{topic}', envelope => 'debezium', delete_mode => 'soft'$$);
+SELECT delete_mode FROM kafka_sink.pipelines WHERE name = 'r';
+SELECT kafka_sink.drop_pipeline('r', true);
 SELECT route.mk($$target => 'route.orders', targets => '{"x": "route.orders"}', write_mode => 'update_only'$$);
 SELECT route.mk($$target => 'route.orders', filter => 'id > 0'$$);
 SELECT route.err($$SELECT kafka_sink.alter_pipeline('r', targets => '{"x": "route.orders"}')$$);
@@ -229,6 +232,12 @@ SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c WHERE c.conrelid = 'rout
 SELECT kafka_sink._create_target('route', 'made3', '{"schema": {"type": "struct", "fields": [{"field": "v", "type": "int32"}]}}',
        NULL, NULL, 'append');
 SELECT count(*) FROM pg_constraint c WHERE c.conrelid = 'route.made3'::regclass AND c.contype <> 'n';
+-- delete_mode soft: the table gets the mark column _deleted_at
+SELECT kafka_sink._create_target('route', 'made4', '{"schema": {"type": "struct", "fields": [
+           {"field": "k", "type": "string"}, {"field": "v", "type": "int32"}]}, "payload": {}}',
+       '{"k": "a"}', NULL, 'merge', 'soft');
+SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
+  FROM pg_attribute a WHERE a.attrelid = 'route.made4'::regclass AND a.attnum > 0;
 -- why not
 SELECT kafka_sink._create_target('route', 'no1', 'not json', NULL, NULL, 'merge');
 SELECT kafka_sink._create_target('route', 'no2', '{"id": 1}', '{"id": 1}', NULL, 'merge');

@@ -36,7 +36,8 @@ SELECT pg_temp.refused($s$SELECT kafka_sink.create_pipeline(name => 'sdl_x', boo
 SELECT pg_temp.refused($s$SELECT kafka_sink.create_pipeline(name => 'sdl_x', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.none', key_format => 'string', delete_on_tombstone => true, delete_mode => 'soft')$s$);
 SELECT pg_temp.refused($s$SELECT kafka_sink.create_pipeline(name => 'sdl_x', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.wrong', key_format => 'string', delete_on_tombstone => true, delete_mode => 'soft')$s$);
 SELECT pg_temp.refused($s$SELECT kafka_sink.create_pipeline(name => 'sdl_x', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.gen', key_format => 'string', delete_on_tombstone => true, delete_mode => 'soft')$s$);
-SELECT pg_temp.refused($s$SELECT kafka_sink.create_pipeline(name => 'sdl_x', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.{topic}', key_format => 'string', delete_on_tombstone => true, delete_mode => 'soft')$s$);
+-- routed: taken, each routed table's marks are checked as the worker opens it
+SELECT pg_temp.refused($s$SELECT kafka_sink.create_pipeline(name => 'sdl_routed', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'sdl.{topic}', key_format => 'string', delete_on_tombstone => true, delete_mode => 'soft')$s$);
 -- accepted: both marks, _deleted_at alone, change events
 SELECT kafka_sink.create_pipeline(name => 'sdl_both', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'],
        start => false, target => 'sdl.both', key_format => 'string', order_column => 'v',
@@ -47,6 +48,7 @@ SELECT kafka_sink.create_pipeline(name => 'sdl_at', bootstrap_servers => '127.0.
 SELECT kafka_sink.create_pipeline(name => 'sdl_cdc', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'],
        start => false, target => 'sdl.cdc', envelope => 'debezium', delete_mode => 'soft') IS NOT NULL AS created;
 SELECT name, delete_mode FROM kafka_sink.pipelines WHERE name LIKE 'sdl%' ORDER BY name;
+SELECT kafka_sink.drop_pipeline('sdl_routed') IS NOT NULL AS dropped;
 -- the statements: a marked row passes the guard (plain) and comes back whole
 SELECT kind, statement FROM kafka_sink.pipeline_statements('sdl_both') WHERE kind IN ('delete', 'merge') ORDER BY step;
 SELECT kind, statement FROM kafka_sink.pipeline_statements('sdl_at') WHERE kind = 'delete';
@@ -76,8 +78,10 @@ SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt_app', delete
 SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt_route', delete_mode => 'soft')$s$);
 -- soft with write_mode insert_only, in one call or after it
 SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt', delete_mode => 'soft', write_mode => 'insert_only')$s$);
--- a targets map beside a soft-delete target routes deletes to tables not checked
+-- a targets map beside a soft-delete target: taken (its tables are checked
+-- as the worker opens them), and removed again
 SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_both', targets => '{"x": "sdl.at_only"}')$s$);
+SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_both', targets => '{}')$s$);
 -- the owner's privileges as they are now
 REVOKE UPDATE ON sdl.both FROM regress_sdl;
 SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('sdl_alt', delete_mode => 'soft')$s$);

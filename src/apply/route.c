@@ -13,7 +13,10 @@
  * A message none of them names, or whose table does not exist, is
  * quarantined as no_target; a table that exists but that the pipeline may
  * not write (the checks of create_pipeline: kafka_sink._check_target) as
- * target_refused.  Both replay once the table is fixed.  What one message
+ * target_refused, as is a table of a delete_mode soft pipeline without
+ * its mark column (_deleted boolean or _deleted_at timestamptz: each routed
+ * table is checked as one target is).  Both replay once the table is
+ * fixed.  What one message
  * asks of DDL (create_targets: a table from its schema; evolve: columns for
  * it) and cannot get is that message's alone (schema_change_refused, or
  * no_target when it has no schema or key): a refused change, any error of
@@ -710,10 +713,17 @@ open_checked(void *arg)
 		Datum		cvalues[3] = {ObjectIdGetDatum(a->relid), d, Int64GetDatum(a->p->id)};
 		char		cnulls[3] = {' ', isnull ? 'n' : ' ', ' '};
 
+		/*
+		 * delete_mode soft: this table's mark columns, as create_pipeline
+		 * checks one target's (none, or a generated or mistyped one: the
+		 * table does not fit, its messages are quarantined)
+		 */
 		ks_spi_exec("check a routed target's contract",
 					"SELECT kafka_sink._check_contract($1::pg_catalog.regclass, $2, d.columns,"
 					" CASE d.key_format WHEN 'avro' THEN 'json' ELSE d.key_format END,"
-					" d.delete_on_tombstone, d.schema_version_field, d.schema_versions, d.event_id, d.mode)"
+					" d.delete_on_tombstone, d.schema_version_field, d.schema_versions, d.event_id, d.mode),"
+					" CASE WHEN d.delete_mode = 'soft' THEN kafka_sink._check_delete_mode(d.delete_mode, d.mode,"
+					" $1::pg_catalog.regclass, false, d.envelope, d.delete_on_tombstone) END"
 					" FROM kafka_sink.pipeline_definitions d WHERE d.id = $3",
 					3, ctypes, cvalues, cnulls, true, SPI_OK_SELECT);
 	}
@@ -751,9 +761,9 @@ static void
 create_target(void *arg)
 {
 	CreateArgs *a = arg;
-	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTARRAYOID, TEXTOID};
-	Datum		values[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTARRAYOID, TEXTOID, TEXTOID};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	bool		isnull;
 	Datum		d;
 
@@ -778,9 +788,12 @@ create_target(void *arg)
 	}
 	key_columns_arg(a->p, &values[4], &nulls[4]);
 	values[5] = CStringGetTextDatum(mode_name(a->p->targets.mode));
+	/* delete_mode soft: the table gets its mark column, _deleted_at */
+	values[6] = CStringGetTextDatum(a->p->targets.mode == KS_MODE_MERGE && a->p->targets.soft_delete ?
+									"soft" : "hard");
 	ks_spi_exec("create a routed target",
-				"SELECT kafka_sink._create_target($1, $2, $3, $4, $5, $6)",
-				6, argtypes, values, nulls, false, SPI_OK_SELECT);
+				"SELECT kafka_sink._create_target($1, $2, $3, $4, $5, $6, $7)",
+				7, argtypes, values, nulls, false, SPI_OK_SELECT);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	a->why = isnull ? NULL : TextDatumGetCString(d);
 }

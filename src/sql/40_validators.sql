@@ -1200,15 +1200,22 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Mode history marks deletes in its own _deleted column; append and function modes delete nothing.';
     END IF;
-    IF routed OR target IS NULL THEN
-        RAISE EXCEPTION 'delete_mode soft needs one target table'
+    IF target IS NULL AND NOT routed THEN
+        RAISE EXCEPTION 'delete_mode soft needs a target table'
             USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Create one pipeline per soft-delete target.';
+                  HINT = 'A bronze-only pipeline keeps every message in its bronze table: it deletes nothing.';
     END IF;
     IF envelope IS DISTINCT FROM 'debezium' AND NOT coalesce(delete_on_tombstone, false) THEN
         RAISE EXCEPTION 'delete_mode soft needs deletes: delete_on_tombstone or envelope debezium'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass delete_on_tombstone => true (with a key_format) so that tombstones mark rows deleted.';
+    END IF;
+    -- routed: the pipeline's own target (if any) now, and each routed
+    -- table here when the worker opens it (route.c, with that table as
+    -- target); a table without its marks is quarantined as target_refused,
+    -- replayable once it has them
+    IF target IS NULL THEN
+        RETURN;
     END IF;
     FOR col IN
         SELECT a.attname::text AS name, a.atttypid, format_type(a.atttypid, a.atttypmod) AS type,
@@ -1236,7 +1243,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kafka_sink._check_delete_mode(text, text, regclass, boolean, text, boolean) IS
-'Internal: checks delete_mode: hard or soft; soft needs mode merge, one target with a plain _deleted boolean and/or _deleted_at timestamptz column, and deletes (delete_on_tombstone or envelope debezium).';
+'Internal: checks delete_mode: hard or soft; soft needs mode merge, a target (or routing: each routed table is checked as the worker opens it) with a plain _deleted boolean and/or _deleted_at timestamptz column, and deletes (delete_on_tombstone or envelope debezium).';
 
 -- write_mode (issue 26, docs/write-modes.md): upsert, insert_only or
 -- update_only, for a merge pipeline with one target; insert_only keeps
@@ -1530,7 +1537,7 @@ COMMENT ON FUNCTION kafka_sink._refused_column_name(text, text[]) IS
 -- the worker quarantines that message as schema_change_refused) and when
 -- the owner may not create there.
 CREATE OR REPLACE FUNCTION kafka_sink._create_target(schema_name text, table_name text, value text, msg_key text,
-                                          key_columns text[], mode text)
+                                          key_columns text[], mode text, delete_mode text DEFAULT 'hard')
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1545,7 +1552,8 @@ DECLARE
     f jsonb;
     n text;
     why text;
-    own int := CASE WHEN mode = 'history' THEN 5 ELSE 1 END;  -- columns of the pipeline's own
+    -- columns of the pipeline's own
+    own int := CASE WHEN mode = 'history' THEN 5 WHEN delete_mode = 'soft' THEN 2 ELSE 1 END;
 BEGIN
     BEGIN
         v := value::jsonb;
@@ -1589,12 +1597,17 @@ BEGIN
         RAISE EXCEPTION 'the embedded schema cannot make table %.%', quote_ident(schema_name), quote_ident(table_name)
             USING ERRCODE = 'too_many_columns',
                   DETAIL = format('It has %s fields; with _kafka_source_position%s a table has at most 1600 columns.', cardinality(cols),
-                                  CASE WHEN mode = 'history' THEN ' and the version columns' ELSE '' END);
+                                  CASE WHEN mode = 'history' THEN ' and the version columns'
+                                       WHEN delete_mode = 'soft' THEN ' and _deleted_at' ELSE '' END);
     END IF;
     IF keys IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(keys) x WHERE x IS NULL OR NOT x = ANY (names)) THEN
         RETURN format('The key fields %s are not all fields of the value''s schema.', keys);
     END IF;
     cols := cols || '_kafka_source_position numeric'::text;
+    IF delete_mode = 'soft' THEN
+        -- docs/soft-deletes.md: a delete marks the row with its time
+        cols := cols || '_deleted_at timestamptz'::text;
+    END IF;
     IF mode = 'history' THEN
         -- docs/history.md: versions by source position, keyed on (key, _valid_from)
         cols := cols || ARRAY['_valid_from numeric NOT NULL', '_valid_to numeric',
@@ -1620,8 +1633,8 @@ BEGIN
     RETURN NULL;
 END
 $$;
-COMMENT ON FUNCTION kafka_sink._create_target(text, text, text, text, text[], text) IS
-'Internal (create_targets): creates a missing routed target as the caller from a message''s embedded schema, keyed on the message key''s fields; returns NULL, or why it cannot.';
+COMMENT ON FUNCTION kafka_sink._create_target(text, text, text, text, text[], text, text) IS
+'Internal (create_targets): creates a missing routed target as the caller from a message''s embedded schema, keyed on the message key''s fields, with _deleted_at timestamptz for delete_mode soft; returns NULL, or why it cannot.';
 
 -- evolve => 'add_columns': whether a field whose type the column takes
 -- (same type, or an implicit cast) still does not fit the column's

@@ -6,6 +6,9 @@
 -- (schema-driven DDL that cannot be turned against the table)
 DROP FUNCTION kafka_sink._evolve_target(regclass, text, boolean);
 
+-- create_targets makes the mark column of delete_mode soft (_deleted_at)
+DROP FUNCTION kafka_sink._create_target(text, text, text, text, text[], text);
+
 -- the outbox's hop count and the quarantine reason dead_letter_loop (loops
 -- through the outbox end)
 ALTER TABLE kafka_sink.outbox
