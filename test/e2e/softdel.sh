@@ -11,7 +11,10 @@
 # in _deleted and _deleted_at or in _deleted_at alone, one whose worker is
 # killed with SIGKILL while it runs, a run with kafka_sink.apply_strategy =
 # on_conflict, and a hard one beside them; every table must equal the
-# model.  Then the create-time refusals.
+# model.  Then routed pipelines (a table per topic or per source table,
+# each equal to the model of its own events; a table without a mark column
+# quarantined, then replayed; create_targets making _deleted_at), and the
+# create-time refusals.
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
@@ -176,6 +179,108 @@ switch() {
 seed=$((RANDOM * 32768 + RANDOM))
 [ -z "${KS_SOFTDEL_SEED:-}" ] || seed="$KS_SOFTDEL_SEED"
 switch "$seed"
+
+# routed pipelines (docs/routing.md): one pipeline writes a table per
+# topic (plain: target 'e2e.{topic}') or per source table (change events:
+# 'e2e.{source.table}', each source table's events in its own topic, as
+# Debezium writes them).  Each table gets its own random events (tombstones,
+# deletes, truncates, re-sent ranges) and must equal the model of those
+# events alone; batches of random size mix the tables.  Table a marks in
+# _deleted and _deleted_at, b in _deleted_at alone, c has no mark column: its
+# messages are quarantined as target_refused (the others go on), and land
+# by replay_quarantine once the column is added; change events also route
+# to d, which does not exist: create_targets makes it with _deleted_at.
+routed() {
+    local kind="$1" seed="$2" tables="a b c" p="sdr${1:0:1}$SFX" t n total=0 topics="" r name what quarantined
+    local mark_col=6                        # the model's _deleted (softdel_model.py expect)
+    [ "$kind" = cdc ] && tables="a b c d" mark_col=5
+    r=$((RANDOM % 7 + 2))
+    for t in $tables; do
+        name="${p}_$t"
+        python3 "$E2E_DIR/softdel_model.py" gen "$kind" "$((seed + ${#topics}))" "$W/r.$name.model"
+        if [ "$kind" = cdc ]; then
+            python3 "$E2E_DIR/softdel_model.py" retable "$name" "$([ "$t" = d ] && echo schema || echo plain)" \
+                "$W/r.$name.model" "$W/r.$name.msgs"
+        else
+            cp "$W/r.$name.model" "$W/r.$name.msgs"
+        fi
+        n="$(wc -l < "$W/r.$name.msgs")"
+        total=$((total + n))
+        "$HARNESS" topic-create "$name" 1 >/dev/null 2>&1 || true
+        kcat -P -b "$KS_BOOTSTRAP" -t "$name" -p 0 -K $'\t' -Z < "$W/r.$name.msgs"
+        kcat -C -b "$KS_BOOTSTRAP" -t "$name" -p 0 -o beginning -e -q -f '%o\t%T\n' > "$W/r.$name.ts"
+        python3 "$E2E_DIR/softdel_model.py" expect "$kind" "$W/r.$name.model" "$W/r.$name.ts" \
+            "$W/r.$name.soft" "$W/r.$name.hard"
+        topics="$topics${topics:+, }'$name'"
+        case "$t" in
+            a) table_sql "$kind" "$name" both | sql >/dev/null ;;
+            b|c) table_sql "$kind" "$name" "$([ "$t" = b ] && echo at || echo none)" | sql >/dev/null ;;
+        esac
+    done
+    local opts="key_format => 'string', order_column => 'v', delete_on_tombstone => true, target => 'e2e.{topic}'"
+    [ "$kind" = cdc ] && opts="envelope => 'debezium', on_truncate => 'apply', target => 'e2e.{source.table}',
+                               create_targets => true, key_columns => ARRAY['id']"
+    sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => '$p', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY[$topics], $opts, delete_mode => 'soft', bronze => 'e2e.${p}_raw',
+    starting_offsets => 'earliest', max_offsets_per_batch => $r, trigger_interval => '0');
+SQL
+    what="seed $seed (routed $kind, max_offsets_per_batch $r)"
+    poll "$(done_sql "$p" "$total")" 300 || check "$what consumed its topics" t f
+    check "$what: the pipeline runs on past the table without a mark column" "running|" \
+          "$(sql -c "SELECT state || '|' || coalesce(last_error, '') FROM kafka_sink.status WHERE name = '$p'")"
+    for t in $tables; do
+        name="${p}_$t"
+        if [ "$t" = c ]; then
+            # a change event's tombstone names no table: skipped, not quarantined
+            quarantined="$(wc -l < "$W/r.$name.msgs")"
+            [ "$kind" = cdc ] && quarantined="$(grep -cvP '\t$' "$W/r.$name.msgs")"
+            check "$what: $name (no mark column): its messages (change events: but the tombstones, which name no table) quarantined as target_refused, none applied" \
+                  "$quarantined|target_refused|0" \
+                  "$(sql -c "SELECT count(*) || '|' || string_agg(DISTINCT reason, ',') || '|' || (SELECT count(*) FROM e2e.$name)
+                              FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions d ON d.id = q.pipeline_id
+                             WHERE d.name = '$p' AND q.topic = '$name'")"
+            check "$what: the quarantine row says which column is missing" t \
+                  "$(sql -c "SELECT bool_and(detail LIKE '%delete_mode soft needs a column _deleted boolean or _deleted_at timestamptz in e2e.$name%')
+                              FROM kafka_sink.quarantine q WHERE q.topic = '$name'")"
+            sql -c "SET ROLE ks_e2e; ALTER TABLE e2e.$name ADD COLUMN _deleted_at timestamptz" >/dev/null
+            check "$what: $name after ALTER TABLE ADD COLUMN _deleted_at: replay_quarantine lands them all" \
+                  "$quarantined|0" \
+                  "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '|' || still_failing FROM kafka_sink.replay_quarantine('$p', target => 'e2e.$name')")"
+            sql -c "$(copy_sql "$kind" "$name" at)" > "$W/r.$name.actual"
+            check_model "$what: $name replayed equals the model of its events" "$W/r.$name.soft" "$W/r.$name.actual"
+            continue
+        fi
+        if [ "$t" = d ]; then
+            check "create_targets with delete_mode soft: $name is created with _deleted_at timestamptz" \
+                  "id integer, name text, qty integer, _kafka_source_position numeric, _deleted_at timestamp with time zone" \
+                  "$(sql -c "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum)
+                              FROM pg_attribute WHERE attrelid = to_regclass('e2e.$name') AND attnum > 0 AND NOT attisdropped")"
+            # no lineage columns in a created table: the model's without its offset
+            cut -f 1-6 "$W/r.$name.soft" > "$W/r.$name.soft6"
+            sql -c "COPY (SELECT id, name, qty, _kafka_source_position, _deleted_at IS NOT NULL,
+                                 (extract(epoch FROM _deleted_at) * 1000)::bigint FROM e2e.$name ORDER BY id) TO STDOUT" \
+                > "$W/r.$name.actual" || true
+            check_model "$what: $name (created) equals the model of its events" "$W/r.$name.soft6" "$W/r.$name.actual"
+        else
+            sql -c "$(copy_sql "$kind" "$name" "$([ "$t" = a ] && echo both || echo at)")" > "$W/r.$name.actual"
+            check_model "$what: $name equals the model of its events" "$W/r.$name.soft" "$W/r.$name.actual"
+            check_fates "$what: $name: message_fate gives every offset a fate the model allows" \
+                        "$p" "$name" "$W/r.$name.soft.fates"
+        fi
+        check "$what: $name quarantined nothing" 0 \
+              "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions d
+                          ON d.id = q.pipeline_id WHERE d.name = '$p' AND q.topic = '$name'")"
+        check "$what: $name: the model ends with a marked row (the test can fail)" t \
+              "$([ "$(cat "$W/r.$name.soft.marks")" -gt 0 ] && awk -F'\t' -v c="$mark_col" '$c == "t" { m = 1 } END { exit !m }' "$W/r.$name.soft" && echo t || echo f)"
+    done
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$p')" > /dev/null
+}
+seed=$((RANDOM * 32768 + RANDOM))
+[ -z "${KS_SOFTDEL_SEED:-}" ] || seed="$KS_SOFTDEL_SEED"
+routed plain "$seed"
+routed cdc "$((seed + 1))"
 
 # the statements shown are the ones run: the soft delete is an UPDATE
 sql >/dev/null <<SQL

@@ -8,6 +8,7 @@ issue and the docs, not from the extension's SQL).
     softdel_model.py gen plain|cdc SEED MESSAGES_FILE
     softdel_model.py expect plain|cdc MESSAGES_FILE TIMESTAMPS_FILE SOFT_FILE HARD_FILE
     softdel_model.py switch MESSAGES_FILE TIMESTAMPS_FILE BOUNDARY OUT_FILE
+    softdel_model.py retable TABLE plain|schema MESSAGES_FILE OUT_FILE
 
 gen writes "key<TAB>value" lines (an empty value is sent as a tombstone by
 kcat -Z; a Debezium truncate has an empty key):
@@ -55,6 +56,13 @@ changed from hard to soft when the checkpoint was at offset BOUNDARY: a
 message below it follows the hard rules, one at or after it the soft
 rules, on the same rows (written as the soft target; OUT_FILE.marks and
 OUT_FILE.sides: the messages before and after the boundary).
+retable: the cdc messages of one source table of a routed pipeline
+(docs/routing.md, '{source.table}'): source.table set to TABLE, and with
+schema each value wrapped as Kafka Connect's JsonConverter writes it
+({"schema", "payload"}, for create_targets); a delete of key 1 (and its
+tombstone) is appended to both MESSAGES_FILE and OUT_FILE, so that the
+table ends with a marked row; expect reads MESSAGES_FILE (the same
+offsets).
 Standard library only.
 """
 import json
@@ -297,6 +305,37 @@ def expect_switch(msgs, ts, boundary, out):
         f.write("before=%d after=%d\n" % tuple(sides))
 
 
+ROW_SCHEMA = {"type": "struct", "optional": True, "fields": [
+    {"field": "id", "type": "int32", "optional": False},
+    {"field": "name", "type": "string", "optional": True},
+    {"field": "qty", "type": "int32", "optional": True}]}
+
+
+def retable(table, wrap, msgs_path, out_path):
+    schema = {"type": "struct", "name": "dbserver1.public.%s.Envelope" % table, "fields": [
+        dict(ROW_SCHEMA, field="before"), dict(ROW_SCHEMA, field="after"),
+        {"field": "source", "type": "struct", "fields": [
+            {"field": "connector", "type": "string"}, {"field": "lsn", "type": "int64"},
+            {"field": "ts_ms", "type": "int64"}, {"field": "table", "type": "string"},
+            {"field": "schema", "type": "string"}]},
+        {"field": "op", "type": "string"}, {"field": "ts_ms", "type": "int64", "optional": True}]}
+    with open(msgs_path) as f:
+        lines = f.read().split("\n")[:-1]
+    last = max(json.loads(v)["source"]["lsn"] for _, _, v in (x.partition("\t") for x in lines) if v)
+    # a delete of key 1 last, with its tombstone: the table ends with a marked row
+    lines += [json.dumps({"id": 1}) + "\t" + cdc_value("d", 1, last + 1, None), json.dumps({"id": 1}) + "\t"]
+    with open(msgs_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(out_path, "w") as out:
+        for line in lines:
+            key, _, val = line.partition("\t")
+            if val != "":
+                e = json.loads(val)
+                e["source"]["table"] = table
+                val = json.dumps({"schema": schema, "payload": e} if wrap == "schema" else e)
+            out.write(key + "\t" + val + "\n")
+
+
 def read_inputs(msgs_path, ts_path):
     with open(msgs_path) as f:
         msgs = f.read().split("\n")[:-1]
@@ -313,6 +352,9 @@ def main():
     if cmd == "gen":
         with open(sys.argv[4], "w") as out:
             (gen_plain if kind == "plain" else gen_cdc)(random.Random(int(sys.argv[3])), out)
+        return
+    if cmd == "retable":
+        retable(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
         return
     if cmd == "switch":
         msgs, ts = read_inputs(sys.argv[2], sys.argv[3])
