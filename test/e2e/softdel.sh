@@ -189,7 +189,8 @@ switch "$seed"
 # _deleted and _deleted_at, b in _deleted_at alone, c has no mark column: its
 # messages are quarantined as target_refused (the others go on), and land
 # by replay_quarantine once the column is added; change events also route
-# to d, which does not exist: create_targets makes it with _deleted_at.
+# to d, which does not exist: create_targets makes it with _deleted_at, and
+# their pipeline is made soft by alter_pipeline before it starts.
 routed() {
     local kind="$1" seed="$2" tables="a b c" p="sdr${1:0:1}$SFX" t n total=0 topics="" r name what quarantined
     local mark_col=6                        # the model's _deleted (softdel_model.py expect)
@@ -220,12 +221,20 @@ routed() {
     local opts="key_format => 'string', order_column => 'v', delete_on_tombstone => true, target => 'e2e.{topic}'"
     [ "$kind" = cdc ] && opts="envelope => 'debezium', on_truncate => 'apply', target => 'e2e.{source.table}',
                                create_targets => true, key_columns => ARRAY['id']"
+    # change events: created hard and stopped, made soft by alter_pipeline
+    # (its routed tables are checked where the worker opens them), started
+    local mode=soft alter="" start=true
+    [ "$kind" = cdc ] && mode=hard start=false \
+        alter="SELECT kafka_sink.alter_pipeline('$p', delete_mode => 'soft'); SELECT kafka_sink.start('$p');"
     sql >/dev/null <<SQL
 SET ROLE ks_e2e;
 SELECT kafka_sink.create_pipeline(name => '$p', bootstrap_servers => '$KS_BOOTSTRAP',
-    subscribe => ARRAY[$topics], $opts, delete_mode => 'soft', bronze => 'e2e.${p}_raw',
+    subscribe => ARRAY[$topics], $opts, delete_mode => '$mode', bronze => 'e2e.${p}_raw', start => $start,
     starting_offsets => 'earliest', max_offsets_per_batch => $r, trigger_interval => '0');
+$alter
 SQL
+    [ "$kind" = cdc ] && check "routed $kind: alter_pipeline(delete_mode => 'soft') on a routed pipeline" soft \
+        "$(sql -c "SELECT delete_mode FROM kafka_sink.pipelines WHERE name = '$p'")"
     what="seed $seed (routed $kind, max_offsets_per_batch $r)"
     poll "$(done_sql "$p" "$total")" 300 || check "$what consumed its topics" t f
     check "$what: the pipeline runs on past the table without a mark column" "running|" \
