@@ -11,7 +11,12 @@
 #    every target equals the model row by row, the quarantine holds exactly
 #    the model's offsets, batches.filtered sums to the model's count, and
 #    message_fate (with bronze) says filtered, applied and quarantined for
-#    the model's messages of each kind;
+#    the model's messages of each kind; without bronze (the 37-per-batch
+#    and the killed pipelines) message_fate and message_fates say filtered
+#    for exactly the model's filtered offsets, which
+#    kafka_sink.filtered_offsets holds once each (pruned with the batch
+#    markers, removed by drop_pipeline, hidden from other roles); with
+#    bronze and no recorded rows, the filter asked again;
 #  - Debezium change events: a filtered update leaves the row as it was, a
 #    delete passes whatever the filter, a filtered create inserts nothing,
 #    a computed column from the after image;

@@ -382,6 +382,8 @@ COMMENT ON TABLE kafka_sink.cdc_deletions IS
 'Change events (envelope debezium): the source position of the last delete of each key and of the last truncate (key null) per pipeline and target, so that replayed older events do not bring rows back; deleted keys are pruned after event_id_retention.';
 COMMENT ON TABLE kafka_sink.filtered_offsets IS
 'The offsets the pipeline''s filter left out of each retained batch, per partition (message_fate and message_fates tell them filtered); pruned with the batch''s marker.';
+COMMENT ON COLUMN kafka_sink.filtered_offsets.offsets IS
+    'The offsets of the batch''s messages of this topic and partition that the pipeline''s filter left out (not applied, counted in batches.filtered), in the order the batch read them';
 COMMENT ON TABLE kafka_sink.data_loss IS
 'Offset gaps skipped with fail_on_data_loss = false: deleted before they were read, or a reset log.';
 COMMENT ON TABLE kafka_sink.offset_resets IS

@@ -127,6 +127,8 @@ CREATE TABLE kafka_sink.filtered_offsets (
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.filtered_offsets', '');
 COMMENT ON TABLE kafka_sink.filtered_offsets IS
 'The offsets the pipeline''s filter left out of each retained batch, per partition (message_fate and message_fates tell them filtered); pruned with the batch''s marker.';
+COMMENT ON COLUMN kafka_sink.filtered_offsets.offsets IS
+    'The offsets of the batch''s messages of this topic and partition that the pipeline''s filter left out (not applied, counted in batches.filtered), in the order the batch read them';
 ALTER TABLE kafka_sink.filtered_offsets ENABLE ROW LEVEL SECURITY;
 CREATE POLICY own_pipelines ON kafka_sink.filtered_offsets
     USING (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.id = pipeline_id))
