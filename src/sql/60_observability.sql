@@ -335,6 +335,7 @@ DECLARE
     has_msg boolean;
     keycol text;
     tgt regclass;
+    unfiltered kafka_sink.pipeline_definitions;
 BEGIN
     p := kafka_sink._get_pipeline(pipeline);
     SELECT o.next_offset INTO committed FROM kafka_sink.offsets o
@@ -428,8 +429,12 @@ BEGIN
        OR p.key_format IN ('avro', 'protobuf') THEN
         SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
         has_msg := FOUND;
+        -- filtered was told above (recorded, or asked of bronze): the
+        -- filter is not asked again there
+        unfiltered := p;
+        unfiltered.filter := NULL;
         RETURN QUERY SELECT f.fate, b_id, f.detail, f.target
-          FROM kafka_sink._traced_fate(p, topic, partition, "offset", b_id, has_msg,
+          FROM kafka_sink._traced_fate(unfiltered, topic, partition, "offset", b_id, has_msg,
                                        CASE WHEN has_msg THEN msg.key END, CASE WHEN has_msg THEN msg.value END) f;
         RETURN;
     END IF;

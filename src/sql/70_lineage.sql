@@ -191,6 +191,7 @@ DECLARE
     body text;
     classify text;
     fdetail text;
+    unfiltered kafka_sink.pipeline_definitions;
     routed boolean := false;
 BEGIN
     PERFORM kafka_sink._require_admin();
@@ -208,6 +209,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Kafka partitions are numbered from 0.';
     END IF;
     routed := p.target_template IS NOT NULL OR p.targets IS NOT NULL;
+    -- for _traced_fate where the batch recorded its filtered offsets
+    -- (m.filt tells them): the filter is not asked again
+    unfiltered := p;
+    unfiltered.filter := NULL;
     has_lineage := p.target IS NOT NULL AND (SELECT count(*) FROM pg_attribute a
                        WHERE a.attrelid = p.target AND NOT a.attisdropped AND a.attnum > 0
                          AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
@@ -298,11 +303,12 @@ BEGIN
           FROM m
           LEFT JOIN %s br ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
                          AND br.topic = m.topic COLLATE "C" AND br.partition = m.partition AND br."offset" = m."offset"
-          LEFT JOIN LATERAL kafka_sink._traced_fate($6, m.topic, m.partition, m."offset", m.batch_id,
+          LEFT JOIN LATERAL kafka_sink._traced_fate(CASE WHEN m.refilter THEN $6 ELSE $7 END,
+                                                    m.topic, m.partition, m."offset", m.batch_id,
                                                     br."offset" IS NOT NULL, br.key, br.value) f
                  ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
          ORDER BY 1, 2, 3 $q$, classify, fdetail, p.bronze)
-            USING p.id, topic, partition, from_offset, to_offset, p;
+            USING p.id, topic, partition, from_offset, to_offset, p, unfiltered;
         RETURN;
     END IF;
 

@@ -199,6 +199,19 @@ check "change events: message_fates says filtered for the two the filter left ou
 check "change events: the other fates" "0:applied 1:deleted 4:overwritten 5:deleted 6:superseded 7:applied" \
       "$(sql -c "SELECT string_agg(\"offset\" || ':' || fate, ' ' ORDER BY \"offset\")
                    FROM kafka_sink.message_fates('xfcdc_$SFX', '$CT') WHERE fate <> 'filtered'")"
+# the filter altered afterwards: the fates are what the worker did (its
+# record), not what the new filter would say of the messages in bronze
+sql -c "SET ROLE ks_e2e; SELECT kafka_sink.alter_pipeline('xfcdc_$SFX', filter => 'qty > 6')" > /dev/null
+check "change events: after alter_pipeline(filter), the same fates (from the record, not the new filter)" \
+      "2:filtered 3:filtered|0:applied 1:deleted 4:overwritten 5:deleted 6:superseded 7:applied|filtered filtered" \
+      "$(sql -c "SELECT string_agg(\"offset\" || ':' || fate, ' ' ORDER BY \"offset\") FILTER (WHERE fate = 'filtered') || '|'
+                        || string_agg(\"offset\" || ':' || fate, ' ' ORDER BY \"offset\") FILTER (WHERE fate <> 'filtered') || '|'
+                        || (SELECT string_agg(f.fate, ' ') FROM generate_series(2, 3) o,
+                                   kafka_sink.message_fate('xfcdc_$SFX', '$CT', 0, o) f)
+                   FROM kafka_sink.message_fates('xfcdc_$SFX', '$CT')")"
+check "... and message_fate of each of the others too" "0:applied 1:deleted 4:overwritten 5:deleted 6:superseded 7:applied" \
+      "$(sql -c "SELECT string_agg(o || ':' || f.fate, ' ' ORDER BY o) FROM unnest(ARRAY[0, 1, 4, 5, 6, 7]) o,
+                        kafka_sink.message_fate('xfcdc_$SFX', '$CT', 0, o) f")"
 sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('xfcdc_$SFX')" > /dev/null
 
 # the expression runs as the owner and nothing else: another role's table
