@@ -241,6 +241,48 @@ progress_json(KsBatch *batch)
 	return b.data;
 }
 
+/*
+ * The offsets the filter left out (transform.c), one catalog row per
+ * partition that has any, so that message_fate tells them without bronze.
+ */
+static void
+record_filtered(KsBatch *batch)
+{
+	int		   *count;
+	int64	  **offs;
+
+	if (batch->stats.filtered == 0 || batch->row_of == NULL || batch->nparts == 0)
+		return;
+	count = palloc0(sizeof(int) * batch->nparts);
+	offs = palloc0(sizeof(int64 *) * batch->nparts);
+	for (int i = 0; i < batch->all_nmsgs; i++)
+	{
+		KsRow	   *r = batch->row_of[i];
+		int			p;
+
+		if (r == NULL || !r->filtered)
+			continue;
+		/* the message's partition: its part_index, checked */
+		p = r->msg->part_index;
+		if (p < 0 || p >= batch->nparts || batch->parts[p].partition != r->msg->partition
+			|| strcmp(batch->parts[p].topic, r->msg->topic) != 0)
+			for (p = 0; p < batch->nparts; p++)
+				if (batch->parts[p].partition == r->msg->partition
+					&& strcmp(batch->parts[p].topic, r->msg->topic) == 0)
+					break;
+		if (p == batch->nparts)
+			elog(ERROR, "a filtered message of topic \"%s\" partition %d is in no partition of the batch",
+				 r->msg->topic, r->msg->partition);
+		if (offs[p] == NULL)
+			offs[p] = palloc(sizeof(int64) * batch->all_nmsgs);
+		offs[p][count[p]++] = r->msg->offset;
+	}
+	for (int p = 0; p < batch->nparts; p++)
+		if (count[p] > 0)
+			ks_catalog_insert_filtered(batch->pipeline->id, batch->batch_id, batch->parts[p].topic,
+									   batch->parts[p].partition, offs[p], count[p]);
+}
+
 void
 ks_write_checkpoint(KsBatch *batch)
 {
@@ -271,6 +313,7 @@ ks_write_checkpoint(KsBatch *batch)
 
 	ks_catalog_insert_marker(batch->pipeline->id, batch->batch_id, batch->worker_index, ranges.data,
 							 s, batch->started_at, progress_json(batch));
+	record_filtered(batch);
 
 	for (int i = 0; i < batch->nparts; i++)
 	{

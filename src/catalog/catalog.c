@@ -1221,6 +1221,30 @@ int8_array(int64 *v, int n)
 	return PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
+/*
+ * Records the offsets of one partition the pipeline's filter left out of a
+ * batch (kafka_sink.filtered_offsets, docs/transform.md): in the batch's
+ * transaction, after its marker (the row goes with the marker when batches
+ * are pruned), so a batch that is retried records them once.
+ */
+void
+ks_catalog_insert_filtered(int64 pipeline_id, int64 batch_id, const char *topic, int32 partition,
+						   int64 *offsets, int n)
+{
+	Oid			argtypes[5] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8ARRAYOID};
+	Datum		v[5];
+
+	v[0] = Int64GetDatum(pipeline_id);
+	v[1] = Int64GetDatum(batch_id);
+	v[2] = CStringGetTextDatum(topic);
+	v[3] = Int32GetDatum(partition);
+	v[4] = int8_array(offsets, n);
+	ks_spi_exec("record the filtered offsets",
+				"INSERT INTO kafka_sink.filtered_offsets (pipeline_id, batch_id, topic, partition, offsets)"
+				" VALUES ($1, $2, $3, $4, $5)",
+				5, argtypes, v, NULL, false, SPI_OK_INSERT);
+}
+
 static Datum
 int4_array(int32 *v, int n)
 {

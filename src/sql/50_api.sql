@@ -132,7 +132,7 @@ LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION kafka_sink.drop_pipeline(text, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink.drop_pipeline(text, boolean) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.drop_pipeline(text, boolean) IS
-'Drops a pipeline and its catalog rows (checkpoint, batches, quarantine, errors); the target''s data stays.';
+'Drops a pipeline and its catalog rows (checkpoint, batches and their filtered offsets, quarantine, errors); the target''s data stays.';
 
 -- Moves the checkpoint of a stopped pipeline: to 'earliest', 'latest',
 -- per-partition JSON ({"t": {"0": 42, "1": -2}}, partitions not named keep

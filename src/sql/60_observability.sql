@@ -308,8 +308,8 @@ COMMENT ON FUNCTION kafka_sink._bronze_headers(regclass, text, integer, bigint) 
 -- row is gone), soft_deleted (delete_mode soft: it marked its key's row),
 -- skipped (write_mode update_only: its key was not in the target; 'deleted
 -- or skipped' where the lineage cannot tell), duplicate (its event id was
--- applied before), filtered (the pipeline's filter left it out: told with
--- a bronze table), or appended (the rules of a row: _row_fate);
+-- applied before), filtered (the pipeline's filter left it out: the worker
+-- records its offset, kafka_sink.filtered_offsets), or appended (the rules of a row: _row_fate);
 -- in mode history, applied as a version (the lineage columns of a version
 -- name it) or folded into history (another message at its order value holds it).
 -- Telling superseded, stale, overwritten and deleted apart needs the lineage
@@ -335,6 +335,7 @@ DECLARE
     has_msg boolean;
     keycol text;
     tgt regclass;
+    unfiltered kafka_sink.pipeline_definitions;
 BEGIN
     p := kafka_sink._get_pipeline(pipeline);
     SELECT o.next_offset INTO committed FROM kafka_sink.offsets o
@@ -345,7 +346,8 @@ BEGIN
     END IF;
     SELECT x.batch_id INTO b_id FROM kafka_sink.batches x, jsonb_array_elements(x.ranges) g
      WHERE x.pipeline_id = p.id AND g->>'topic' = message_fate.topic AND (g->>'partition')::int = message_fate.partition
-       AND message_fate."offset" >= (g->>'start')::bigint AND message_fate."offset" < (g->>'end')::bigint LIMIT 1;
+       AND message_fate."offset" >= (g->>'start')::bigint AND message_fate."offset" < (g->>'end')::bigint
+     ORDER BY x.batch_id DESC LIMIT 1;
     IF EXISTS (SELECT 1 FROM kafka_sink.data_loss d WHERE d.pipeline_id = p.id AND d.topic = message_fate.topic
                  AND d.partition = message_fate.partition AND d.kind = 'deleted'
                  AND message_fate."offset" >= d.expected_offset AND message_fate."offset" < d.available_offset) THEN
@@ -363,8 +365,24 @@ BEGIN
         RETURN QUERY SELECT 'landed'::text, b_id, 'bronze only'::text, NULL::text;
         RETURN;
     END IF;
-    -- filtered (docs/transform.md): the filter asked again of the message in bronze
-    IF p.filter IS NOT NULL THEN
+    -- filtered (docs/transform.md): the offsets the worker recorded in the
+    -- batch's transaction (kafka_sink.filtered_offsets); for a batch that
+    -- recorded none though it filtered (before 0.3.0) or a pruned one, the
+    -- filter asked again of the message in bronze
+    IF EXISTS (SELECT 1 FROM kafka_sink.filtered_offsets fo
+                WHERE fo.pipeline_id = p.id AND fo.batch_id = b_id AND fo.topic = message_fate.topic
+                  AND fo.partition = message_fate.partition AND message_fate."offset" = ANY (fo.offsets)) THEN
+        RETURN QUERY SELECT 'filtered'::text, b_id,
+            coalesce(format('the pipeline''s filter is not true for it: %s', p.filter),
+                     'the pipeline''s filter of the time was not true for it (the pipeline has no filter now)'),
+            p.target::text;
+        RETURN;
+    END IF;
+    IF p.filter IS NOT NULL
+       AND (b_id IS NULL OR EXISTS (SELECT 1 FROM kafka_sink.batches x
+                                     WHERE x.pipeline_id = p.id AND x.batch_id = b_id AND x.filtered > 0
+                                       AND NOT EXISTS (SELECT 1 FROM kafka_sink.filtered_offsets fo
+                                                        WHERE fo.pipeline_id = p.id AND fo.batch_id = b_id))) THEN
         SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
         IF FOUND AND kafka_sink._message_filtered(p.id, topic, msg.key, msg.value) THEN
             RETURN QUERY SELECT 'filtered'::text, b_id, format('the pipeline''s filter is not true for it: %s', p.filter),
@@ -411,8 +429,12 @@ BEGIN
        OR p.key_format IN ('avro', 'protobuf') THEN
         SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
         has_msg := FOUND;
+        -- filtered was told above (recorded, or asked of bronze): the
+        -- filter is not asked again there
+        unfiltered := p;
+        unfiltered.filter := NULL;
         RETURN QUERY SELECT f.fate, b_id, f.detail, f.target
-          FROM kafka_sink._traced_fate(p, topic, partition, "offset", b_id, has_msg,
+          FROM kafka_sink._traced_fate(unfiltered, topic, partition, "offset", b_id, has_msg,
                                        CASE WHEN has_msg THEN msg.key END, CASE WHEN has_msg THEN msg.value END) f;
         RETURN;
     END IF;

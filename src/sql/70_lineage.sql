@@ -190,6 +190,8 @@ DECLARE
     keycond text;
     body text;
     classify text;
+    fdetail text;
+    unfiltered kafka_sink.pipeline_definitions;
     routed boolean := false;
 BEGIN
     PERFORM kafka_sink._require_admin();
@@ -207,6 +209,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Kafka partitions are numbered from 0.';
     END IF;
     routed := p.target_template IS NOT NULL OR p.targets IS NOT NULL;
+    -- for _traced_fate where the batch recorded its filtered offsets
+    -- (m.filt tells them): the filter is not asked again
+    unfiltered := p;
+    unfiltered.filter := NULL;
     has_lineage := p.target IS NOT NULL AND (SELECT count(*) FROM pg_attribute a
                        WHERE a.attrelid = p.target AND NOT a.attisdropped AND a.attnum > 0
                          AND a.attname IN ('_kafka_topic', '_kafka_partition', '_kafka_offset', '_kafka_batch_id')) = 4;
@@ -239,13 +245,28 @@ BEGIN
           JOIN parts pa ON pa.topic = d.topic AND pa.partition = d.partition,
                generate_series(greatest(d.expected_offset, pa.lo), least(d.available_offset - 1, pa.hi)) AS g(o)
          WHERE d.pipeline_id = $1 AND d.kind = 'deleted'),
+    filt AS MATERIALIZED (
+        SELECT fo.topic, fo.partition, fo.batch_id, o.o AS "offset"
+          FROM kafka_sink.filtered_offsets fo
+          JOIN parts pa ON pa.topic = fo.topic AND pa.partition = fo.partition,
+               unnest(fo.offsets) AS o(o)
+         WHERE fo.pipeline_id = $1 AND o.o BETWEEN pa.lo AND pa.hi),
+    unrecorded AS MATERIALIZED (
+        SELECT b.batch_id FROM kafka_sink.batches b
+         WHERE b.pipeline_id = $1 AND b.filtered > 0
+           AND NOT EXISTS (SELECT 1 FROM kafka_sink.filtered_offsets fo
+                            WHERE fo.pipeline_id = $1 AND fo.batch_id = b.batch_id)),
     m AS MATERIALIZED (
         SELECT pa.topic, pa.partition, g.o AS "offset", g.o >= pa.next_offset AS pending,
                ib.batch_id, l."offset" IS NOT NULL AS lost,
-               q.batch_id AS q_batch, q.reason || ': ' || q.detail AS q_detail, q.target AS q_target
+               q.batch_id AS q_batch, q.reason || ': ' || q.detail AS q_detail, q.target AS q_target,
+               f."offset" IS NOT NULL AS filt,
+               (ib.batch_id IS NULL OR ib.batch_id IN (SELECT u.batch_id FROM unrecorded u)) AS refilter
           FROM parts pa
          CROSS JOIN LATERAL generate_series(pa.lo, pa.hi) AS g(o)
           LEFT JOIN in_batch ib ON ib.topic = pa.topic AND ib.partition = pa.partition AND ib."offset" = g.o
+          LEFT JOIN filt f ON f.topic = pa.topic AND f.partition = pa.partition AND f."offset" = g.o
+                          AND f.batch_id = ib.batch_id
           LEFT JOIN lost l ON l.topic = pa.topic AND l.partition = pa.partition AND l."offset" = g.o
           LEFT JOIN kafka_sink.quarantine q
                  ON q.pipeline_id = $1 AND q.topic = pa.topic AND q.partition = pa.partition
@@ -255,7 +276,11 @@ BEGIN
     classify := $q$
         CASE WHEN m.pending THEN 'pending'
              WHEN m.lost THEN 'lost'
-             WHEN m.q_batch IS NOT NULL THEN 'quarantined' $q$;
+             WHEN m.q_batch IS NOT NULL THEN 'quarantined'
+             WHEN m.filt THEN 'filtered' $q$;
+    -- the detail of a message the worker recorded filtered (message_fate's)
+    fdetail := coalesce(format('the pipeline''s filter is not true for it: %s', p.filter),
+                        'the pipeline''s filter of the time was not true for it (the pipeline has no filter now)');
 
     -- routed tables, change events, Avro keys: each message read from
     -- bronze and judged by _traced_fate (a function call per message, no
@@ -270,6 +295,7 @@ BEGIN
                CASE WHEN m.pending THEN 'not read yet'
                     WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
                     WHEN m.q_batch IS NOT NULL THEN m.q_detail
+                    WHEN m.filt THEN %L
                     ELSE f.detail END,
                CASE WHEN m.pending OR m.lost THEN NULL
                     WHEN m.q_batch IS NOT NULL THEN m.q_target
@@ -277,11 +303,12 @@ BEGIN
           FROM m
           LEFT JOIN %s br ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
                          AND br.topic = m.topic COLLATE "C" AND br.partition = m.partition AND br."offset" = m."offset"
-          LEFT JOIN LATERAL kafka_sink._traced_fate($6, m.topic, m.partition, m."offset", m.batch_id,
+          LEFT JOIN LATERAL kafka_sink._traced_fate(CASE WHEN m.refilter THEN $6 ELSE $7 END,
+                                                    m.topic, m.partition, m."offset", m.batch_id,
                                                     br."offset" IS NOT NULL, br.key, br.value) f
                  ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
-         ORDER BY 1, 2, 3 $q$, classify, p.bronze)
-            USING p.id, topic, partition, from_offset, to_offset, p;
+         ORDER BY 1, 2, 3 $q$, classify, fdetail, p.bronze)
+            USING p.id, topic, partition, from_offset, to_offset, p, unfiltered;
         RETURN;
     END IF;
 
@@ -310,6 +337,7 @@ BEGIN
                CASE WHEN m.pending THEN 'not read yet'
                     WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
                     WHEN m.q_batch IS NOT NULL THEN m.q_detail
+                    WHEN m.filt THEN %L
                     ELSE %L END,
                CASE WHEN m.pending OR m.lost THEN NULL
                     WHEN m.q_batch IS NOT NULL THEN m.q_target
@@ -320,6 +348,7 @@ BEGIN
                       THEN CASE WHEN p.mode = 'append' THEN 'appended' ELSE 'applied or superseded' END
                  WHEN p.target IS NULL THEN 'landed' WHEN p.mode = 'append' THEN 'appended'
                  WHEN p.mode = 'function' THEN 'passed to the batch function' ELSE 'applied or superseded' END,
+            fdetail,
             CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
                       THEN 'routed to one of several tables: the table of each message is named with a bronze table (merge mode); kafka_sink.quarantine.target names the table of a quarantined message'
                  WHEN p.target IS NULL THEN 'bronze only' WHEN p.mode <> 'merge' THEN NULL
@@ -357,7 +386,7 @@ BEGIN
     mk AS (
         SELECT m.*, br."offset" IS NOT NULL AS has_msg, br.value IS NULL AS is_tomb, v.v,
                jsonb_populate_record(NULL::%1$s, v.v) AS k,
-               CASE WHEN br."offset" IS NOT NULL AND %7$L::text IS NOT NULL
+               CASE WHEN br."offset" IS NOT NULL AND %7$L::text IS NOT NULL AND m.refilter
                     THEN kafka_sink._message_filtered($1, m.topic, br.key, br.value) END AS filtered
           FROM m
           LEFT JOIN %2$s br ON NOT m.pending AND NOT m.lost AND m.q_batch IS NULL
@@ -382,6 +411,7 @@ BEGIN
            CASE WHEN rf.pending THEN 'not read yet'
                 WHEN rf.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
                 WHEN rf.q_batch IS NOT NULL THEN rf.q_detail
+                WHEN rf.filt THEN %9$L
                 WHEN NOT rf.has_msg THEN 'lineage columns on the target and a bronze table are needed to tell more'
                 WHEN rf.filtered THEN format('the pipeline''s filter is not true for it: %%s', %7$L::text)
                 ELSE rf.detail END,
@@ -391,14 +421,14 @@ BEGIN
       FROM rf
      ORDER BY 1, 2, 3 $q$,
         p.target, p.bronze, keyexpr, replace(classify, 'm.', 'rf.'), keycond, p.target::text, p.filter,
-        kafka_sink._row_fate_columns(p, p.target))
+        kafka_sink._row_fate_columns(p, p.target), fdetail)
         USING p.id, topic, partition, from_offset, to_offset, p;
 END
 $$;
 REVOKE ALL ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) IS
-'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, filtered, applied, soft_deleted, superseded, stale, overwritten, deleted, skipped, deleted or skipped, truncated, appended, landed, or applied or superseded (without lineage columns and bronze), with the table each message went to (routed pipelines: the table its routing names; change events judged by source position). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message (but for a pipeline with a filter, asked again of each message read from bronze).';
+'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, filtered, applied, soft_deleted, superseded, stale, overwritten, deleted, skipped, deleted or skipped, truncated, appended, landed, or applied or superseded (without lineage columns and bronze), with the table each message went to (routed pipelines: the table its routing names; change events judged by source position). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message (filtered messages from kafka_sink.filtered_offsets; for a batch that recorded none, before 0.3.0, the filter asked again of each message read from bronze).';
 
 
 CREATE OR REPLACE FUNCTION kafka_sink.pipeline_statements(pipeline text)

@@ -224,6 +224,20 @@ CREATE TABLE kafka_sink.event_ids (
 );
 CREATE INDEX ON kafka_sink.event_ids (target, seen_at);
 
+-- filtered_offsets: the offsets the pipeline's filter left out of a batch
+-- (docs/transform.md), one row per batch and partition that had any, written
+-- in the batch's transaction; pruned with the batch's marker (and dropped
+-- with the pipeline) by the foreign key
+CREATE TABLE kafka_sink.filtered_offsets (
+    pipeline_id bigint NOT NULL,
+    batch_id    bigint NOT NULL,
+    topic       text NOT NULL,
+    partition   integer NOT NULL CHECK (partition >= 0),
+    offsets     bigint[] NOT NULL CHECK (cardinality(offsets) > 0),
+    PRIMARY KEY (pipeline_id, batch_id, topic, partition),
+    FOREIGN KEY (pipeline_id, batch_id) REFERENCES kafka_sink.batches (pipeline_id, batch_id) ON DELETE CASCADE
+);
+
 -- cdc_deletions: per pipeline and target, the source position of the last
 -- delete of a key (key: the key columns' values as a JSON array of texts)
 -- and of the last truncate (key JSON null), so that a replayed older create
@@ -349,6 +363,7 @@ SELECT pg_catalog.pg_extension_config_dump('kafka_sink.errors', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.errors_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.schemas', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.cdc_deletions', '');
+SELECT pg_catalog.pg_extension_config_dump('kafka_sink.filtered_offsets', '');
 
 -- ---- comments ----
 COMMENT ON TABLE kafka_sink.pipeline_definitions IS
@@ -365,6 +380,10 @@ COMMENT ON TABLE kafka_sink.event_ids IS
 'Producer event ids already applied to a target, for deduplicating retries across batches and pipeline rebuilds; pruned after event_id_retention.';
 COMMENT ON TABLE kafka_sink.cdc_deletions IS
 'Change events (envelope debezium): the source position of the last delete of each key and of the last truncate (key null) per pipeline and target, so that replayed older events do not bring rows back; deleted keys are pruned after event_id_retention.';
+COMMENT ON TABLE kafka_sink.filtered_offsets IS
+'The offsets the pipeline''s filter left out of each retained batch, per partition (message_fate and message_fates tell them filtered); pruned with the batch''s marker.';
+COMMENT ON COLUMN kafka_sink.filtered_offsets.offsets IS
+    'The offsets of the batch''s messages of this topic and partition that the pipeline''s filter left out (not applied, counted in batches.filtered), in the order the batch read them';
 COMMENT ON TABLE kafka_sink.data_loss IS
 'Offset gaps skipped with fail_on_data_loss = false: deleted before they were read, or a reset log.';
 COMMENT ON TABLE kafka_sink.offset_resets IS

@@ -115,3 +115,26 @@ COMMENT ON COLUMN kafka_sink.batches.soft_deleted IS
     'delete_mode soft: rows of the batch''s target marked deleted (by tombstones, change events'' deletes and truncates); not counted in deleted';
 COMMENT ON COLUMN kafka_sink.batches.skipped IS
     'write_mode update_only: events of the batch whose key the target did not hold, not inserted; not counted in stale';
+
+-- the offsets the filter left out, per batch and partition (issue 26,
+-- docs/transform.md): message_fate tells them filtered without bronze
+CREATE TABLE kafka_sink.filtered_offsets (
+    pipeline_id bigint NOT NULL,
+    batch_id    bigint NOT NULL,
+    topic       text NOT NULL,
+    partition   integer NOT NULL CHECK (partition >= 0),
+    offsets     bigint[] NOT NULL CHECK (cardinality(offsets) > 0),
+    PRIMARY KEY (pipeline_id, batch_id, topic, partition),
+    FOREIGN KEY (pipeline_id, batch_id) REFERENCES kafka_sink.batches (pipeline_id, batch_id) ON DELETE CASCADE
+);
+SELECT pg_catalog.pg_extension_config_dump('kafka_sink.filtered_offsets', '');
+COMMENT ON TABLE kafka_sink.filtered_offsets IS
+'The offsets the pipeline''s filter left out of each retained batch, per partition (message_fate and message_fates tell them filtered); pruned with the batch''s marker.';
+COMMENT ON COLUMN kafka_sink.filtered_offsets.offsets IS
+    'The offsets of the batch''s messages of this topic and partition that the pipeline''s filter left out (not applied, counted in batches.filtered), in the order the batch read them';
+ALTER TABLE kafka_sink.filtered_offsets ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_pipelines ON kafka_sink.filtered_offsets
+    USING (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.id = pipeline_id))
+    WITH CHECK (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.id = pipeline_id));
+REVOKE ALL ON kafka_sink.filtered_offsets FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON kafka_sink.filtered_offsets TO kafka_sink_admin;
