@@ -126,7 +126,10 @@ check "replayed: table c has its 50 keys at their last version" "50|50" \
       "$(sql -c "SELECT count(*), count(*) FILTER (WHERE v = format('$TC-%s', 150 + id)) FROM $S.$TC")"
 check "replayed: table r has its 50 keys at their last version" "50|50" \
       "$(sql -c "SELECT count(*), count(*) FILTER (WHERE v = format('$TR-%s', 150 + id)) FROM $S.$TR")"
-# new messages now go straight to the new table
+# new messages now go straight to the new table (one message is a batch
+# now: the first batch's min_offsets_per_batch 800 would hold it for
+# max_trigger_delay's 60 s, as long as the poll below)
+sql -c "SET ROLE ks_e2e; SELECT kafka_sink.alter_pipeline('$P1', min_offsets_per_batch => 1)" > /dev/null
 echo '7|{"id": 7, "v": "after"}' | produce "$TC"
 poll "SELECT v = 'after' FROM $S.$TC WHERE id = 7" 60 || true
 check "after the table exists, new messages of its topic land directly" after "$(sql -c "SELECT v FROM $S.$TC WHERE id = 7")"
