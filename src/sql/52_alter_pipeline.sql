@@ -129,6 +129,13 @@ BEGIN
                      CASE WHEN _api_alter_pipeline.envelope = 'plain' THEN 'apply' ELSE p.on_truncate END),
             p.target, p.order_column, p.mode,
             (SELECT x.value_format FROM kafka_sink.pipeline_definitions x WHERE x.id = p.id));
+        -- back to plain: the source position was the change events' order;
+        -- plain messages carry none, and a NULL order value is the lowest,
+        -- so keeping it would make every later upsert of a key stale
+        IF _api_alter_pipeline.envelope = 'plain' AND p.envelope = 'debezium'
+           AND new_order_column = '_kafka_source_position' THEN
+            new_order_column := NULL;
+        END IF;
         IF p.target IS NOT NULL THEN
             PERFORM kafka_sink._check_target(p.target, p.key_columns, new_order_column, p.mode);
         END IF;
@@ -248,4 +255,4 @@ LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) IS
-'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column; targets replaces the routing map (''{}'' removes it); unavailable_value_placeholder: as for create_pipeline, '''' removes it; filter and computed: as for create_pipeline, checked against the target as it is now ('''' removes the filter, ''{}'' the computed columns); delete_mode and write_mode: as for create_pipeline, checked against the target as it is now; a new definition applies from the next batch the workers start.';
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column, switching back to plain drops the order column _kafka_source_position (plain messages carry no source position, and a NULL order value would make every later upsert stale); targets replaces the routing map (''{}'' removes it); unavailable_value_placeholder: as for create_pipeline, '''' removes it; filter and computed: as for create_pipeline, checked against the target as it is now ('''' removes the filter, ''{}'' the computed columns); delete_mode and write_mode: as for create_pipeline, checked against the target as it is now; a new definition applies from the next batch the workers start.';
