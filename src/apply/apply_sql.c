@@ -752,7 +752,8 @@ sql_upsert_rows(KsBatch *batch, void *state, int *rows, int nrows)
 	if (batch->history_truncate)
 	{
 		/* a truncate ends every key's version in effect: run even without events */
-		char	   *sql = ks_history_sql(batch->target, false, batch->pipeline->id, batch->history_truncate);
+		char	   *sql = ks_history_sql(batch->target, false, batch->pipeline->id,
+										quote_literal_cstr(batch->history_truncate));
 		KsReason	reason;
 		char	   *err;
 

@@ -311,6 +311,9 @@ append_tracked_writes(StringInfo b, KsTarget *t)
  * (a truncate's delete that now ends no live version) deleted, and the new
  * ones inserted.  A version's lineage columns name the last message at its v
  * (a re-sent copy that changes nothing leaves them).
+ *
+ * truncate: NULL, or an SQL expression for the earliest new truncate's
+ * position P (the worker's quoted literal; $2 in pipeline_statements()).
  */
 char *
 ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncate)
@@ -348,7 +351,7 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 	if (truncate)
 		appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM (SELECT %s, _ks_v FROM e"
 						 " UNION ALL SELECT %s, %s::numeric FROM %s) AS z GROUP BY %s)",
-						 keys, keys, keys, quote_literal_cstr(truncate), t->qualified_name, keys);
+						 keys, keys, keys, truncate, t->qualified_name, keys);
 	else
 		appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM e GROUP BY %s)", keys, keys);
 	if (t->cdc)

@@ -871,12 +871,23 @@ kafka_sink_pipeline_statements(PG_FUNCTION_ARGS)
 														quote_identifier(p->targets.order_column))
 							 : "no order column, so"));
 		else if (p->targets.mode == KS_MODE_HISTORY)
+		{
 			KS_EMIT(t->relid, "history", ks_history_sql(t, false, p->id, NULL), ks_history_sql(t, true, p->id, NULL),
 					"Runs over every message that decoded (not a winner per key): folds the events into the "
 					"versions of their keys from the version in effect before each key's earliest event on, "
 					"updates the stored versions that change (_valid_to, values, _deleted, _is_current, "
 					"_fields) and inserts the new ones; _ks_del is true for a delete. $1 is the batch id. "
 					"To run by hand: PREPARE h(bigint) AS <by_hand>; EXECUTE h(<batch id>) (docs/history.md).");
+			if (t->cdc && p->contract.on_truncate == KS_TRUNCATE_APPLY)
+				KS_EMIT(t->relid, "history truncate", ks_history_sql(t, false, p->id, "$2"),
+						ks_history_sql(t, true, p->id, "$2"),
+						"Runs in place of the history statement in a batch with a truncate event not seen "
+						"before (on_truncate => 'apply'), with $2 the earliest such truncate's source "
+						"position, also when the batch has no other event: every key of the table takes part "
+						"from that position on, and each truncate recorded in kafka_sink.cdc_deletions ends "
+						"the versions in effect at it. To run by hand: PREPARE t(bigint, numeric) AS "
+						"<by_hand>; EXECUTE t(<batch id>, <position>).");
+		}
 		else if (p->targets.mode == KS_MODE_APPEND)
 			KS_EMIT(t->relid, "append", ks_append_sql(t, false), ks_append_sql(t, true),
 					"Runs over every message that decoded (not quarantined, not a duplicate event id), in "
