@@ -23,6 +23,8 @@
 #   BENCH_TEXT_AB_ROUNDS (4), BENCH_TEXT_AB_KEYS ("text bigint"),
 #   BENCH_TEXT_AB_WORKERS ("1 2"), BENCH_TEXT_AB_COLLATE (the text key's
 #   collation, e.g. und-x-icu; empty: the database's),
+#   BENCH_TEXT_AB_KEYFORM (number: the JSON number's text; mixed: 6 letters
+#   of mixed case per order id, text keys only),
 #   BENCH_TEXT_AB_PERF (a directory: perf record -g of each run's workers into it)
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
@@ -44,6 +46,26 @@ chmod -R o+rX "$W" 2>/dev/null || true
 clean_w() { rm -rf "$W"; }
 at_exit clean_w
 python3 "$REPO/test/bench/gen_events.py" "$N" $((N / 4)) 29 "$W/events.tsv" "$W/csv" "$BATCH" > /dev/null
+if [ "${BENCH_TEXT_AB_KEYFORM:-number}" = mixed ]; then
+    # each order id as 6 letters of mixed case, scattered: ICU's order of
+    # them (case second) is not their bytes' (upper case first)
+    python3 - "$W/events.tsv" "$W/csv" <<'PY'
+import glob, re, sys
+A = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+def mixed(n):
+    h = (int(n) * 2654435761) % (52 ** 6)
+    return "".join(A[(h // 52 ** i) % 52] for i in range(6))
+ev = sys.argv[1]
+out = []
+for line in open(ev):
+    k, v = line.rstrip("\n").split("\t", 1)
+    out.append("%s\t%s" % (mixed(k), re.sub(r'^\{"order_id":(\d+)', lambda m: '{"order_id":"%s"' % mixed(m.group(1)), v)))
+open(ev, "w").write("\n".join(out) + "\n")
+for f in glob.glob(sys.argv[2] + "/chunk-*.csv"):
+    rows = [l.split(",", 1) for l in open(f)]
+    open(f, "w").write("".join(mixed(a) + "," + b for a, b in rows))
+PY
+fi
 "$HARNESS" topic-create "$TOPIC" 4 >/dev/null 2>&1
 drop_topic() { "$HARNESS" topic-delete "$TOPIC" >/dev/null 2>&1 || true; }
 at_exit drop_topic

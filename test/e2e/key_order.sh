@@ -2,8 +2,8 @@
 # key_order: a batch's winners are applied in key order: their key's btree
 # order where the key's type sorts through abbreviated keys (text in the
 # "C" collation, numeric), the keys' bytes for text in any other
-# deterministic collation (ICU's und-x-icu here: one key column and a
-# composite key), and a nondeterministic collation's own order, whose
+# deterministic collation (ICU's und-x-icu here: one key column, a
+# composite key, char(n)), and a nondeterministic collation's own order, whose
 # equal keys ('A', 'a') are one row: a bigserial column shows the insert
 # order, checked against the keys sorted by Python (bytes, exact decimals,
 # case-folded bytes for the case-insensitive collation), not by the
@@ -47,41 +47,33 @@ CREATE TABLE e2e.ko_t_$SFX (t text COLLATE "C" PRIMARY KEY, i int, seq bigserial
 CREATE TABLE e2e.ko_n_$SFX (n numeric PRIMARY KEY, i int, seq bigserial);
 CREATE TABLE e2e.ko_u_$SFX (t text COLLATE "und-x-icu" PRIMARY KEY, i int, seq bigserial);
 CREATE TABLE e2e.ko_c_$SFX (t text COLLATE "und-x-icu", i int, seq bigserial, PRIMARY KEY (t, i));
-ALTER TABLE e2e.ko_t_$SFX OWNER TO ks_e2e;
-ALTER TABLE e2e.ko_n_$SFX OWNER TO ks_e2e;
-ALTER TABLE e2e.ko_u_$SFX OWNER TO ks_e2e;
-ALTER TABLE e2e.ko_c_$SFX OWNER TO ks_e2e;
+CREATE TABLE e2e.ko_b_$SFX (t char(40) COLLATE "und-x-icu" PRIMARY KEY, i int, seq bigserial);
+$(for k in t n u c b; do echo "ALTER TABLE e2e.ko_${k}_$SFX OWNER TO ks_e2e;"; done)
 SET ROLE ks_e2e;
-SELECT kafka_sink.create_pipeline(name => 'kou_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
-       subscribe => ARRAY['$T'], target => 'e2e.ko_u_$SFX', starting_offsets => 'earliest',
-       min_offsets_per_batch => 600, max_trigger_delay => '30 s');
-SELECT kafka_sink.create_pipeline(name => 'koc_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
-       subscribe => ARRAY['$T'], target => 'e2e.ko_c_$SFX', starting_offsets => 'earliest',
-       min_offsets_per_batch => 600, max_trigger_delay => '30 s');
-SELECT kafka_sink.create_pipeline(name => 'kot_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
-       subscribe => ARRAY['$T'], target => 'e2e.ko_t_$SFX', starting_offsets => 'earliest',
-       min_offsets_per_batch => 600, max_trigger_delay => '30 s');
-SELECT kafka_sink.create_pipeline(name => 'kon_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
-       subscribe => ARRAY['$T'], target => 'e2e.ko_n_$SFX', starting_offsets => 'earliest',
-       min_offsets_per_batch => 600, max_trigger_delay => '30 s');
+$(for k in t n u c b; do echo "SELECT kafka_sink.create_pipeline(name => 'ko${k}_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$T'], target => 'e2e.ko_${k}_$SFX', starting_offsets => 'earliest',
+       min_offsets_per_batch => 600, max_trigger_delay => '30 s');"; done)
 SQL
+# one_batch PIPELINE: how many batches of PIPELINE held messages
+one_batch() { sql -c "SELECT count(*) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = '$1' AND b.messages > 0"; }
 check_caught_up "kot_$SFX"
 check_caught_up "kon_$SFX"
-check "text COLLATE \"C\": one batch" 1 "$(sql -c "SELECT count(*) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = 'kot_$SFX' AND b.messages > 0")"
+check "text COLLATE \"C\": one batch" 1 "$(one_batch "kot_$SFX")"
 check "text COLLATE \"C\": inserted in the keys' byte order" same \
       "$(diff <(sql -c "SELECT t FROM e2e.ko_t_$SFX ORDER BY seq") "$MODEL.text" >/dev/null && echo same || echo differ)"
-check "numeric: one batch" 1 "$(sql -c "SELECT count(*) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = 'kon_$SFX' AND b.messages > 0")"
+check "numeric: one batch" 1 "$(one_batch "kon_$SFX")"
 check "numeric: inserted in the keys' numeric order" same \
       "$(diff <(sql -c "SELECT n::text FROM e2e.ko_n_$SFX ORDER BY seq" | python3 -c 'import sys; from decimal import Decimal; [print(Decimal(l).normalize()) for l in sys.stdin.read().split()]') "$MODEL.num" >/dev/null && echo same || echo differ)"
-check_caught_up "kou_$SFX"
-check_caught_up "koc_$SFX"
-for n in kou koc; do
-    check "$n (und-x-icu): one batch" 1 "$(sql -c "SELECT count(*) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = '${n}_$SFX' AND b.messages > 0")"
+for n in kou koc kob; do check_caught_up "${n}_$SFX"; done
+for n in kou koc kob; do
+    check "$n (und-x-icu): one batch" 1 "$(one_batch "${n}_$SFX")"
 done
 check "text COLLATE \"und-x-icu\": inserted in the keys' byte order, not ICU's" same \
       "$(diff <(sql -c "SELECT t FROM e2e.ko_u_$SFX ORDER BY seq") "$MODEL.text" >/dev/null && echo same || echo differ)"
 check "(text COLLATE \"und-x-icu\", int): inserted in the keys' byte order" same \
       "$(diff <(sql -c "SELECT t FROM e2e.ko_c_$SFX ORDER BY seq") "$MODEL.text" >/dev/null && echo same || echo differ)"
+check "char(40) COLLATE \"und-x-icu\": inserted in the keys' byte order" same \
+      "$(diff <(sql -c "SELECT rtrim(t) FROM e2e.ko_b_$SFX ORDER BY seq") "$MODEL.text" >/dev/null && echo same || echo differ)"
 # the model's two orders differ (else the checks above prove nothing)
 check "ICU's order of the keys is not their bytes'" differ \
       "$(diff <(sql -c "SELECT t FROM e2e.ko_u_$SFX ORDER BY t") "$MODEL.text" >/dev/null && echo same || echo differ)"
@@ -125,7 +117,7 @@ SELECT kafka_sink.create_pipeline(name => 'koci_$SFX', bootstrap_servers => '$KS
        min_offsets_per_batch => 900, max_trigger_delay => '30 s');
 SQL
 check_caught_up "koci_$SFX"
-check "case-insensitive key: one batch" 1 "$(sql -c "SELECT count(*) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = 'koci_$SFX' AND b.messages > 0")"
+check "case-insensitive key: one batch" 1 "$(one_batch "koci_$SFX")"
 check "case-insensitive key: one row per key as the collation groups them" "$(wc -l < "$MODEL.ci")" \
       "$(sql -c "SELECT count(*) FROM e2e.ko_ci_$SFX")"
 check "case-insensitive key: the rows (first spelling, last value), inserted in the collation's order" same \
@@ -133,6 +125,6 @@ check "case-insensitive key: the rows (first spelling, last value), inserted in 
 check "the spellings' byte order is not the collation's" differ \
       "$(diff "$MODEL.ci" "$MODEL.ci_bytes" >/dev/null && echo same || echo differ)"
 
-for n in kot kon kou koc koci; do sql -c "SELECT kafka_sink.drop_pipeline('${n}_$SFX')" >/dev/null; done
+for n in kot kon kou koc kob koci; do sql -c "SELECT kafka_sink.drop_pipeline('${n}_$SFX')" >/dev/null; done
 "$HARNESS" topic-delete "$T2" >/dev/null 2>&1 || true
 finish
