@@ -19,6 +19,8 @@
 #include "decode.h"
 #include "apply.h"
 
+#include "catalog/pg_collation.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/sortsupport.h"
 #include "utils/typcache.h"
@@ -39,6 +41,29 @@ struct KsKeyHash
 	Oid			order_coll;
 	bool		has_order;
 };
+
+/*
+ * The collation a key column is sorted in.  The sort orders the winners
+ * (one per key: the reduce found them by hash and equality) in an order
+ * of the keys that every worker takes the same, so that they lock shared
+ * keys in the same order.  In a deterministic collation two texts are
+ * equal iff their bytes are, so text (and varchar, bpchar) keys sort in
+ * "C", by their bytes, with abbreviated keys and memcmp where the
+ * collation has strcoll and no abbreviated keys (libc's other than "C").
+ * In a nondeterministic one, equal keys have other bytes ('A', 'a'): the
+ * bytes' order is not an order of the keys (two workers could lock 'A'
+ * before 'B' and 'B' before 'a'), so it keeps its own.
+ */
+static Oid
+ks_sort_collation(Oid lt_opr, Oid collation)
+{
+	RegProcedure lt = get_opcode(lt_opr);
+
+	if ((lt == F_TEXT_LT || lt == F_BPCHARLT) && OidIsValid(collation) &&
+		get_collation_isdeterministic(collation))
+		return C_COLLATION_OID;
+	return collation;
+}
 
 KsKeyHash *
 ks_keyhash_create(KsTarget *t)
@@ -84,16 +109,18 @@ ks_keyhash_create(KsTarget *t)
 		kh->coll[k] = c->key_collation;
 		if (OidIsValid(lt_opr))
 		{
+			Oid			sort_coll = ks_sort_collation(lt_opr, c->key_collation);
+
 			/* sort support: int8 keys compare without a function call */
 			kh->ssup[k].ssup_cxt = CurrentMemoryContext;
-			kh->ssup[k].ssup_collation = c->key_collation;
+			kh->ssup[k].ssup_collation = sort_coll;
 			kh->ssup[k].ssup_nulls_first = false;
 			PrepareSortSupportFromOrderingOp(lt_opr, &kh->ssup[k]);
 			if (t->nkeys == 1)
 			{
 				/* as tuplesort does: the same order, most comparisons inline */
 				kh->abbrev.ssup_cxt = CurrentMemoryContext;
-				kh->abbrev.ssup_collation = c->key_collation;
+				kh->abbrev.ssup_collation = sort_coll;
 				kh->abbrev.ssup_nulls_first = false;
 				kh->abbrev.abbreviate = true;
 				PrepareSortSupportFromOrderingOp(lt_opr, &kh->abbrev);
@@ -423,6 +450,9 @@ ks_reduce(KsBatch *batch, KsKeyHash *kh, int *winners, int *deletes, int *ndelet
  * index order, which touches each index page once instead of at random
  * (measured: 36-50% less time for the same MERGE), and two pipelines whose
  * batches share keys lock them in the same order, so they cannot deadlock.
+ * Text keys in a deterministic collation sort by their bytes instead
+ * (ks_sort_collation()): the index's order where the collation orders by
+ * code point ("C", C.UTF-8), another total order elsewhere.
  */
 typedef struct SortArg
 {
@@ -456,7 +486,7 @@ cmp_rows_by_key(const void *a, const void *b, void *arg)
  * comparisons read neither: comparing text keys through their pointers was
  * one cache miss per comparison (16 % of a text-key worker in the
  * comparator's detoast of the key's header).  Ties of the abbreviated keys
- * are decided by the full comparator: the order is the key's btree order.
+ * are decided by the full comparator: the order is the one of ssup.
  */
 typedef struct KeyedRow
 {
