@@ -214,7 +214,8 @@ ks_insert_slots(ResultRelInfo *rri, EState *estate, TupleTableSlot **slots, int 
  * level security applies, no triggers (so no foreign keys), no CHECK
  * constraints, no generated columns, no deferrable or exclusion indexes,
  * and the standard columns with the standard types.  Other columns get
- * their defaults, evaluated per row as INSERT does.  Otherwise it returns
+ * their defaults as INSERT gives them (one without a volatile function
+ * computed once for the batch: below).  Otherwise it returns
  * false before writing anything, and the caller runs the INSERT statement,
  * which handles every case.  A unique or not-null violation is an error,
  * as from the INSERT.
