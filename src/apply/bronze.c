@@ -66,34 +66,14 @@ static const Oid bronze_types[KS_BRONZE_NCOLS] =
 /* rows per table_multi_insert() call */
 #define KS_BRONZE_CHUNK 1000
 
-/*
- * The topic's text datum of the last message (messages come in runs of
- * one partition, so of one topic): built once per run, not per row.
- */
-typedef struct BronzeTopic
-{
-	const char *topic;
-	Datum		datum;
-} BronzeTopic;
-
-/* One message as the standard bronze columns; tc (or NULL) as above. */
+/* One message as the standard bronze columns. */
 static void
-bronze_row(KsBatch *batch, KsMessage *m, Datum *v, bool *n, BronzeTopic *tc)
+bronze_row(KsBatch *batch, KsMessage *m, Datum *v, bool *n)
 {
 	char	   *headers = ks_message_headers_json(m);
 
 	memset(n, 0, sizeof(bool) * KS_BRONZE_NCOLS);
-	if (tc == NULL)
-		v[0] = CStringGetTextDatum(m->topic);
-	else
-	{
-		if (tc->topic == NULL || strcmp(tc->topic, m->topic) != 0)
-		{
-			tc->topic = m->topic;
-			tc->datum = CStringGetTextDatum(m->topic);
-		}
-		v[0] = tc->datum;
-	}
+	v[0] = CStringGetTextDatum(m->topic);
 	v[1] = Int32GetDatum(m->partition);
 	v[2] = Int64GetDatum(m->offset);
 	if (m->timestamp_ms >= 0)
@@ -160,7 +140,7 @@ kafka_sink_batch_messages(PG_FUNCTION_ARGS)
 		bool		n[KS_BRONZE_NCOLS];
 
 		/* the SRF's 7 columns are the first 7; batch_id is a parameter */
-		bronze_row(srf_raw_batch, TODO_MSG(srf_raw_batch, i), v, n, NULL);
+		bronze_row(srf_raw_batch, TODO_MSG(srf_raw_batch, i), v, n);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
 	}
 	return (Datum) 0;
@@ -214,8 +194,7 @@ ks_insert_slots(ResultRelInfo *rri, EState *estate, TupleTableSlot **slots, int 
  * level security applies, no triggers (so no foreign keys), no CHECK
  * constraints, no generated columns, no deferrable or exclusion indexes,
  * and the standard columns with the standard types.  Other columns get
- * their defaults as INSERT gives them (one without a volatile function
- * computed once for the batch: below).  Otherwise it returns
+ * their defaults, evaluated per row as INSERT does.  Otherwise it returns
  * false before writing anything, and the caller runs the INSERT statement,
  * which handles every case.  A unique or not-null violation is an error,
  * as from the INSERT.
@@ -234,11 +213,6 @@ bronze_fast_path(KsBatch *batch)
 	ExprState **defexpr;
 	int		   *defcol;
 	int			ndef = 0;
-	Datum	   *constval;
-	bool	   *constnull;
-	int		   *constcol;
-	int			nconst = 0;
-	BronzeTopic tc = {NULL, (Datum) 0};
 	TupleTableSlot **slots;
 	TupleDesc	slotdesc;
 	int			nslots;
@@ -294,44 +268,20 @@ bronze_fast_path(KsBatch *batch)
 		return false;
 	}
 
-	/*
-	 * The defaults of the other columns: one without a volatile function
-	 * (landed_at's now()) has the same value for every row of the batch's
-	 * one transaction and is computed once; the others per row, as INSERT
-	 * does.
-	 */
+	/* the defaults of the other columns */
 	defexpr = palloc0(sizeof(ExprState *) * Max(natts, 1));
 	defcol = palloc0(sizeof(int) * Max(natts, 1));
-	constval = palloc0(sizeof(Datum) * Max(natts, 1));
-	constnull = palloc0(sizeof(bool) * Max(natts, 1));
-	constcol = palloc0(sizeof(int) * Max(natts, 1));
 	for (int a = 0; a < natts; a++)
 	{
-		Form_pg_attribute att = TupleDescAttr(desc, a);
 		Node	   *def;
-		Expr	   *planned;
-		ExprState  *es;
 
-		if (att->attisdropped || ours[a])
+		if (TupleDescAttr(desc, a)->attisdropped || ours[a])
 			continue;
 		def = build_column_default(rel, a + 1);
 		if (def == NULL)
 			continue;
-		planned = expression_planner((Expr *) def);
-		es = ExecPrepareExpr(planned, estate);
-		if (contain_volatile_functions((Node *) planned))
-		{
-			defexpr[ndef] = es;
-			defcol[ndef++] = a;
-		}
-		else
-		{
-			Datum		val = ExecEvalExprSwitchContext(es, GetPerTupleExprContext(estate), &constnull[nconst]);
-
-			constval[nconst] = constnull[nconst] ? (Datum) 0 : datumCopy(val, att->attbyval, att->attlen);
-			constcol[nconst++] = a;
-			ResetPerTupleExprContext(estate);
-		}
+		defexpr[ndef] = ExecPrepareExpr((Expr *) expression_planner((Expr *) def), estate);
+		defcol[ndef++] = a;
 	}
 
 	cid = GetCurrentCommandId(true);
@@ -367,16 +317,11 @@ bronze_fast_path(KsBatch *batch)
 				slot->tts_values[a] = (Datum) 0;
 				slot->tts_isnull[a] = true;
 			}
-			bronze_row(batch, TODO_MSG(batch, first + i), v, nl, &tc);
+			bronze_row(batch, TODO_MSG(batch, first + i), v, nl);
 			for (int c = 0; c < KS_BRONZE_NCOLS; c++)
 			{
 				slot->tts_values[attno[c]] = v[c];
 				slot->tts_isnull[attno[c]] = nl[c];
-			}
-			for (int d = 0; d < nconst; d++)
-			{
-				slot->tts_values[constcol[d]] = constval[d];
-				slot->tts_isnull[constcol[d]] = constnull[d];
 			}
 			for (int d = 0; d < ndef; d++)
 			{
@@ -398,7 +343,6 @@ bronze_fast_path(KsBatch *batch)
 		for (int i = 0; i < n; i++)
 			ExecClearTuple(slots[i]);
 		MemoryContextReset(chunk_cxt);
-		tc.topic = NULL;		/* its datum was in chunk_cxt */
 		CHECK_FOR_INTERRUPTS();
 	}
 
