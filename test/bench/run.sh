@@ -28,7 +28,7 @@
 #   5. latency: a paced producer at BENCH_LAT_RATE msgs/s (20000) for
 #      BENCH_LAT_WARMUP (5, not measured) + BENCH_LAT_SECONDS (30) seconds,
 #      unique keys, event_ts = produce time,
-#      trigger_interval 100 ms; bronze off and on.
+#      trigger_interval BENCH_LAT_TRIGGER (100 ms); bronze off and on.
 #   6. profile: perf record -g on the worker for BENCH_PROFILE_SECONDS (20).
 #   7. the table on stdout, test/bench/out/{results.md,results.json,
 #      throughput.png,perf-*.txt}.
@@ -38,12 +38,14 @@
 # ties to the later offset".
 #
 # Knobs: BENCH_EVENTS, BENCH_KEYS (N/4), BENCH_REPEAT (2: rounds of the
-# throughput runs, the fastest of each counts), BENCH_LAT_RATE, BENCH_LAT_SECONDS,
+# throughput runs, the fastest of each counts), BENCH_LAT_RATE, BENCH_LAT_SECONDS, BENCH_LAT_TRIGGER (100 ms),
 # BENCH_PROFILE (1; 0 skips perf), BENCH_PROFILE_SECONDS, BENCH_PEERS (1;
 # 0 skips the Python consumer and Debezium), BENCH_DEBEZIUM (BENCH_PEERS), BENCH_BUILD (1; 0 skips make && make
 # install), BENCH_KEEP (0; 1 leaves the broker and the cluster running),
 # BENCH_OUT (test/bench/out), BENCH_PRIVATE_PG (1: install into, and run
 # the cluster from, a private copy of the PostgreSQL tree under the run dir),
+# BENCH_WAL_WARM (1: WAL segments created before the first run and kept by
+# min_wal_size, the steady state; 0: the cluster as it is), BENCH_WAL_WARM_SEGMENTS,
 # KS_RUN.  The throughput runs repeat BENCH_REPEAT times, interleaved.
 # KS_BENCH_PARTS ("orders cdc"): which parts run; "orders" is 1-7 above,
 # "cdc" the CDC rows (test/bench/cdc_part.sh: Debezium change events
@@ -82,6 +84,7 @@ BATCH=50000
 LAT_RATE="${BENCH_LAT_RATE:-20000}"
 LAT_SECONDS="${BENCH_LAT_SECONDS:-30}"
 LAT_WARMUP="${BENCH_LAT_WARMUP:-5}"
+LAT_TRIGGER="${BENCH_LAT_TRIGGER:-100 ms}"
 PROFILE="${BENCH_PROFILE:-1}"
 PROFILE_SECONDS="${BENCH_PROFILE_SECONDS:-20}"
 PROFILE_STRATEGY="${BENCH_PROFILE_STRATEGY:-default}"   # sql: profile the MERGE instead
@@ -225,6 +228,25 @@ ALTER SYSTEM SET max_wal_size = '16GB';
 ALTER SYSTEM SET checkpoint_timeout = '30min';
 SELECT pg_reload_conf();
 SQL
+# The WAL's steady state, the same for every phase, the baseline's
+# included: a server that has run a while recycles its WAL segments at
+# each checkpoint and never zero-fills a new one (XLogFileInit: a 16 MB
+# pwrite and an fsync in the process that needs the segment).  A fresh
+# cluster would make the first phases that write much WAL (bronze) pay
+# for creating them.  min_wal_size keeps BENCH_WAL_WARM_SEGMENTS segments
+# (about 350 bytes of WAL per message with bronze, ~0.4 GB at 1M), created
+# once here and recycled by each phase's CHECKPOINT.  BENCH_WAL_WARM=0
+# leaves the cluster as it is.
+if [ "${BENCH_WAL_WARM:-1}" = 1 ]; then
+    WARM_SEGS="${BENCH_WAL_WARM_SEGMENTS:-$(( (N / 1000000 + 1) * 32 ))}"
+    say "WAL steady state: min_wal_size $((WARM_SEGS * 16 + 256))MB, $WARM_SEGS segments created and recycled"
+    psu -c "ALTER SYSTEM SET min_wal_size = '$((WARM_SEGS * 16 + 256))MB'" -c "SELECT pg_reload_conf()" >> "$LOG"
+    wal_have="$(psu -c "SELECT count(*) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}\$'")"
+    for _ in $(seq "$wal_have" "$WARM_SEGS"); do
+        psu -c "SELECT pg_logical_emit_message(false, 'bench', 'warm')" -c "SELECT pg_switch_wal()" > /dev/null
+    done
+    psu -c CHECKPOINT >> "$LOG"
+fi
 
 psu <<SQL >> "$LOG"
 SET client_min_messages = warning;
@@ -666,11 +688,11 @@ has_part orders && for r in $(seq 1 "$REPEAT"); do
 done
 
 # ------------------------------------------------------------------ latency
-# latency KEY BRONZE(0|1): steady LAT_RATE msgs/s, unique keys, trigger 100 ms
+# latency KEY BRONZE(0|1): steady LAT_RATE msgs/s, unique keys, trigger_interval LAT_TRIGGER
 latency() {
     local key="$1" bronze="$2" name="bench_$1" topic="bench.$1.$RUNID" bronze_arg="" pid c0 c1 i
     [ "$bronze" = 1 ] && bronze_arg=", bronze => 'bench.orders_lat_raw'"
-    say "latency ($key): $LAT_RATE msgs/s for ${LAT_SECONDS}s, trigger_interval 100 ms, bronze $([ "$bronze" = 1 ] && echo on || echo off)"
+    say "latency ($key): $LAT_RATE msgs/s for ${LAT_SECONDS}s, trigger_interval $LAT_TRIGGER, bronze $([ "$bronze" = 1 ] && echo on || echo off)"
     bash "$H" topic-create "$topic" 4 >> "$LOG" 2>&1 || die "could not create $topic"
     pso <<SQL > /dev/null
 SET client_min_messages = warning;
@@ -681,7 +703,7 @@ CREATE TABLE bench.orders_lat ($CREATE_ORDERS,
 SELECT kafka_sink.create_pipeline(
     name => '$name', bootstrap_servers => '$KS_BOOTSTRAP', subscribe => ARRAY['$topic'],
     target => 'bench.orders_lat', order_column => 'event_ts', starting_offsets => 'earliest',
-    trigger_interval => '100 ms', max_offsets_per_batch => 50000 $bronze_arg);
+    trigger_interval => '$LAT_TRIGGER', max_offsets_per_batch => 50000 $bronze_arg);
 SQL
     psu -c CHECKPOINT > /dev/null
     # the worker is up and has its partitions: progress shows watermarks
@@ -693,7 +715,7 @@ SQL
     pid="$(worker_pid "$name")"
     [ "$pid" != 0 ] || die "$name has no worker"
     c0="$(proc_cpu "$pid")"
-    put "$key.load" "$(loadavg)"
+    put "$key.load" "$(loadavg)"; put "$key.trigger_interval" "$LAT_TRIGGER"
     "$PY" "$BENCH_DIR/paced_producer.py" "$KS_BOOTSTRAP" "$topic" "$LAT_RATE" "$LAT_SECONDS" 1 "$LAT_WARMUP" \
         > "$W/$key.producer.json" 2>> "$LOG" || die "paced producer failed (see $LOG)"
     cat "$W/$key.producer.json" >> "$LOG"

@@ -11,6 +11,7 @@
 # the same topic into one such table at the same time, small batches:
 # each offset once (the lock per table and partition).  And the look-up
 # lineage and message_fate() run on bronze uses the table's index.
+# And three topics into one bronze table: each row carries its own topic.
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
 
@@ -110,4 +111,25 @@ check "both pipelines landed some of them (their batches overlapped)" "2" \
       "$(sql -c "SELECT count(DISTINCT p.name) FROM $B2 b JOIN kafka_sink.batches x ON x.batch_id = b.batch_id
                   JOIN kafka_sink.pipelines p ON p.id = x.pipeline_id WHERE p.name LIKE 'brw_two%'")"
 for i in 1 2; do sql -c "SELECT kafka_sink.drop_pipeline('brw_two${i}_$SFX')" >/dev/null; done
+# three topics into one bronze table, 2,500 messages each (more than one
+# multi-insert chunk of 1,000 rows), batches of up to 6,000 that mix them:
+# every row carries the topic its message came from (the value names it)
+# and every row of a batch its transaction's landed_at
+B3="e2e.brw_raw_three_$SFX"
+for t in a b c; do
+    "$HARNESS" topic-create "e2e_brw3${t}_$SFX" 2 >/dev/null 2>&1
+    seq 1 2500 | sed "s/^/k|e2e_brw3${t}_$SFX:/" | produce "e2e_brw3${t}_$SFX"
+done
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.create_pipeline(name => 'brw_three_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['e2e_brw3a_$SFX', 'e2e_brw3b_$SFX', 'e2e_brw3c_$SFX'], bronze => '$B3',
+       starting_offsets => 'earliest', max_offsets_per_batch => 6000)" >/dev/null
+check_caught_up "brw_three_$SFX"
+check "three topics into one bronze table: 7500 rows, each (topic, partition, offset) once" "7500|7500" \
+      "$(sql -c "SELECT count(*) || '|' || count(DISTINCT (topic, partition, \"offset\")) FROM $B3")"
+check "every bronze row's topic is the one its message was produced to" \
+      "$(for t in a b c; do seq 1 2500 | sed "s/^/e2e_brw3${t}_$SFX|e2e_brw3${t}_$SFX:/"; done | sort | md5sum)" \
+      "$(sql -c "SELECT topic || '|' || convert_from(value, 'UTF8') FROM $B3" | sort | md5sum)"
+check "a batch's rows share one landed_at (the batch transaction's now())" "0" \
+      "$(sql -c "SELECT count(*) FROM (SELECT batch_id FROM $B3 GROUP BY batch_id HAVING count(DISTINCT landed_at) > 1) x")"
+sql -c "SELECT kafka_sink.drop_pipeline('brw_three_$SFX')" >/dev/null
 finish
