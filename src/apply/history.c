@@ -144,15 +144,16 @@ append_time_columns(StringInfo b, KsTarget *t, const char *from, const char *to,
 	{
 		KsColumn   *c = &t->columns[i];
 		const char *e = c->history == 'F' ? from : to;
+		const char *name = quote_identifier(c->name);
 
 		if (c->history != 'F' && c->history != 'T')
 			continue;
 		if (how == 's')
-			appendStringInfo(b, ", %s = %s", c->name, e);
+			appendStringInfo(b, ", %s = %s", name, e);
 		else if (how == 'w')
-			appendStringInfo(b, " OR t.%s IS DISTINCT FROM %s", c->name, e);
+			appendStringInfo(b, " OR t.%s IS DISTINCT FROM %s", name, e);
 		else if (how == 'n')
-			appendStringInfo(b, ", %s", c->name);
+			appendStringInfo(b, ", %s", name);
 		else
 			appendStringInfo(b, ", %s", e);
 	}
@@ -338,6 +339,13 @@ append_tracked_writes(StringInfo b, KsTarget *t)
  *       segment, carrying the column (NULL if none), as the merge rule's
  *       fold, along time;
  *   g   one row per (key, v), the last, with _valid_to the next v.
+ *
+ * With _valid_from_at (a change event's commit time, decoded into the
+ * batch rows), _ks_at travels beside v: a stored version's, an event's, a
+ * truncate's (cdc_deletions.source_time); g keeps the last row's at v and
+ * _ks_to_at, the next version's (with track_history_columns, a version's
+ * first state's and the next version's first state's).  Versions stay
+ * ordered by v alone.
  *
  * Change events' truncates (tr, cdc_guard.c records them): each is a
  * delete at its position P of every key with P from its earliest event on
