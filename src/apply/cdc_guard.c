@@ -123,7 +123,7 @@ run_truncate(KsBatch *batch, char *pos, int64 ts_ms)
 		ks_catalog_writes_restore(catalog_writes);
 	}
 	PG_END_TRY();
-	ks_catalog_cdc_record(p->id, t->relid, list_make1(pstrdup("null")), list_make1(pos));
+	ks_catalog_cdc_record(p->id, t->relid, list_make1(pstrdup("null")), list_make1(pos), NIL);
 }
 
 /*
@@ -186,6 +186,7 @@ ks_cdc_history_truncates(KsBatch *batch)
 	KsTarget   *t = batch->target;
 	List	   *keys = NIL;
 	List	   *positions = NIL;
+	List	   *times = NIL;
 	char	   *earliest = NULL;
 
 	for (int i = 0; i < batch->nmsgs; i++)
@@ -214,11 +215,14 @@ ks_cdc_history_truncates(KsBatch *batch)
 		appendStringInfoChar(&k, '}');
 		keys = lappend(keys, k.data);
 		positions = lappend(positions, pos);
+		/* its commit time, for _valid_from_at ("" for none) */
+		times = lappend(times, t->at_index < 0 || r->nulls[t->at_index] ? "" :
+						DatumGetCString(DirectFunctionCall1(timestamptz_out, r->values[t->at_index])));
 		if (earliest == NULL || cmp_positions(pos, earliest) < 0)
 			earliest = pos;
 	}
 	if (keys != NIL)
-		ks_catalog_cdc_record(batch->pipeline->id, t->relid, keys, positions);
+		ks_catalog_cdc_record(batch->pipeline->id, t->relid, keys, positions, t->at_index >= 0 ? times : NIL);
 	return earliest;
 }
 
@@ -249,7 +253,7 @@ ks_cdc_record_deletes(KsBatch *batch, int *dels, int ndels)
 		positions = lappend(positions, position_text(t, r));
 	}
 	if (keys != NIL)
-		ks_catalog_cdc_record(batch->pipeline->id, t->relid, keys, positions);
+		ks_catalog_cdc_record(batch->pipeline->id, t->relid, keys, positions, NIL);
 	/* bounded retention, as for event ids */
 	if (batch->batch_id % 64 == 0)
 		ks_catalog_cdc_prune(batch->pipeline->id, t->relid, batch->pipeline->contract.event_id_retention_s);

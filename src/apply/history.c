@@ -132,6 +132,34 @@ append_fields_array(StringInfo b, KsTarget *t)
 }
 
 /*
+ * _valid_from_at and _valid_to_at, those the target has (docs/history.md,
+ * "Reading by time"), from the expressions from and to: how: 's' ", col =
+ * expr" (an UPDATE's SET), 'w' " OR t.col IS DISTINCT FROM expr" (its
+ * WHERE), 'n' ", col" (an INSERT's list), 'v' ", expr" (its values)
+ */
+static void
+append_time_columns(StringInfo b, KsTarget *t, const char *from, const char *to, char how)
+{
+	for (int i = 0; i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+		const char *e = c->history == 'F' ? from : to;
+		const char *name = quote_identifier(c->name);
+
+		if (c->history != 'F' && c->history != 'T')
+			continue;
+		if (how == 's')
+			appendStringInfo(b, ", %s = %s", name, e);
+		else if (how == 'w')
+			appendStringInfo(b, " OR t.%s IS DISTINCT FROM %s", name, e);
+		else if (how == 'n')
+			appendStringInfo(b, ", %s", name);
+		else
+			appendStringInfo(b, ", %s", e);
+	}
+}
+
+/*
  * track_history_columns (docs/history.md, "Tracked columns"): a version
  * of the target is a run of states, each state what a version of the
  * untracked statement would be, kept in the version's _states jsonb (an
@@ -157,8 +185,8 @@ append_stored_states(StringInfo b, KsTarget *t)
 					 t->qualified_name, keys_match(t, "t", "m"), t->qualified_name, keys_match(t, "t2", "m"));
 	appendStringInfo(b, ", o AS (SELECT %s, x._valid_from, 0::bigint, coalesce(x._deleted, false),"
 					 " x._valid_from < r._ks_min,"
-					 " ARRAY(SELECT pg_catalog.jsonb_array_elements_text(s.j -> '_fields'))",
-					 keys_list(t, "r."));
+					 " ARRAY(SELECT pg_catalog.jsonb_array_elements_text(s.j -> '_fields'))%s",
+					 keys_list(t, "r."), t->at_index >= 0 ? ", x._valid_from_at" : "");
 	for (int i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
@@ -185,6 +213,11 @@ append_state_object(StringInfo b, KsTarget *t)
 						   " '_fields', pg_catalog.to_jsonb(CASE WHEN g._ks_base THEN g._ks_f ELSE ");
 	append_fields_array(b, t);
 	appendStringInfoString(b, " END)");
+	if (t->at_index >= 0)
+	{
+		appendStringInfoString(b, ", '_valid_from_at', g._ks_at");
+		pairs++;
+	}
 	for (int i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
@@ -231,7 +264,8 @@ append_tracked_writes(StringInfo b, KsTarget *t)
 	appendStringInfo(b, ") AS _ks_new FROM g WINDOW w AS (%s ORDER BY _ks_v))", pk);
 	appendStringInfo(b, ", i AS (SELECT h.*, sum(_ks_new::integer) OVER (%s ORDER BY _ks_v ROWS UNBOUNDED PRECEDING)"
 					 " AS _ks_run FROM h)", pk);
-	appendStringInfoString(b, ", j AS (SELECT g.*, min(_ks_v) OVER wr AS _ks_from, pg_catalog.jsonb_agg(");
+	appendStringInfo(b, ", j AS (SELECT g.*, min(_ks_v) OVER wr AS _ks_from,%s pg_catalog.jsonb_agg(",
+					 t->at_index >= 0 ? " first_value(_ks_at) OVER wr AS _ks_from_at," : "");
 	append_state_object(b, t);
 	appendStringInfo(b, ") OVER wr AS _ks_states, row_number() OVER (%s, _ks_run ORDER BY _ks_v DESC) AS _ks_lastst"
 					 " FROM i AS g WINDOW wr AS (%s, _ks_run ORDER BY _ks_v"
@@ -243,6 +277,7 @@ append_tracked_writes(StringInfo b, KsTarget *t)
 					 t->qualified_name, keys_match(t, "t", "r"), keys_match(t, "k", "r"));
 	appendStringInfo(b, ", u AS (UPDATE %s AS t SET _valid_to = k._ks_to, _deleted = k._ks_del,"
 					 " _states = k._ks_states", t->qualified_name);
+	append_time_columns(b, t, "k._ks_from_at", "k._ks_to_at", 's');
 	if (current >= 0)
 		appendStringInfoString(b, ", _is_current = (k._ks_to IS NULL AND NOT k._ks_del)");
 	for (i = 0; i < t->ncolumns; i++)
@@ -253,10 +288,13 @@ append_tracked_writes(StringInfo b, KsTarget *t)
 			appendStringInfo(b, ", %s = k.%s", quote_identifier(c->name), quote_identifier(c->name));
 	}
 	appendStringInfo(b, " FROM k WHERE k._ks_had AND %s AND t._valid_from = k._ks_from"
-					 " AND (t._valid_to IS DISTINCT FROM k._ks_to OR t._states IS DISTINCT FROM k._ks_states)"
-					 " RETURNING 1)", keys_match(t, "t", "k"));
+					 " AND (t._valid_to IS DISTINCT FROM k._ks_to OR t._states IS DISTINCT FROM k._ks_states",
+					 keys_match(t, "t", "k"));
+	append_time_columns(b, t, "k._ks_from_at", "k._ks_to_at", 'w');
+	appendStringInfoString(b, ") RETURNING 1)");
 	appendStringInfo(b, " INSERT INTO %s (%s, _valid_from, _valid_to, _deleted, _states%s",
 					 t->qualified_name, keys, current >= 0 ? ", _is_current" : "");
+	append_time_columns(b, t, NULL, NULL, 'n');
 	for (i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
@@ -266,6 +304,7 @@ append_tracked_writes(StringInfo b, KsTarget *t)
 	}
 	appendStringInfo(b, ") SELECT %s, k._ks_from, k._ks_to, k._ks_del, k._ks_states%s", keys_list(t, "k."),
 					 current >= 0 ? ", k._ks_to IS NULL AND NOT k._ks_del" : "");
+	append_time_columns(b, t, "k._ks_from_at", "k._ks_to_at", 'v');
 	for (i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
@@ -301,6 +340,13 @@ append_tracked_writes(StringInfo b, KsTarget *t)
  *       fold, along time;
  *   g   one row per (key, v), the last, with _valid_to the next v.
  *
+ * With _valid_from_at (a change event's commit time, decoded into the
+ * batch rows), _ks_at travels beside v: a stored version's, an event's, a
+ * truncate's (cdc_deletions.source_time); g keeps the last row's at v and
+ * _ks_to_at, the next version's (with track_history_columns, a version's
+ * first state's and the next version's first state's).  Versions stay
+ * ordered by v alone.
+ *
  * Change events' truncates (tr, cdc_guard.c records them): each is a
  * delete at its position P of every key with P from its earliest event on
  * (a batch with a new truncate takes every key of the table into m), kept
@@ -332,6 +378,8 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 	appendStringInfo(&b, "WITH e AS (SELECT %s, s.%s AS _ks_v, s._ks_seq::bigint + 1 AS _ks_ord,"
 					 " s._ks_del AS _ks_del, false AS _ks_base, NULL::text[] AS _ks_f",
 					 keys_list(t, "s."), o);
+	if (t->at_index >= 0)
+		appendStringInfoString(&b, ", s._valid_from_at AS _ks_at");
 	for (i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
@@ -355,7 +403,8 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 	else
 		appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM e GROUP BY %s)", keys, keys);
 	if (t->cdc)
-		appendStringInfo(&b, ", tr AS (SELECT (d.key ->> 'truncate')::numeric AS _ks_p FROM kafka_sink.cdc_deletions d"
+		appendStringInfo(&b, ", tr AS (SELECT (d.key ->> 'truncate')::numeric AS _ks_p, d.source_time AS _ks_at"
+						 " FROM kafka_sink.cdc_deletions d"
 						 " WHERE d.pipeline_id = " INT64_FORMAT " AND d.target = %u"
 						 " AND pg_catalog.jsonb_typeof(d.key) = 'object')", pipeline_id, t->relid);
 	/* o: the stored versions from the base on */
@@ -364,8 +413,9 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 	else
 	{
 	appendStringInfo(&b, ", o AS (SELECT %s, t._valid_from, 0::bigint, coalesce(t._deleted, false),"
-					 " t._valid_from < m._ks_min, %s",
-					 keys_list(t, "t."), fields >= 0 ? "t._fields" : "NULL::text[]");
+					 " t._valid_from < m._ks_min, %s%s",
+					 keys_list(t, "t."), fields >= 0 ? "t._fields" : "NULL::text[]",
+					 t->at_index >= 0 ? ", t._valid_from_at" : "");
 	for (i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
@@ -404,7 +454,7 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 		 */
 		appendStringInfo(&b, ", a AS (SELECT y.*, (y._ks_del AND y._ks_v IN (SELECT _ks_p FROM tr)) AS _ks_syn"
 						 " FROM (SELECT * FROM e UNION ALL SELECT * FROM o UNION ALL SELECT %s, tr._ks_p, -1::bigint,"
-						 " true, false, NULL::text[]", keys_list(t, "m."));
+						 " true, false, NULL::text[]%s", keys_list(t, "m."), t->at_index >= 0 ? ", tr._ks_at" : "");
 		for (i = 0; i < t->ncolumns; i++)
 		{
 			KsColumn   *c = &t->columns[i];
@@ -440,9 +490,9 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 	appendStringInfoString(&b, " FROM c)");
 
 	/* f: the folded values */
-	appendStringInfo(&b, ", f AS (SELECT %s, _ks_v, _ks_del, _ks_base, _ks_f, _ks_stored,"
+	appendStringInfo(&b, ", f AS (SELECT %s, _ks_v, _ks_del, _ks_base, _ks_f, _ks_stored,%s"
 					 " row_number() OVER (%s, _ks_v ORDER BY _ks_ord DESC) AS _ks_last",
-					 keys, pk);
+					 keys, t->at_index >= 0 ? " _ks_at," : "", pk);
 	for (i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
@@ -459,8 +509,10 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 			appendStringInfo(&b, ", bool_or(_ks_q%d) OVER (%s, _ks_v) AS _ks_q%d", i, pk, i);
 	}
 	appendStringInfoString(&b, " FROM d)");
-	appendStringInfo(&b, ", g AS (SELECT f.*, lead(_ks_v) OVER (%s ORDER BY _ks_v) AS _ks_to FROM f"
-					 " WHERE _ks_last = 1)", pk);
+	appendStringInfo(&b, ", g AS (SELECT f.*, lead(_ks_v) OVER (%s ORDER BY _ks_v) AS _ks_to", pk);
+	if (t->at_index >= 0)
+		appendStringInfo(&b, ", lead(_ks_at) OVER (%s ORDER BY _ks_v) AS _ks_to_at", pk);
+	appendStringInfoString(&b, " FROM f WHERE _ks_last = 1)");
 
 	if (t->track)
 	{
@@ -476,6 +528,7 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 
 	/* u: the stored versions that change */
 	appendStringInfo(&b, ", u AS (UPDATE %s AS t SET _valid_to = g._ks_to, _deleted = g._ks_del", t->qualified_name);
+	append_time_columns(&b, t, "g._ks_at", "g._ks_to_at", 's');
 	if (current >= 0)
 		appendStringInfoString(&b, ", _is_current = (g._ks_to IS NULL AND NOT g._ks_del)");
 	if (fields >= 0)
@@ -496,6 +549,7 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 					 keys_match(t, "t", "g"));
 	if (current >= 0)
 		appendStringInfoString(&b, " OR t._is_current IS DISTINCT FROM (g._ks_to IS NULL AND NOT g._ks_del)");
+	append_time_columns(&b, t, "g._ks_at", "g._ks_to_at", 'w');
 	for (i = 0; i < t->ncolumns; i++)
 		if (is_data(&t->columns[i]))
 		{
@@ -514,6 +568,7 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 	/* the new versions */
 	appendStringInfo(&b, " INSERT INTO %s (%s, _valid_from, _valid_to, _deleted%s%s",
 					 t->qualified_name, keys, current >= 0 ? ", _is_current" : "", fields >= 0 ? ", _fields" : "");
+	append_time_columns(&b, t, NULL, NULL, 'n');
 	for (i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *c = &t->columns[i];
@@ -523,6 +578,7 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 	}
 	appendStringInfo(&b, ") SELECT %s, g._ks_v, g._ks_to, g._ks_del%s", keys_list(t, "g."),
 					 current >= 0 ? ", g._ks_to IS NULL AND NOT g._ks_del" : "");
+	append_time_columns(&b, t, "g._ks_at", "g._ks_to_at", 'v');
 	if (fields >= 0)
 	{
 		appendStringInfoString(&b, ", ");

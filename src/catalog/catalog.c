@@ -1032,20 +1032,27 @@ ks_catalog_cdc_positions(int64 pipeline_id, Oid target, List *keys,
 	}
 }
 
-/* Records positions of keys (each key once), keeping the greatest. */
+/*
+ * Records positions of keys (each key once), keeping the greatest; times
+ * (mode history's truncates, or NIL): each one's source commit time as
+ * timestamptz text ("": none), keeping the earliest.
+ */
 void
-ks_catalog_cdc_record(int64 pipeline_id, Oid target, List *keys, List *positions)
+ks_catalog_cdc_record(int64 pipeline_id, Oid target, List *keys, List *positions, List *times)
 {
-	Oid			argtypes[4] = {INT8OID, OIDOID, TEXTARRAYOID, TEXTARRAYOID};
-	Datum		values[4] = {Int64GetDatum(pipeline_id), ObjectIdGetDatum(target),
-	text_array(keys), text_array(positions)};
+	Oid			argtypes[5] = {INT8OID, OIDOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		values[5] = {Int64GetDatum(pipeline_id), ObjectIdGetDatum(target),
+	text_array(keys), text_array(positions), times != NIL ? text_array(times) : (Datum) 0};
+	char		nulls[5] = {' ', ' ', ' ', ' ', times != NIL ? ' ' : 'n'};
 
 	ks_spi_exec("record deleted keys",
-				"INSERT INTO kafka_sink.cdc_deletions AS d (pipeline_id, target, key, position)"
-				" SELECT $1, $2, u.k::jsonb, u.p::numeric FROM unnest($3::text[], $4::text[]) AS u(k, p)"
+				"INSERT INTO kafka_sink.cdc_deletions AS d (pipeline_id, target, key, position, source_time)"
+				" SELECT $1, $2, u.k::jsonb, u.p::numeric, NULLIF(u.s, '')::timestamptz"
+				" FROM unnest($3::text[], $4::text[], $5::text[]) AS u(k, p, s)"
 				" ON CONFLICT (pipeline_id, target, key) DO UPDATE"
-				" SET position = greatest(d.position, excluded.position), recorded_at = now()",
-				4, argtypes, values, NULL, false, SPI_OK_INSERT);
+				" SET position = greatest(d.position, excluded.position), recorded_at = now(),"
+				" source_time = least(d.source_time, excluded.source_time)",
+				5, argtypes, values, nulls, false, SPI_OK_INSERT);
 }
 
 /* Prunes deleted keys older than the retention; the truncate row stays. */

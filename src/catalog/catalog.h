@@ -88,7 +88,7 @@ extern void ks_catalog_record_event_ids(Oid target, List *ids, int64 batch_id);
 extern void ks_catalog_prune_event_ids(Oid target, int64 older_than_s);
 extern void ks_catalog_cdc_positions(int64 pipeline_id, Oid target, List *keys,
 									 List **found_keys, List **found_positions);
-extern void ks_catalog_cdc_record(int64 pipeline_id, Oid target, List *keys, List *positions);
+extern void ks_catalog_cdc_record(int64 pipeline_id, Oid target, List *keys, List *positions, List *times);
 extern void ks_catalog_cdc_prune(int64 pipeline_id, Oid target, int64 older_than_s);
 
 /* the outbox relay (outbox.c) */

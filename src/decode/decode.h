@@ -45,7 +45,8 @@ typedef struct KsColumn
 	char		history;		/* mode history's version columns: 'f'
 								 * _valid_from, 't' _valid_to, 'd' _deleted,
 								 * 'c' _is_current, 'p' _fields, 's'
-								 * _states; else 0 */
+								 * _states, 'F' _valid_from_at, 'T'
+								 * _valid_to_at; else 0 */
 	bool		tracked;		/* mode history with track_history_columns:
 								 * one of them */
 	char		soft;			/* delete_mode soft: 'd' _deleted, 'a'
@@ -80,6 +81,9 @@ typedef struct KsTarget
 	bool		history;		/* mode history: the batch rows carry _ks_del */
 	bool		track;			/* ... with track_history_columns: the
 								 * versions keep their states in _states */
+	int			at_index;		/* ... of change events: _valid_from_at (the
+								 * event's commit time, decoded into it), or
+								 * -1 */
 	bool		soft;			/* delete_mode soft: deletes mark the row */
 	int			soft_deleted;	/* its _deleted column, or -1 */
 	int			soft_deleted_at;	/* its _deleted_at column, or -1 */

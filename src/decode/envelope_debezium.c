@@ -957,6 +957,49 @@ set_position(KsTarget *t, KsRow *row, const char *pos)
 }
 
 /*
+ * Mode history's _valid_from_at (docs/history.md, "Reading by time"): the
+ * event's source commit time, the first of source.ts_ns, source.ts_us,
+ * source.ts_ms (the time of the change in the source database), then the
+ * envelope's own ts_ns, ts_us, ts_ms (when the connector processed it), in
+ * microseconds; NULL when none is an integer in timestamptz's range.
+ */
+static void
+set_commit_time(KsTarget *t, KsRow *row, KsJson *payload, KsJson *source)
+{
+	static const char *const names[3] = {"ts_ns", "ts_us", "ts_ms"};
+	int			at = t->at_index;
+
+	if (at < 0)
+		return;
+	row->present[at] = true;
+	row->nulls[at] = true;
+	for (int w = 0; w < 2; w++)
+	{
+		KsJson	   *o = w == 0 ? source : payload;
+
+		for (int u = 0; o != NULL && u < 3; u++)
+		{
+			KsJson	   *v = ks_json_get(o, names[u]);
+			int64		n;
+			int64		us;
+			TimestampTz ts;
+
+			if (v == NULL || v->kind != KS_J_NUMBER || !parse_int8(v->str, &n))
+				continue;
+			us = u == 0 ? n / 1000 : u == 1 ? n : n * 1000;
+			if (u == 2 && (n > PG_INT64_MAX / 1000 || n < PG_INT64_MIN / 1000))
+				continue;
+			ts = us - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+			if (!IS_VALID_TIMESTAMP(ts))
+				continue;
+			row->values[at] = TimestampTzGetDatum(ts);
+			row->nulls[at] = false;
+			return;
+		}
+	}
+}
+
+/*
  * Debezium's placeholder for a value the source did not send: an unchanged
  * TOASTed column of an update under REPLICA IDENTITY DEFAULT (PostgreSQL),
  * or a column left out by the source.  Its default is this text, and a
@@ -1137,6 +1180,7 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 		if (row->reason != KS_OK)
 			return;
 		set_position(t, row, pos);
+		set_commit_time(t, row, payload, source);
 		for (int i = 0; i < t->ncolumns; i++)
 		{
 			KsColumn   *c = &t->columns[i];
@@ -1164,11 +1208,13 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 		if (row->reason != KS_OK)
 			return;
 		set_position(t, row, pos);
+		set_commit_time(t, row, payload, source);
 		row->is_delete = true;
 	}
 	else if (strcmp(op, "t") == 0)
 	{
 		set_position(t, row, pos);
+		set_commit_time(t, row, payload, source);
 		row->is_truncate = true;
 	}
 	else

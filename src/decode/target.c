@@ -87,6 +87,10 @@ history_column(const char *name)
 		return 'p';
 	if (strcmp(name, "_states") == 0)
 		return 's';
+	if (strcmp(name, "_valid_from_at") == 0)
+		return 'F';
+	if (strcmp(name, "_valid_to_at") == 0)
+		return 'T';
 	return 0;
 }
 
@@ -473,6 +477,41 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 						   p->targets.order_column ? quote_identifier(p->targets.order_column) : "(none)"),
 				 errhint("ALTER TABLE %s ADD COLUMN _kafka_source_position numeric, then create the pipeline again.",
 						 t->qualified_name)));
+	/*
+	 * _valid_from_at and _valid_to_at (docs/history.md, "Reading by
+	 * time"): the event's source commit time, which only change events
+	 * carry; _valid_to_at is the next version's _valid_from_at
+	 */
+	t->at_index = -1;
+	for (int i = 0; t->history && i < t->ncolumns; i++)
+	{
+		KsColumn   *c = &t->columns[i];
+
+		if (c->history != 'F' && c->history != 'T')
+			continue;
+		if (!t->cdc)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+					 errmsg("history target %s of pipeline \"%s\" has column %s, which only change events fill",
+							t->qualified_name, p->name, quote_identifier(c->name)),
+					 errhint("_valid_from_at and _valid_to_at keep a change event's commit time (envelope debezium); a plain pipeline with a timestamptz order column reads by time through _valid_from: see docs/history.md.")));
+		if (getBaseType(c->typid) != TIMESTAMPTZOID)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+					 errmsg("column %s of history target %s must be of type timestamptz",
+							quote_identifier(c->name), t->qualified_name),
+					 errhint("See docs/history.md, \"Reading by time\".")));
+		if (c->history == 'F')
+			t->at_index = i;
+	}
+	for (int i = 0; t->history && i < t->ncolumns; i++)
+		if (t->columns[i].history == 'T' && t->at_index < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+					 errmsg("history target %s of pipeline \"%s\" has _valid_to_at without _valid_from_at",
+							t->qualified_name, p->name),
+					 errhint("ALTER TABLE %s ADD COLUMN _valid_from_at timestamptz: _valid_to_at is the next version's.",
+							 t->qualified_name)));
 	build_mappings(t, p);
 
 	/*

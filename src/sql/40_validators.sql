@@ -431,13 +431,13 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass order_column => ''event_ts'': its value is where each version starts (_valid_from).';
     END IF;
-    IF order_column IN ('_valid_from', '_valid_to', '_is_current', '_deleted', '_fields')
+    IF order_column IN ('_valid_from', '_valid_to', '_is_current', '_deleted', '_fields', '_valid_from_at', '_valid_to_at')
        OR order_column = ANY (key_columns) THEN
         RAISE EXCEPTION 'order column "%" cannot be a key or version column', order_column
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Keep the event''s order value in a column of its own; _valid_from copies it.';
     END IF;
-    IF key_columns && ARRAY['_valid_from', '_valid_to', '_is_current', '_deleted', '_fields'] THEN
+    IF key_columns && ARRAY['_valid_from', '_valid_to', '_is_current', '_deleted', '_fields', '_valid_from_at', '_valid_to_at'] THEN
         RAISE EXCEPTION 'key_columns cannot name a version column'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'key_columns are the business key; the unique index is on (the key, _valid_from).';
@@ -449,7 +449,8 @@ BEGIN
                a.attgenerated <> '' OR a.attidentity = 'a' AS computed
           FROM (VALUES ('_valid_from', order_type, true), ('_valid_to', order_type, true),
                        ('_deleted', 'boolean', true), ('_is_current', 'boolean', false),
-                       ('_fields', 'text[]', false)) AS w(name, type, required)
+                       ('_fields', 'text[]', false), ('_valid_from_at', 'timestamp with time zone', false),
+                       ('_valid_to_at', 'timestamp with time zone', false)) AS w(name, type, required)
           LEFT JOIN pg_attribute a ON a.attrelid = target AND a.attname = w.name AND a.attnum > 0
                                   AND NOT a.attisdropped
     LOOP
@@ -463,10 +464,16 @@ BEGIN
             RAISE EXCEPTION 'column % of a history target must be a plain column of type %, not %',
                             col.name, col.type, col.has_type
                 USING ERRCODE = 'invalid_table_definition',
-                      HINT = format('_valid_from and _valid_to have the order column''s type (%s), _deleted and _is_current boolean, _fields text[].',
+                      HINT = format('_valid_from and _valid_to have the order column''s type (%s), _deleted and _is_current boolean, _fields text[], _valid_from_at and _valid_to_at timestamptz.',
                                     order_type);
         END IF;
     END LOOP;
+    IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = target AND attname = '_valid_to_at' AND NOT attisdropped)
+       AND NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = target AND attname = '_valid_from_at' AND NOT attisdropped) THEN
+        RAISE EXCEPTION 'a history target with _valid_to_at needs _valid_from_at'
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = format('ALTER TABLE %s ADD COLUMN _valid_from_at timestamptz: _valid_to_at is the next version''s.', target);
+    END IF;
     SELECT array_agg(attnum ORDER BY attnum) INTO want_attnums
       FROM pg_attribute WHERE attrelid = target AND attname = ANY (key_columns || '_valid_from'::text);
     IF NOT EXISTS (
@@ -482,7 +489,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kafka_sink._check_history_target(regclass, text[], text) IS
-'Internal: checks a history-mode target: an order column, _valid_from and _valid_to of its type, _deleted boolean, the optional _is_current boolean and _fields text[], and a unique index on (the key columns, _valid_from).';
+'Internal: checks a history-mode target: an order column, _valid_from and _valid_to of its type, _deleted boolean, the optional _is_current boolean, _fields text[], _valid_from_at and _valid_to_at timestamptz, and a unique index on (the key columns, _valid_from).';
 
 -- One column mapping: a path string, or {"path": ..., "scale": n}.
 CREATE OR REPLACE FUNCTION kafka_sink._check_mapping(target regclass, col text, spec jsonb, what text)
@@ -1102,6 +1109,13 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = 'Only change events carry truncates; pass envelope => ''debezium'' as well.';
         END IF;
+        -- history's commit-time columns (docs/history.md, "Reading by time")
+        IF mode = 'history' AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = target AND attnum > 0
+                                          AND NOT attisdropped AND attname IN ('_valid_from_at', '_valid_to_at')) THEN
+            RAISE EXCEPTION 'history target % has _valid_from_at or _valid_to_at, which only change events fill', target
+                USING ERRCODE = 'invalid_table_definition',
+                      HINT = 'They keep a change event''s commit time (envelope debezium); with a timestamptz order column _valid_from is the time already: drop them (see docs/history.md).';
+        END IF;
         RETURN order_column;
     END IF;
     IF mode IS NULL OR mode NOT IN ('merge', 'history') THEN
@@ -1316,7 +1330,7 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = c
                           AND a.attnum > 0 AND NOT a.attisdropped)
            OR c = ANY (key_columns) OR c = order_column OR c LIKE '\_kafka\_%'
-           OR c IN ('_valid_from', '_valid_to', '_deleted', '_is_current', '_fields', '_states') THEN
+           OR c IN ('_valid_from', '_valid_to', '_deleted', '_is_current', '_fields', '_states', '_valid_from_at', '_valid_to_at') THEN
             RAISE EXCEPTION 'track_history_columns names "%", which is not a data column of %', c, target
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = 'Name columns of the target that events carry, other than the key and the order column.';
@@ -1511,7 +1525,7 @@ BEGIN
         RETURN format('Field %s would make column %I: names beginning with _kafka_ are the pipeline''s own (lineage columns, the source position).',
                       quote_literal(n), n);
     END IF;
-    IF norm IN ('_deleted', '_deleted_at', '_valid_from', '_valid_to', '_is_current') THEN
+    IF norm IN ('_deleted', '_deleted_at', '_valid_from', '_valid_to', '_is_current', '_valid_from_at', '_valid_to_at') THEN
         RETURN format('Field %s would make column %I: %s is reserved for soft deletes and history.',
                       quote_literal(n), n, norm);
     END IF;
@@ -1553,7 +1567,7 @@ DECLARE
     n text;
     why text;
     -- columns of the pipeline's own
-    own int := CASE WHEN mode = 'history' THEN 5 WHEN delete_mode = 'soft' THEN 2 ELSE 1 END;
+    own int := CASE WHEN mode = 'history' THEN 7 WHEN delete_mode = 'soft' THEN 2 ELSE 1 END;
 BEGIN
     BEGIN
         v := value::jsonb;
@@ -1609,9 +1623,11 @@ BEGIN
         cols := cols || '_deleted_at timestamptz'::text;
     END IF;
     IF mode = 'history' THEN
-        -- docs/history.md: versions by source position, keyed on (key, _valid_from)
+        -- docs/history.md: versions by source position, keyed on (key,
+        -- _valid_from), with their commit times (reading by time)
         cols := cols || ARRAY['_valid_from numeric NOT NULL', '_valid_to numeric',
-                              '_deleted boolean NOT NULL DEFAULT false', '_is_current boolean'];
+                              '_deleted boolean NOT NULL DEFAULT false', '_is_current boolean',
+                              '_valid_from_at timestamptz', '_valid_to_at timestamptz'];
         keys := keys || '_valid_from'::text;
     END IF;
     -- never in kafka_sink's or the system's schemas, nor a temporary one

@@ -80,12 +80,13 @@ NPOINTS=0
 record_point() {
     local n=$NPOINTS t lsn
     lsn="$(src -c "BEGIN ISOLATION LEVEL REPEATABLE READ;
-                   SELECT pg_current_wal_lsn() - '0/0'::pg_lsn;
+                   SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn) || ' ' || (extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
                    CREATE SCHEMA snap_$n;
                    $(for t in $TABLES; do echo "CREATE TABLE snap_$n.$t (LIKE cdc.$t INCLUDING ALL); INSERT INTO snap_$n.$t SELECT * FROM cdc.$t;"; done)
                    COMMIT;")"
-    echo "$lsn" > "$W/point.$n"
-    echo "# point $n at position $lsn: $(src -c "SELECT (SELECT count(*) FROM snap_$n.accounts) || ' accounts, '
+    echo "${lsn%% *}" > "$W/point.$n"
+    echo "${lsn#* }" > "$W/time.$n"
+    echo "# point $n at position ${lsn%% *}, time ${lsn#* } (epoch µs): $(src -c "SELECT (SELECT count(*) FROM snap_$n.accounts) || ' accounts, '
               || (SELECT count(*) FROM snap_$n.products) || ' products, ' || (SELECT count(*) FROM snap_$n.order_lines) || ' order lines'")"
     NPOINTS=$((n + 1))
 }
@@ -95,7 +96,8 @@ record_point() {
 history_ddl() {
     src -c "
         SELECT format('CREATE TABLE %I.%I (%s, _kafka_source_position numeric NOT NULL, _valid_from numeric NOT NULL,'
-                      ' _valid_to numeric, _deleted boolean NOT NULL, _is_current boolean, PRIMARY KEY (%s, _valid_from));',
+                      ' _valid_to numeric, _deleted boolean NOT NULL, _is_current boolean,'
+                      ' _valid_from_at timestamptz, _valid_to_at timestamptz, PRIMARY KEY (%s, _valid_from));',
                       '$HS', c.relname,
                       (SELECT string_agg(format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum)
                          FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
@@ -192,7 +194,8 @@ for seed in $SEEDS; do
 SET ROLE ks_e2e;
 CREATE TABLE e2e.hm_${seed}_${per}_$SFX (id int NOT NULL, name text, _kafka_source_position numeric NOT NULL,
                            _valid_from numeric NOT NULL, _valid_to numeric, _deleted boolean NOT NULL,
-                           _is_current boolean, PRIMARY KEY (id, _valid_from));
+                           _is_current boolean, _valid_from_at timestamptz, _valid_to_at timestamptz,
+                           PRIMARY KEY (id, _valid_from));
 SELECT kafka_sink.create_pipeline(name => 'hm_${seed}_${per}_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
        subscribe => ARRAY['$MT'], target => 'e2e.hm_${seed}_${per}_$SFX', starting_offsets => 'earliest',
        envelope => 'debezium', mode => 'history', max_offsets_per_batch => $per, trigger_interval => '20 ms');
@@ -208,7 +211,10 @@ SQL
     for per in 1000 1 4; do
         name="hm_${seed}_${per}_$SFX"
         sql -c "SELECT id || '|' || _valid_from || '|' || coalesce(_valid_to::text, '') || '|' || coalesce(name, '')
-                       || '|' || _deleted || '|' || _is_current FROM e2e.$name ORDER BY id, _valid_from" > "$W/model.$seed/got.$per"
+                       || '|' || _deleted || '|' || _is_current
+                       || '|' || coalesce((extract(epoch FROM _valid_from_at) * 1000000)::bigint::text, '')
+                       || '|' || coalesce((extract(epoch FROM _valid_to_at) * 1000000)::bigint::text, '')
+                  FROM e2e.$name ORDER BY id, _valid_from" > "$W/model.$seed/got.$per"
         check "seed $seed, $per per batch: the history table equals the model version by version" "" \
               "$(diff "$W/model.$seed/expect" "$W/model.$seed/got.$per" | head -n 6 | tr '\n' ' ')"
         check "seed $seed, $per per batch: nothing quarantined" 0 \
@@ -301,6 +307,16 @@ for ((p = 0; p < NPOINTS; p++)); do
                  WHERE _valid_from <= $pos AND (_valid_to IS NULL OR $pos < _valid_to) AND NOT _deleted" >/dev/null
     done
     compare "snap_$p" "pit_${p}_$SFX.{table}" "p$p" "point $p (position $pos): the point-in-time read equals the source's state"
+    # the same by time: the source's clock at the point, between the
+    # commit times of the rounds before and after it
+    at="$(cat "$W/time.$p")"
+    sql -c "CREATE SCHEMA pat_${p}_$SFX" >/dev/null
+    for t in $TABLES; do
+        sql -c "CREATE VIEW pat_${p}_$SFX.$t AS SELECT $(source_columns "$t") FROM $HS.$t
+                 WHERE _valid_from_at <= (timestamptz 'epoch' + $at * interval '1 microsecond') AND (_valid_to_at IS NULL OR (timestamptz 'epoch' + $at * interval '1 microsecond') < _valid_to_at)
+                   AND NOT _deleted" >/dev/null
+    done
+    compare "snap_$p" "pat_${p}_$SFX.{table}" "t$p" "point $p (time $at): the point-in-time read by time (_valid_from_at, _valid_to_at) equals the source's state"
     if [ "$p" -gt 0 ]; then
         same="$(python3 "$TOOLS/cdc_compare.py" --source "$DBZ_SRC_CONNINFO" --schema "snap_$p" \
                    --replica "$DBZ_SRC_CONNINFO" --target "snap_$((p - 1)).{table}" >/dev/null 2>&1 && echo t || echo f)"
@@ -327,10 +343,15 @@ for t in products order_lines; do
     check "the truncate of $t ended the version of each of the $n keys in effect at its position" \
           "$n" "$(trunc_deleted "$t")"
 done
+check "every version has its commit time, and _valid_to_at is set exactly where _valid_to is" 0 \
+      "$(sql -c "SELECT count(*) FROM (SELECT _valid_from_at, _valid_to, _valid_to_at FROM $HS.accounts
+                   UNION ALL SELECT _valid_from_at, _valid_to, _valid_to_at FROM $HS.products
+                   UNION ALL SELECT _valid_from_at, _valid_to, _valid_to_at FROM $HS.order_lines) x
+                  WHERE _valid_from_at IS NULL OR (_valid_to IS NULL) <> (_valid_to_at IS NULL)")"
 check "nothing quarantined" 0 "$(quarantined)"
 sql -c "SELECT 'history rows: ' || (SELECT count(*) FROM $HS.accounts) || ' accounts, ' || (SELECT count(*) FROM $HS.products)
                || ' products, ' || (SELECT count(*) FROM $HS.order_lines) || ' order lines'" | sed 's/^/# /'
-for ((p = 0; p < NPOINTS; p++)); do sql -c "DROP SCHEMA pit_${p}_$SFX CASCADE" >/dev/null 2>&1; done
+for ((p = 0; p < NPOINTS; p++)); do sql -c "DROP SCHEMA pit_${p}_$SFX CASCADE; DROP SCHEMA pat_${p}_$SFX CASCADE" >/dev/null 2>&1; done
 sql -c "DROP SCHEMA cur_$SFX CASCADE" >/dev/null 2>&1
 for t in $TABLES; do as_role ks_e2e -c "SELECT kafka_sink.drop_pipeline('tmp_${t}_$SFX')" >/dev/null; done
 "$SRC" stop-connect

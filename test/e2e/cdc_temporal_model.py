@@ -17,8 +17,18 @@ writes
                              a key's events in partition id % 2, a truncate
                              in a random one; then, per partition, a re-sent
                              range (Connect re-sending after a crash);
-    OUT_DIR/expect           the table: "id|from|to|name|deleted|current"
-                             per version, ordered by id and from.
+    OUT_DIR/expect           the table: "id|from|to|name|deleted|current|
+                             from_at|to_at" per version, ordered by id and
+                             from (from_at, to_at: _valid_from_at and
+                             _valid_to_at in epoch microseconds, empty for
+                             NULL).
+
+Each position has a commit time, not monotonic in the position (a few
+equal to the one before), sent as source.ts_ns, ts_us or ts_ms, or only as
+the envelope's ts_ms, or not at all; a version's from_at is its event's
+time by the rule of docs/history.md ("Reading by time": the first of
+source.ts_ns, ts_us, ts_ms, then the envelope's ts_ms), a truncate's
+deleted versions take the truncate's; to_at is the next version's from_at.
 
 The table follows from the timeline alone: each event of a key is the
 version starting at its position; a delete, and a truncate for every key
@@ -37,12 +47,32 @@ from cdc_event import source_block  # noqa: E402  (the event's source block, one
 K = 7
 
 
+TIMES = {}   # position -> (the source block's time fields, the envelope's ts_ms or None, from_at or None)
+
+
+def commit_time(r, lsn, prev):
+    """a position's commit time (µs) and how the event sends it"""
+    us = prev if prev is not None and r.random() < 0.1 else 1700000000000000 + lsn * 997 + r.randint(-20000, 20000)
+    how = r.choice(["ns", "us", "us", "ms", "envelope", "none"])
+    src = {"ns": {"ts_ms": us // 1000, "ts_us": us, "ts_ns": us * 1000 + r.randint(0, 999)},
+           "us": {"ts_ms": us // 1000, "ts_us": us}, "ms": {"ts_ms": us // 1000}}.get(how, {})
+    env = None if how == "none" else us // 1000 + r.randint(1, 900)     # the connector's, later
+    at = {"ns": us, "us": us, "ms": us // 1000 * 1000, "envelope": env * 1000 if env is not None else None,
+          "none": None}[how]
+    TIMES[lsn] = (src, env, at)
+    return us
+
+
 def event(op, k, lsn, name=None):
     src, _ = source_block("lsn=%d" % lsn, "t")
+    del src["ts_ms"]
+    src.update(TIMES[lsn][0])
     key = json.dumps({"id": k})
     if op == "tomb":
         return key + "|"
-    v = {"before": None, "after": {"id": k, "name": name}, "source": src, "op": op, "ts_ms": src["ts_ms"] + 1}
+    v = {"before": None, "after": {"id": k, "name": name}, "source": src, "op": op}
+    if TIMES[lsn][1] is not None:
+        v["ts_ms"] = TIMES[lsn][1]
     if op == "d":
         v["before"], v["after"] = {"id": k, "name": None}, None
     if op == "t":
@@ -59,12 +89,14 @@ def main():
     parts = [[], []]
     lsn = 1000
     n_truncates = 0
+    us = None
 
     def version(k, v, name, deleted):
         versions.setdefault(k, []).append([v, name, deleted])
 
     for i in range(r.randint(50, 80)):
         lsn += r.randint(1, 9)
+        us = commit_time(r, lsn, us)
         absent = [k for k in range(1, K + 1) if k not in present]
         ops = (["create"] * 3 if absent else []) + (["update"] * 3 + ["delete", "keychange"] if present else [])
         if present and r.random() < 0.07:
@@ -110,8 +142,11 @@ def main():
             vs = versions[k]
             for j, (v, name, deleted) in enumerate(vs):
                 to = vs[j + 1][0] if j + 1 < len(vs) else None
-                f.write("%d|%d|%s|%s|%s|%s\n" % (k, v, "" if to is None else to, name, str(deleted).lower(),
-                                                 str(to is None and not deleted).lower()))
+                at = TIMES[v][2]
+                to_at = TIMES[to][2] if to is not None else None
+                f.write("%d|%d|%s|%s|%s|%s|%s|%s\n" % (k, v, "" if to is None else to, name, str(deleted).lower(),
+                                                       str(to is None and not deleted).lower(),
+                                                       "" if at is None else at, "" if to_at is None else to_at))
     print("%d events, %d truncates, %d versions" % (sum(len(p) for p in parts), n_truncates,
                                                     sum(len(v) for v in versions.values())))
 

@@ -187,6 +187,8 @@ check "change events: nothing quarantined" 0 "$(quarantined "hcdc_$SFX")"
 # and equal the model table by table, for two batch splits; the events
 # include truncates (on_truncate apply), late and re-sent ones too
 RT="hist_routed_$SFX"
+# _valid_from_at and _valid_to_at as the model prints them: epoch microseconds
+AT_COLS="(extract(epoch FROM _valid_from_at) * 1000000)::bigint, (extract(epoch FROM _valid_to_at) * 1000000)::bigint"
 "$HARNESS" topic-create "$RT" 1 >/dev/null 2>&1 || true
 rseed=$((RANDOM * 32768 + RANDOM))
 python3 "$E2E_DIR/history_model.py" cdc "$rseed" "$W/routed.msgs" "$W/routed.expected" "$W/routed.untruncated" \
@@ -211,13 +213,13 @@ SQL
         continue
     fi
     check "routed history ($rs): create_targets made the tables with the version columns and the unique index" \
-          "id integer,a text,b text,c integer,_kafka_source_position numeric,_valid_from numeric,_valid_to numeric,_deleted boolean,_is_current boolean|PRIMARY KEY (id, _valid_from)" \
+          "id integer,a text,b text,c integer,_kafka_source_position numeric,_valid_from numeric,_valid_to numeric,_deleted boolean,_is_current boolean,_valid_from_at timestamp with time zone,_valid_to_at timestamp with time zone|PRIMARY KEY (id, _valid_from)" \
           "$(sql -c "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ',' ORDER BY attnum)
                             || '|' || (SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
                                         WHERE k.conrelid = '$rs.t1'::regclass AND k.contype = 'p')
                        FROM pg_attribute WHERE attrelid = '$rs.t1'::regclass AND attnum > 0 AND NOT attisdropped")"
-    sql -c "COPY (SELECT 't1', id, _valid_from, _valid_to, _deleted, _is_current, a, b, c FROM $rs.t1
-                  UNION ALL SELECT 't2', id, _valid_from, _valid_to, _deleted, _is_current, a, b, c FROM $rs.t2
+    sql -c "COPY (SELECT 't1', id, _valid_from, _valid_to, _deleted, _is_current, a, b, c, $AT_COLS FROM $rs.t1
+                  UNION ALL SELECT 't2', id, _valid_from, _valid_to, _deleted, _is_current, a, b, c, $AT_COLS FROM $rs.t2
                   ORDER BY 1, 2, 3) TO STDOUT" > "$W/routed.actual.$split"
     check_model "seed $rseed: routed history tables ($rn messages, max_offsets_per_batch $split) equal the model version by version" \
                 "$W/routed.expected" "$W/routed.actual.$split"
@@ -238,14 +240,15 @@ sql >/dev/null <<SQL
 SET ROLE ks_e2e;
 CREATE TABLE e2e.ht1_$SFX (id int NOT NULL, a text, b text, c int, _kafka_source_position numeric NOT NULL,
                            _valid_from numeric NOT NULL, _valid_to numeric, _deleted boolean NOT NULL,
-                           _is_current boolean, _states jsonb, PRIMARY KEY (id, _valid_from));
+                           _is_current boolean, _states jsonb, _valid_from_at timestamptz, _valid_to_at timestamptz,
+                           PRIMARY KEY (id, _valid_from));
 SELECT kafka_sink.create_pipeline(name => 'ht1_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
        subscribe => ARRAY['$T1'], target => 'e2e.ht1_$SFX', envelope => 'debezium', mode => 'history',
        track_history_columns => ARRAY['b'], starting_offsets => 'earliest', max_offsets_per_batch => 1,
        trigger_interval => '0');
 SQL
 if poll "$(done_sql "ht1_$SFX" "$t1n")" 300; then
-    sql -c "COPY (SELECT id, _valid_from, _valid_to, _deleted, _is_current, a, b, c, jsonb_array_length(_states)
+    sql -c "COPY (SELECT id, _valid_from, _valid_to, _deleted, _is_current, a, b, c, jsonb_array_length(_states), $AT_COLS
                     FROM e2e.ht1_$SFX ORDER BY id, _valid_from) TO STDOUT" > "$W/t1.actual"
     check_model "seed $rseed: change events of t1 with truncates, tracking b, one per batch, equal the model version by version" \
                 "$W/routed.t1_tracked" "$W/t1.actual"
@@ -362,5 +365,26 @@ refusal "track_history_columns naming no column" 22023 \
 refusal "track_history_columns empty" 22023 \
     "CREATE TABLE e2e.hbad_$SFX ($TT, _states jsonb, PRIMARY KEY (id, _valid_from))" \
     ", order_column => 'ts', track_history_columns => '{}'"
+# the commit-time columns (docs/history.md, "Reading by time"): change events only, timestamptz, _valid_to_at with _valid_from_at
+refusal "_valid_from_at on plain messages (only change events carry a commit time)" 42P16 \
+    "CREATE TABLE e2e.hbad_$SFX ($TT, _valid_from_at timestamptz, PRIMARY KEY (id, _valid_from))"
+CT_="id int, name text, _kafka_source_position numeric NOT NULL, _valid_from numeric, _valid_to numeric, _deleted boolean"
+refusal "_valid_from_at not timestamptz" 42P16 \
+    "CREATE TABLE e2e.hbad_$SFX ($CT_, _valid_from_at timestamp, _valid_to_at timestamptz, PRIMARY KEY (id, _valid_from))" \
+    ", envelope => 'debezium'"
+refusal "_valid_to_at without _valid_from_at" 42P16 \
+    "CREATE TABLE e2e.hbad_$SFX ($CT_, _valid_to_at timestamptz, PRIMARY KEY (id, _valid_from))" \
+    ", envelope => 'debezium'"
+check "accepted: a change-event history table with both commit-time columns" 1 \
+      "$(sql 2>&1 <<SQL | tail -1
+SET ROLE ks_e2e;
+DROP TABLE IF EXISTS e2e.hbad_$SFX;
+CREATE TABLE e2e.hbad_$SFX ($CT_, _valid_from_at timestamptz, _valid_to_at timestamptz, PRIMARY KEY (id, _valid_from));
+SELECT kafka_sink.create_pipeline(name => 'hbad_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['x'], target => 'e2e.hbad_$SFX', mode => 'history', start => false, envelope => 'debezium') > 0;
+SELECT kafka_sink.drop_pipeline('hbad_$SFX');
+SELECT 1;
+SQL
+)"
 sql -c "DROP TABLE IF EXISTS e2e.hbad_$SFX" >/dev/null
 finish

@@ -53,10 +53,18 @@ source position (lsn); a delete is followed by its tombstone; a few
 truncates of a table (a delete at its position of every key of the table
 whose version in effect there is live, nothing for the others).  VERSIONS_FILE
 has "table<TAB>id<TAB>_valid_from<TAB>_valid_to<TAB>_deleted<TAB>_is_current
-<TAB>a<TAB>b<TAB>c" lines, by the same rule with v the position (a change
-event carries every column).  T1_TRACKING_B: table t1's versions with
-track_history_columns b ("id<TAB>_valid_from<TAB>_valid_to<TAB>_deleted<TAB>
-_is_current<TAB>a<TAB>b<TAB>c<TAB>number of states").
+<TAB>a<TAB>b<TAB>c<TAB>_valid_from_at<TAB>_valid_to_at" lines, by the same
+rule with v the position (a change event carries every column).  T1_TRACKING_B:
+table t1's versions with track_history_columns b ("id<TAB>_valid_from<TAB>
+_valid_to<TAB>_deleted<TAB>_is_current<TAB>a<TAB>b<TAB>c<TAB>number of
+states<TAB>_valid_from_at<TAB>_valid_to_at").
+Each position has a commit time (not monotonic in the position, sometimes
+equal to another's), sent as source.ts_ns, ts_us or ts_ms, or only as the
+envelope's ts_ms, or not at all; _valid_from_at is the first of source.ts_ns,
+ts_us, ts_ms, then the envelope's, in microseconds (NULL: none); a version
+made of several states starts at its first state's; _valid_to_at is the
+next version's _valid_from_at (docs/history.md, "Reading by time"); printed
+as epoch microseconds.
 Standard library only.
 """
 import datetime
@@ -257,11 +265,37 @@ def cdc(seed, msgs_path, versions_path, untruncated_path=None, tracked_path=None
         {"field": "after", "type": "struct", "optional": True, "fields": row_fields},
         {"field": "source", "type": "struct", "fields": [
             {"field": "connector", "type": "string"}, {"field": "lsn", "type": "int64"},
-            {"field": "ts_ms", "type": "int64"}, {"field": "schema", "type": "string"},
+            {"field": "ts_ms", "type": "int64", "optional": True},
+            {"field": "ts_us", "type": "int64", "optional": True},
+            {"field": "ts_ns", "type": "int64", "optional": True}, {"field": "schema", "type": "string"},
             {"field": "table", "type": "string"}]},
-        {"field": "op", "type": "string"}]}
+        {"field": "op", "type": "string"}, {"field": "ts_ms", "type": "int64", "optional": True}]}
     key_schema = {"type": "struct", "fields": row_fields[:1]}
     lsns = rnd.sample(range(1000, 100000), 120)
+    # each position's commit time (µs), not monotonic, a few equal; how it
+    # is sent; the time _valid_from_at must take
+    source_ts, envelope_ts = {}, {}
+    AT.clear()
+    prev_us = None
+    for lsn in sorted(lsns):
+        us = 1700000000000000 + lsn * 1000 + rnd.randint(-3000000, 3000000)
+        if prev_us is not None and rnd.random() < 0.1:
+            us = prev_us                      # the same time as the one before
+        prev_us = us
+        how = rnd.choice(["ns", "us", "us", "ms", "ms", "envelope", "none"])
+        src = {}
+        if how == "ns":
+            src = {"ts_ms": us // 1000, "ts_us": us, "ts_ns": us * 1000 + rnd.randint(0, 999)}
+        elif how == "us":
+            src = {"ts_ms": us // 1000, "ts_us": us}
+        elif how == "ms":
+            src = {"ts_ms": us // 1000}
+        source_ts[lsn] = src
+        # the connector's own time, later: used only without the source's
+        envelope_ts[lsn] = None if how == "none" else us // 1000 + rnd.randint(1, 5000)
+        AT[lsn] = {"ns": us, "us": us, "ms": us // 1000 * 1000,
+                   "envelope": envelope_ts[lsn] * 1000 if envelope_ts[lsn] is not None else None,
+                   "none": None}[how]
     events = []                               # (table, id, lsn, op, row)
     state = {}
     for lsn in sorted(lsns):                  # the source's own order
@@ -308,16 +342,20 @@ def cdc(seed, msgs_path, versions_path, untruncated_path=None, tracked_path=None
     for table, k, lsn, op, row in order:
         if op == "t":
             payload = {"before": None, "after": None, "op": "t",
-                       "source": {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000,
-                                  "schema": "public", "table": table}}
+                       "source": dict({"connector": "postgresql", "lsn": lsn,
+                                       "schema": "public", "table": table}, **source_ts[lsn])}
+            if envelope_ts[lsn] is not None:
+                payload["ts_ms"] = envelope_ts[lsn]
             for key in keys_of.get(table, ()):
                 per_key.setdefault((table, key), []).append((lsn, len(lines), "truncate", {}))
             lines.append("\t%s" % json.dumps({"schema": schema, "payload": payload}))
             continue
         key = json.dumps({"schema": key_schema, "payload": {"id": k}})
         payload = {"before": row if op == "d" else None, "after": None if op == "d" else row,
-                   "source": {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000,
-                              "schema": "public", "table": table}, "op": op}
+                   "source": dict({"connector": "postgresql", "lsn": lsn,
+                                   "schema": "public", "table": table}, **source_ts[lsn]), "op": op}
+        if envelope_ts[lsn] is not None:
+            payload["ts_ms"] = envelope_ts[lsn]
         fields = {} if op == "d" else {c: row[c] for c in COLS}
         per_key.setdefault((table, k), []).append((lsn, len(lines), "delete" if op == "d" else "upsert", fields))
         lines.append("%s\t%s" % (key, json.dumps({"schema": schema, "payload": payload})))
@@ -338,7 +376,15 @@ def cdc(seed, msgs_path, versions_path, untruncated_path=None, tracked_path=None
                 for ver in tracked_of(versions_of(per_key[(table, k)]), ["b"]):
                     f.write("\t".join([str(k), str(ver["v"]), cell(ver["to"]), cell(ver["deleted"]),
                                        cell(ver["current"])] + [cell(ver["vals"][c]) for c in COLS]
-                                      + [str(ver["n"])]) + "\n")
+                                      + [str(ver["n"])] + at_cells(ver)) + "\n")
+
+
+AT = {}                                       # position -> the commit time _valid_from_at takes (µs)
+
+
+def at_cells(ver):
+    """_valid_from_at and _valid_to_at: the times of the version's start and of the next one's"""
+    return [cell(AT[ver["v"]]), cell(AT[ver["to"]] if ver["to"] is not None else None)]
 
 
 def write_cdc_versions(path, per_key):
@@ -346,7 +392,8 @@ def write_cdc_versions(path, per_key):
         for (table, k) in sorted(per_key):
             for ver in versions_of(per_key[(table, k)]):
                 f.write("\t".join([table, str(k), str(ver["v"]), cell(ver["to"]), cell(ver["deleted"]),
-                                   cell(ver["current"])] + [cell(ver["vals"][c]) for c in COLS]) + "\n")
+                                   cell(ver["current"])] + [cell(ver["vals"][c]) for c in COLS]
+                                   + at_cells(ver)) + "\n")
 
 
 if __name__ == "__main__":

@@ -245,13 +245,15 @@ CREATE TABLE kafka_sink.filtered_offsets (
 -- row back (envelope debezium).  Deleted keys are pruned after the
 -- pipeline's event_id_retention; the truncate row (one per target) is kept.
 -- Mode history records every truncate, under key {"truncate": position},
--- kept too (docs/history.md: a key whose events come later meets them).
+-- kept too (docs/history.md: a key whose events come later meets them),
+-- with its source commit time (source_time) for a target's _valid_from_at.
 CREATE TABLE kafka_sink.cdc_deletions (
     pipeline_id bigint NOT NULL REFERENCES kafka_sink.pipeline_definitions (id) ON DELETE CASCADE,
     target      regclass NOT NULL,
     key         jsonb NOT NULL,
     position    numeric NOT NULL,
     recorded_at timestamptz NOT NULL DEFAULT now(),
+    source_time timestamptz,
     PRIMARY KEY (pipeline_id, target, key)
 );
 CREATE INDEX ON kafka_sink.cdc_deletions (pipeline_id, target, recorded_at);
@@ -382,6 +384,8 @@ COMMENT ON TABLE kafka_sink.cdc_deletions IS
 'Change events (envelope debezium): the source position of the last delete of each key and of the last truncate (key null) per pipeline and target, so that replayed older events do not bring rows back; deleted keys are pruned after event_id_retention.';
 COMMENT ON TABLE kafka_sink.filtered_offsets IS
 'The offsets the pipeline''s filter left out of each retained batch, per partition (message_fate and message_fates tell them filtered); pruned with the batch''s marker.';
+COMMENT ON COLUMN kafka_sink.cdc_deletions.source_time IS
+    'Mode history: a truncate''s source commit time, which its deleted versions take as _valid_from_at (docs/history.md, "Reading by time"); NULL otherwise';
 COMMENT ON COLUMN kafka_sink.filtered_offsets.offsets IS
     'The offsets of the batch''s messages of this topic and partition that the pipeline''s filter left out (not applied, counted in batches.filtered), in the order the batch read them';
 COMMENT ON TABLE kafka_sink.data_loss IS

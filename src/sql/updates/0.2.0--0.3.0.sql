@@ -138,3 +138,9 @@ CREATE POLICY own_pipelines ON kafka_sink.filtered_offsets
     WITH CHECK (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.id = pipeline_id));
 REVOKE ALL ON kafka_sink.filtered_offsets FROM PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kafka_sink.filtered_offsets TO kafka_sink_admin;
+
+-- mode history: a truncate's source commit time, for _valid_from_at and
+-- _valid_to_at (docs/history.md, "Reading by time")
+ALTER TABLE kafka_sink.cdc_deletions ADD COLUMN source_time timestamptz;
+COMMENT ON COLUMN kafka_sink.cdc_deletions.source_time IS
+    'Mode history: a truncate''s source commit time, which its deleted versions take as _valid_from_at (docs/history.md, "Reading by time"); NULL otherwise';
