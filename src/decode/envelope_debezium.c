@@ -65,10 +65,10 @@
 
 /* ---- one parse per change event ----
  *
- * A change event is parsed once, by PostgreSQL's JSON parser with
- * semantic actions, into the extension's JSON tree (KsJson, jsontree.c,
- * at most KS_JSON_MAX_NESTING levels deep): no validation parse
- * before it, no jsonb (whose keys are sorted and numbers converted to
+ * A change event is parsed once into the extension's JSON tree (KsJson,
+ * jsontree.c, at most KS_JSON_MAX_NESTING levels deep: jsonwalk.c's
+ * scanner in one pass, else PostgreSQL's JSON parser with semantic
+ * actions): no validation parse before it, no jsonb (whose keys are sorted and numbers converted to
  * numeric and back).  What the old jsonb gave is kept exactly: the last
  * of duplicate keys wins, a number reads as numeric_out(numeric_in(its
  * token)) (ev_number_text), a composite as jsonb's text of it
@@ -764,7 +764,8 @@ expect_key(const char *p, const char *end, const char *lit)
  * The fast path (a UTF-8 database): data is exactly {"schema": S,
  * "payload": P} with S the text of a cached schema (so valid JSON, and
  * UTF-8, when it was parsed first) and P an object, which alone is
- * checked (by jsonwalk.c's scanner, ks_json_value_end) and parsed.  False when anything differs: the full parse then
+ * checked and parsed, in one pass (jsonwalk.c's scanner,
+ * ks_json_tree_scan).  False when anything differs: the full parse then
  * decides.
  */
 static bool
@@ -803,15 +804,16 @@ parse_fast(const char *data, size_t len, KsJson **payload, SchemaEntry **schema)
 	p = ks_json_skip_ws(s1, end);
 	if (p == end || *p != ',')
 		return false;
-	/* jsonwalk's scanner: P is valid JSON, UTF-8, without NUL, or NULL */
+	/*
+	 * jsonwalk's scanner builds P's tree in the same pass that checks it
+	 * (valid JSON, UTF-8, without NUL), or gives up (NULL).  Its spans
+	 * point into the message, which outlives the event's decoding.
+	 */
 	if ((p0 = expect_key(p + 1, end, "\"payload\"")) == NULL || p0 == end || *p0 != '{' ||
-		(p1 = ks_json_value_end(p0, end)) == NULL)
+		(root = ks_json_tree_scan(p0, end, &p1)) == NULL)
 		return false;
 	p = ks_json_skip_ws(p1, end);
 	if (p == end || *p != '}' || ks_json_skip_ws(p + 1, end) != end)
-		return false;
-	root = ks_json_tree(pnstrdup(p0, p1 - p0), p1 - p0, PG_UTF8, NULL);
-	if (root == NULL || root->kind != KS_J_OBJECT)
 		return false;
 	*payload = root;
 	*schema = e;
