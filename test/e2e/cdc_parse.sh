@@ -80,6 +80,20 @@ emit(dumps(ev(name={"b": 1, "a": [1.50, -0, 1E2]})))
 emit(dumps(ev()).replace(b'"op": "u"', b'"op": u'))
 emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u\xff"'))
 emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u\\u0000"'))
+# issue 29, the one-pass tree: a cut-off P, nesting past the scanner's 64
+# levels (valid: the parser builds it) and past 1000 (refused), bad escapes,
+# an escaped key (the scanner leaves it to the parser), huge numbers
+emit(dumps(ev())[:-7])
+emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u", "deep": ' + b'[' * 70 + b']' * 70))
+emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u", "deep": ' + b'[' * 1001 + b']' * 1001))
+emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u", "x": "\\x"'))
+emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u", "x": "\\ud800"'))
+emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u", "x": "\\ud83d\\u0041"'))
+emit(dumps(ev(name="plain")).replace(b'"name": "plain"', b'"n\\u0061me": "escaped"'))
+e = ev(); e["source"]["lsn"] = "LSN"
+emit(dumps(e).replace(b'"lsn": "LSN"', b'"lsn": 1e400'))
+emit(dumps(ev()).replace(b'"opened": 16411', b'"opened": 123456789012345678901234567890'))
+emit(dumps(ev()).replace(b'"opened": 16411', b'"opened": 16411.0'))
 # P not an object; no op; an unknown op
 emit(b'[1, 2]')
 e = ev(); del e["op"]; emit(dumps(e))
