@@ -703,6 +703,21 @@ convert_out(KsTarget *t, KsRow *row, int c, KsSlotValue *sv)
 }
 
 /*
+ * Column c from a header or Kafka's metadata when it is mapped to one
+ * (meta.c), converted in the row's memory context as convert_out does:
+ * not in the scratch context reset after the message.
+ */
+static bool
+meta_column(KsTarget *t, KsRow *row, int c)
+{
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(row->values));
+	bool		mapped = ks_convert_meta_column(t, row, c);
+
+	MemoryContextSwitchTo(old);
+	return mapped;
+}
+
+/*
  * Field f into column c: f's text rewritten by its encoding, then the
  * column type's input function (decode.c).
  */
@@ -1429,7 +1444,7 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 
 			if (t->columns[i].lineage || i == t->order_index)
 				continue;
-			if (ks_convert_meta_column(t, row, i))
+			if (meta_column(t, row, i))
 				continue;		/* mapped to a header or Kafka's metadata */
 			read_field(&after, t->columns[i].name, &f);
 			if (!t->columns[i].is_key && is_unavailable(&f))

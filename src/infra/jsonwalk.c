@@ -938,70 +938,48 @@ tree_word(TreeScan *ts, KsJsonKind kind, const char *word, int n)
 
 static const char *tree_value(TreeScan *ts, const char *p, int level, KsJson **out);
 
+/*
+ * The members of object or array j, whose bracket is at p, at level: the
+ * position after its closing bracket, or NULL.
+ */
 static const char *
-tree_object(TreeScan *ts, KsJson *j, const char *p, int level)
+tree_container(TreeScan *ts, KsJson *j, const char *p, int level)
 {
 	const char *end = ts->end;
+	bool		object = j->kind == KS_J_OBJECT;
+	char		close = object ? '}' : ']';
 	int			base = ts->nitems;
 
 	p = fast_ws(p + 1, end);
-	if (p < end && *p == '}')
+	if (p < end && *p == close)
 	{
 		tree_close(ts, j, base);
 		return p + 1;
 	}
 	for (;;)
 	{
-		char	   *key;
+		char	   *key = NULL;
 		KsJson	   *v;
 		bool		escaped;
 
-		if (p == end || *p != '"')
-			return NULL;
-		p = tree_string(ts, p, &key, &escaped);
-		if (p == NULL || escaped)
-			return NULL;
-		p = fast_ws(p, end);
-		if (p == end || *p != ':')
-			return NULL;
-		p = tree_value(ts, fast_ws(p + 1, end), level + 1, &v);
+		if (object)
+		{
+			if (p == end || *p != '"')
+				return NULL;
+			p = tree_string(ts, p, &key, &escaped);
+			if (p == NULL || escaped)
+				return NULL;
+			p = fast_ws(p, end);
+			if (p == end || *p != ':')
+				return NULL;
+			p = fast_ws(p + 1, end);
+		}
+		p = tree_value(ts, p, level + 1, &v);
 		if (p == NULL)
 			return NULL;
 		tree_push(ts, v, key);
 		p = fast_ws(p, end);
-		if (p < end && *p == '}')
-		{
-			tree_close(ts, j, base);
-			return p + 1;
-		}
-		if (p == end || *p != ',')
-			return NULL;
-		p = fast_ws(p + 1, end);
-	}
-}
-
-static const char *
-tree_array(TreeScan *ts, KsJson *j, const char *p, int level)
-{
-	const char *end = ts->end;
-	int			base = ts->nitems;
-
-	p = fast_ws(p + 1, end);
-	if (p < end && *p == ']')
-	{
-		tree_close(ts, j, base);
-		return p + 1;
-	}
-	for (;;)
-	{
-		KsJson	   *v;
-
-		p = tree_value(ts, p, level + 1, &v);
-		if (p == NULL)
-			return NULL;
-		tree_push(ts, v, NULL);
-		p = fast_ws(p, end);
-		if (p < end && *p == ']')
+		if (p < end && *p == close)
 		{
 			tree_close(ts, j, base);
 			return p + 1;
@@ -1032,7 +1010,7 @@ tree_value(TreeScan *ts, const char *p, int level, KsJson **out)
 				return NULL;
 			j = tree_node(ts, *p == '{' ? KS_J_OBJECT : KS_J_ARRAY);
 			j->start = p;
-			q = (*p == '{') ? tree_object(ts, j, p, level) : tree_array(ts, j, p, level);
+			q = tree_container(ts, j, p, level);
 			if (q == NULL)
 				return NULL;
 			j->len = (int) (q - p);
