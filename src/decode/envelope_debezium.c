@@ -45,6 +45,7 @@
 #include "envelope.h"
 #include "decode.h"
 #include "format.h"
+#include "guc.h"
 
 #include "catalog/pg_type.h"
 #include "jsontree.h"
@@ -65,10 +66,10 @@
 
 /* ---- one parse per change event ----
  *
- * A change event is parsed once, by PostgreSQL's JSON parser with
- * semantic actions, into the extension's JSON tree (KsJson, jsontree.c,
- * at most KS_JSON_MAX_NESTING levels deep): no validation parse
- * before it, no jsonb (whose keys are sorted and numbers converted to
+ * A change event is parsed once into the extension's JSON tree (KsJson,
+ * jsontree.c, at most KS_JSON_MAX_NESTING levels deep: jsonwalk.c's
+ * scanner in one pass, else PostgreSQL's JSON parser with semantic
+ * actions): no validation parse before it, no jsonb (whose keys are sorted and numbers converted to
  * numeric and back).  What the old jsonb gave is kept exactly: the last
  * of duplicate keys wins, a number reads as numeric_out(numeric_in(its
  * token)) (ev_number_text), a composite as jsonb's text of it
@@ -373,16 +374,12 @@ b64(const char *s, char **out, int *len)
 	return *len >= 0 && n % 4 == 0;
 }
 
-/* big-endian two's-complement bytes at scale as a numeric's text */
+/* the same for any number of bytes, in numeric arithmetic */
 static char *
-unscaled_to_text(const char *bytes, int len, int scale)
+unscaled_numeric_text(const char *bytes, int len)
 {
 	Datum		n = DirectFunctionCall1(int4_numeric, Int32GetDatum(0));
 	Datum		b256 = DirectFunctionCall1(int4_numeric, Int32GetDatum(256));
-	char	   *digits;
-	bool		neg;
-	StringInfoData out;
-	int			nd;
 
 	for (int i = 0; i < len; i++)
 		n = DirectFunctionCall2(numeric_add, DirectFunctionCall2(numeric_mul, n, b256),
@@ -396,7 +393,51 @@ unscaled_to_text(const char *bytes, int len, int scale)
 			mod = DirectFunctionCall2(numeric_mul, mod, b256);
 		n = DirectFunctionCall2(numeric_sub, n, mod);
 	}
-	digits = DatumGetCString(DirectFunctionCall1(numeric_out, n));
+	return DatumGetCString(DirectFunctionCall1(numeric_out, n));
+}
+
+/*
+ * The decimal digits of big-endian two's-complement bytes (at most 8),
+ * with a '-' before them when negative: numeric_out's text of the same
+ * integer, computed in int64 (its magnitude in uint64, for INT64_MIN).
+ */
+static char *
+unscaled_int64_text(const char *bytes, int len)
+{
+	uint64		u = (len > 0 && (bytes[0] & 0x80)) ? PG_UINT64_MAX : 0;
+	char		buf[24];
+	char	   *d = buf + sizeof(buf);
+	bool		neg;
+
+	for (int i = 0; i < len; i++)
+		u = (u << 8) | (unsigned char) bytes[i];
+	neg = (int64) u < 0;
+	if (neg)
+		u = -u;					/* the magnitude, INT64_MIN's too */
+	*--d = '\0';
+	do
+	{
+		*--d = '0' + (char) (u % 10);
+		u /= 10;
+	} while (u > 0);
+	if (neg)
+		*--d = '-';
+	return pstrdup(d);
+}
+
+/* big-endian two's-complement bytes at scale as a numeric's text */
+static char *
+unscaled_to_text(const char *bytes, int len, int scale)
+{
+	char	   *digits;
+	bool		neg;
+	StringInfoData out;
+	int			nd;
+
+	if (len <= 8)
+		digits = unscaled_int64_text(bytes, len);
+	else
+		digits = unscaled_numeric_text(bytes, len);
 	neg = digits[0] == '-';
 	if (neg)
 		digits++;
@@ -476,6 +517,170 @@ timestamp_text(int64 usecs, bool tz)
 	return tz ? psprintf("%s+00", s) : s;
 }
 
+/*
+ * Direct values (kafka_sink.direct_values, as decode.c's): a column of
+ * type date, timestamp or timestamptz itself (no domain; for timestamps
+ * without a typmod below 6, which would round) gets the datum its input
+ * function makes of date_text's or timestamp_text's text, without the
+ * text.  Only for years 1 to 9999, where that text reads back as the very
+ * value (test/e2e/cdc_values.sh compares with direct_values off); other
+ * values keep the text, and its errors.
+ */
+static bool
+direct_in_years(int64 days)
+{
+	return days >= date2j(1, 1, 1) - POSTGRES_EPOCH_JDATE &&
+		days < date2j(10000, 1, 1) - POSTGRES_EPOCH_JDATE;
+}
+
+static bool
+direct_date(KsColumn *col, int64 days_since_1970, KsSlotValue *sv)
+{
+	int64		d;
+
+	if (!ks_direct_values || col->typid != DATEOID ||
+		days_since_1970 < -INT64CONST(1000000000) || days_since_1970 > INT64CONST(1000000000))
+		return false;
+	d = days_since_1970 + UNIX_EPOCH_JDATE - POSTGRES_EPOCH_JDATE;
+	if (!direct_in_years(d))
+		return false;
+	sv->kind = KS_SLOT_DATUM;
+	sv->typid = DATEOID;
+	sv->datum = (uintptr_t) DateADTGetDatum((DateADT) d);
+	sv->text = NULL;
+	return true;
+}
+
+static bool
+direct_timestamp(KsColumn *col, int64 usecs_since_1970, KsSlotValue *sv)
+{
+	/* as timestamp_text computes it */
+	Timestamp	ts = usecs_since_1970 - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+
+	if (!ks_direct_values || (col->typid != TIMESTAMPOID && col->typid != TIMESTAMPTZOID) ||
+		(col->typmod >= 0 && col->typmod < MAX_TIMESTAMP_PRECISION))
+		return false;
+	/* floor division: the day the instant is in */
+	if (!direct_in_years(ts >= 0 ? ts / USECS_PER_DAY : -((-(ts + 1)) / USECS_PER_DAY) - 1))
+		return false;
+	sv->kind = KS_SLOT_DATUM;
+	sv->typid = col->typid;
+	sv->datum = (uintptr_t) TimestampGetDatum(ts);
+	sv->text = NULL;
+	return true;
+}
+
+/*
+ * A JSON text into a jsonb column itself (direct values, a UTF-8
+ * database): the jsonb jsonb_in makes of it, built from the scanner's
+ * one-pass tree (ks_json_tree_scan) with the same pushJsonbValue calls as
+ * jsonb_in's callbacks (keys sorted, the last of duplicates kept, numbers
+ * through numeric_in, a scalar as a raw scalar array), in the row's
+ * memory context (row_cxt).  False, nothing built, when the scanner is
+ * not sure of the text (bad JSON, \u0000, more than 64 levels: jsonb_in
+ * then decides, errors included), a string is too long for jsonb or a
+ * number has an exponent or 1000 characters (numeric_in could refuse it).
+ */
+static bool
+jsonb_push(JsonbParseState **st, const KsJson *j, JsonbIteratorToken as, JsonbValue **res)
+{
+	JsonbValue	v;
+
+	switch (j->kind)
+	{
+		case KS_J_OBJECT:
+		case KS_J_ARRAY:
+			*res = pushJsonbValue(st, j->kind == KS_J_OBJECT ? WJB_BEGIN_OBJECT : WJB_BEGIN_ARRAY, NULL);
+			for (int i = 0; i < j->n; i++)
+			{
+				if (j->kind == KS_J_OBJECT)
+				{
+					size_t		kl = strlen(j->keys[i]);
+
+					if (kl > JENTRY_OFFLENMASK)
+						return false;
+					v.type = jbvString;
+					v.val.string.len = (int) kl;
+					v.val.string.val = j->keys[i];
+					*res = pushJsonbValue(st, WJB_KEY, &v);
+				}
+				if (!jsonb_push(st, j->items[i], j->kind == KS_J_OBJECT ? WJB_VALUE : WJB_ELEM, res))
+					return false;
+			}
+			*res = pushJsonbValue(st, j->kind == KS_J_OBJECT ? WJB_END_OBJECT : WJB_END_ARRAY, NULL);
+			return true;
+		case KS_J_STRING:
+			{
+				size_t		l = strlen(j->str);
+
+				if (l > JENTRY_OFFLENMASK)
+					return false;
+				v.type = jbvString;
+				v.val.string.len = (int) l;
+				v.val.string.val = j->str;
+			}
+			break;
+		case KS_J_NUMBER:
+			/* one numeric_in could refuse (an exponent, 1000+ digits): jsonb_in's words then */
+			if (strpbrk(j->str, "eE") != NULL || strlen(j->str) > 1000)
+				return false;
+			v.type = jbvNumeric;
+			v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(j->str),
+																ObjectIdGetDatum(InvalidOid),
+																Int32GetDatum(-1)));
+			break;
+		case KS_J_BOOL:
+			v.type = jbvBool;
+			v.val.boolean = j->str[0] == 't';
+			break;
+		case KS_J_NULL:
+			v.type = jbvNull;
+			break;
+	}
+	if (*st == NULL)
+	{
+		/* a scalar alone: jsonb_in's raw scalar array */
+		JsonbValue	va;
+
+		va.type = jbvArray;
+		va.val.array.rawScalar = true;
+		va.val.array.nElems = 1;
+		*res = pushJsonbValue(st, WJB_BEGIN_ARRAY, &va);
+		*res = pushJsonbValue(st, WJB_ELEM, &v);
+		*res = pushJsonbValue(st, WJB_END_ARRAY, NULL);
+	}
+	else
+		*res = pushJsonbValue(st, as, &v);
+	return true;
+}
+
+static bool
+direct_jsonb(KsColumn *col, const char *text, MemoryContext row_cxt, KsSlotValue *sv)
+{
+	const char *end;
+	const char *after;
+	KsJson	   *tree;
+	JsonbParseState *st = NULL;
+	JsonbValue *res = NULL;
+	MemoryContext old;
+
+	if (!ks_direct_values || col->typid != JSONBOID || GetDatabaseEncoding() != PG_UTF8)
+		return false;
+	end = text + strlen(text);
+	tree = ks_json_tree_scan(ks_json_skip_ws(text, end), end, &after);
+	if (tree == NULL || ks_json_skip_ws(after, end) != end)
+		return false;
+	if (!jsonb_push(&st, tree, WJB_VALUE, &res) || res == NULL)
+		return false;
+	old = MemoryContextSwitchTo(row_cxt);
+	sv->datum = (uintptr_t) JsonbPGetDatum(JsonbValueToJsonb(res));
+	MemoryContextSwitchTo(old);
+	sv->kind = KS_SLOT_DATUM;
+	sv->typid = JSONBOID;
+	sv->text = NULL;
+	return true;
+}
+
 /* a column's precision for time and timestamp (6 when not given) */
 static int
 time_precision(KsColumn *col)
@@ -495,6 +700,21 @@ convert_out(KsTarget *t, KsRow *row, int c, KsSlotValue *sv)
 
 	ks_convert_field(t, row, c, sv);
 	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Column c from a header or Kafka's metadata when it is mapped to one
+ * (meta.c), converted in the row's memory context as convert_out does:
+ * not in the scratch context reset after the message.
+ */
+static bool
+meta_column(KsTarget *t, KsRow *row, int c)
+{
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(row->values));
+	bool		mapped = ks_convert_meta_column(t, row, c);
+
+	MemoryContextSwitchTo(old);
+	return mapped;
 }
 
 /*
@@ -538,7 +758,10 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 		else if (is_semantic(f, "io.debezium.data.VariableScaleDecimal") && f->kind == KS_SLOT_COMPOSITE)
 			goto variable_scale;
 		else if ((is_semantic(f, "io.debezium.time.Date") || is_semantic(f, "org.apache.kafka.connect.data.Date")) && is_int)
-			sv.text = date_text(iv);
+		{
+			if (!direct_date(col, iv, &sv))
+				sv.text = date_text(iv);
+		}
 		else if ((is_semantic(f, "io.debezium.time.Time") || is_semantic(f, "org.apache.kafka.connect.data.Time")) && is_int)
 			sv.text = time_text(iv * 1000);
 		else if (is_semantic(f, "io.debezium.time.MicroTime") && is_int)
@@ -546,13 +769,26 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 		else if (is_semantic(f, "io.debezium.time.NanoTime") && is_int)
 			sv.text = time_text(iv / 1000);
 		else if ((is_semantic(f, "io.debezium.time.Timestamp") || is_semantic(f, "org.apache.kafka.connect.data.Timestamp")) && is_int)
-			sv.text = timestamp_text(iv * 1000, base == TIMESTAMPTZOID);
+		{
+			if (!direct_timestamp(col, iv * 1000, &sv))
+				sv.text = timestamp_text(iv * 1000, base == TIMESTAMPTZOID);
+		}
 		else if (is_semantic(f, "io.debezium.time.MicroTimestamp") && is_int)
-			sv.text = timestamp_text(iv, base == TIMESTAMPTZOID);
+		{
+			if (!direct_timestamp(col, iv, &sv))
+				sv.text = timestamp_text(iv, base == TIMESTAMPTZOID);
+		}
 		else if (is_semantic(f, "io.debezium.time.NanoTimestamp") && is_int)
-			sv.text = timestamp_text(iv / 1000, base == TIMESTAMPTZOID);
+		{
+			if (!direct_timestamp(col, iv / 1000, &sv))
+				sv.text = timestamp_text(iv / 1000, base == TIMESTAMPTZOID);
+		}
 		else if (is_semantic(f, "io.debezium.data.Json") && f->kind == KS_SLOT_STRING)
-			sv.kind = KS_SLOT_SCALAR;	/* the JSON text itself, not a JSON string */
+		{
+			/* the JSON text itself, not a JSON string */
+			if (!direct_jsonb(col, f->text, GetMemoryChunkContext(row->values), &sv))
+				sv.kind = KS_SLOT_SCALAR;
+		}
 		else if (f->bytes && f->kind == KS_SLOT_STRING && base == BYTEAOID)
 			goto bytes;
 		convert_out(t, row, c, &sv);
@@ -574,13 +810,25 @@ convert_cdc(KsTarget *t, KsRow *row, int c, KsCdcField *f)
 	else if (base == NUMERICOID && f->kind == KS_SLOT_COMPOSITE)
 		goto variable_scale;
 	else if (base == DATEOID && is_int)
-		sv.text = date_text(iv);
+	{
+		if (!direct_date(col, iv, &sv))
+			sv.text = date_text(iv);
+	}
 	else if ((base == TIMEOID || base == TIMETZOID) && is_int)
 		sv.text = time_text(time_precision(col) <= 3 ? iv * 1000 : iv);
 	else if ((base == TIMESTAMPOID || base == TIMESTAMPTZOID) && is_int)
-		sv.text = timestamp_text(time_precision(col) <= 3 ? iv * 1000 : iv, base == TIMESTAMPTZOID);
+	{
+		int64		us = time_precision(col) <= 3 ? iv * 1000 : iv;
+
+		if (!direct_timestamp(col, us, &sv))
+			sv.text = timestamp_text(us, base == TIMESTAMPTZOID);
+	}
 	else if ((base == JSONBOID || base == JSONOID) && f->kind == KS_SLOT_STRING)
-		sv.kind = KS_SLOT_SCALAR;	/* io.debezium.data.Json: the JSON text in a string */
+	{
+		/* io.debezium.data.Json: the JSON text in a string */
+		if (!direct_jsonb(col, f->text, GetMemoryChunkContext(row->values), &sv))
+			sv.kind = KS_SLOT_SCALAR;
+	}
 	else if (base == BYTEAOID && f->kind == KS_SLOT_STRING)
 		goto bytes;
 	convert_out(t, row, c, &sv);
@@ -764,25 +1012,29 @@ expect_key(const char *p, const char *end, const char *lit)
  * The fast path (a UTF-8 database): data is exactly {"schema": S,
  * "payload": P} with S the text of a cached schema (so valid JSON, and
  * UTF-8, when it was parsed first) and P an object, which alone is
- * checked (by jsonwalk.c's scanner, ks_json_value_end) and parsed.  False when anything differs: the full parse then
+ * checked and parsed, in one pass (jsonwalk.c's scanner,
+ * ks_json_tree_scan).  False when anything differs: the full parse then
  * decides.
  */
-static bool
-parse_fast(const char *data, size_t len, KsJson **payload, SchemaEntry **schema)
+/*
+ * The glue of parse_fast: where P starts when data starts {"schema": S,
+ * "payload": with S a cached schema's text (*schema its entry), else NULL.
+ * What follows is not looked at.
+ */
+static const char *
+cached_payload_start(const char *data, size_t len, SchemaEntry **schema)
 {
 	const char *end = data + len;
 	const char *p = ks_json_skip_ws(data, end);
 	const char *s0,
 			   *s1,
-			   *p0,
-			   *p1;
+			   *p0;
 	SchemaEntry *e;
-	KsJson	   *root;
 
 	if (schemas == NULL || p == end || *p != '{')
-		return false;
+		return NULL;
 	if ((s0 = expect_key(p + 1, end, "\"schema\"")) == NULL || s0 == end || *s0 != '{')
-		return false;
+		return NULL;
 
 	/*
 	 * The cached schema the text goes on with (memcmp: no scan of the
@@ -798,24 +1050,95 @@ parse_fast(const char *data, size_t len, KsJson **payload, SchemaEntry **schema)
 			break;
 		}
 	if (e == NULL)
-		return false;
+		return NULL;
 	s1 = s0 + e->len;
 	p = ks_json_skip_ws(s1, end);
 	if (p == end || *p != ',')
-		return false;
-	/* jsonwalk's scanner: P is valid JSON, UTF-8, without NUL, or NULL */
-	if ((p0 = expect_key(p + 1, end, "\"payload\"")) == NULL || p0 == end || *p0 != '{' ||
-		(p1 = ks_json_value_end(p0, end)) == NULL)
+		return NULL;
+	if ((p0 = expect_key(p + 1, end, "\"payload\"")) == NULL || p0 == end || *p0 != '{')
+		return NULL;
+	*schema = e;
+	return p0;
+}
+
+static bool
+parse_fast(const char *data, size_t len, KsJson **payload, SchemaEntry **schema)
+{
+	const char *end = data + len;
+	const char *p,
+			   *p0,
+			   *p1;
+	SchemaEntry *e;
+	KsJson	   *root;
+
+	/*
+	 * jsonwalk's scanner builds P's tree in the same pass that checks it
+	 * (valid JSON, UTF-8, without NUL), or gives up (NULL).  Its spans
+	 * point into the message, which outlives the event's decoding.
+	 */
+	if ((p0 = cached_payload_start(data, len, &e)) == NULL ||
+		(root = ks_json_tree_scan(p0, end, &p1)) == NULL)
 		return false;
 	p = ks_json_skip_ws(p1, end);
 	if (p == end || *p != '}' || ks_json_skip_ws(p + 1, end) != end)
 		return false;
-	root = ks_json_tree(pnstrdup(p0, p1 - p0), p1 - p0, PG_UTF8, NULL);
-	if (root == NULL || root->kind != KS_J_OBJECT)
-		return false;
 	*payload = root;
 	*schema = e;
 	return true;
+}
+
+/*
+ * For routing (route.c): when data is {"schema": S, "payload": P}, S the
+ * text of a schema this process has cached (a UTF-8 database: S was
+ * valid JSON in that very text; a schema not cached yet is interpreted
+ * and cached first), the span of P: [*p0, *p1), between the
+ * glue and the whitespace before the closing '}'; P itself unchecked.
+ * False otherwise.  Walking P alone then captures what walking data
+ * captures under payload, when P is an object (and data valid JSON).
+ */
+bool
+ks_cdc_cached_payload(const char *data, size_t len, const char **p0, const char **p1)
+{
+	const char *e = data + len;
+	SchemaEntry *schema;
+
+	if (GetDatabaseEncoding() != PG_UTF8)
+		return false;
+	if ((*p0 = cached_payload_start(data, len, &schema)) == NULL)
+	{
+		/*
+		 * A {"schema": ... event whose schema is not cached yet (the first
+		 * of its table, routed before any is decoded): its schema is
+		 * interpreted now, as the envelope would (unwrap), when the
+		 * scanner builds the event's tree; the envelope then finds it
+		 * cached.  Other values (bare events, the payload first) are left
+		 * to the walk of the whole value.
+		 */
+		const char *v = ks_json_skip_ws(data, e);
+		const char *after;
+		KsJson	   *root;
+
+		if (v == e || *v != '{' || expect_key(v + 1, e, "\"schema\"") == NULL ||
+			(root = ks_json_tree_scan(v, e, &after)) == NULL || ks_json_skip_ws(after, e) != e ||
+			root->kind != KS_J_OBJECT)
+			return false;
+		{
+			KsJson	   *payload;
+
+			unwrap(root, &payload, &schema);
+		}
+		if (schema == NULL || (*p0 = cached_payload_start(data, len, &schema)) == NULL)
+			return false;
+	}
+	while (e > *p0 && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+		e--;
+	if (e == *p0 || e[-1] != '}')
+		return false;
+	e--;
+	while (e > *p0 && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+		e--;
+	*p1 = e;
+	return e > *p0;
 }
 
 /*
@@ -1164,7 +1487,7 @@ decode_event(KsTarget *t, KsPipeline *p, KsRow *row)
 
 			if (t->columns[i].lineage || i == t->order_index)
 				continue;
-			if (ks_convert_meta_column(t, row, i))
+			if (meta_column(t, row, i))
 				continue;		/* mapped to a header or Kafka's metadata */
 			read_field(&after, t->columns[i].name, &f);
 			if (!t->columns[i].is_key && is_unavailable(&f))

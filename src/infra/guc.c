@@ -132,7 +132,7 @@ ks_guc_init(void)
 
 	DefineCustomBoolVariable("kafka_sink.direct_values",
 							 "Builds values of the common types directly as the column's datums.",
-							 "Avro's int, long, float, double, boolean, string and timestamps, and JSON's ISO 8601 timestamps into timestamptz. Off: every value goes through its text and the column type's input function, as before (the same values, slower; for measurements and tests).",
+							 "Avro's int, long, float, double, boolean, string and timestamps, JSON's ISO 8601 timestamps into timestamptz, and Debezium's dates, timestamps and JSON into date, timestamp, timestamptz and jsonb. Off: every value goes through its text and the column type's input function, as before (the same values, slower; for measurements and tests).",
 							 &ks_direct_values,
 							 true,
 							 PGC_SIGHUP,

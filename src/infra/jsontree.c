@@ -4,6 +4,10 @@
  *		A JSON text as a tree (KsJson), through PostgreSQL's pg_parse_json
  *		with semantic actions.
  *
+ * A text the scanner of jsonwalk.c is sure of (UTF-8, at most 65 levels
+ * deep, no escaped key: nearly every one) is built by it in one pass
+ * (ks_json_tree_scan), the same tree; pg_parse_json decides the others.
+ *
  * One builder for the whole extension: the Avro schema parse
  * (avro_binary.c, ks_json_parse, which adds its UTF-8, NUL and depth
  * checks before it) and the one-parse Debezium change event
@@ -23,8 +27,16 @@
 #endif
 
 #include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
 
 #include "jsontree.h"
+#include "jsonwalk.h"			/* ks_json_tree_scan */
+
+#ifdef FRONTEND
+#define KS_TREE_TESTABLE
+#else
+#define KS_TREE_TESTABLE static
+#endif
 
 typedef struct TreeState
 {
@@ -126,8 +138,9 @@ tree_scalar(void *state, char *token, JsonTokenType type)
 	KS_JSON_OK;
 }
 
-KsJson *
-ks_json_tree(char *text, size_t len, int enc, char **errmsg)
+/* The parser's tree alone (exported for test/fuzz, which compares the two). */
+KS_TREE_TESTABLE KsJson *
+ks_json_tree_parser(char *text, size_t len, int enc, char **errmsg)
 {
 	TreeState	t;
 	JsonSemAction sem;
@@ -158,6 +171,22 @@ ks_json_tree(char *text, size_t len, int enc, char **errmsg)
 		return NULL;
 	}
 	return t.root;
+}
+
+KsJson *
+ks_json_tree(char *text, size_t len, int enc, char **errmsg)
+{
+	/* one pass of jsonwalk.c's scanner when it is sure of the text (UTF-8) */
+	if (enc == PG_UTF8)
+	{
+		const char *after;
+		const char *end = text + len;
+		KsJson	   *root = ks_json_tree_scan(ks_json_skip_ws(text, end), end, &after);
+
+		if (root != NULL && ks_json_skip_ws(after, end) == end)
+			return root;
+	}
+	return ks_json_tree_parser(text, len, enc, errmsg);
 }
 
 KsJson *

@@ -92,12 +92,19 @@ ks_json_nests_deeper(const char *text, size_t len, int limit)
 
 /*
  * Builds the tree of text (len bytes, NUL-terminated, in encoding enc),
- * nested at most KS_JSON_MAX_NESTING levels.  Strings and containers' spans point into text,
+ * nested at most KS_JSON_MAX_NESTING levels: in one pass of jsonwalk.c's
+ * scanner (ks_json_tree_scan) when enc is UTF-8 and the scanner is sure of
+ * the text, else through pg_parse_json; the tree is the same.  Strings and containers' spans point into text,
  * which must outlive the tree.  NULL when the parser refuses the text;
  * then, when errmsg is not NULL, *errmsg is "invalid JSON: <detail>".
  * No other check: ks_json_parse (avro_binary.h) adds the Avro schema's.
  */
 extern KsJson *ks_json_tree(char *text, size_t len, int enc, char **errmsg);
+
+#ifdef FRONTEND
+/* For test/fuzz: ks_json_tree through pg_parse_json alone. */
+extern KsJson *ks_json_tree_parser(char *text, size_t len, int enc, char **errmsg);
+#endif
 
 /* The member key of object obj (the last of duplicates, as jsonb), or NULL. */
 extern KsJson *ks_json_get(const KsJson *obj, const char *key);

@@ -795,6 +795,295 @@ ks_json_value_end(const char *p, const char *end)
 	return fast_value(&fw, p, 0, -1, false);
 }
 
+/*
+ * ---- The tree in one pass ----
+ *
+ * The same scanner building the extension's JSON tree (KsJson,
+ * jsontree.h) as it goes: ks_json_tree's pg_parse_json with callbacks
+ * took a scan first (ks_json_value_end, to know the text is valid) and
+ * then the parse, with one palloc per node, per string and per growing
+ * member array.  Here every token is read once, and the nodes, strings
+ * and member arrays come from a few blocks (TreeArena).  The tree is the
+ * parser's exactly, for the texts the scanner accepts (above): a string's
+ * and a key's de-escaped value, a number's token, "true", "false" and
+ * "null" for those words (parse_scalar's copies), every member of an
+ * object in order with duplicate keys kept (ks_json_get takes the last,
+ * as jsonb), a container's span from its bracket to its closing one.
+ * Anything else, and keys with escapes, it gives up on (NULL): the caller
+ * then parses with pg_parse_json, which decides the text as before.
+ * test/fuzz/fuzz_jsonwalk.c compares the two trees on every input.
+ */
+typedef struct TreeBlock
+{
+	struct TreeBlock *next;
+	size_t		used;
+	size_t		size;
+	/* the bytes follow, MAXALIGNed */
+} TreeBlock;
+
+#define TREE_BLOCK_SIZE 8192
+
+typedef struct TreeScan
+{
+	const char *end;
+	TreeBlock  *blocks;			/* the newest first */
+	KsJson	  **items;			/* the members being collected, of every
+								 * open container (a stack) */
+	char	  **keys;
+	int			nitems;
+	int			capitems;
+} TreeScan;
+
+/* n bytes, MAXALIGNed, from the scan's blocks */
+static void *
+tree_alloc(TreeScan *ts, size_t n)
+{
+	TreeBlock  *b = ts->blocks;
+	void	   *r;
+
+	n = MAXALIGN(n);
+	if (b == NULL || b->size - b->used < n)
+	{
+		size_t		size = Max(TREE_BLOCK_SIZE, n + MAXALIGN(sizeof(TreeBlock)));
+
+		b = palloc(size);
+		b->size = size - MAXALIGN(sizeof(TreeBlock));
+		b->used = 0;
+		b->next = ts->blocks;
+		ts->blocks = b;
+	}
+	r = (char *) b + MAXALIGN(sizeof(TreeBlock)) + b->used;
+	b->used += n;
+	return r;
+}
+
+static KsJson *
+tree_node(TreeScan *ts, KsJsonKind kind)
+{
+	KsJson	   *j = tree_alloc(ts, sizeof(KsJson));
+
+	memset(j, 0, sizeof(KsJson));
+	j->kind = kind;
+	return j;
+}
+
+static void
+tree_push(TreeScan *ts, KsJson *item, char *key)
+{
+	if (ts->nitems == ts->capitems)
+	{
+		ts->capitems = ts->capitems == 0 ? 64 : ts->capitems * 2;
+		ts->items = ts->items ? repalloc(ts->items, sizeof(KsJson *) * ts->capitems) :
+			palloc(sizeof(KsJson *) * ts->capitems);
+		ts->keys = ts->keys ? repalloc(ts->keys, sizeof(char *) * ts->capitems) :
+			palloc(sizeof(char *) * ts->capitems);
+	}
+	ts->items[ts->nitems] = item;
+	ts->keys[ts->nitems] = key;
+	ts->nitems++;
+}
+
+/* the members pushed since base become container j's */
+static void
+tree_close(TreeScan *ts, KsJson *j, int base)
+{
+	int			n = ts->nitems - base;
+
+	j->n = j->cap = n;
+	if (n > 0)
+	{
+		j->items = tree_alloc(ts, sizeof(KsJson *) * n);
+		memcpy(j->items, ts->items + base, sizeof(KsJson *) * n);
+		if (j->kind == KS_J_OBJECT)
+		{
+			j->keys = tree_alloc(ts, sizeof(char *) * n);
+			memcpy(j->keys, ts->keys + base, sizeof(char *) * n);
+		}
+	}
+	ts->nitems = base;
+}
+
+/* the string whose '"' is at p, de-escaped into *out; the position after it, or NULL */
+static const char *
+tree_string(TreeScan *ts, const char *p, char **out, bool *escaped)
+{
+	const char *q = fast_string(p, ts->end, NULL, escaped);
+	char	   *s;
+
+	if (q == NULL)
+		return NULL;
+	/* the de-escaped value is never longer than the source (fast_string) */
+	s = tree_alloc(ts, q - p - 1);
+	if (*escaped)
+		(void) fast_string(p, ts->end, s, escaped);
+	else
+	{
+		memcpy(s, p + 1, q - p - 2);
+		s[q - p - 2] = '\0';
+	}
+	*out = s;
+	return q;
+}
+
+/* true, false, null: a node with its own copy of the word, as parse_scalar's */
+static KsJson *
+tree_word(TreeScan *ts, KsJsonKind kind, const char *word, int n)
+{
+	KsJson	   *j = tree_node(ts, kind);
+
+	j->str = tree_alloc(ts, n + 1);
+	memcpy(j->str, word, n + 1);
+	return j;
+}
+
+static const char *tree_value(TreeScan *ts, const char *p, int level, KsJson **out);
+
+/*
+ * The members of object or array j, whose bracket is at p, at level: the
+ * position after its closing bracket, or NULL.
+ */
+static const char *
+tree_container(TreeScan *ts, KsJson *j, const char *p, int level)
+{
+	const char *end = ts->end;
+	bool		object = j->kind == KS_J_OBJECT;
+	char		close = object ? '}' : ']';
+	int			base = ts->nitems;
+
+	p = fast_ws(p + 1, end);
+	if (p < end && *p == close)
+	{
+		tree_close(ts, j, base);
+		return p + 1;
+	}
+	for (;;)
+	{
+		char	   *key = NULL;
+		KsJson	   *v;
+		bool		escaped;
+
+		if (object)
+		{
+			if (p == end || *p != '"')
+				return NULL;
+			p = tree_string(ts, p, &key, &escaped);
+			if (p == NULL || escaped)
+				return NULL;
+			p = fast_ws(p, end);
+			if (p == end || *p != ':')
+				return NULL;
+			p = fast_ws(p + 1, end);
+		}
+		p = tree_value(ts, p, level + 1, &v);
+		if (p == NULL)
+			return NULL;
+		tree_push(ts, v, key);
+		p = fast_ws(p, end);
+		if (p < end && *p == close)
+		{
+			tree_close(ts, j, base);
+			return p + 1;
+		}
+		if (p == end || *p != ',')
+			return NULL;
+		p = fast_ws(p + 1, end);
+	}
+}
+
+/* The value at p, at level, into *out: the position after it, or NULL. */
+static const char *
+tree_value(TreeScan *ts, const char *p, int level, KsJson **out)
+{
+	const char *end = ts->end;
+	const char *q;
+	KsJson	   *j;
+	bool		escaped;
+
+	if (p == end)
+		return NULL;
+	switch (*p)
+	{
+		case '{':
+		case '[':
+			/* the same bound as the scanner's */
+			if (level > KS_MAX_DEPTH)
+				return NULL;
+			j = tree_node(ts, *p == '{' ? KS_J_OBJECT : KS_J_ARRAY);
+			j->start = p;
+			q = tree_container(ts, j, p, level);
+			if (q == NULL)
+				return NULL;
+			j->len = (int) (q - p);
+			break;
+		case '"':
+			j = tree_node(ts, KS_J_STRING);
+			q = tree_string(ts, p, &j->str, &escaped);
+			break;
+		case 't':
+			q = fast_word(p, end, "true", 4);
+			j = tree_word(ts, KS_J_BOOL, "true", 4);
+			break;
+		case 'f':
+			q = fast_word(p, end, "false", 5);
+			j = tree_word(ts, KS_J_BOOL, "false", 5);
+			break;
+		case 'n':
+			q = fast_word(p, end, "null", 4);
+			j = tree_word(ts, KS_J_NULL, "null", 4);
+			break;
+		default:
+			q = fast_number(p, end);
+			if (q == NULL)
+				return NULL;
+			j = tree_node(ts, KS_J_NUMBER);
+			j->str = tree_alloc(ts, q - p + 1);
+			memcpy(j->str, p, q - p);
+			j->str[q - p] = '\0';
+			break;
+	}
+	*out = j;
+	return q;
+}
+
+/*
+ * The tree of the one JSON value at p (text up to end, UTF-8), and in
+ * *after the position after it; or NULL when the scanner is not sure of
+ * it (nothing then stays allocated).  Its strings are its own; its
+ * containers' spans (start, len) point into the text, which must outlive
+ * the tree.  What it accepts is exactly what ks_json_value_end delimits.
+ */
+KsJson *
+ks_json_tree_scan(const char *p, const char *end, const char **after)
+{
+	TreeScan	ts;
+	KsJson	   *root = NULL;
+	const char *q;
+
+	if (p >= end || (size_t) (end - p) > MaxAllocSize)
+		return NULL;
+	memset(&ts, 0, sizeof(ts));
+	ts.end = end;
+	q = tree_value(&ts, p, 0, &root);
+	if (ts.items)
+	{
+		pfree(ts.items);
+		pfree(ts.keys);
+	}
+	if (q == NULL)
+	{
+		while (ts.blocks)
+		{
+			TreeBlock  *next = ts.blocks->next;
+
+			pfree(ts.blocks);
+			ts.blocks = next;
+		}
+		return NULL;
+	}
+	*after = q;
+	return root;
+}
+
 KsWalkResult
 ks_json_walk(const KsWalkPaths *paths, const char *data, size_t len,
 			 KsSlotValue *out, char **detail)

@@ -62,6 +62,15 @@ extern bool ks_path_parse(const char *text, KsPath *path);
 extern const char *ks_json_skip_ws(const char *p, const char *end);
 extern const char *ks_json_value_end(const char *p, const char *end);
 
+/*
+ * The tree (jsontree.h) of the one value at p in one pass of the scanner,
+ * *after set past it; NULL when the scanner is not sure of the text (then
+ * pg_parse_json decides: ks_json_tree).  Strings are the tree's own,
+ * containers' spans point into the text.
+ */
+struct KsJson;
+extern struct KsJson *ks_json_tree_scan(const char *p, const char *end, const char **after);
+
 #ifdef FRONTEND
 /*
  * For test/fuzz: the parser-only path, and the fast path (false when it

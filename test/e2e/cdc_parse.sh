@@ -80,6 +80,20 @@ emit(dumps(ev(name={"b": 1, "a": [1.50, -0, 1E2]})))
 emit(dumps(ev()).replace(b'"op": "u"', b'"op": u'))
 emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u\xff"'))
 emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u\\u0000"'))
+# issue 29, the one-pass tree: a cut-off P, nesting past the scanner's 64
+# levels (valid: the parser builds it) and past 1000 (refused), bad escapes,
+# an escaped key (the scanner leaves it to the parser), huge numbers
+emit(dumps(ev())[:-7])
+emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u", "deep": ' + b'[' * 70 + b']' * 70))
+emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u", "deep": ' + b'[' * 1001 + b']' * 1001))
+emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u", "x": "\\x"'))
+emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u", "x": "\\ud800"'))
+emit(dumps(ev()).replace(b'"op": "u"', b'"op": "u", "x": "\\ud83d\\u0041"'))
+emit(dumps(ev(name="plain")).replace(b'"name": "plain"', b'"n\\u0061me": "escaped"'))
+e = ev(); e["source"]["lsn"] = "LSN"
+emit(dumps(e).replace(b'"lsn": "LSN"', b'"lsn": 1e400'))
+emit(dumps(ev()).replace(b'"opened": 16411', b'"opened": 123456789012345678901234567890'))
+emit(dumps(ev()).replace(b'"opened": 16411', b'"opened": 16411.0'))
 # P not an object; no op; an unknown op
 emit(b'[1, 2]')
 e = ev(); del e["op"]; emit(dumps(e))
@@ -118,6 +132,14 @@ check "the numbers as jsonb read them (1.6411e4 a date, 2.0e3 a position, -0 a d
       "2014-12-07 2000 1970-01-01" \
       "$(sql -c "SELECT (SELECT opened FROM e2e.$A WHERE id = 6) || ' ' || (SELECT _kafka_source_position FROM e2e.$A WHERE id = 7) || ' ' || (SELECT opened FROM e2e.$A WHERE id = 8)")"
 check "a duplicate key: the last wins" last "$(sql -c "SELECT name FROM e2e.$A WHERE id = 9")"
+# the malformed payloads of issue 29 (offsets 17-26): the reasons the parse before the one-pass tree gave
+check "cut off, deeper than 1000, bad escapes, huge numbers: quarantined as before" \
+      "17:invalid_json,19:invalid_json,20:invalid_json,21:invalid_json,22:invalid_json,25:invalid_value,26:invalid_value" \
+      "$(sql -c "SELECT string_agg(q.message_offset || ':' || q.reason, ',' ORDER BY q.message_offset) FROM kafka_sink.quarantine q
+                  JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name = '$A' AND q.message_offset BETWEEN 17 AND 26")"
+check "70 levels deep (the parser builds it), an escaped key, a position of 1e400: applied" "19 escaped true" \
+      "$(sql -c "SELECT (SELECT id FROM e2e.$A WHERE id = 19) || ' ' || (SELECT name FROM e2e.$A WHERE id = 24) || ' ' ||
+                        (SELECT (_kafka_source_position = 1e400)::text FROM e2e.$A WHERE id = 25)")"
 check "the bad ones quarantined (at least 8)" t "$(sql -c "SELECT count(*) >= 8 FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name = '$A'")"
 for t in "$A" "$B"; do
     sql -c "SELECT kafka_sink.drop_pipeline('$t')" >/dev/null

@@ -43,6 +43,12 @@
  *	  it delimits at the start of the input is valid JSON to the parser
  *	  alone; when the fast path took an object, it delimits exactly that
  *	  object (the input up to its trailing whitespace)
+ *	- ks_json_tree_scan (the one-pass tree, jsonwalk.c) takes exactly what
+ *	  ks_json_value_end delimits and builds there the tree pg_parse_json
+ *	  builds (ks_json_tree_parser, jsontree.c): kinds, strings, number
+ *	  tokens, keys (duplicates kept, in order), spans; giving up it leaves
+ *	  nothing allocated; ks_json_tree (the scan, else the parser) gives
+ *	  the parser's tree, or refuses what the parser refuses
  *
  * At exit it prints how many walks the fast path took, so that a run
  * shows the differential check was exercised.
@@ -60,6 +66,7 @@
 #include "mb/pg_wchar.h"
 
 #include "jsonwalk.h"
+#include "jsontree.h"
 
 #define MAX_INPUT (64 * 1024)
 #define MAX_MADE (8 * 1024)		/* the message made from an input (Gen) */
@@ -73,6 +80,9 @@ static bool strict;
 static bool verbose;
 static unsigned long n_walks;	/* compared with the slow path */
 static unsigned long n_fast;	/* of which the fast path took */
+static unsigned long n_trees;	/* one-pass trees compared with the parser's */
+
+static void check_tree_scan(const char *data, size_t len, const char *v0, const char *v1);
 
 static void
 die(const char *what, const char *data, size_t len)
@@ -325,8 +335,8 @@ nested_paths(const KsPath *p, const KsPath *q)
 static void
 report_fast_path(void)
 {
-	fprintf(stderr, "fuzz_jsonwalk: the fast path took %lu of %lu walks\n",
-			n_fast, n_walks);
+	fprintf(stderr, "fuzz_jsonwalk: the fast path took %lu of %lu walks; %lu one-pass trees compared\n",
+			n_fast, n_walks, n_trees);
 }
 
 int
@@ -625,6 +635,87 @@ differential(const Walk *w, KsPath *sel, int nsel, const char *data, size_t len)
 		}
 		if (took && (v1 == NULL || ks_json_skip_ws(v1, end) != end))
 			die("ks_json_value_end did not delimit the object the fast path took", data, len);
+		check_tree_scan(data, len, v0, v1);
+	}
+}
+
+/* ---- the one-pass tree (ks_json_tree_scan) against the parser's ---- */
+
+/* whether trees a (over text at abase) and b (at bbase) are the same */
+static bool
+same_tree(const KsJson *a, const char *abase, const KsJson *b, const char *bbase)
+{
+	if (a->kind != b->kind || !same_text(a->str, b->str) || a->n != b->n)
+		return false;
+	if (a->kind == KS_J_OBJECT || a->kind == KS_J_ARRAY)
+	{
+		if (a->start == NULL || b->start == NULL ||
+			a->start - abase != b->start - bbase || a->len != b->len)
+			return false;
+	}
+	else if (a->start != NULL || b->start != NULL || a->len != 0 || b->len != 0)
+		return false;
+	if ((a->keys != NULL) != (b->keys != NULL) && a->n > 0)
+		return false;
+	for (int i = 0; i < a->n; i++)
+	{
+		if (a->kind == KS_J_OBJECT && !same_text(a->keys[i], b->keys[i]))
+			return false;
+		if (!same_tree(a->items[i], abase, b->items[i], bbase))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * ks_json_tree_scan on the value at v0 takes exactly what
+ * ks_json_value_end delimits (v1), and builds there the tree
+ * pg_parse_json builds of that text (ks_json_tree_parser): every kind,
+ * string, number token, key, member order and span.  When it gives up it
+ * leaves nothing allocated.  ks_json_tree on the whole input (which tries
+ * the scan first) gives the parser's tree, or refuses what it refuses.
+ */
+static void
+check_tree_scan(const char *data, size_t len, const char *v0, const char *v1)
+{
+	const char *end = data + len;
+	const char *after = NULL;
+	size_t		chunks_before = live_chunks;
+	KsJson	   *scan = v0 < end ? ks_json_tree_scan(v0, end, &after) : NULL;
+
+	if (scan == NULL)
+	{
+		if (live_chunks != chunks_before)
+			die("ks_json_tree_scan gave up but left memory allocated", data, len);
+		if (v1 != NULL)
+			die("ks_json_tree_scan gave up on a value ks_json_value_end delimits", data, len);
+	}
+	else
+	{
+		char	   *copy;
+		KsJson	   *parsed;
+
+		if (v1 == NULL || after != v1)
+			die("ks_json_tree_scan took other text than ks_json_value_end delimits", data, len);
+		copy = pnstrdup(v0, v1 - v0);
+		parsed = ks_json_tree_parser(copy, v1 - v0, PG_UTF8, NULL);
+		if (parsed == NULL)
+			die("ks_json_tree_scan built a tree of text the parser refuses", data, len);
+		if (!same_tree(scan, v0, parsed, copy))
+			die("ks_json_tree_scan's tree differs from the parser's", data, len);
+		n_trees++;
+	}
+	if (utf8(data, len) && strlen(pnstrdup(data, len)) == len)
+	{
+		char	   *a = pnstrdup(data, len);
+		char	   *b = pnstrdup(data, len);
+		KsJson	   *ta = ks_json_tree(a, len, PG_UTF8, NULL);
+		KsJson	   *tb = ks_json_tree_parser(b, len, PG_UTF8, NULL);
+
+		if ((ta == NULL) != (tb == NULL))
+			die("ks_json_tree and the parser alone disagree on whether the text is JSON", data, len);
+		if (ta != NULL && !same_tree(ta, a, tb, b))
+			die("ks_json_tree's tree differs from the parser's alone", data, len);
 	}
 }
 

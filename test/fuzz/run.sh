@@ -8,7 +8,7 @@
 #
 #   FUZZ_SECONDS=60 bash test/fuzz/run.sh
 #
-# Builds test/fuzz/fuzz_jsonwalk.c + src/infra/jsonwalk.c with clang
+# Builds test/fuzz/fuzz_jsonwalk.c + src/infra/jsonwalk.c and jsontree.c with clang
 # (-fsanitize=fuzzer,address,undefined, -DFRONTEND) against PostgreSQL's
 # frontend libpgcommon/libpgport, then fuzzes a fresh copy of
 # test/fuzz/corpus for FUZZ_SECONDS (inputs up to 64 KiB).  Exits non-zero
@@ -116,7 +116,7 @@ NAME="$1"
 # ---- build ----
 
 case "$NAME" in
-    fuzz_jsonwalk) SRCS=("$HERE/fuzz_jsonwalk.c" "$REPO/src/infra/jsonwalk.c"); XLIBS=(); SEEDS="$HERE/corpus"
+    fuzz_jsonwalk) SRCS=("$HERE/fuzz_jsonwalk.c" "$REPO/src/infra/jsonwalk.c" "$REPO/src/infra/jsontree.c"); XLIBS=(); SEEDS="$HERE/corpus"
                    DICT=(-dict="$HERE/json.dict") ;;
     fuzz_protobuf) SRCS=("$HERE/fuzz_protobuf.c" "$REPO/src/decode/protobuf.c" "$REPO/src/decode/protobuf_parse.c")
                    XLIBS=(); SEEDS="$HERE/corpus_protobuf"; DICT=(-dict="$HERE/protobuf.dict") ;;
