@@ -45,6 +45,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 static KsBatch *srf_batch = NULL;
 static int *srf_rows = NULL;
@@ -293,6 +294,13 @@ prepared(const char *sql, int nargs, Oid *argtypes)
 }
 
 /*
+ * The snapshot the statements of one update_only call share (its count of
+ * absent keys and its MERGE, statement_call), else InvalidSnapshot: each
+ * statement takes its own.
+ */
+static Snapshot shared_snapshot = InvalidSnapshot;
+
+/*
  * Runs sql over rows: $1 is the batch id; with with_xid, $2 the id of the
  * (sub)transaction it writes with (the on_conflict strategy's UPDATE).
  */
@@ -323,7 +331,11 @@ run_statement(KsBatch *batch, const char *sql, int *rows, int nrows, bool with_x
 				ks_spi_execute_plan(prepared(ks_citus_stage_fill_sql(t), 0, NULL), NULL, NULL, false, 0) != SPI_OK_INSERT)
 				elog(ERROR, "kafka_sink: staging the batch in %s failed", stage);
 		}
-		rc = ks_spi_execute_plan(prepared(sql, with_xid ? 2 : 1, argtypes), values, NULL, false, 0);
+		if (shared_snapshot != InvalidSnapshot)
+			rc = ks_spi_execute_plan_snapshot(prepared(sql, with_xid ? 2 : 1, argtypes), values, NULL,
+											  shared_snapshot, 0);
+		else
+			rc = ks_spi_execute_plan(prepared(sql, with_xid ? 2 : 1, argtypes), values, NULL, false, 0);
 		if (rc < 0)
 			elog(ERROR, "kafka_sink: SPI_execute failed (%d) for: %s", rc, sql);
 	}
@@ -607,16 +619,35 @@ statement_call(void *arg)
 	}
 	else
 	{
-		int64		absent = 0;
+		volatile int64 absent = 0;
 
 		/*
 		 * update_only: the winners whose key the target lacks are skipped
 		 * (counted apart from stale), counted before the MERGE in the same
-		 * subtransaction, so that a failed try counts nothing
+		 * subtransaction, so that a failed try counts nothing, and with
+		 * the MERGE's own snapshot, so that a key another session inserts
+		 * meanwhile is absent to both (skipped, not updated) and the count
+		 * is exactly the keys the MERGE found no row for
 		 */
 		if (c->batch->target != NULL && c->batch->target->write_mode == KS_WRITE_UPDATE_ONLY)
-			absent = count_absent(c->batch, c->rows, c->nrows);
-		counted_run(c->batch, c->sql, c->sql2, c->rows, c->nrows, &c->running);
+		{
+			Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
+
+			shared_snapshot = snap;
+			PG_TRY();
+			{
+				absent = count_absent(c->batch, c->rows, c->nrows);
+				counted_run(c->batch, c->sql, c->sql2, c->rows, c->nrows, &c->running);
+			}
+			PG_FINALLY();
+			{
+				shared_snapshot = InvalidSnapshot;
+			}
+			PG_END_TRY();
+			UnregisterSnapshot(snap);
+		}
+		else
+			counted_run(c->batch, c->sql, c->sql2, c->rows, c->nrows, &c->running);
 		c->batch->stats.skipped += absent;
 	}
 	error_context_stack = cb.previous;

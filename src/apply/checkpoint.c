@@ -243,7 +243,8 @@ progress_json(KsBatch *batch)
 
 /*
  * The offsets the filter left out (transform.c), one catalog row per
- * partition that has any, so that message_fate tells them without bronze.
+ * partition that has any, with the filter that ran, so that message_fate
+ * tells them without bronze and names that filter after an alter.
  */
 static void
 record_filtered(KsBatch *batch)
@@ -280,7 +281,8 @@ record_filtered(KsBatch *batch)
 	for (int p = 0; p < batch->nparts; p++)
 		if (count[p] > 0)
 			ks_catalog_insert_filtered(batch->pipeline->id, batch->batch_id, batch->parts[p].topic,
-									   batch->parts[p].partition, offs[p], count[p]);
+									   batch->parts[p].partition, offs[p], count[p],
+									   batch->pipeline->targets.filter);
 }
 
 void

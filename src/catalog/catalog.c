@@ -980,25 +980,34 @@ ks_catalog_read_quarantine(int64 pipeline_id, Datum ids, int64 **qids, KsMessage
 	return (int) n;
 }
 
-/* A replayed quarantine row: applied now (reason NULL), or failing again. */
+/*
+ * A replayed quarantine row: applied now (reason NULL; filter: the
+ * pipeline's filter that left it out, NULL when it applied), or failing again.
+ */
 void
-ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail)
+ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail, const char *filter)
 {
 	Oid			argtypes[3] = {INT8OID, TEXTOID, TEXTOID};
 	Datum		v[3];
+	char		nulls[3] = "   ";
 
 	v[0] = Int64GetDatum(qid);
 	if (reason == NULL)
+	{
+		/* filter: the one that left the message out (it is filtered) */
+		v[1] = filter ? CStringGetTextDatum(filter) : (Datum) 0;
+		nulls[1] = filter ? ' ' : 'n';
 		ks_spi_exec("mark a quarantine row replayed",
-					"UPDATE kafka_sink.quarantine SET replayed_at = now() WHERE id = $1",
-					1, argtypes, v, NULL, false, SPI_OK_UPDATE);
+					"UPDATE kafka_sink.quarantine SET replayed_at = now(), replay_filter = $2 WHERE id = $1",
+					2, argtypes, v, nulls, false, SPI_OK_UPDATE);
+	}
 	else
 	{
 		v[1] = CStringGetTextDatum(reason);
 		v[2] = CStringGetTextDatum(detail);
 		ks_spi_exec("record a replay's new reason",
 					"UPDATE kafka_sink.quarantine SET reason = $2, detail = $3,"
-					" replayed_at = NULL WHERE id = $1",
+					" replayed_at = NULL, replay_filter = NULL WHERE id = $1",
 					3, argtypes, v, NULL, false, SPI_OK_UPDATE);
 	}
 }
@@ -1236,20 +1245,23 @@ int8_array(int64 *v, int n)
  */
 void
 ks_catalog_insert_filtered(int64 pipeline_id, int64 batch_id, const char *topic, int32 partition,
-						   int64 *offsets, int n)
+						   int64 *offsets, int n, const char *filter)
 {
-	Oid			argtypes[5] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8ARRAYOID};
-	Datum		v[5];
+	Oid			argtypes[6] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8ARRAYOID, TEXTOID};
+	Datum		v[6];
 
 	v[0] = Int64GetDatum(pipeline_id);
 	v[1] = Int64GetDatum(batch_id);
 	v[2] = CStringGetTextDatum(topic);
 	v[3] = Int32GetDatum(partition);
 	v[4] = int8_array(offsets, n);
+	if (filter == NULL)
+		elog(ERROR, "kafka_sink: filtered offsets recorded without a filter");
+	v[5] = CStringGetTextDatum(filter);
 	ks_spi_exec("record the filtered offsets",
-				"INSERT INTO kafka_sink.filtered_offsets (pipeline_id, batch_id, topic, partition, offsets)"
-				" VALUES ($1, $2, $3, $4, $5)",
-				5, argtypes, v, NULL, false, SPI_OK_INSERT);
+				"INSERT INTO kafka_sink.filtered_offsets (pipeline_id, batch_id, topic, partition, offsets, filter)"
+				" VALUES ($1, $2, $3, $4, $5, $6)",
+				6, argtypes, v, NULL, false, SPI_OK_INSERT);
 }
 
 static Datum

@@ -65,7 +65,8 @@ extern void ks_catalog_insert_marker(int64 pipeline_id, int64 batch_id, int work
 extern void ks_catalog_insert_data_loss(int64 pipeline_id, int64 batch_id, const char *topic,
 										int32 partition, int64 expected, int64 available);
 extern void ks_catalog_insert_filtered(int64 pipeline_id, int64 batch_id, const char *topic,
-									   int32 partition, int64 *offsets, int n);
+									   int32 partition, int64 *offsets, int n,
+									   const char *filter);
 extern bool ks_catalog_advance_offset(int64 pipeline_id, const char *topic, int32 partition,
 									  int64 from, int64 to, int64 batch_id);
 extern void ks_catalog_prune_batches(int64 pipeline_id, int64 upto, int64 older_than_s);
@@ -80,7 +81,8 @@ extern void ks_catalog_insert_dead_letter(const char *topic, KsMessage *m, Datum
 										  int64 quarantine_id, int hops);
 extern int	ks_catalog_read_quarantine(int64 pipeline_id, Datum ids, int64 **qids,
 									   KsMessage ***msgs);
-extern void ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail);
+extern void ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail,
+								   const char *filter);
 
 /* event ids (dedupe.c) */
 extern List *ks_catalog_seen_event_ids(Oid target, List *ids);

@@ -54,3 +54,20 @@ ks_spi_execute_plan(SPIPlanPtr plan, Datum *values, const char *nulls,
 	MemoryContextSwitchTo(cxt);
 	return rc;
 }
+
+/*
+ * SPI_execute_snapshot: a statement that writes, run with snapshot (and the
+ * current command id: it sees this transaction's own earlier writes), so
+ * that two statements see the same rows of other transactions.
+ */
+int
+ks_spi_execute_plan_snapshot(SPIPlanPtr plan, Datum *values, const char *nulls,
+							 Snapshot snapshot, long tcount)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int			rc = SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot,
+										  false, true, tcount);
+
+	MemoryContextSwitchTo(cxt);
+	return rc;
+}

@@ -20,5 +20,7 @@ extern int	ks_spi_execute(const char *sql, int nargs, Oid *argtypes, Datum *valu
 						   const char *nulls, bool read_only, long tcount);
 extern int	ks_spi_execute_plan(SPIPlanPtr plan, Datum *values, const char *nulls,
 								bool read_only, long tcount);
+extern int	ks_spi_execute_plan_snapshot(SPIPlanPtr plan, Datum *values, const char *nulls,
+										 Snapshot snapshot, long tcount);
 
 #endif							/* KS_SPI_H */

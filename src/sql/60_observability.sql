@@ -309,7 +309,8 @@ COMMENT ON FUNCTION kafka_sink._bronze_headers(regclass, text, integer, bigint) 
 -- skipped (write_mode update_only: its key was not in the target; 'deleted
 -- or skipped' where the lineage cannot tell), duplicate (its event id was
 -- applied before), filtered (the pipeline's filter left it out: the worker
--- records its offset, kafka_sink.filtered_offsets), or appended (the rules of a row: _row_fate);
+-- records its offset and the filter, kafka_sink.filtered_offsets; a replay
+-- marks the quarantine row, replay_filter), or appended (the rules of a row: _row_fate);
 -- in mode history, applied as a version (the lineage columns of a version
 -- name it) or folded into history (another message at its order value holds it).
 -- Telling superseded, stale, overwritten and deleted apart needs the lineage
@@ -336,6 +337,7 @@ DECLARE
     keycol text;
     tgt regclass;
     unfiltered kafka_sink.pipeline_definitions;
+    ran text;
 BEGIN
     p := kafka_sink._get_pipeline(pipeline);
     SELECT o.next_offset INTO committed FROM kafka_sink.offsets o
@@ -361,6 +363,12 @@ BEGIN
         RETURN QUERY SELECT 'quarantined'::text, q.batch_id, q.reason || ': ' || q.detail, q.target;
         RETURN;
     END IF;
+    -- replayed by replay_quarantine and left out by the filter then
+    IF FOUND AND q.replay_filter IS NOT NULL THEN
+        RETURN QUERY SELECT 'filtered'::text, q.batch_id, kafka_sink._filtered_detail(q.replay_filter, p.filter, true),
+            q.target;
+        RETURN;
+    END IF;
     IF p.target IS NULL AND p.target_template IS NULL AND p.targets IS NULL AND p.mode <> 'function' THEN
         RETURN QUERY SELECT 'landed'::text, b_id, 'bronze only'::text, NULL::text;
         RETURN;
@@ -369,13 +377,11 @@ BEGIN
     -- batch's transaction (kafka_sink.filtered_offsets); for a batch that
     -- recorded none though it filtered (before 0.3.0) or a pruned one, the
     -- filter asked again of the message in bronze
-    IF EXISTS (SELECT 1 FROM kafka_sink.filtered_offsets fo
-                WHERE fo.pipeline_id = p.id AND fo.batch_id = b_id AND fo.topic = message_fate.topic
-                  AND fo.partition = message_fate.partition AND message_fate."offset" = ANY (fo.offsets)) THEN
-        RETURN QUERY SELECT 'filtered'::text, b_id,
-            coalesce(format('the pipeline''s filter is not true for it: %s', p.filter),
-                     'the pipeline''s filter of the time was not true for it (the pipeline has no filter now)'),
-            p.target::text;
+    SELECT fo.filter INTO ran FROM kafka_sink.filtered_offsets fo
+     WHERE fo.pipeline_id = p.id AND fo.batch_id = b_id AND fo.topic = message_fate.topic
+       AND fo.partition = message_fate.partition AND message_fate."offset" = ANY (fo.offsets);
+    IF FOUND THEN
+        RETURN QUERY SELECT 'filtered'::text, b_id, kafka_sink._filtered_detail(ran, p.filter), p.target::text;
         RETURN;
     END IF;
     IF p.filter IS NOT NULL
@@ -385,7 +391,7 @@ BEGIN
                                                         WHERE fo.pipeline_id = p.id AND fo.batch_id = b_id))) THEN
         SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
         IF FOUND AND kafka_sink._message_filtered(p.id, topic, msg.key, msg.value) THEN
-            RETURN QUERY SELECT 'filtered'::text, b_id, format('the pipeline''s filter is not true for it: %s', p.filter),
+            RETURN QUERY SELECT 'filtered'::text, b_id, kafka_sink._filtered_detail(p.filter, p.filter),
                 p.target::text;
             RETURN;
         END IF;

@@ -191,6 +191,7 @@ DECLARE
     body text;
     classify text;
     fdetail text;
+    rfdetail text;
     unfiltered kafka_sink.pipeline_definitions;
     routed boolean := false;
 BEGIN
@@ -246,7 +247,7 @@ BEGIN
                generate_series(greatest(d.expected_offset, pa.lo), least(d.available_offset - 1, pa.hi)) AS g(o)
          WHERE d.pipeline_id = $1 AND d.kind = 'deleted'),
     filt AS MATERIALIZED (
-        SELECT fo.topic, fo.partition, fo.batch_id, o.o AS "offset"
+        SELECT fo.topic, fo.partition, fo.batch_id, o.o AS "offset", fo.filter
           FROM kafka_sink.filtered_offsets fo
           JOIN parts pa ON pa.topic = fo.topic AND pa.partition = fo.partition,
                unnest(fo.offsets) AS o(o)
@@ -260,7 +261,9 @@ BEGIN
         SELECT pa.topic, pa.partition, g.o AS "offset", g.o >= pa.next_offset AS pending,
                ib.batch_id, l."offset" IS NOT NULL AS lost,
                q.batch_id AS q_batch, q.reason || ': ' || q.detail AS q_detail, q.target AS q_target,
-               f."offset" IS NOT NULL AS filt,
+               f."offset" IS NOT NULL OR rq.replay_filter IS NOT NULL AS filt,
+               CASE WHEN f."offset" IS NOT NULL THEN f.filter ELSE rq.replay_filter END AS f_filter,
+               f."offset" IS NULL AND rq.replay_filter IS NOT NULL AS f_replayed,
                (ib.batch_id IS NULL OR ib.batch_id IN (SELECT u.batch_id FROM unrecorded u)) AS refilter
           FROM parts pa
          CROSS JOIN LATERAL generate_series(pa.lo, pa.hi) AS g(o)
@@ -270,7 +273,10 @@ BEGIN
           LEFT JOIN lost l ON l.topic = pa.topic AND l.partition = pa.partition AND l."offset" = g.o
           LEFT JOIN kafka_sink.quarantine q
                  ON q.pipeline_id = $1 AND q.topic = pa.topic AND q.partition = pa.partition
-                AND q.message_offset = g.o AND q.replayed_at IS NULL)
+                AND q.message_offset = g.o AND q.replayed_at IS NULL
+          LEFT JOIN kafka_sink.quarantine rq
+                 ON rq.pipeline_id = $1 AND rq.topic = pa.topic AND rq.partition = pa.partition
+                AND rq.message_offset = g.o AND rq.replay_filter IS NOT NULL)
     $q$;
 
     classify := $q$
@@ -278,9 +284,10 @@ BEGIN
              WHEN m.lost THEN 'lost'
              WHEN m.q_batch IS NOT NULL THEN 'quarantined'
              WHEN m.filt THEN 'filtered' $q$;
-    -- the detail of a message the worker recorded filtered (message_fate's)
-    fdetail := coalesce(format('the pipeline''s filter is not true for it: %s', p.filter),
-                        'the pipeline''s filter of the time was not true for it (the pipeline has no filter now)');
+    -- the detail of a message recorded filtered (message_fate's), over m
+    -- (rf in the last branch's statement)
+    fdetail := format('kafka_sink._filtered_detail(m.f_filter, %L::text, m.f_replayed)', p.filter);
+    rfdetail := format('kafka_sink._filtered_detail(rf.f_filter, %L::text, rf.f_replayed)', p.filter);
 
     -- routed tables, change events, Avro keys: each message read from
     -- bronze and judged by _traced_fate (a function call per message, no
@@ -295,7 +302,7 @@ BEGIN
                CASE WHEN m.pending THEN 'not read yet'
                     WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
                     WHEN m.q_batch IS NOT NULL THEN m.q_detail
-                    WHEN m.filt THEN %L
+                    WHEN m.filt THEN %s
                     ELSE f.detail END,
                CASE WHEN m.pending OR m.lost THEN NULL
                     WHEN m.q_batch IS NOT NULL THEN m.q_target
@@ -337,7 +344,7 @@ BEGIN
                CASE WHEN m.pending THEN 'not read yet'
                     WHEN m.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
                     WHEN m.q_batch IS NOT NULL THEN m.q_detail
-                    WHEN m.filt THEN %L
+                    WHEN m.filt THEN %s
                     ELSE %L END,
                CASE WHEN m.pending OR m.lost THEN NULL
                     WHEN m.q_batch IS NOT NULL THEN m.q_target
@@ -411,9 +418,9 @@ BEGIN
            CASE WHEN rf.pending THEN 'not read yet'
                 WHEN rf.lost THEN 'deleted from Kafka before it was read (fail_on_data_loss = false)'
                 WHEN rf.q_batch IS NOT NULL THEN rf.q_detail
-                WHEN rf.filt THEN %9$L
+                WHEN rf.filt THEN %9$s
                 WHEN NOT rf.has_msg THEN 'lineage columns on the target and a bronze table are needed to tell more'
-                WHEN rf.filtered THEN format('the pipeline''s filter is not true for it: %%s', %7$L::text)
+                WHEN rf.filtered THEN kafka_sink._filtered_detail(%7$L, %7$L)
                 ELSE rf.detail END,
            CASE WHEN rf.pending OR rf.lost THEN NULL
                 WHEN rf.q_batch IS NOT NULL THEN rf.q_target
@@ -421,7 +428,7 @@ BEGIN
       FROM rf
      ORDER BY 1, 2, 3 $q$,
         p.target, p.bronze, keyexpr, replace(classify, 'm.', 'rf.'), keycond, p.target::text, p.filter,
-        kafka_sink._row_fate_columns(p, p.target), fdetail)
+        kafka_sink._row_fate_columns(p, p.target), rfdetail)
         USING p.id, topic, partition, from_offset, to_offset, p;
 END
 $$;
@@ -476,6 +483,26 @@ LANGUAGE C
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._avro_key(text, bytea, text[]) IS
 'Internal: a message key in Confluent''s wire format decoded with the Avro or Protobuf schema stored in kafka_sink.schemas for its id (the registry is never called), as a JSON object of the fields named; problem says why not (no key, not the wire format, an id not stored, neither Avro nor Protobuf, bytes that do not decode).';
+
+-- The detail of a filtered message (docs/transform.md), the one home of
+-- its wording, for message_fate, message_fates and _traced_fate: ran is the
+-- filter that left it out (recorded with the batch's filtered offsets, or
+-- on the quarantine row a replay filtered, replayed true; the pipeline's
+-- filter where it is asked again of bronze), now the pipeline's filter now.
+CREATE OR REPLACE FUNCTION kafka_sink._filtered_detail(ran text, now text, replayed boolean DEFAULT false)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE WHEN replayed THEN 'replayed by replay_quarantine: ' ELSE '' END
+       || format('the pipeline''s filter is not true for it: %s', ran)
+       || CASE WHEN now IS NULL THEN ' (the filter then; the pipeline has no filter now)'
+               WHEN now <> ran THEN format(' (the filter then; the pipeline''s filter now: %s)', now)
+               ELSE '' END
+$$;
+COMMENT ON FUNCTION kafka_sink._filtered_detail(text, text, boolean) IS
+'Internal: message_fate''s detail of a filtered message, naming the filter that left it out (ran) and the pipeline''s filter now where it differs; replayed: left out by replay_quarantine.';
 
 -- A change event's source position: envelope_debezium.c's own function
 -- (ks_cdc_position), so that message_fate and the worker order events by
@@ -651,7 +678,7 @@ BEGIN
     -- filtered (docs/transform.md): the filter asked again of the message
     IF p.filter IS NOT NULL AND NOT routed AND kafka_sink._message_filtered(p.id, topic, msg_key, msg_value) THEN
         fate := 'filtered';
-        detail := format('the pipeline''s filter is not true for it: %s', p.filter);
+        detail := kafka_sink._filtered_detail(p.filter, p.filter);
         RETURN;
     END IF;
     IF target IS NULL THEN

@@ -6,7 +6,7 @@
  *		caller's transaction and with the caller's rights.
  *
  * Owns: reading quarantine rows back into messages and marking them
- * replayed or failing again.  Must not: take a batch id, write a marker
+ * replayed (with the filter that left one out, if any) or failing again.  Must not: take a batch id, write a marker
  * or move offsets (a replay is not a batch of the pipeline).
  *
  * Exports only SQL entry points (PG_FUNCTION_INFO_V1, declared in
@@ -86,12 +86,13 @@ kafka_sink_replay(PG_FUNCTION_ARGS)
 		if (r->reason == KS_OK)
 		{
 			replayed++;
-			ks_catalog_mark_replay(qids[i], NULL, NULL);
+			/* a message the filter leaves out now is filtered: say so */
+			ks_catalog_mark_replay(qids[i], NULL, NULL, r->filtered ? p->targets.filter : NULL);
 		}
 		else
 		{
 			failing++;
-			ks_catalog_mark_replay(qids[i], ks_reason_name(r->reason), r->detail ? r->detail : "");
+			ks_catalog_mark_replay(qids[i], ks_reason_name(r->reason), r->detail ? r->detail : "", NULL);
 		}
 	}
 	SPI_finish();

@@ -212,7 +212,65 @@ check "change events: after alter_pipeline(filter), the same fates (from the rec
 check "... and message_fate of each of the others too" "0:applied 1:deleted 4:overwritten 5:deleted 6:superseded 7:applied" \
       "$(sql -c "SELECT string_agg(o || ':' || f.fate, ' ' ORDER BY o) FROM unnest(ARRAY[0, 1, 4, 5, 6, 7]) o,
                         kafka_sink.message_fate('xfcdc_$SFX', '$CT', 0, o) f")"
+# the detail names the filter that ran (recorded with the batch), not the
+# pipeline's filter now: the text this script created the pipeline with
+check "change events: after alter_pipeline(filter), the detail names the filter that ran and the one now, in both" \
+      "2:the pipeline's filter is not true for it: qty > 0 (the filter then; the pipeline's filter now: qty > 6)|2" \
+      "$(sql -c "SELECT min(\"offset\" || ':' || detail) FILTER (WHERE fate = 'filtered') || '|'
+                        || (SELECT count(*) FROM generate_series(2, 3) o, kafka_sink.message_fate('xfcdc_$SFX', '$CT', 0, o) f
+                             WHERE f.detail = (SELECT x.detail FROM kafka_sink.message_fates('xfcdc_$SFX', '$CT', 0, o, o) x)
+                               AND f.detail LIKE '%: qty > 0 (%')
+                   FROM kafka_sink.message_fates('xfcdc_$SFX', '$CT')")"
 sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('xfcdc_$SFX')" > /dev/null
+
+# a replay that filters: two messages quarantined by a computed column that
+# raises; after an alter that fixes it and filters one of them out,
+# replay_quarantine applies the other and records the filtered one, which
+# message_fate and message_fates then call filtered (the filter of the
+# replay named), with and without bronze
+RT="xf_rep_$SFX"
+"$HARNESS" topic-create "$RT" 1 >/dev/null 2>&1 || true
+for rb in raw none; do
+    rn="xfrep_${rb}_$SFX"
+    extra=""
+    [ "$rb" = none ] || extra=", bronze => 'e2e.${rn}_raw'"
+    sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.$rn (id int PRIMARY KEY, v int, inv int,
+                      _kafka_topic text, _kafka_partition int, _kafka_offset bigint, _kafka_batch_id bigint);
+SELECT kafka_sink.create_pipeline(name => '$rn', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$RT'], target => 'e2e.$rn', starting_offsets => 'earliest', key_format => 'string',
+       filter => 'v < 100', computed => '{"inv": "100 / v"}'$extra);
+SQL
+done
+# offsets: 0 id 1 (applies), 1 id 2 v 0 (raises), 2 id 3 v 0 (raises), 3 id 4 v 200 (filtered by the batch)
+printf '%s\n' '1|{"id": 1, "v": 4}' '2|{"id": 2, "v": 0}' '3|{"id": 3, "v": 0}' '4|{"id": 4, "v": 200}' | produce "$RT"
+for rb in raw none; do
+    rn="xfrep_${rb}_$SFX"
+    check_caught_up "$rn"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.alter_pipeline('$rn', filter => 'id <> 2', computed => '{\"inv\": \"100 / (v + 1)\"}')" > /dev/null
+    check "$rn: before the replay, 1 and 2 quarantined, 3 filtered by its batch" "1:quarantined 2:quarantined 3:filtered" \
+          "$(sql -c "SELECT string_agg(\"offset\" || ':' || fate, ' ' ORDER BY \"offset\") FROM kafka_sink.message_fates('$rn', '$RT') WHERE \"offset\" > 0")"
+    check "$rn: replay_quarantine replays both (the filtered one counted replayed)" "2:0" \
+          "$(sql -c "SET ROLE ks_e2e; SELECT replayed || ':' || still_failing FROM kafka_sink.replay_quarantine('$rn')")"
+    check "$rn: the replay applied id 3 and left id 2 out" "1:25 3:100" \
+          "$(sql -c "SELECT string_agg(id || ':' || inv, ' ' ORDER BY id) FROM e2e.$rn")"
+    check "$rn: message_fate and message_fates: the replayed message the filter left out is filtered, naming the replay's filter" \
+          "filtered|replayed by replay_quarantine: the pipeline's filter is not true for it: id <> 2|filtered|true" \
+          "$(sql -c "SELECT f.fate || '|' || f.detail || '|' || x.fate || '|' || (x.detail = f.detail)
+                       FROM kafka_sink.message_fate('$rn', '$RT', 0, 1) f, kafka_sink.message_fates('$rn', '$RT', 0, 1, 1) x")"
+    check "$rn: the replayed message that applied is not filtered, nor is the untouched one; the batch's filtered one names its filter" \
+          "false|false|true" \
+          "$(sql -c "SELECT (SELECT fate = 'filtered' FROM kafka_sink.message_fate('$rn', '$RT', 0, 2)) || '|'
+                         || (SELECT fate = 'filtered' FROM kafka_sink.message_fates('$rn', '$RT', 0, 0, 0)) || '|'
+                         || (SELECT detail = 'the pipeline''s filter is not true for it: v < 100 (the filter then; the pipeline''s filter now: id <> 2)'
+                               FROM kafka_sink.message_fate('$rn', '$RT', 0, 3))")"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.alter_pipeline('$rn', filter => '')" > /dev/null
+    check "$rn: the filter removed since: the replay's filter still named" \
+          "replayed by replay_quarantine: the pipeline's filter is not true for it: id <> 2 (the filter then; the pipeline has no filter now)" \
+          "$(sql -c "SELECT detail FROM kafka_sink.message_fates('$rn', '$RT', 0, 1, 1)")"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$rn')" > /dev/null
+done
 
 # the expression runs as the owner and nothing else: another role's table
 # read through the owner's own (SECURITY INVOKER) function fails the pipeline

@@ -174,6 +174,64 @@ SQL
     sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
 }
 
+# update_only's skipped count against a key another session inserts while
+# the batch runs: the session holds a SHARE lock with its insert of key 2
+# uncommitted, so the batch's MERGE waits for it after its count of the
+# absent keys, and commits once the worker waits.  The count and the MERGE
+# share one snapshot: key 2 is absent to both (skipped, its row not
+# written), so the counters add up to the batch's messages and skipped is
+# exactly the messages whose row does not name them (the model: each
+# row's lineage, read here; not the extension's own count)
+race() {
+    local topic="wm_race_$SFX" name="wmrace$SFX" blocker warm
+    "$HARNESS" topic-create "$topic" 1 >/dev/null 2>&1 || true
+    sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE e2e.$name (id bigint PRIMARY KEY, v bigint, a text,
+                        _kafka_partition integer, _kafka_offset bigint, _kafka_topic text, _kafka_batch_id bigint);
+INSERT INTO e2e.$name (id, v, a) VALUES (1, 0, 'seed');
+SELECT kafka_sink.create_pipeline(name => '$name', bootstrap_servers => '$KS_BOOTSTRAP',
+    subscribe => ARRAY['$topic'], target => 'e2e.$name', order_column => 'v', key_format => 'string',
+    write_mode => 'update_only', starting_offsets => 'earliest', trigger_interval => '0');
+SQL
+    echo '1|{"id": 1, "v": 1, "a": "warm"}' | produce "$topic"
+    check_caught_up "$name"
+    warm="$(sql -c "SELECT last_batch_id FROM kafka_sink.pipeline_definitions WHERE name = '$name'")"
+    sql >"$W/race.out" 2>&1 <<SQL &
+BEGIN;
+LOCK TABLE e2e.$name IN SHARE MODE;
+INSERT INTO e2e.$name (id, v, a) VALUES (2, 0, 'other session');
+DO \$\$ BEGIN
+    FOR i IN 1..1200 LOOP
+        EXIT WHEN EXISTS (SELECT 1 FROM pg_locks l WHERE l.relation = 'e2e.$name'::regclass AND NOT l.granted);
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END \$\$;
+SELECT 'waited:' || EXISTS (SELECT 1 FROM pg_locks l WHERE l.relation = 'e2e.$name'::regclass AND NOT l.granted);
+COMMIT;
+SQL
+    blocker=$!
+    poll "SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.relation = 'e2e.$name'::regclass AND l.mode = 'ShareLock' AND l.granted)" 30 >/dev/null
+    printf '%s\n' '1|{"id": 1, "v": 5, "a": "x"}' '2|{"id": 2, "v": 5, "a": "y"}' | produce_batch "$topic"
+    wait "$blocker"
+    check "race: the worker's MERGE waited for the other session's lock" "waited:true" "$(grep -o 'waited:[a-z]*' "$W/race.out")"
+    check_caught_up "$name"
+    # offsets: 0 the warm-up, 1 key 1, 2 key 2 (one batch)
+    check "race: the batches' messages are their updated, skipped and stale (no message counted twice)" "2:true" \
+          "$(sql -c "SELECT sum(b.messages) || ':' || (sum(b.updated + b.skipped + b.stale + b.superseded) = sum(b.messages))
+                       FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
+                      WHERE p.name = '$name' AND b.batch_id > $warm")"
+    check "race: updated and skipped are the messages whose row names them and the others" "true:true" \
+          "$(sql -c "WITH w AS (SELECT count(*) FILTER (WHERE t._kafka_offset = m.o) AS wrote,
+                                       count(*) FILTER (WHERE t._kafka_offset IS DISTINCT FROM m.o) AS not_written
+                                  FROM (VALUES (1::bigint, 1::bigint), (2, 2)) m(id, o) JOIN e2e.$name t ON t.id = m.id)
+                     SELECT (sum(b.updated) = min(w.wrote)) || ':' || (sum(b.skipped) = min(w.not_written))
+                       FROM w, kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
+                      WHERE p.name = '$name' AND b.batch_id > $warm")"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+}
+
+race
 run insert_only
 run update_only
 run update_nodel    # without deletes: message_fate says skipped, not 'deleted or skipped'

@@ -208,6 +208,7 @@ CREATE TABLE kafka_sink.quarantine (
     created_at     timestamptz NOT NULL DEFAULT now(),
     replayed_at    timestamptz,
     target         text,            -- the table it was routed to (or would be), quoted
+    replay_filter  text,            -- replay_quarantine: the filter that left it out
     UNIQUE (pipeline_id, topic, partition, message_offset)
 );
 
@@ -234,6 +235,7 @@ CREATE TABLE kafka_sink.filtered_offsets (
     topic       text NOT NULL,
     partition   integer NOT NULL CHECK (partition >= 0),
     offsets     bigint[] NOT NULL CHECK (cardinality(offsets) > 0),
+    filter      text NOT NULL,
     PRIMARY KEY (pipeline_id, batch_id, topic, partition),
     FOREIGN KEY (pipeline_id, batch_id) REFERENCES kafka_sink.batches (pipeline_id, batch_id) ON DELETE CASCADE
 );
@@ -388,6 +390,8 @@ COMMENT ON COLUMN kafka_sink.cdc_deletions.source_time IS
     'Mode history: a truncate''s source commit time, which its deleted versions take as _valid_from_at (docs/history.md, "Reading by time"); NULL otherwise';
 COMMENT ON COLUMN kafka_sink.filtered_offsets.offsets IS
     'The offsets of the batch''s messages of this topic and partition that the pipeline''s filter left out (not applied, counted in batches.filtered), in the order the batch read them';
+COMMENT ON COLUMN kafka_sink.filtered_offsets.filter IS
+    'The filter the batch ran (the pipeline''s filter when the batch was applied; an alter_pipeline since does not change it), named in message_fate''s detail';
 COMMENT ON TABLE kafka_sink.data_loss IS
 'Offset gaps skipped with fail_on_data_loss = false: deleted before they were read, or a reset log.';
 COMMENT ON TABLE kafka_sink.offset_resets IS
@@ -426,6 +430,8 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'expression_error (the pipeline''s filter or a computed column raised for the message''s values)';
 COMMENT ON COLUMN kafka_sink.quarantine.target IS
     'The table the message was routed to, or would have been (quoted, schema-qualified); NULL for rows written before 0.2.0';
+COMMENT ON COLUMN kafka_sink.quarantine.replay_filter IS
+    'Set when replay_quarantine replayed the message and the pipeline''s filter left it out (its text then): the message is filtered, not applied (message_fate); NULL otherwise';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.target_template IS
     'A target with {placeholders} ({topic}, or a JSON path of the value such as {source.table}), expanded per message; NULL: none';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.targets IS

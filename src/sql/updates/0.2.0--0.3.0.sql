@@ -116,6 +116,11 @@ COMMENT ON COLUMN kafka_sink.batches.soft_deleted IS
 COMMENT ON COLUMN kafka_sink.batches.skipped IS
     'write_mode update_only: events of the batch whose key the target did not hold, not inserted; not counted in stale';
 
+-- a message replay_quarantine filtered (docs/transform.md): the filter then
+ALTER TABLE kafka_sink.quarantine ADD COLUMN replay_filter text;
+COMMENT ON COLUMN kafka_sink.quarantine.replay_filter IS
+    'Set when replay_quarantine replayed the message and the pipeline''s filter left it out (its text then): the message is filtered, not applied (message_fate); NULL otherwise';
+
 -- the offsets the filter left out, per batch and partition (issue 26,
 -- docs/transform.md): message_fate tells them filtered without bronze
 CREATE TABLE kafka_sink.filtered_offsets (
@@ -124,6 +129,7 @@ CREATE TABLE kafka_sink.filtered_offsets (
     topic       text NOT NULL,
     partition   integer NOT NULL CHECK (partition >= 0),
     offsets     bigint[] NOT NULL CHECK (cardinality(offsets) > 0),
+    filter      text NOT NULL,
     PRIMARY KEY (pipeline_id, batch_id, topic, partition),
     FOREIGN KEY (pipeline_id, batch_id) REFERENCES kafka_sink.batches (pipeline_id, batch_id) ON DELETE CASCADE
 );
@@ -132,6 +138,8 @@ COMMENT ON TABLE kafka_sink.filtered_offsets IS
 'The offsets the pipeline''s filter left out of each retained batch, per partition (message_fate and message_fates tell them filtered); pruned with the batch''s marker.';
 COMMENT ON COLUMN kafka_sink.filtered_offsets.offsets IS
     'The offsets of the batch''s messages of this topic and partition that the pipeline''s filter left out (not applied, counted in batches.filtered), in the order the batch read them';
+COMMENT ON COLUMN kafka_sink.filtered_offsets.filter IS
+    'The filter the batch ran (the pipeline''s filter when the batch was applied; an alter_pipeline since does not change it), named in message_fate''s detail';
 ALTER TABLE kafka_sink.filtered_offsets ENABLE ROW LEVEL SECURITY;
 CREATE POLICY own_pipelines ON kafka_sink.filtered_offsets
     USING (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.id = pipeline_id))
