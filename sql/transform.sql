@@ -97,7 +97,7 @@ SELECT xf.mk($$computed => '{"nope": "qty + 1"}'$$);
 SELECT xf.mk($$computed => '[]'$$);
 SELECT xf.mk($$computed => '{}'$$);
 SELECT xf.mk($$computed => '{"total": 3}'$$);
--- refused: no single target
+-- refused: no target (bronze only; a routed pipeline takes them: sql/routing.sql)
 SELECT xf.err($$SELECT kafka_sink.create_pipeline(name => 'x', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['a'], start => false, bronze => 'xf.raw', filter => 'true')$$);
 SELECT count(*) AS pipelines_written FROM kafka_sink.pipelines WHERE name = 'x';
 

@@ -1003,6 +1003,30 @@ ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail)
 	}
 }
 
+/*
+ * A replayed quarantine row whose message the filter now leaves out: its
+ * offset recorded in kafka_sink.filtered_offsets under the batch that
+ * quarantined it (the batch message_fate finds it in), so that its fate
+ * is filtered; nothing when that batch's marker is pruned already.
+ */
+void
+ks_catalog_record_replay_filtered(int64 qid)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		v[1];
+
+	v[0] = Int64GetDatum(qid);
+	ks_spi_exec("record a replayed message the filter left out",
+				"INSERT INTO kafka_sink.filtered_offsets AS f (pipeline_id, batch_id, topic, partition, offsets)"
+				" SELECT q.pipeline_id, q.batch_id, q.topic, q.partition, ARRAY[q.message_offset]"
+				" FROM kafka_sink.quarantine q WHERE q.id = $1 AND EXISTS (SELECT 1 FROM kafka_sink.batches b"
+				" WHERE b.pipeline_id = q.pipeline_id AND b.batch_id = q.batch_id)"
+				" ON CONFLICT (pipeline_id, batch_id, topic, partition) DO UPDATE SET offsets ="
+				" (SELECT pg_catalog.array_agg(DISTINCT o ORDER BY o)"
+				" FROM pg_catalog.unnest(f.offsets OPERATOR(pg_catalog.||) excluded.offsets) o)",
+				1, argtypes, v, NULL, false, SPI_OK_INSERT);
+}
+
 static Datum text_array(List *texts);
 
 /* ---- change events: the positions of deleted keys and truncates ---- */

@@ -81,6 +81,7 @@ extern void ks_catalog_insert_dead_letter(const char *topic, KsMessage *m, Datum
 extern int	ks_catalog_read_quarantine(int64 pipeline_id, Datum ids, int64 **qids,
 									   KsMessage ***msgs);
 extern void ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail);
+extern void ks_catalog_record_replay_filtered(int64 qid);
 
 /* event ids (dedupe.c) */
 extern List *ks_catalog_seen_event_ids(Oid target, List *ids);

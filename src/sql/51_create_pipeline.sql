@@ -202,16 +202,26 @@ BEGIN
     PERFORM kafka_sink._check_formats(value_format, key_format, value_schema, schema_registry);
     PERFORM kafka_sink._check_unavailable_placeholder(unavailable_value_placeholder, envelope);
     IF num_nonnulls(filter, computed) > 0 THEN
-        -- a targets map beside the target routes messages to tables the
-        -- expressions were not checked against: refused as a template is
-        IF target_oid IS NULL OR routed THEN
-            RAISE EXCEPTION 'filter and computed need the pipeline''s one target'
+        IF target_oid IS NULL AND NOT routed THEN
+            RAISE EXCEPTION 'filter and computed need a target'
                 USING ERRCODE = 'feature_not_supported',
-                      HINT = 'A routed or bronze-only pipeline takes no filter or computed columns.';
+                      HINT = 'A bronze-only pipeline decodes nothing: pass a target (or a routing) to transform messages.';
         END IF;
+        -- routed: the text now, each routed table that exists now, and each
+        -- table again where the worker first uses it in a batch (route.c)
         PERFORM kafka_sink._check_transform(target_oid, mode, key_columns, order_column, filter, computed);
+        IF routed THEN
+            PERFORM kafka_sink._check_transform(r, mode, key_columns, order_column, filter, computed)
+               FROM kafka_sink._routed_tables(template, targets, subscribe) r;
+        END IF;
     END IF;
     PERFORM kafka_sink._check_delete_mode(delete_mode, mode, target_oid, routed, envelope, delete_on_tombstone);
+    IF routed AND delete_mode = 'soft' THEN
+        -- the mark columns of each routed table that exists now (the others
+        -- where the worker first uses them)
+        PERFORM kafka_sink._check_delete_mode(delete_mode, mode, r, false, envelope, delete_on_tombstone)
+           FROM kafka_sink._routed_tables(template, targets, subscribe) r;
+    END IF;
     PERFORM kafka_sink._check_write_mode(write_mode, mode, routed, envelope, delete_on_tombstone, delete_mode);
     PERFORM kafka_sink._check_track_history(track_history_columns, mode, target_oid, key_columns, order_column);
 

@@ -149,6 +149,13 @@ BEGIN
         PERFORM kafka_sink._check_delete_mode(new_delete_mode, p.mode, p.target, routed,
                                               coalesce(_api_alter_pipeline.envelope, p.envelope),
                                               p.delete_on_tombstone);
+        IF routed AND new_delete_mode = 'soft' THEN
+            -- the mark columns of each routed table that exists now
+            PERFORM kafka_sink._check_delete_mode(new_delete_mode, p.mode, r, false,
+                                                  coalesce(_api_alter_pipeline.envelope, p.envelope),
+                                                  p.delete_on_tombstone)
+               FROM kafka_sink._routed_tables(p.target_template, p.targets, p.subscribe) r;
+        END IF;
         PERFORM kafka_sink._check_write_mode(new_write_mode, p.mode, routed,
                                              coalesce(_api_alter_pipeline.envelope, p.envelope),
                                              p.delete_on_tombstone, new_delete_mode);
@@ -171,13 +178,19 @@ BEGIN
                          ELSE _api_alter_pipeline.computed END;
     IF (num_nonnulls(_api_alter_pipeline.filter, _api_alter_pipeline.computed) > 0 OR targets IS NOT NULL)
        AND num_nonnulls(new_filter, new_computed) > 0 THEN
-        IF p.target IS NULL OR routed THEN
-            RAISE EXCEPTION 'filter and computed need the pipeline''s one target'
+        IF p.target IS NULL AND NOT routed THEN
+            RAISE EXCEPTION 'filter and computed need a target'
                 USING ERRCODE = 'feature_not_supported',
-                      HINT = 'A routed or bronze-only pipeline takes no filter or computed columns.';
+                      HINT = 'A bronze-only pipeline decodes nothing: pass a target (or a routing) to transform messages.';
         END IF;
+        -- routed: the text, and each routed table that exists now (as at create)
         PERFORM kafka_sink._check_transform(p.target, p.mode, p.key_columns, new_order_column,
                                             new_filter, new_computed);
+        IF routed THEN
+            PERFORM kafka_sink._check_transform(r, p.mode, p.key_columns, new_order_column,
+                                                new_filter, new_computed)
+               FROM kafka_sink._routed_tables(p.target_template, p.targets, p.subscribe) r;
+        END IF;
     END IF;
 
     UPDATE kafka_sink.pipeline_definitions x SET

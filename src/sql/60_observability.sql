@@ -375,7 +375,11 @@ BEGIN
         RETURN QUERY SELECT 'filtered'::text, b_id,
             coalesce(format('the pipeline''s filter is not true for it: %s', p.filter),
                      'the pipeline''s filter of the time was not true for it (the pipeline has no filter now)'),
-            p.target::text;
+            -- routed: the table its routing names (from bronze)
+            CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                 THEN kafka_sink._message_target(p.id, topic,
+                          (SELECT m.value FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset") m))
+                 ELSE p.target::text END;
         RETURN;
     END IF;
     IF p.filter IS NOT NULL
@@ -386,7 +390,8 @@ BEGIN
         SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
         IF FOUND AND kafka_sink._message_filtered(p.id, topic, msg.key, msg.value) THEN
             RETURN QUERY SELECT 'filtered'::text, b_id, format('the pipeline''s filter is not true for it: %s', p.filter),
-                p.target::text;
+                CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                     THEN kafka_sink._message_target(p.id, topic, msg.value) ELSE p.target::text END;
             RETURN;
         END IF;
     END IF;

@@ -87,6 +87,9 @@ kafka_sink_replay(PG_FUNCTION_ARGS)
 		{
 			replayed++;
 			ks_catalog_mark_replay(qids[i], NULL, NULL);
+			/* the filter left it out: its fate is filtered (message_fate) */
+			if (r->filtered)
+				ks_catalog_record_replay_filtered(qids[i]);
 		}
 		else
 		{
