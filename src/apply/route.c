@@ -15,8 +15,9 @@
  * not write (the checks of create_pipeline: kafka_sink._check_target) as
  * target_refused, as is a table of a delete_mode soft pipeline without
  * its mark column (_deleted boolean or _deleted_at timestamptz: each routed
- * table is checked as one target is).  Both replay once the table is
- * fixed.  What one message
+ * table is checked as one target is) and one the pipeline's filter or
+ * computed columns do not analyze against (transform.c, per table).  Both
+ * replay once the table is fixed.  What one message
  * asks of DDL (create_targets: a table from its schema; evolve: columns for
  * it) and cannot get is that message's alone (schema_change_refused, or
  * no_target when it has no schema or key): a refused change, any error of

@@ -15,7 +15,12 @@
  * column); the analyzed tree is evaluated by the executor's expression
  * machinery.  The same analysis runs at create/alter (the API's check,
  * ks_transform_check) and in the worker, both with kafka_sink's pinned
- * search_path (pg_catalog, pg_temp), both as the pipeline's owner.
+ * search_path (pg_catalog, pg_temp), both as the pipeline's owner.  A
+ * routed pipeline's expressions are analyzed per routed table: at
+ * create/alter against those that exist (the text alone when none is
+ * known), in the worker where route.c opens each table
+ * (ks_transform_check_target: a refusal quarantines that table's
+ * messages as target_refused).
  *
  * Refused at analysis: anything but one expression, a column that is not
  * the target's (or has no decoded value, or is computed itself), a
