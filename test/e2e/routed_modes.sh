@@ -167,12 +167,8 @@ if poll "$(done_sql "$XP" "$((3 * XN))")" 300; then
               "$(sql -c "SELECT coalesce(string_agg(o || ' ', '' ORDER BY o), '')
                            FROM kafka_sink.filtered_offsets fo JOIN kafka_sink.pipeline_definitions p ON p.id = fo.pipeline_id,
                                 unnest(fo.offsets) o WHERE p.name = '$XP' AND fo.topic = '$topic'")"
-        awk -v n="$XN" -v f="$W/$XP.$k/filtered" -v q="$W/$XP.$k/quar" -v a="$W/$XP.$k/applied" 'BEGIN {
-                while ((getline o < f) > 0) fate[o] = "filtered"
-                while ((getline o < q) > 0) fate[o] = "quarantined"
-                while ((getline o < a) > 0) fate[o] = "applied"
-                for (o = 0; o < n; o++) printf "0:%d\t%s\n", o, (o in fate) ? fate[o] : "superseded|stale|overwritten" }' \
-            > "$W/$XP.$k/fates"
+        python3 "$E2E_DIR/transform_model.py" fates "$XN" "$W/$XP.$k/filtered" "$W/$XP.$k/quar" \
+                "$W/$XP.$k/applied" "$W/$XP.$k/fates"
         check_fates "filter and computed, routed: every offset of topic $k has its model's fate (filtered told apart, in both)" \
                     "$XP" "$topic" "$W/$XP.$k/fates"
         check "filter and computed, routed: message_fate names topic $k's table for a filtered message" "e2e.$topic" \
