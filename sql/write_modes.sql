@@ -33,7 +33,10 @@ SELECT pg_temp.refused($s$SELECT kafka_sink.create_pipeline(name => 'wrm_x', boo
 SELECT pg_temp.refused($s$SELECT kafka_sink.create_pipeline(name => 'wrm_x', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'wrm.facts', key_format => 'string', delete_on_tombstone => true, write_mode => 'insert_only')$s$);
 SELECT pg_temp.refused($s$SELECT kafka_sink.create_pipeline(name => 'wrm_x', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'wrm.cdc', envelope => 'debezium', write_mode => 'insert_only')$s$);
 SELECT pg_temp.refused($s$SELECT kafka_sink.create_pipeline(name => 'wrm_x', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'wrm.soft', key_format => 'string', delete_on_tombstone => true, delete_mode => 'soft', write_mode => 'insert_only')$s$);
-SELECT pg_temp.refused($s$SELECT kafka_sink.create_pipeline(name => 'wrm_x', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'wrm.{topic}', write_mode => 'update_only')$s$);
+-- a routed pipeline takes them: each routed table gets the pipeline's write_mode
+SELECT kafka_sink.create_pipeline(name => 'wrm_x', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'], start => false, target => 'wrm.{topic}', write_mode => 'update_only') IS NOT NULL AS created;
+SELECT write_mode FROM kafka_sink.pipelines WHERE name = 'wrm_x';
+SELECT kafka_sink.drop_pipeline('wrm_x', true);
 -- accepted: insert_only with an order column and lineage, without either;
 -- update_only with tombstones
 SELECT kafka_sink.create_pipeline(name => 'wrm_first', bootstrap_servers => '127.0.0.1:9', subscribe => ARRAY['t'],
@@ -63,9 +66,11 @@ SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt_app', write_
 SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt_tomb', write_mode => 'insert_only')$s$);
 SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt_cdc', write_mode => 'insert_only')$s$);
 SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt_soft', write_mode => 'insert_only')$s$);
-SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt_route', write_mode => 'update_only')$s$);
--- a targets map beside an update_only target is refused as a template is
-SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_upd', targets => '{"x": "wrm.plain"}')$s$);
+-- routed: taken, as a targets map beside an update_only target is
+SELECT kafka_sink.alter_pipeline('wrm_alt_route', write_mode => 'update_only');
+SELECT kafka_sink.alter_pipeline('wrm_upd', targets => '{"x": "wrm.plain"}');
+SELECT name, write_mode, targets FROM kafka_sink.pipelines WHERE name IN ('wrm_alt_route', 'wrm_upd') ORDER BY name;
+SELECT kafka_sink.alter_pipeline('wrm_upd', targets => '{}');
 -- the owner's privileges as they are now
 REVOKE UPDATE ON wrm.facts FROM regress_wrm;
 SELECT pg_temp.refused($s$SELECT kafka_sink.alter_pipeline('wrm_alt', write_mode => 'update_only')$s$);

@@ -15,8 +15,9 @@
  * not write (the checks of create_pipeline: kafka_sink._check_target) as
  * target_refused, as is a table of a delete_mode soft pipeline without
  * its mark column (_deleted boolean or _deleted_at timestamptz: each routed
- * table is checked as one target is).  Both replay once the table is
- * fixed.  What one message
+ * table is checked as one target is) and one the pipeline's filter or
+ * computed columns do not analyze against (transform.c, per table).  Both
+ * replay once the table is fixed.  What one message
  * asks of DDL (create_targets: a table from its schema; evolve: columns for
  * it) and cannot get is that message's alone (schema_change_refused, or
  * no_target when it has no schema or key): a refused change, any error of
@@ -63,6 +64,7 @@
 #include "errclass.h"
 #include "hops.h"
 #include "jsonwalk.h"
+#include "transform.h"
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -259,6 +261,34 @@ kafka_sink_check_target_template(PG_FUNCTION_ARGS)
 
 	(void) parse_template(tpl, parts);
 	PG_RETURN_VOID();
+}
+
+/*
+ * kafka_sink._template_target(template text, topic text): the quoted,
+ * qualified table a message of topic goes to by the template, by the
+ * worker's rules, when the template reads nothing but the topic and
+ * literal text; else (a field of the value, a header, Kafka's metadata)
+ * NULL.  For create_pipeline and alter_pipeline: the routed tables that
+ * exist already are checked then (filter, computed, delete_mode soft).
+ */
+PG_FUNCTION_INFO_V1(kafka_sink_template_target);
+Datum
+kafka_sink_template_target(PG_FUNCTION_ARGS)
+{
+	KsPipeline *p = palloc0(sizeof(KsPipeline));
+	KsMessage	m = {0};
+	char	   *why = NULL;
+	char	   *name;
+
+	p->targets.target_template = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	m.topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	m.partition = -1;
+	m.offset = -1;
+	m.timestamp_ms = -1;
+	name = ks_route_name(p, &m, &why);
+	if (name == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(name));
 }
 
 static int
@@ -779,6 +809,13 @@ open_checked(void *arg)
 					3, ctypes, cvalues, cnulls, true, SPI_OK_SELECT);
 	}
 	a->t = ks_target_open_rel(a->p, a->relid, keys);
+
+	/*
+	 * ... and the filter and computed columns, analyzed against this table
+	 * (a column they read or compute missing, a type that does not fit:
+	 * the table does not fit, its messages are quarantined)
+	 */
+	ks_transform_check_target(a->p, a->t);
 }
 
 /* create_targets: kafka_sink._create_target from one message */
@@ -1361,4 +1398,36 @@ ks_route_batch(KsBatch *batch)
 			batch->row_of[i] = row;
 		}
 	}
+}
+
+/*
+ * The routed table message m goes to, opened and checked as the worker
+ * does (open_checked), for message_fate's questions (lineage.c); NULL when
+ * routing names none, it does not exist or its checks refuse it.
+ */
+KsTarget *
+ks_route_open(KsPipeline *p, KsMessage *m)
+{
+	char	   *why = NULL;
+	char	   *name = ks_route_name(p, m, &why);
+	List	   *names = NIL;
+	Oid			nsp;
+	OpenArgs	a;
+	ErrorData  *edata;
+
+	if (name == NULL)
+		return NULL;
+	if (!SplitIdentifierString(pstrdup(name), '.', &names) || list_length(names) != 2)
+		return NULL;
+	a.p = p;
+	a.relid = lookup(linitial(names), lsecond(names), &nsp);
+	a.t = NULL;
+	if (!OidIsValid(a.relid) || namespace_usage(nsp) != ACLCHECK_OK)
+		return NULL;
+	if ((edata = run_users(open_checked, &a)) != NULL)
+	{
+		(void) target_error_detail(edata);
+		return NULL;
+	}
+	return a.t;
 }

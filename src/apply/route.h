@@ -19,6 +19,8 @@
 extern bool ks_routing_enabled(KsPipeline *p);
 extern void ks_route_batch(KsBatch *batch);
 extern char *ks_route_name(KsPipeline *p, KsMessage *m, char **why);
+extern KsTarget *ks_route_open(KsPipeline *p, KsMessage *m);
 extern PGDLLEXPORT Datum kafka_sink_check_target_template(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum kafka_sink_template_target(PG_FUNCTION_ARGS);
 
 #endif							/* KS_ROUTE_H */

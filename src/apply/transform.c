@@ -15,7 +15,12 @@
  * column); the analyzed tree is evaluated by the executor's expression
  * machinery.  The same analysis runs at create/alter (the API's check,
  * ks_transform_check) and in the worker, both with kafka_sink's pinned
- * search_path (pg_catalog, pg_temp), both as the pipeline's owner.
+ * search_path (pg_catalog, pg_temp), both as the pipeline's owner.  A
+ * routed pipeline's expressions are analyzed per routed table: at
+ * create/alter against those that exist (the text alone when none is
+ * known), in the worker where route.c opens each table
+ * (ks_transform_check_target: a refusal quarantines that table's
+ * messages as target_refused).
  *
  * Refused at analysis: anything but one expression, a column that is not
  * the target's (or has no decoded value, or is computed itself), a
@@ -47,6 +52,7 @@
 #include "errclass.h"
 #include "target.h"
 
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_attribute.h"
@@ -70,6 +76,7 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/resowner.h"
 
 /* what is being analyzed or evaluated, for the error context */
@@ -170,17 +177,15 @@ find_not_executable(Node *node, void *context)
 }
 
 /*
- * The text of one expression, parsed and analyzed: a boolean (the filter)
- * or a value of column col's type (a computed column).
+ * The text of one expression, parsed: one expression and nothing else
+ * (its raw parse tree), else an error.
  */
-static Expr *
-analyze(ExprCtx *c, const char *text, int col)
+static Node *
+parse_one(ExprCtx *c, const char *text)
 {
 	List	   *raw;
 	SelectStmt *sel;
 	ResTarget  *rt;
-	ParseState *ps;
-	Node	   *e;
 	bool		bad_shape;
 
 	if (text == NULL || text[0] == '\0')
@@ -205,12 +210,24 @@ analyze(ExprCtx *c, const char *text, int col)
 				 errmsg("%s must be one SQL expression", c->what),
 				 errdetail("It has a list, a clause (FROM, WHERE, ...), an alias or a *."),
 				 errhint("Pass an expression alone, as in amount > 0 or lower(email).")));
+	return rt->val;
+}
+
+/*
+ * The text of one expression, parsed and analyzed: a boolean (the filter)
+ * or a value of column col's type (a computed column).
+ */
+static Expr *
+analyze(ExprCtx *c, const char *text, int col)
+{
+	ParseState *ps;
+	Node	   *e;
 
 	ps = make_parsestate(NULL);
 	ps->p_sourcetext = text;
 	ps->p_pre_columnref_hook = column_ref_hook;
 	ps->p_ref_hook_state = c;
-	e = transformExpr(ps, rt->val, EXPR_KIND_OTHER);
+	e = transformExpr(ps, parse_one(c, text), EXPR_KIND_OTHER);
 	if (ps->p_hasSubLinks)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -294,7 +311,9 @@ computed_column(ExprCtx *c, const char *name)
 /*
  * Analyzes the filter (NULL: none) and each computed column (a list of
  * KsOption, column -> expression) against the columns cols of target
- * target_name, raising the first refusal.  Runs nothing.
+ * target_name, raising the first refusal; cols NULL (no table yet: a
+ * routed pipeline's tables are analyzed where the worker opens them):
+ * each is only parsed, one expression and nothing else.  Runs nothing.
  */
 void
 ks_transform_check(const char *target_name, KsExprColumn *cols, int ncols,
@@ -308,13 +327,22 @@ ks_transform_check(const char *target_name, KsExprColumn *cols, int ncols,
 	if (filter)
 	{
 		c.what = "the filter";
-		analyze(&c, filter, -1);
+		if (cols == NULL)
+			(void) parse_one(&c, filter);
+		else
+			analyze(&c, filter, -1);
 	}
 	foreach(lc, computed)
 	{
 		KsOption   *o = lfirst(lc);
 		int			col;
 
+		c.what = psprintf("computed column \"%s\"", o->name);
+		if (cols == NULL)
+		{
+			(void) parse_one(&c, o->value);
+			continue;
+		}
 		c.what = NULL;
 		col = computed_column(&c, o->name);
 		c.what = psprintf("computed column \"%s\"", o->name);
@@ -339,22 +367,18 @@ typedef struct Transform
 	ParamListInfo params;
 } Transform;
 
-static Transform *
-compile(KsPipeline *p, KsTarget *t)
+/* the columns of target t as the expressions of p see them */
+static void
+target_columns(KsPipeline *p, KsTarget *t, ExprCtx *ctx)
 {
-	KsTargets  *tg = &p->targets;
-	Transform  *tf = palloc0(sizeof(Transform));
-	int			n = 0;
-	ListCell   *lc;
-
-	tf->ctx.target = t->qualified_name;
-	tf->ctx.cols = palloc0(sizeof(KsExprColumn) * Max(t->ncolumns, 1));
-	tf->ctx.ncols = t->ncolumns;
-	tf->ctx.computed = tg->computed;
+	ctx->target = t->qualified_name;
+	ctx->cols = palloc0(sizeof(KsExprColumn) * Max(t->ncolumns, 1));
+	ctx->ncols = t->ncolumns;
+	ctx->computed = p->targets.computed;
 	for (int i = 0; i < t->ncolumns; i++)
 	{
 		KsColumn   *col = &t->columns[i];
-		KsExprColumn *ec = &tf->ctx.cols[i];
+		KsExprColumn *ec = &ctx->cols[i];
 
 		ec->name = col->name;
 		ec->typid = col->typid;
@@ -363,6 +387,35 @@ compile(KsPipeline *p, KsTarget *t)
 		ec->readable = col->lineage == NULL && !col->history;
 		ec->computable = ec->readable && !col->is_key && !col->is_order;
 	}
+}
+
+/*
+ * Analyzes p's filter and computed columns against the opened target t
+ * (nothing without them), raising the first refusal: a routed table is
+ * checked where the worker first uses it in a batch (route.c), so that a
+ * table the expressions do not fit has its messages quarantined as
+ * target_refused, not the batch failed.
+ */
+void
+ks_transform_check_target(KsPipeline *p, KsTarget *t)
+{
+	ExprCtx		c;
+
+	if (p->targets.filter == NULL && p->targets.computed == NIL)
+		return;
+	target_columns(p, t, &c);
+	ks_transform_check(c.target, c.cols, c.ncols, p->targets.filter, p->targets.computed);
+}
+
+static Transform *
+compile(KsPipeline *p, KsTarget *t)
+{
+	KsTargets  *tg = &p->targets;
+	Transform  *tf = palloc0(sizeof(Transform));
+	int			n = 0;
+	ListCell   *lc;
+
+	target_columns(p, t, &tf->ctx);
 	if (tg->filter)
 	{
 		tf->ctx.what = "the filter";
@@ -586,8 +639,9 @@ in_text_array(ArrayType *a, const char *name)
  * text[], order_column text, filter text, computed jsonb): raises unless
  * the filter (NULL: none) and the computed columns (NULL: none; else an
  * object of column -> expression text) pass the analysis against the
- * target's columns, as the caller (the pipeline's owner-to-be).  Runs no
- * expression.
+ * target's columns, as the caller (the pipeline's owner-to-be); target
+ * NULL (a routed pipeline's, not named or not created yet): each
+ * expression's text only.  Runs no expression.
  */
 Datum
 kafka_sink_check_transform(PG_FUNCTION_ARGS)
@@ -603,11 +657,12 @@ kafka_sink_check_transform(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	KsExprColumn *cols;
 	int			ncols = 0;
+	Bitmapset  *pkey = NULL;
 
-	if (!OidIsValid(relid) || mode == NULL)
+	if (mode == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("_check_transform needs a target and a mode"),
+				 errmsg("_check_transform needs a mode"),
 				 errhint("The API calls it with the pipeline's target and mode.")));
 	m = strcmp(mode, "history") == 0 ? KS_MODE_HISTORY : KS_MODE_MERGE;
 	if (!PG_ARGISNULL(5))
@@ -644,8 +699,17 @@ kafka_sink_check_transform(PG_FUNCTION_ARGS)
 		}
 	}
 
+	if (!OidIsValid(relid))
+	{
+		/* routed, no table yet: the text only (each table at first use) */
+		ks_transform_check(NULL, NULL, 0, filter, computed);
+		PG_RETURN_VOID();
+	}
 	rel = table_open(relid, AccessShareLock);
 	desc = RelationGetDescr(rel);
+	/* no key_columns (a routed table): its primary key, as the worker keys it */
+	if (keys == NULL)
+		pkey = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_PRIMARY_KEY);
 	cols = palloc0(sizeof(KsExprColumn) * Max(desc->natts, 1));
 	for (int i = 0; i < desc->natts; i++)
 	{
@@ -662,6 +726,7 @@ kafka_sink_check_transform(PG_FUNCTION_ARGS)
 		c->collation = att->attcollation;
 		c->readable = !ks_column_written_by_sink(c->name, m);
 		c->computable = c->readable && !in_text_array(keys, c->name) &&
+			!bms_is_member(att->attnum - FirstLowInvalidHeapAttributeNumber, pkey) &&
 			(order == NULL || strcmp(order, c->name) != 0);
 	}
 	ks_transform_check(quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),

@@ -29,6 +29,7 @@ typedef struct KsExprColumn
 
 extern void ks_transform_check(const char *target_name, KsExprColumn *cols, int ncols,
 							   const char *filter, List *computed);
+extern void ks_transform_check_target(KsPipeline *p, KsTarget *t);
 extern void ks_transform_batch(KsBatch *batch, KsBatchTarget *bt);
 extern bool ks_transform_filters_out(KsPipeline *p, KsTarget *t, KsRow *r);
 

@@ -210,6 +210,17 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION kafka_sink._check_target_template(text) IS
 'Internal: raises unless a target template ({topic}, {a.json.path}, literal text, at most one schema dot outside braces) parses as the worker parses it.';
 
+-- Routing (route.c): the table a topic's messages go to by a template that
+-- reads only the topic, for the checks of the routed tables that exist
+-- (kafka_sink._routed_tables).
+CREATE OR REPLACE FUNCTION kafka_sink._template_target(template text, topic text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'kafka_sink_template_target'
+LANGUAGE C STRICT STABLE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION kafka_sink._template_target(text, text) IS
+'Internal: the quoted, qualified table a message of topic goes to by a target template, by the worker''s rules, when the template reads only the topic and literal text; NULL when it reads a field of the value, a header or Kafka''s metadata.';
+
 -- The hop count kafka_sink.outbox_send gives its message (src/kafka/hops.c): one
 -- more than the messages of the batch a worker is applying, else 1.
 CREATE OR REPLACE FUNCTION kafka_sink._outbox_hops()

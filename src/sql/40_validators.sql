@@ -1260,8 +1260,8 @@ COMMENT ON FUNCTION kafka_sink._check_delete_mode(text, text, regclass, boolean,
 'Internal: checks delete_mode: hard or soft; soft needs mode merge, a target (or routing: each routed table is checked as the worker opens it) with a plain _deleted boolean and/or _deleted_at timestamptz column, and deletes (delete_on_tombstone or envelope debezium).';
 
 -- write_mode (issue 26, docs/write-modes.md): upsert, insert_only or
--- update_only, for a merge pipeline with one target; insert_only keeps
--- immutable facts, which are never deleted.
+-- update_only, for a merge pipeline (one target, or each routed table);
+-- insert_only keeps immutable facts, which are never deleted.
 CREATE OR REPLACE FUNCTION kafka_sink._check_write_mode(write_mode text, mode text, routed boolean,
                                                         envelope text, delete_on_tombstone boolean,
                                                         delete_mode text)
@@ -1283,11 +1283,6 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Append, function and history modes do not upsert: leave write_mode at ''upsert''.';
     END IF;
-    IF routed THEN
-        RAISE EXCEPTION 'write_mode % needs one target table', write_mode
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Create one pipeline per target, or leave write_mode at ''upsert''.';
-    END IF;
     IF write_mode = 'insert_only' AND (envelope IS NOT DISTINCT FROM 'debezium'
                                       OR coalesce(delete_on_tombstone, false)
                                       OR delete_mode IS NOT DISTINCT FROM 'soft') THEN
@@ -1298,7 +1293,30 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kafka_sink._check_write_mode(text, text, boolean, text, boolean, text) IS
-'Internal: checks write_mode: upsert, insert_only or update_only; the last two need mode merge and one target; insert_only takes no deletes (delete_on_tombstone, envelope debezium, delete_mode soft).';
+'Internal: checks write_mode: upsert, insert_only or update_only; the last two need mode merge; insert_only takes no deletes (delete_on_tombstone, envelope debezium, delete_mode soft).';
+
+-- The routed tables of a pipeline that exist now: each one its targets map
+-- names, and each one its template names for a subscribed topic (when the
+-- template reads only the topic: _template_target).  create_pipeline and
+-- alter_pipeline check them (filter, computed, delete_mode soft) as the
+-- worker checks every routed table where it first uses it in a batch.
+CREATE OR REPLACE FUNCTION kafka_sink._routed_tables(template text, targets jsonb, subscribe text[])
+RETURNS SETOF regclass
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT DISTINCT to_regclass(n.name)
+      FROM (SELECT m.value AS name
+              FROM jsonb_each_text(CASE jsonb_typeof(targets) WHEN 'object' THEN targets ELSE '{}' END) m
+            UNION
+            SELECT kafka_sink._template_target(template, t)
+              FROM unnest(subscribe) t WHERE template IS NOT NULL) n
+     WHERE n.name IS NOT NULL AND to_regclass(n.name) IS NOT NULL
+     ORDER BY 1
+$$;
+COMMENT ON FUNCTION kafka_sink._routed_tables(text, jsonb, text[]) IS
+'Internal: the tables a routed pipeline writes that exist now: those its targets map names, and those its template names for a subscribed topic when it reads only the topic.';
 
 -- track_history_columns (mode history, docs/history.md): data columns of
 -- the target (not a key, the order column, a version or lineage column),

@@ -202,16 +202,26 @@ BEGIN
     PERFORM kafka_sink._check_formats(value_format, key_format, value_schema, schema_registry);
     PERFORM kafka_sink._check_unavailable_placeholder(unavailable_value_placeholder, envelope);
     IF num_nonnulls(filter, computed) > 0 THEN
-        -- a targets map beside the target routes messages to tables the
-        -- expressions were not checked against: refused as a template is
-        IF target_oid IS NULL OR routed THEN
-            RAISE EXCEPTION 'filter and computed need the pipeline''s one target'
+        IF target_oid IS NULL AND NOT routed THEN
+            RAISE EXCEPTION 'filter and computed need a target'
                 USING ERRCODE = 'feature_not_supported',
-                      HINT = 'A routed or bronze-only pipeline takes no filter or computed columns.';
+                      HINT = 'A bronze-only pipeline decodes nothing: pass a target (or a routing) to transform messages.';
         END IF;
+        -- routed: the text now, each routed table that exists now, and each
+        -- table again where the worker first uses it in a batch (route.c)
         PERFORM kafka_sink._check_transform(target_oid, mode, key_columns, order_column, filter, computed);
+        IF routed THEN
+            PERFORM kafka_sink._check_transform(r, mode, key_columns, order_column, filter, computed)
+               FROM kafka_sink._routed_tables(template, targets, subscribe) r;
+        END IF;
     END IF;
     PERFORM kafka_sink._check_delete_mode(delete_mode, mode, target_oid, routed, envelope, delete_on_tombstone);
+    IF routed AND delete_mode = 'soft' THEN
+        -- the mark columns of each routed table that exists now (the others
+        -- where the worker first uses them)
+        PERFORM kafka_sink._check_delete_mode(delete_mode, mode, r, false, envelope, delete_on_tombstone)
+           FROM kafka_sink._routed_tables(template, targets, subscribe) r;
+    END IF;
     PERFORM kafka_sink._check_write_mode(write_mode, mode, routed, envelope, delete_on_tombstone, delete_mode);
     PERFORM kafka_sink._check_track_history(track_history_columns, mode, target_oid, key_columns, order_column);
 
@@ -299,5 +309,5 @@ LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text, text[]) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.create_pipeline(text, text, text, text[], text, jsonb, text[], text, text, regprocedure, text, boolean, bigint, bigint, interval, integer, jsonb, boolean, jsonb, text, boolean, text, jsonb, text, interval, text, text, bigint, interval, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text, text[]) IS
-'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id. envelope => ''debezium'' reads Debezium change events (the target keeps each row''s source position in _kafka_source_position numeric, or order_column); on_truncate says what their truncates do: apply, ignore or fail; unavailable_value_placeholder is the connector''s unavailable.value.placeholder when it is not Debezium''s default. filter (a boolean SQL expression over the decoded row) and computed ({"column": "<SQL expression>"}) transform each decoded message before it is applied (docs/transform.md). delete_mode => ''soft'' (mode merge) keeps a deleted row, marked in _deleted boolean and/or _deleted_at timestamptz (docs/soft-deletes.md). write_mode (mode merge): upsert (the default), insert_only (the first event of a key wins) or update_only (events for keys not in the target are skipped) (docs/write-modes.md). track_history_columns (mode history): the columns whose change starts a new version; a change to the others updates the version in effect (docs/history.md).';
+'Creates a pipeline owned by the calling role (a member of kafka_sink_admin that can log in) and, unless start => false, starts it. Returns its id. envelope => ''debezium'' reads Debezium change events (the target keeps each row''s source position in _kafka_source_position numeric, or order_column); on_truncate says what their truncates do: apply, ignore or fail; unavailable_value_placeholder is the connector''s unavailable.value.placeholder when it is not Debezium''s default. filter (a boolean SQL expression over the decoded row) and computed ({"column": "<SQL expression>"}) transform each decoded message before it is applied (docs/transform.md); on a routed pipeline they are checked against each routed table that exists now and by the worker against each table it opens. delete_mode => ''soft'' (mode merge) keeps a deleted row, marked in _deleted boolean and/or _deleted_at timestamptz (docs/soft-deletes.md). write_mode (mode merge): upsert (the default), insert_only (the first event of a key wins) or update_only (events for keys not in the target are skipped) (docs/write-modes.md). track_history_columns (mode history): the columns whose change starts a new version; a change to the others updates the version in effect (docs/history.md).';
 

@@ -156,6 +156,13 @@ BEGIN
         PERFORM kafka_sink._check_delete_mode(new_delete_mode, p.mode, p.target, routed,
                                               coalesce(_api_alter_pipeline.envelope, p.envelope),
                                               p.delete_on_tombstone);
+        IF routed AND new_delete_mode = 'soft' THEN
+            -- the mark columns of each routed table that exists now
+            PERFORM kafka_sink._check_delete_mode(new_delete_mode, p.mode, r, false,
+                                                  coalesce(_api_alter_pipeline.envelope, p.envelope),
+                                                  p.delete_on_tombstone)
+               FROM kafka_sink._routed_tables(p.target_template, p.targets, p.subscribe) r;
+        END IF;
         PERFORM kafka_sink._check_write_mode(new_write_mode, p.mode, routed,
                                              coalesce(_api_alter_pipeline.envelope, p.envelope),
                                              p.delete_on_tombstone, new_delete_mode);
@@ -178,13 +185,19 @@ BEGIN
                          ELSE _api_alter_pipeline.computed END;
     IF (num_nonnulls(_api_alter_pipeline.filter, _api_alter_pipeline.computed) > 0 OR targets IS NOT NULL)
        AND num_nonnulls(new_filter, new_computed) > 0 THEN
-        IF p.target IS NULL OR routed THEN
-            RAISE EXCEPTION 'filter and computed need the pipeline''s one target'
+        IF p.target IS NULL AND NOT routed THEN
+            RAISE EXCEPTION 'filter and computed need a target'
                 USING ERRCODE = 'feature_not_supported',
-                      HINT = 'A routed or bronze-only pipeline takes no filter or computed columns.';
+                      HINT = 'A bronze-only pipeline decodes nothing: pass a target (or a routing) to transform messages.';
         END IF;
+        -- routed: the text, and each routed table that exists now (as at create)
         PERFORM kafka_sink._check_transform(p.target, p.mode, p.key_columns, new_order_column,
                                             new_filter, new_computed);
+        IF routed THEN
+            PERFORM kafka_sink._check_transform(r, p.mode, p.key_columns, new_order_column,
+                                                new_filter, new_computed)
+               FROM kafka_sink._routed_tables(p.target_template, p.targets, p.subscribe) r;
+        END IF;
     END IF;
 
     UPDATE kafka_sink.pipeline_definitions x SET
@@ -255,4 +268,4 @@ LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.alter_pipeline(text, bigint, bigint, interval, integer, jsonb, text, boolean, text, bigint, interval, text, text, text, text, jsonb, text, text, jsonb, boolean, text, text, text, jsonb, text, text) IS
-'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column, switching back to plain drops the order column _kafka_source_position (plain messages carry no source position, and a NULL order value would make every later upsert stale); targets replaces the routing map (''{}'' removes it); unavailable_value_placeholder: as for create_pipeline, '''' removes it; filter and computed: as for create_pipeline, checked against the target as it is now ('''' removes the filter, ''{}'' the computed columns); delete_mode and write_mode: as for create_pipeline, checked against the target as it is now; a new definition applies from the next batch the workers start.';
+'Changes a pipeline''s tunables, options, bootstrap servers, starting offsets, dead-letter topic or formats; its workers restart with the new definition. A kafka_options key with a JSON null removes that option; schema_registry replaces the registry whole (a JSON null removes it). envelope and on_truncate: as for create_pipeline; switching to envelope debezium needs the source position column, switching back to plain drops the order column _kafka_source_position (plain messages carry no source position, and a NULL order value would make every later upsert stale); targets replaces the routing map (''{}'' removes it); unavailable_value_placeholder: as for create_pipeline, '''' removes it; filter and computed: as for create_pipeline, checked against the target as it is now (a routed pipeline: each routed table that exists now; '''' removes the filter, ''{}'' the computed columns); delete_mode and write_mode: as for create_pipeline, checked against the target as it is now (delete_mode soft: each routed table that exists now); a new definition applies from the next batch the workers start.';

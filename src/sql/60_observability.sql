@@ -381,7 +381,12 @@ BEGIN
      WHERE fo.pipeline_id = p.id AND fo.batch_id = b_id AND fo.topic = message_fate.topic
        AND fo.partition = message_fate.partition AND message_fate."offset" = ANY (fo.offsets);
     IF FOUND THEN
-        RETURN QUERY SELECT 'filtered'::text, b_id, kafka_sink._filtered_detail(ran, p.filter), p.target::text;
+        RETURN QUERY SELECT 'filtered'::text, b_id, kafka_sink._filtered_detail(ran, p.filter),
+            -- routed: the table its routing names (from bronze)
+            CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                 THEN kafka_sink._message_target(p.id, topic,
+                          (SELECT m.value FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset") m))
+                 ELSE p.target::text END;
         RETURN;
     END IF;
     IF p.filter IS NOT NULL
@@ -392,7 +397,8 @@ BEGIN
         SELECT * INTO msg FROM kafka_sink._bronze_message(p.bronze, topic, partition, "offset");
         IF FOUND AND kafka_sink._message_filtered(p.id, topic, msg.key, msg.value) THEN
             RETURN QUERY SELECT 'filtered'::text, b_id, kafka_sink._filtered_detail(p.filter, p.filter),
-                p.target::text;
+                CASE WHEN p.target_template IS NOT NULL OR p.targets IS NOT NULL
+                     THEN kafka_sink._message_target(p.id, topic, msg.value) ELSE p.target::text END;
             RETURN;
         END IF;
     END IF;

@@ -676,7 +676,8 @@ BEGIN
     END IF;
     target := CASE WHEN routed THEN kafka_sink._message_target(p.id, topic, msg_value) ELSE p.target::text END;
     -- filtered (docs/transform.md): the filter asked again of the message
-    IF p.filter IS NOT NULL AND NOT routed AND kafka_sink._message_filtered(p.id, topic, msg_key, msg_value) THEN
+    -- (routed: in the table its routing names)
+    IF p.filter IS NOT NULL AND kafka_sink._message_filtered(p.id, topic, msg_key, msg_value) THEN
         fate := 'filtered';
         detail := kafka_sink._filtered_detail(p.filter, p.filter);
         RETURN;

@@ -95,10 +95,12 @@ load_pipeline(int64 pipeline_id)
 /*
  * kafka_sink._message_filtered(pipeline_id, topic, key, value): whether the
  * pipeline's filter leaves this message out (docs/transform.md), decoded as
- * the worker decodes it; NULL when the pipeline has no filter or a target
- * of its own, or when the message is no upsert that decodes (a delete, a
- * quarantined message).  The filter runs as the caller, a member of the
- * owner (message_fate sees only such pipelines).
+ * the worker decodes it, in the table its routing names for a routed
+ * pipeline; NULL when the pipeline has no filter or no target (bronze
+ * only, a routed table that does not exist or does not fit), or when the
+ * message is no upsert that decodes (a delete, a quarantined message).
+ * The filter runs as the caller, a member of the owner (message_fate sees
+ * only such pipelines).
  */
 PG_FUNCTION_INFO_V1(kafka_sink_message_filtered);
 Datum
@@ -112,10 +114,16 @@ kafka_sink_message_filtered(PG_FUNCTION_ARGS)
 
 	ks_spi_connect();
 	p = load_pipeline(pipeline_id);
-	if (p->targets.filter != NULL && OidIsValid(p->targets.target))
+	if (p->targets.filter != NULL && (OidIsValid(p->targets.target) || ks_routing_enabled(p)))
 	{
-		KsTarget   *t = ks_target_open(p);
+		/* routed: the table its routing names, checked as the worker opens it */
+		KsTarget   *t = ks_routing_enabled(p) ? ks_route_open(p, &m) : ks_target_open(p);
 
+		if (t == NULL)
+		{
+			SPI_finish();
+			PG_RETURN_NULL();
+		}
 		row.msg = &m;
 		ks_decode_batch(t, p, &row, 1);
 		if (row.reason == KS_OK && !row.is_delete && !row.is_truncate && !row.skipped)

@@ -101,12 +101,7 @@ fi
 # every offset's fate, by message_fate and by message_fates (the set), from
 # the model's files: filtered, quarantined, applied, else superseded by the
 # key's winner (one batch) or stale or overwritten
-awk -v n="$N" -v f="$W/filtered" -v q="$W/quar" -v a="$W/applied" 'BEGIN {
-        while ((getline o < f) > 0) fate[o] = "filtered"
-        while ((getline o < q) > 0) fate[o] = "quarantined"
-        while ((getline o < a) > 0) fate[o] = "applied"
-        for (o = 0; o < n; o++) printf "0:%d\t%s\n", o, (o in fate) ? fate[o] : "superseded|stale|overwritten" }' \
-    > "$W/fates"
+python3 "$E2E_DIR/transform_model.py" fates "$N" "$W/filtered" "$W/quar" "$W/applied" "$W/fates"
 check_fates "message_fate and message_fates: every offset's fate is the model's (filtered told apart in both)" \
             "${names[0]}" "$T" "$W/fates"
 # a batch that counted filtered messages but recorded none of them (one
@@ -123,11 +118,7 @@ check "the progress record counts filtered messages" t \
 # without bronze (the other two pipelines, one of them killed mid-stream):
 # the worker's record of the filtered offsets (kafka_sink.filtered_offsets)
 # tells them, once each; the others are no more than applied or superseded
-awk -v n="$N" -v f="$W/filtered" -v q="$W/quar" 'BEGIN {
-        while ((getline o < f) > 0) fate[o] = "filtered"
-        while ((getline o < q) > 0) fate[o] = "quarantined"
-        for (o = 0; o < n; o++) printf "0:%d\t%s\n", o, (o in fate) ? fate[o] : "applied or superseded" }' \
-    > "$W/fates.nobronze"
+python3 "$E2E_DIR/transform_model.py" fates "$N" "$W/filtered" "$W/quar" - "$W/fates.nobronze"
 fsum="$(sort -n "$W/filtered" | tr '\n' ' ' | md5sum | cut -c1-32)"
 for name in "${names[1]}" "${names[2]}"; do
     check_fates "$name (no bronze): message_fate and message_fates say filtered for exactly the model's filtered offsets" \

@@ -3,6 +3,7 @@
 
   transform_model.py gen SEED N OUT        messages "key|json" (one partition)
   transform_model.py expect MSGS ROWS QUAR FILTERED APPLIED
+  transform_model.py fates N FILTERED QUAR APPLIED|- OUT   every offset's fate
 
 The pipeline under test has
   filter   => 'price > 0 AND email IS NOT NULL'
@@ -81,8 +82,27 @@ def expect(msgs, rows_out, quar_out, filtered_out, applied_out):
         f.write("".join("%d\n" % best[k][0][1] for k in sorted(best)))
 
 
+def fates(n, filtered, quar, applied, out):
+    """Every offset's fate, "0:offset TAB fate|...": filtered, quarantined,
+    applied (the files expect wrote; APPLIED "-": none is told applied,
+    without bronze), else superseded, stale or overwritten (by where the
+    batches fell), or "applied or superseded" when APPLIED is "-"."""
+    fate = {}
+    for path, what in ((filtered, "filtered"), (quar, "quarantined"), (applied, "applied")):
+        if path == "-":
+            continue
+        with open(path) as f:
+            for line in f:
+                fate[int(line)] = what
+    other = "applied or superseded" if applied == "-" else "superseded|stale|overwritten"
+    with open(out, "w") as f:
+        f.write("".join("0:%d\t%s\n" % (o, fate.get(o, other)) for o in range(n)))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    elif sys.argv[1] == "fates":
+        fates(int(sys.argv[2]), *sys.argv[3:7])
     else:
         expect(*sys.argv[2:7])
