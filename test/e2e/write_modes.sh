@@ -127,10 +127,20 @@ SQL
 switch() {
     local topic="wm_switch_$SFX" name="wmsw$SFX" n r half0 half1 b
     python3 "$E2E_DIR/write_modes_model.py" gen update_only "$seed" "$W"
+    # whatever the seed, each side of the boundary has work for its mode: a
+    # key no other message has leads each partition (the first batch, before
+    # the alter, inserts it) and ends it (after the alter, skipped)
+    local i
+    for i in 0 1; do
+        { printf '%s\t{"id": %s, "v": 1, "a": "first%s"}\n' $((9000 + i)) $((9000 + i)) "$i"
+          cat "$W/p$i"
+          printf '%s\t{"id": %s, "v": 1, "a": "last%s"}\n' $((9100 + i)) $((9100 + i)) "$i"
+        } > "$W/sw$i"
+    done
     "$HARNESS" topic-create "$topic" 2 >/dev/null 2>&1 || true
-    half0=$(( $(wc -l < "$W/p0") / 2 )); half1=$(( $(wc -l < "$W/p1") / 2 ))
-    head -n "$half0" "$W/p0" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
-    head -n "$half1" "$W/p1" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 1 -K $'\t' -Z
+    half0=$(( $(wc -l < "$W/sw0") / 2 )); half1=$(( $(wc -l < "$W/sw1") / 2 ))
+    head -n "$half0" "$W/sw0" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
+    head -n "$half1" "$W/sw1" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 1 -K $'\t' -Z
     r=$((RANDOM % 3 + 1))
     sql >/dev/null <<SQL
 SET ROLE ks_e2e;
@@ -151,9 +161,9 @@ SQL
         -c "COMMIT" | grep -E '^[0-9a-z]+'$'\t''[0-9]+$' > "$W/boundary.all"
     grep -v '^batch' "$W/boundary.all" > "$W/boundary"
     b="$(sed -n 's/^batch\t//p' "$W/boundary.all")"
-    tail -n +"$((half0 + 1))" "$W/p0" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
-    tail -n +"$((half1 + 1))" "$W/p1" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 1 -K $'\t' -Z
-    n=$(($(wc -l < "$W/p0") + $(wc -l < "$W/p1")))
+    tail -n +"$((half0 + 1))" "$W/sw0" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
+    tail -n +"$((half1 + 1))" "$W/sw1" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 1 -K $'\t' -Z
+    n=$(($(wc -l < "$W/sw0") + $(wc -l < "$W/sw1")))
     kcat -C -b "$KS_BOOTSTRAP" -t "$topic" -o beginning -e -q -f '%p\t%o\t%k\t%s\n' > "$W/rb.switch"
     python3 "$E2E_DIR/write_modes_model.py" expect switch "$W/rb.switch" "$W" "$W/expected.switch" ||
         check "seed $seed (switch): the model ran" 0 1
