@@ -210,10 +210,12 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 sql -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench.orders, bench.orders_raw, bench.orders_base, bench.baseline_offsets"
-base="$(echo "${SECS[baseline]:-}" | median)"
+base=""
+[ -z "${SECS[baseline]:-}" ] || base="$(echo "${SECS[baseline]}" | median)"
 echo "| config | seconds (median) | worker CPU s (median) | WAL MB (median) | new WAL segments | / baseline (median time) |"
 echo "|---|---:|---:|---:|---:|---:|"
 for c in "${LABELS[@]}"; do
+    [ -n "${SECS[$c]}" ] || continue  # the baseline when CONFIGS leaves it out
     s="$(echo "${SECS[$c]}" | median)"
     echo "| $c | $s (${SECS[$c]% }) | $(echo "${CPU[$c]}" | median) (${CPU[$c]% }) | $(echo "${WALMB[$c]}" | median) | ${SEGS[$c]% } | $( [ -n "$base" ] && awk -v a="$base" -v b="$s" 'BEGIN {printf "%.2f", a / b}') |"
 done
