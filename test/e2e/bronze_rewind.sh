@@ -3,7 +3,9 @@
 # (one partition to the start, the other to the middle of what it landed),
 # then more messages: bronze holds every message exactly once, its rows
 # from before the rewind untouched, checked against the messages produced
-# (the model: the producer's own lines, not anything the extension says).
+# (the model: the producer's own lines, not anything the extension says);
+# then a backfill pipeline over all of it, with 100 offsets the pipeline
+# has not read yet: only those land, and the pipeline skips them after.
 # Twice: into the table create_pipeline makes (no unique key: the worker's
 # check per batch and partition keeps a message from landing twice) and
 # into one of the shape earlier versions made (the primary key (partition,
@@ -68,6 +70,35 @@ check "$SHAPE shape: after the rewind: the produced values, each once" same "$(s
 check "$SHAPE shape: the rows landed before the rewind are kept as they were" "$before" "$(landed "$last")"
 check "$SHAPE shape: only the new offsets landed after the rewind" "300|0:700:899 1:500:599" \
       "$(sql -c "SELECT count(*) FROM $B WHERE batch_id > $last")|$(sql -c "SELECT string_agg(partition || ':' || lo || ':' || hi, ' ' ORDER BY partition) FROM (SELECT partition, min(\"offset\") lo, max(\"offset\") hi FROM $B WHERE batch_id > $last GROUP BY partition) s")"
+
+# a backfill over everything landed, while the pipeline is stopped and 100
+# new messages wait in partition 0: it lands those 100 only (its own
+# checkpoint starts at the beginning, the pipeline's is behind them);
+# then the pipeline reads them again and adds nothing
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.stop('$P')" >/dev/null
+gen 1501 1600 0
+# (batch ids are per pipeline: the backfill's rows are told by landed_at)
+t0="$(sql -c "SELECT clock_timestamp()")"
+before="$(sql -c "SELECT md5(string_agg(partition || ':' || \"offset\" || ':' || batch_id || ':' || landed_at, ',' ORDER BY partition, \"offset\")) FROM $B")"
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.create_pipeline(name => '${P}_bf', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$T'], bronze => '$B', starting_offsets => 'earliest', ending_offsets => 'latest',
+       max_offsets_per_batch => 300)" >/dev/null
+poll "SELECT state = 'finished' FROM kafka_sink.pipelines WHERE name = '${P}_bf'" 120 || true
+check "$SHAPE shape: the backfill finishes" finished "$(sql -c "SELECT state FROM kafka_sink.pipelines WHERE name = '${P}_bf'")"
+check "$SHAPE shape: the backfill read every offset (1600 in its batches)" 1600 \
+      "$(sql -c "SELECT sum(b.messages) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = '${P}_bf'")"
+check "$SHAPE shape: after the backfill: 1600 rows, 1600 distinct offsets" "1600|1600" "$(bronze_rows)"
+check "$SHAPE shape: the backfill landed only the 100 new offsets" "100|0:900:999" \
+      "$(sql -c "SELECT count(*) || '|' || min(partition) || ':' || min(\"offset\") || ':' || max(\"offset\") FROM $B WHERE landed_at > '$t0'")"
+check "$SHAPE shape: the rows landed before the backfill are kept as they were" "$before" \
+      "$(sql -c "SELECT md5(string_agg(partition || ':' || \"offset\" || ':' || batch_id || ':' || landed_at, ',' ORDER BY partition, \"offset\")) FROM $B WHERE landed_at <= '$t0'")"
+t0="$(sql -c "SELECT clock_timestamp()")"
+sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.start('$P')" >/dev/null
+check_caught_up "$P"
+check "$SHAPE shape: the pipeline read the backfilled offsets and added nothing" "1600|1600|0" \
+      "$(bronze_rows)|$(sql -c "SELECT count(*) FROM $B WHERE landed_at > '$t0'")"
+check "$SHAPE shape: after the backfill: the produced values, each once" same "$(same_values)"
+sql -c "SELECT kafka_sink.drop_pipeline('${P}_bf')" >/dev/null
 
 sql -c "SELECT kafka_sink.drop_pipeline('$P')" >/dev/null
 }
