@@ -407,6 +407,26 @@ ks_absent_keys_sql(KsTarget *t)
 }
 
 /*
+ * delete_mode soft: the batch's rows (their _ks_seq) whose key's row is
+ * marked deleted and which pass the MERGE's guard, so that the MERGE (or
+ * on_conflict's UPDATE) brings the row back: the same key match, mark and
+ * guard as its WHEN MATCHED clause, run with its snapshot (apply_sql.c).
+ */
+char *
+ks_revived_sql(KsTarget *t)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfo(&b, "SELECT s._ks_seq FROM (%s) AS s JOIN %s AS t ON ",
+					 ks_source_sql(t, false), t->qualified_name);
+	append_key_match(&b, t);
+	appendStringInfo(&b, " WHERE %s", soft_mark(t));
+	append_guard(&b, t, " AND ");
+	return b.data;
+}
+
+/*
  * The on_conflict strategy's two statements, run one after the other (each
  * with its own snapshot) over the same rows: the INSERT of the keys the
  * target lacks, then the UPDATE of the others, under the MERGE's guard and

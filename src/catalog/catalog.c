@@ -710,9 +710,10 @@ void
 ks_catalog_insert_marker(int64 pipeline_id, int64 batch_id, int worker, const char *ranges,
 						 const KsBatchStats *s, TimestampTz started_at, const char *progress)
 {
-	Oid			argtypes[18] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
-	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID, INT8OID, INT8OID, INT8OID};
-	Datum		v[18];
+	Oid			argtypes[19] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
+	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID, INT8OID, INT8OID, INT8OID,
+	INT8OID};
+	Datum		v[19];
 
 	v[0] = Int64GetDatum(pipeline_id);
 	v[1] = Int64GetDatum(batch_id);
@@ -732,13 +733,14 @@ ks_catalog_insert_marker(int64 pipeline_id, int64 batch_id, int worker, const ch
 	v[15] = Int64GetDatum(s->filtered);
 	v[16] = Int64GetDatum(s->soft_deleted);
 	v[17] = Int64GetDatum(s->skipped);
+	v[18] = Int64GetDatum(s->revived);
 	ks_spi_exec("write the batch marker",
 				"INSERT INTO kafka_sink.batches (pipeline_id, batch_id, worker, ranges,"
 				" messages, inserted, updated, deleted, stale, superseded, quarantined,"
-				" bytes, started_at, duplicates, progress, filtered, soft_deleted, skipped)"
+				" bytes, started_at, duplicates, progress, filtered, soft_deleted, skipped, revived)"
 				" VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7,"
-				" $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16, $17, $18)",
-				18, argtypes, v, NULL, false, SPI_OK_INSERT);
+				" $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16, $17, $18, $19)",
+				19, argtypes, v, NULL, false, SPI_OK_INSERT);
 }
 
 void
@@ -1262,6 +1264,29 @@ ks_catalog_insert_filtered(int64 pipeline_id, int64 batch_id, const char *topic,
 				"INSERT INTO kafka_sink.filtered_offsets (pipeline_id, batch_id, topic, partition, offsets, filter)"
 				" VALUES ($1, $2, $3, $4, $5, $6)",
 				6, argtypes, v, NULL, false, SPI_OK_INSERT);
+}
+
+/*
+ * Records the offsets of one partition whose upsert brought a marked row
+ * back (kafka_sink.revived_offsets, docs/soft-deletes.md), as the filtered
+ * ones: in the batch's transaction, after its marker.
+ */
+void
+ks_catalog_insert_revived(int64 pipeline_id, int64 batch_id, const char *topic, int32 partition,
+						  int64 *offsets, int n)
+{
+	Oid			argtypes[5] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8ARRAYOID};
+	Datum		v[5];
+
+	v[0] = Int64GetDatum(pipeline_id);
+	v[1] = Int64GetDatum(batch_id);
+	v[2] = CStringGetTextDatum(topic);
+	v[3] = Int32GetDatum(partition);
+	v[4] = int8_array(offsets, n);
+	ks_spi_exec("record the revived offsets",
+				"INSERT INTO kafka_sink.revived_offsets (pipeline_id, batch_id, topic, partition, offsets)"
+				" VALUES ($1, $2, $3, $4, $5)",
+				5, argtypes, v, NULL, false, SPI_OK_INSERT);
 }
 
 static Datum

@@ -67,6 +67,8 @@ extern void ks_catalog_insert_data_loss(int64 pipeline_id, int64 batch_id, const
 extern void ks_catalog_insert_filtered(int64 pipeline_id, int64 batch_id, const char *topic,
 									   int32 partition, int64 *offsets, int n,
 									   const char *filter);
+extern void ks_catalog_insert_revived(int64 pipeline_id, int64 batch_id, const char *topic,
+									  int32 partition, int64 *offsets, int n);
 extern bool ks_catalog_advance_offset(int64 pipeline_id, const char *topic, int32 partition,
 									  int64 from, int64 to, int64 batch_id);
 extern void ks_catalog_prune_batches(int64 pipeline_id, int64 upto, int64 older_than_s);

@@ -114,6 +114,24 @@ run() {
                   "0 t" "$(sql -c "SELECT coalesce(sum(b.deleted), 0) || ' ' || CASE WHEN sum(b.soft_deleted) > 0 THEN 't' ELSE 'f' END
                                     FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
                                       ON p.id = b.pipeline_id WHERE p.name = '$name'")"
+            # revived: the batches record each upsert that brought a marked
+            # row back once (revived_offsets, as many as batches.revived);
+            # one message per batch, as many as the model's one at a time
+            check "$what: revived_offsets holds each revived message once, as many as batches.revived counts" \
+                  "t" "$(sql -c "SELECT (SELECT count(*) FROM kafka_sink.revived_offsets ro JOIN kafka_sink.pipeline_definitions p
+                                          ON p.id = ro.pipeline_id, unnest(ro.offsets) o WHERE p.name = '$name')
+                                  = (SELECT count(DISTINCT o) FROM kafka_sink.revived_offsets ro JOIN kafka_sink.pipeline_definitions p
+                                          ON p.id = ro.pipeline_id, unnest(ro.offsets) o WHERE p.name = '$name')
+                                 AND (SELECT count(*) FROM kafka_sink.revived_offsets ro JOIN kafka_sink.pipeline_definitions p
+                                          ON p.id = ro.pipeline_id, unnest(ro.offsets) o WHERE p.name = '$name')
+                                  = (SELECT coalesce(sum(b.revived), 0) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
+                                          ON p.id = b.pipeline_id WHERE p.name = '$name')")"
+            if [ "${maxes[$i]}" = 1 ]; then
+                check "$what: one message per batch: batches.revived sums to the model's revivals" \
+                      "$(cat "$W/soft.$kind.$s.revivals")" \
+                      "$(sql -c "SELECT coalesce(sum(b.revived), 0) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
+                                  ON p.id = b.pipeline_id WHERE p.name = '$name'")"
+            fi
         fi
         check "$what quarantined nothing" 0 \
               "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
@@ -124,6 +142,8 @@ run() {
     # (a change event's delete may be followed by the key's next create)
     check "seed $seed ($kind): the model expects fates of marked rows (the fate check can fail)" t \
           "$(grep -qE $'\t(soft_deleted|truncated)$' "$W/soft.$kind.$s.fates" && echo t || echo f)"
+    check "seed $seed ($kind): the model expects revived messages (the revived checks can fail)" t \
+          "$(grep -qE $'\trevived$' "$W/soft.$kind.$s.fates" && [ "$(cat "$W/soft.$kind.$s.revivals")" -gt 0 ] && echo t || echo f)"
     for name in "${names[@]}"; do
         sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
     done

@@ -46,7 +46,11 @@ expect also writes SOFT_FILE.fates, the fates message_fate may give each
 offset of the soft target ("0:offset<TAB>fate|fate..."), from the soft
 target above: the message a row names is applied, or soft_deleted when it
 is the delete that marked the row (a change event's upsert whose row a
-truncate marked: truncated); a truncate is truncated; a tombstone for a
+truncate marked: truncated), or revived when its upsert found the row
+marked (applied or revived when an earlier upsert revived the row since
+its last mark: the batch split decides which of the two brought it back);
+SOFT_FILE.revivals: how many upserts found their row marked, one message
+at a time (the count of a pipeline reading one message per batch); a truncate is truncated; a tombstone for a
 key that never had a row is deleted (change events: a delete of such a key
 deleted, an upsert the guards kept out deleted or truncated); Debezium's
 tombstone after a delete superseded; any other message did not become its
@@ -71,6 +75,7 @@ import sys
 
 N = r"\N"
 MARKS = [0]                                 # how many times a row was marked (the test can fail)
+REVIVALS = [0]                              # how many upserts found their row marked (soft)
 
 
 def gen_plain(rnd, out):
@@ -147,6 +152,8 @@ def fmt(x):
 
 
 OTHER = "superseded|stale|overwritten"
+# the fate of the message a live row names, by revive()
+LIVE_FATE = {"yes": "revived", "maybe": "applied|revived", "no": "applied"}
 
 
 def write_fates(path, fates):
@@ -170,10 +177,27 @@ def upsert_plain(rows, k, m, off):
     r = rows.get(k)
     if r is None or r["deleted"]:
         rows[k] = {"v": m["v"], "a": m.get("a"), "b": m.get("b"), "c": m.get("c"),
-                   "deleted": False, "deleted_at": None, "off": off}
+                   "deleted": False, "deleted_at": None, "off": off, "rev": revive(r)}
     elif r["v"] is None or m["v"] >= r["v"]:
         r.update(m)
         r["off"] = off
+        r["rev"] = after_revival(r)
+
+
+def revive(r):
+    """Whether an upsert that applies to row r (None: no row) revived it:
+    "yes" when r is marked (it brought the row back, whatever the batch
+    split); else "maybe" when an upsert revived r since its last mark (in
+    the same batch segment as this one, this one is the winner that brings
+    it back: revived or applied by where the batches fell), else "no"."""
+    if r is not None and r["deleted"]:
+        REVIVALS[0] += 1
+        return "yes"
+    return after_revival(r)
+
+
+def after_revival(r):
+    return "maybe" if r is not None and r.get("rev") in ("yes", "maybe") else "no"
 
 
 def expect_plain(msgs, ts, soft_out, hard_out):
@@ -203,7 +227,7 @@ def expect_plain(msgs, ts, soft_out, hard_out):
         if r is None:
             fates[off] = "deleted"
         elif r["off"] == off:
-            fates[off] = "soft_deleted" if r["deleted"] else "applied"
+            fates[off] = "soft_deleted" if r["deleted"] else LIVE_FATE[r["rev"]]
         else:
             fates[off] = OTHER
     write_fates(soft_out + ".fates", fates)
@@ -252,7 +276,7 @@ def expect_cdc(msgs, ts, soft_out, hard_out):
             r = rows.get(k)
             if r is None or pos >= r["pos"]:
                 rows[k] = {"name": a["name"], "qty": a["qty"], "pos": pos, "deleted": False,
-                           "deleted_at": None, "off": off}
+                           "deleted_at": None, "off": off, "rev": revive(r)}
     with open(soft_out, "w") as f:
         for k in sorted(soft):
             r = soft[k]
@@ -276,7 +300,7 @@ def expect_cdc(msgs, ts, soft_out, hard_out):
         if r is None:
             fates[off] = "deleted" if e["op"] == "d" else "deleted|truncated"
         elif r["off"] == off:
-            fates[off] = ("soft_deleted" if e["op"] == "d" else "truncated") if r["deleted"] else "applied"
+            fates[off] = ("soft_deleted" if e["op"] == "d" else "truncated") if r["deleted"] else LIVE_FATE[r["rev"]]
         else:
             fates[off] = OTHER
     write_fates(soft_out + ".fates", fates)
@@ -366,6 +390,9 @@ def main():
         marks = sys.argv[5] + ".marks"
     with open(marks, "w") as f:
         f.write("%d\n" % MARKS[0])
+    if cmd == "expect":
+        with open(sys.argv[5] + ".revivals", "w") as f:
+            f.write("%d\n" % REVIVALS[0])
 
 
 if __name__ == "__main__":
