@@ -398,23 +398,29 @@ count_absent(KsBatch *batch, int *rows, int nrows)
 /*
  * delete_mode soft: the rows (indexes into batch->rows) whose key's row is
  * marked and which the statement's guard lets through (ks_revived_sql):
- * the ones it brings back.
+ * the ones it brings back; *held: for each, what the marked row held to
+ * order by (in the rows' memory context, for the checkpoint).
  */
 static List *
-revived_rows(KsBatch *batch, int *rows, int nrows)
+revived_rows(KsBatch *batch, int *rows, int nrows, List **held)
 {
 	List	   *out = NIL;
+	MemoryContext rows_cxt = GetMemoryChunkContext(batch->rows);
 
+	*held = NIL;
 	run_statement(batch, ks_revived_sql(batch->target), rows, nrows, false);
 	for (uint64 k = 0; k < SPI_processed; k++)
 	{
 		bool		isnull;
 		int			seq = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull));
+		char	   *h;
 
 		if (isnull || seq < 0 || seq >= nrows)
 			elog(ERROR, "kafka_sink: the rows brought back in %s name row %d of %d",
 				 batch->target->qualified_name, isnull ? -1 : seq, nrows);
+		h = SPI_getvalue(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 2);
 		out = lappend_int(out, rows[seq]);
+		*held = lappend(*held, MemoryContextStrdup(rows_cxt, h ? h : ""));
 	}
 	return out;
 }
@@ -439,7 +445,9 @@ matched_run(KsBatch *batch, const char *sql, bool with_xid, int *rows, int nrows
 	Snapshot	snap;
 	volatile int64 absent = 0;
 	List	   *volatile revived = NIL;
-	ListCell   *lc;
+	List	   *held = NIL;
+	ListCell   *lc,
+			   *lh;
 
 	if (!absent_keys && !revive)
 	{
@@ -453,7 +461,7 @@ matched_run(KsBatch *batch, const char *sql, bool with_xid, int *rows, int nrows
 		if (absent_keys)
 			absent = count_absent(batch, rows, nrows);
 		if (revive)
-			revived = revived_rows(batch, rows, nrows);
+			revived = revived_rows(batch, rows, nrows, &held);
 		run_statement(batch, sql, rows, nrows, with_xid);
 	}
 	PG_FINALLY();
@@ -463,15 +471,13 @@ matched_run(KsBatch *batch, const char *sql, bool with_xid, int *rows, int nrows
 	PG_END_TRY();
 	UnregisterSnapshot(snap);
 	batch->stats.skipped += absent;
-	foreach(lc, revived)
+	forboth(lc, revived, lh, held)
 	{
 		KsRow	   *r = &batch->rows[lfirst_int(lc)];
 
-		if (!r->revived)
-		{
-			r->revived = true;
+		if (r->revived == NULL)
 			batch->stats.revived++;
-		}
+		r->revived = (char *) lfirst(lh);
 	}
 }
 

@@ -245,26 +245,29 @@ progress_json(KsBatch *batch)
  * The offsets the filter left out (transform.c), one catalog row per
  * partition that has any, with the filter that ran, so that message_fate
  * tells them without bronze and names that filter after an alter; with
- * revived, the offsets whose upsert brought a marked row back (apply_sql.c),
- * so that message_fate tells them revived.
+ * revived, the offsets whose upsert brought a marked row back (apply_sql.c)
+ * and what each marked row held to order by, so that message_fate tells
+ * them revived and names the delete's position they overrode.
  */
 static void
 record_offsets(KsBatch *batch, bool revived)
 {
 	int		   *count;
 	int64	  **offs;
+	List	  **held;
 
 	if ((revived ? batch->stats.revived : batch->stats.filtered) == 0 || batch->row_of == NULL ||
 		batch->nparts == 0)
 		return;
 	count = palloc0(sizeof(int) * batch->nparts);
 	offs = palloc0(sizeof(int64 *) * batch->nparts);
+	held = palloc0(sizeof(List *) * batch->nparts);
 	for (int i = 0; i < batch->all_nmsgs; i++)
 	{
 		KsRow	   *r = batch->row_of[i];
 		int			p;
 
-		if (r == NULL || !(revived ? r->revived : r->filtered))
+		if (r == NULL || !(revived ? r->revived != NULL : r->filtered))
 			continue;
 		/* the message's partition: its part_index, checked */
 		p = r->msg->part_index;
@@ -280,11 +283,13 @@ record_offsets(KsBatch *batch, bool revived)
 		if (offs[p] == NULL)
 			offs[p] = palloc(sizeof(int64) * batch->all_nmsgs);
 		offs[p][count[p]++] = r->msg->offset;
+		if (revived)
+			held[p] = lappend(held[p], r->revived);
 	}
 	for (int p = 0; p < batch->nparts; p++)
 		if (count[p] > 0 && revived)
 			ks_catalog_insert_revived(batch->pipeline->id, batch->batch_id, batch->parts[p].topic,
-									  batch->parts[p].partition, offs[p], count[p]);
+									  batch->parts[p].partition, offs[p], held[p], count[p]);
 		else if (count[p] > 0)
 			ks_catalog_insert_filtered(batch->pipeline->id, batch->batch_id, batch->parts[p].topic,
 									   batch->parts[p].partition, offs[p], count[p],

@@ -987,7 +987,8 @@ ks_catalog_read_quarantine(int64 pipeline_id, Datum ids, int64 **qids, KsMessage
  * pipeline's filter that left it out, NULL when it applied), or failing again.
  */
 void
-ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail, const char *filter)
+ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail, const char *revived,
+					   const char *filter)
 {
 	Oid			argtypes[3] = {INT8OID, TEXTOID, TEXTOID};
 	Datum		v[3];
@@ -996,12 +997,19 @@ ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail, const 
 	v[0] = Int64GetDatum(qid);
 	if (reason == NULL)
 	{
-		/* filter: the one that left the message out (it is filtered) */
+		/*
+		 * filter: the one that left the message out (it is filtered);
+		 * revived: its upsert brought a marked row back (delete_mode soft),
+		 * what that row held to order by
+		 */
 		v[1] = filter ? CStringGetTextDatum(filter) : (Datum) 0;
 		nulls[1] = filter ? ' ' : 'n';
+		v[2] = revived ? CStringGetTextDatum(revived) : (Datum) 0;
+		nulls[2] = revived ? ' ' : 'n';
 		ks_spi_exec("mark a quarantine row replayed",
-					"UPDATE kafka_sink.quarantine SET replayed_at = now(), replay_filter = $2 WHERE id = $1",
-					2, argtypes, v, nulls, false, SPI_OK_UPDATE);
+					"UPDATE kafka_sink.quarantine SET replayed_at = now(), replay_filter = $2, replay_revived = $3"
+					" WHERE id = $1",
+					3, argtypes, v, nulls, false, SPI_OK_UPDATE);
 	}
 	else
 	{
@@ -1009,7 +1017,7 @@ ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail, const 
 		v[2] = CStringGetTextDatum(detail);
 		ks_spi_exec("record a replay's new reason",
 					"UPDATE kafka_sink.quarantine SET reason = $2, detail = $3,"
-					" replayed_at = NULL, replay_filter = NULL WHERE id = $1",
+					" replayed_at = NULL, replay_filter = NULL, replay_revived = NULL WHERE id = $1",
 					3, argtypes, v, NULL, false, SPI_OK_UPDATE);
 	}
 }
@@ -1268,25 +1276,27 @@ ks_catalog_insert_filtered(int64 pipeline_id, int64 batch_id, const char *topic,
 
 /*
  * Records the offsets of one partition whose upsert brought a marked row
- * back (kafka_sink.revived_offsets, docs/soft-deletes.md), as the filtered
- * ones: in the batch's transaction, after its marker.
+ * back (kafka_sink.revived_offsets, docs/soft-deletes.md), with what each
+ * marked row held to order by (held: char *, one per offset), as the
+ * filtered ones: in the batch's transaction, after its marker.
  */
 void
 ks_catalog_insert_revived(int64 pipeline_id, int64 batch_id, const char *topic, int32 partition,
-						  int64 *offsets, int n)
+						  int64 *offsets, List *held, int n)
 {
-	Oid			argtypes[5] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8ARRAYOID};
-	Datum		v[5];
+	Oid			argtypes[6] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8ARRAYOID, TEXTARRAYOID};
+	Datum		v[6];
 
 	v[0] = Int64GetDatum(pipeline_id);
 	v[1] = Int64GetDatum(batch_id);
 	v[2] = CStringGetTextDatum(topic);
 	v[3] = Int32GetDatum(partition);
 	v[4] = int8_array(offsets, n);
+	v[5] = text_array(held);
 	ks_spi_exec("record the revived offsets",
-				"INSERT INTO kafka_sink.revived_offsets (pipeline_id, batch_id, topic, partition, offsets)"
-				" VALUES ($1, $2, $3, $4, $5)",
-				5, argtypes, v, NULL, false, SPI_OK_INSERT);
+				"INSERT INTO kafka_sink.revived_offsets (pipeline_id, batch_id, topic, partition, offsets, held)"
+				" VALUES ($1, $2, $3, $4, $5, $6)",
+				6, argtypes, v, NULL, false, SPI_OK_INSERT);
 }
 
 static Datum

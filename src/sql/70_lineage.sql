@@ -435,7 +435,7 @@ $$;
 REVOKE ALL ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) IS
-'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, filtered, applied, soft_deleted, revived, superseded, stale, overwritten, deleted, skipped, deleted or skipped, truncated, appended, landed, or applied or superseded (without lineage columns and bronze), with the table each message went to (routed pipelines: the table its routing names; change events judged by source position). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message (filtered messages from kafka_sink.filtered_offsets; for a batch that recorded none, before 0.3.0, the filter asked again of each message read from bronze).';
+'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, filtered, applied, soft_deleted, revived, superseded, stale, overwritten, deleted, skipped, deleted or skipped, truncated, appended, landed, or applied or superseded (without lineage columns and bronze), with the table each message went to (routed pipelines: the table its routing names; change events judged by source position). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message (filtered messages from kafka_sink.filtered_offsets; for a batch that recorded none, before 0.3.0, the filter asked again of each message read from bronze) but, for delete_mode soft, one primary-key look-up of kafka_sink.revived_offsets per message that is its row''s source.';
 
 
 CREATE OR REPLACE FUNCTION kafka_sink.pipeline_statements(pipeline text)
@@ -582,6 +582,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cdc boolean := p.envelope = 'debezium';
+    over text;
 BEGIN
     IF NOT has_row THEN
         IF p.write_mode = 'update_only' AND NOT is_delete THEN
@@ -606,16 +607,29 @@ BEGIN
         ELSIF marked THEN
             fate := 'truncated';
             detail := format('applied, then a truncate marked the row with key %s deleted (%s; delete_mode soft), %s', k, mark, held);
-        ELSIF p.delete_mode = 'soft' AND EXISTS (
-                  SELECT 1 FROM kafka_sink.revived_offsets ro
-                   WHERE ro.pipeline_id = p.id AND ro.batch_id = r_batch AND ro.topic = _row_fate.topic
-                     AND ro.partition = _row_fate.partition AND _row_fate."offset" = ANY (ro.offsets)) THEN
-            fate := 'revived';
-            detail := format('brought back the row with key %s, marked deleted before (delete_mode soft): its current source (batch %s%s)',
-                             k, r_batch, coalesce(', ' || held, ''));
         ELSE
-            fate := 'applied';
-            detail := format('the current source of the row with key %s', k);
+            -- revived: recorded by the batch that wrote the row (or, for a
+            -- row replay_quarantine wrote, _kafka_batch_id 0, on the
+            -- quarantine row), with what the marked row held to order by
+            IF p.delete_mode = 'soft' AND r_batch = 0 THEN
+                SELECT q.replay_revived INTO over FROM kafka_sink.quarantine q
+                 WHERE q.pipeline_id = p.id AND q.topic = _row_fate.topic AND q.partition = _row_fate.partition
+                   AND q.message_offset = _row_fate."offset" AND q.replayed_at IS NOT NULL;
+            ELSIF p.delete_mode = 'soft' THEN
+                SELECT ro.held[pg_catalog.array_position(ro.offsets, _row_fate."offset")] INTO over
+                  FROM kafka_sink.revived_offsets ro
+                 WHERE ro.pipeline_id = p.id AND ro.batch_id = r_batch AND ro.topic = _row_fate.topic
+                   AND ro.partition = _row_fate.partition AND _row_fate."offset" = ANY (ro.offsets);
+            END IF;
+            IF over IS NOT NULL THEN
+                fate := 'revived';
+                detail := format('brought back the row with key %s, marked deleted (delete_mode soft)%s%s: its current source',
+                                 k, CASE WHEN over <> '' THEN ' at ' || over ELSE '' END,
+                                 CASE WHEN r_batch = 0 THEN ', replayed by replay_quarantine' ELSE '' END);
+            ELSE
+                fate := 'applied';
+                detail := format('the current source of the row with key %s', k);
+            END IF;
         END IF;
     ELSIF p.write_mode = 'insert_only' THEN
         fate := 'superseded';

@@ -62,6 +62,24 @@ copy_sql() { # KIND NAME MARKS
     fi
 }
 
+# check_held WHAT PIPELINE TOPIC HELD_FILE [SUFFIX]: message_fate and
+# message_fates name, in the detail of each message the model says
+# revived, what the marked row held to order by ("offset<TAB>v = 3":
+# softdel_model.py), then SUFFIX (a replay's)
+check_held() {
+    local n vals
+    n="$(wc -l < "$4")"
+    [ "$n" -gt 0 ] || { check "$1 (the model has a revived message: the check can fail)" t f; return; }
+    vals="$(awk -F'\t' -v q="'" '{ printf "%s(%s::bigint, %s%s%s)", (NR > 1 ? ", " : ""), $1, q, $2, q }' "$4")"
+    check "$1" "$n/$n" \
+          "$(sql -c "SELECT count(*) FILTER (WHERE f.fate = 'revived' AND s.fate = 'revived' AND f.detail = s.detail
+                                                 AND f.detail LIKE '%marked deleted (delete_mode soft) at ' || v.h || '${5:-}: its current source')
+                             || '/' || count(*)
+                        FROM (VALUES $vals) v(o, h)
+                        CROSS JOIN LATERAL kafka_sink.message_fate('$2', '$3', 0, v.o) f
+                        JOIN kafka_sink.message_fates('$2', '$3') s ON s.partition = 0 AND s.\"offset\" = v.o")"
+}
+
 # one run: KIND SEED_INDEX SEED STRATEGY; the pipelines of the run share a topic
 run() {
     local kind="$1" s="$2" seed="$3" strategy="$4" topic n r1 r2 i name
@@ -110,13 +128,18 @@ run() {
         if [ "${modes[$i]}" = soft ]; then
             check_fates "$what: message_fate and message_fates give every offset a fate the model allows" \
                         "$name" "$topic" "$W/soft.$kind.$s.fates"
+            check_held "$what: a revived message's detail names what the marked row held" \
+                       "$name" "$topic" "$W/soft.$kind.$s.held"
             check "$what: the batches count the model's marks as soft_deleted, none as deleted" \
                   "0 t" "$(sql -c "SELECT coalesce(sum(b.deleted), 0) || ' ' || CASE WHEN sum(b.soft_deleted) > 0 THEN 't' ELSE 'f' END
                                     FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
                                       ON p.id = b.pipeline_id WHERE p.name = '$name'")"
             # revived: the batches record each upsert that brought a marked
             # row back once (revived_offsets, as many as batches.revived);
-            # one message per batch, as many as the model's one at a time
+            # a marked row comes back once per mark whatever the batch
+            # split, so as many as the model's one at a time; one message
+            # per batch: the model's very offsets (an older re-sent event
+            # the guard keeps out is not one)
             check "$what: revived_offsets holds each revived message once, as many as batches.revived counts" \
                   "t" "$(sql -c "SELECT (SELECT count(*) FROM kafka_sink.revived_offsets ro JOIN kafka_sink.pipeline_definitions p
                                           ON p.id = ro.pipeline_id, unnest(ro.offsets) o WHERE p.name = '$name')
@@ -126,11 +149,16 @@ run() {
                                           ON p.id = ro.pipeline_id, unnest(ro.offsets) o WHERE p.name = '$name')
                                   = (SELECT coalesce(sum(b.revived), 0) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
                                           ON p.id = b.pipeline_id WHERE p.name = '$name')")"
+            check "$what: batches.revived sums to the model's revivals" \
+                  "$(cat "$W/soft.$kind.$s.revivals")" \
+                  "$(sql -c "SELECT coalesce(sum(b.revived), 0) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
+                              ON p.id = b.pipeline_id WHERE p.name = '$name'")"
             if [ "${maxes[$i]}" = 1 ]; then
-                check "$what: one message per batch: batches.revived sums to the model's revivals" \
-                      "$(cat "$W/soft.$kind.$s.revivals")" \
-                      "$(sql -c "SELECT coalesce(sum(b.revived), 0) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
-                                  ON p.id = b.pipeline_id WHERE p.name = '$name'")"
+                check "$what: one message per batch: revived_offsets are the model's revived offsets" \
+                      "$(cat "$W/soft.$kind.$s.revived")" \
+                      "$(sql -c "SELECT coalesce(string_agg(o::text, ' ' ORDER BY o), '') FROM kafka_sink.revived_offsets ro
+                                  JOIN kafka_sink.pipeline_definitions p ON p.id = ro.pipeline_id, unnest(ro.offsets) o
+                                 WHERE p.name = '$name'")"
             fi
         fi
         check "$what quarantined nothing" 0 \
@@ -279,6 +307,17 @@ SQL
                   "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '|' || still_failing FROM kafka_sink.replay_quarantine('$p', target => 'e2e.$name')")"
             sql -c "$(copy_sql "$kind" "$name" at)" > "$W/r.$name.actual"
             check_model "$what: $name replayed equals the model of its events" "$W/r.$name.soft" "$W/r.$name.actual"
+            # the replay's revivals: on the quarantine rows, as many as the
+            # model's (once per mark, as for batches), and message_fate
+            # says revived for the replayed upsert a live row names
+            check "$what: $name replayed: the quarantine rows record the model's revivals" \
+                  "$(cat "$W/r.$name.soft.revivals")" \
+                  "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions d
+                              ON d.id = q.pipeline_id WHERE d.name = '$p' AND q.topic = '$name' AND q.replay_revived IS NOT NULL")"
+            check_fates "$what: $name replayed: message_fate gives every offset a fate the model allows" \
+                        "$p" "$name" "$W/r.$name.soft.fates"
+            check_held "$what: $name replayed: a revived message's detail names what the marked row held" \
+                       "$p" "$name" "$W/r.$name.soft.held" ", replayed by replay_quarantine"
             continue
         fi
         if [ "$t" = d ]; then
@@ -297,7 +336,13 @@ SQL
             check_model "$what: $name equals the model of its events" "$W/r.$name.soft" "$W/r.$name.actual"
             check_fates "$what: $name: message_fate gives every offset a fate the model allows" \
                         "$p" "$name" "$W/r.$name.soft.fates"
+            check_held "$what: $name: a revived message's detail names what the marked row held" \
+                       "$p" "$name" "$W/r.$name.soft.held"
         fi
+        [ "$t" = d ] || check "$what: $name: revived_offsets record the model's revivals" \
+                  "$(cat "$W/r.$name.soft.revivals")" \
+                  "$(sql -c "SELECT count(*) FROM kafka_sink.revived_offsets ro JOIN kafka_sink.pipeline_definitions d
+                              ON d.id = ro.pipeline_id, unnest(ro.offsets) o WHERE d.name = '$p' AND ro.topic = '$name'")"
         check "$what: $name quarantined nothing" 0 \
               "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions d
                           ON d.id = q.pipeline_id WHERE d.name = '$p' AND q.topic = '$name'")"
