@@ -356,6 +356,57 @@ seed=$((RANDOM * 32768 + RANDOM))
 routed plain "$seed"
 routed cdc "$((seed + 1))"
 
+# revived is what the MERGE did, guard included: a change event older than
+# the delete that marked its row stays stale even when the recorded
+# delete position is gone (kafka_sink.cdc_deletions pruned, as
+# event_id_retention does), since the marked row holds the delete's
+# position; the newer create after it revives the row, and its detail
+# names that position.  One message per batch, offsets by hand: c 1@100,
+# d 1@200 (and its tombstone), then u 1@150, c 1@300.
+guarded() {
+    local topic="sd_guard_$SFX" name="sdg$SFX" id
+    "$HARNESS" topic-create "$topic" 1 >/dev/null 2>&1 || true
+    python3 - "$E2E_DIR" > "$W/guard.msgs" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from softdel_model import cdc_value
+k = json.dumps({"id": 1})
+print(k + "\t" + cdc_value("c", 1, 100, {"id": 1, "name": "n@100", "qty": 1}))
+print(k + "\t" + cdc_value("d", 1, 200, None))
+print(k + "\t")
+PY
+    kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z < "$W/guard.msgs"
+    table_sql cdc "$name" both | sql >/dev/null
+    pipeline_sql cdc "$name" "$topic" 1 soft | sql >/dev/null
+    poll "$(done_sql "$name" 3)" 120 || check "guard: the first messages consumed" t f
+    id="$(sql -c "SELECT id FROM kafka_sink.pipeline_definitions WHERE name = '$name'")"
+    check "guard: the delete recorded its position, then pruned" "1" \
+          "$(sql -c "WITH d AS (DELETE FROM kafka_sink.cdc_deletions WHERE pipeline_id = $id RETURNING 1) SELECT count(*) FROM d")"
+    produce_cdc() { # LSN NAME QTY OP
+        python3 -c "import json, sys; sys.path.insert(0, sys.argv[1]); from softdel_model import cdc_value
+print(json.dumps({'id': 1}) + '\t' + cdc_value(sys.argv[5], 1, int(sys.argv[2]), {'id': 1, 'name': sys.argv[3], 'qty': int(sys.argv[4])}))" \
+            "$E2E_DIR" "$@" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
+    }
+    produce_cdc 150 n@150 2 u
+    poll "$(done_sql "$name" 4)" 120 || check "guard: the older update consumed" t f
+    check "guard: the older update stays stale (the marked row holds the delete's position)" \
+          "stale|the row for key {\"id\": 1} (from batch N) was newer: its source position 200, this event's 150" \
+          "$(sql -c "SELECT f.fate || '|' || regexp_replace(f.detail, 'batch [0-9]+', 'batch N')
+                      FROM kafka_sink.message_fate('$name', '$topic', 0, 3) f")"
+    produce_cdc 300 n@300 3 c
+    poll "$(done_sql "$name" 5)" 120 || check "guard: all messages consumed" t f
+    check "guard: the newer create revives the row, its detail naming the delete's position" \
+          "revived|brought back the row with key {\"id\": 1}, marked deleted (delete_mode soft) at source position 200: its current source" \
+          "$(sql -c "SELECT f.fate || '|' || f.detail FROM kafka_sink.message_fate('$name', '$topic', 0, 4) f")"
+    check "guard: revived_offsets and batches.revived hold the create alone" "{4}|{\"source position 200\"}|1" \
+          "$(sql -c "SELECT (SELECT string_agg(offsets::text || '|' || held::text, ',') FROM kafka_sink.revived_offsets WHERE pipeline_id = $id)
+                             || '|' || (SELECT sum(revived) FROM kafka_sink.batches WHERE pipeline_id = $id)")"
+    check "guard: the row is the create's" "1	n@300	3	300	f" \
+          "$(sql -c "COPY (SELECT id, name, qty, _kafka_source_position, _deleted FROM e2e.$name) TO STDOUT")"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+}
+guarded
+
 # the statements shown are the ones run: the soft delete is an UPDATE
 sql >/dev/null <<SQL
 SET ROLE ks_e2e;
