@@ -1248,6 +1248,28 @@ int8_array(int64 *v, int n)
 }
 
 /*
+ * One catalog row of a batch's offsets of one partition (filtered_offsets,
+ * revived_offsets): sql inserts $1..$5 (pipeline, batch, topic, partition,
+ * offsets) and $6, extra of type extra_type.
+ */
+static void
+insert_partition_offsets(const char *what, const char *sql, int64 pipeline_id, int64 batch_id,
+						 const char *topic, int32 partition, int64 *offsets, int n, Oid extra_type,
+						 Datum extra)
+{
+	Oid			argtypes[6] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8ARRAYOID, extra_type};
+	Datum		v[6];
+
+	v[0] = Int64GetDatum(pipeline_id);
+	v[1] = Int64GetDatum(batch_id);
+	v[2] = CStringGetTextDatum(topic);
+	v[3] = Int32GetDatum(partition);
+	v[4] = int8_array(offsets, n);
+	v[5] = extra;
+	ks_spi_exec(what, sql, 6, argtypes, v, NULL, false, SPI_OK_INSERT);
+}
+
+/*
  * Records the offsets of one partition the pipeline's filter left out of a
  * batch (kafka_sink.filtered_offsets, docs/transform.md): in the batch's
  * transaction, after its marker (the row goes with the marker when batches
@@ -1257,21 +1279,13 @@ void
 ks_catalog_insert_filtered(int64 pipeline_id, int64 batch_id, const char *topic, int32 partition,
 						   int64 *offsets, int n, const char *filter)
 {
-	Oid			argtypes[6] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8ARRAYOID, TEXTOID};
-	Datum		v[6];
-
-	v[0] = Int64GetDatum(pipeline_id);
-	v[1] = Int64GetDatum(batch_id);
-	v[2] = CStringGetTextDatum(topic);
-	v[3] = Int32GetDatum(partition);
-	v[4] = int8_array(offsets, n);
 	if (filter == NULL)
 		elog(ERROR, "kafka_sink: filtered offsets recorded without a filter");
-	v[5] = CStringGetTextDatum(filter);
-	ks_spi_exec("record the filtered offsets",
-				"INSERT INTO kafka_sink.filtered_offsets (pipeline_id, batch_id, topic, partition, offsets, filter)"
-				" VALUES ($1, $2, $3, $4, $5, $6)",
-				6, argtypes, v, NULL, false, SPI_OK_INSERT);
+	insert_partition_offsets("record the filtered offsets",
+							 "INSERT INTO kafka_sink.filtered_offsets (pipeline_id, batch_id, topic, partition, offsets, filter)"
+							 " VALUES ($1, $2, $3, $4, $5, $6)",
+							 pipeline_id, batch_id, topic, partition, offsets, n, TEXTOID,
+							 CStringGetTextDatum(filter));
 }
 
 /*
@@ -1284,19 +1298,11 @@ void
 ks_catalog_insert_revived(int64 pipeline_id, int64 batch_id, const char *topic, int32 partition,
 						  int64 *offsets, List *held, int n)
 {
-	Oid			argtypes[6] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8ARRAYOID, TEXTARRAYOID};
-	Datum		v[6];
-
-	v[0] = Int64GetDatum(pipeline_id);
-	v[1] = Int64GetDatum(batch_id);
-	v[2] = CStringGetTextDatum(topic);
-	v[3] = Int32GetDatum(partition);
-	v[4] = int8_array(offsets, n);
-	v[5] = text_array(held);
-	ks_spi_exec("record the revived offsets",
-				"INSERT INTO kafka_sink.revived_offsets (pipeline_id, batch_id, topic, partition, offsets, held)"
-				" VALUES ($1, $2, $3, $4, $5, $6)",
-				6, argtypes, v, NULL, false, SPI_OK_INSERT);
+	insert_partition_offsets("record the revived offsets",
+							 "INSERT INTO kafka_sink.revived_offsets (pipeline_id, batch_id, topic, partition, offsets, held)"
+							 " VALUES ($1, $2, $3, $4, $5, $6)",
+							 pipeline_id, batch_id, topic, partition, offsets, n, TEXTARRAYOID,
+							 text_array(held));
 }
 
 static Datum

@@ -11,10 +11,13 @@
 # in _deleted and _deleted_at or in _deleted_at alone, one whose worker is
 # killed with SIGKILL while it runs, a run with kafka_sink.apply_strategy =
 # on_conflict, and a hard one beside them; every table must equal the
-# model.  Then routed pipelines (a table per topic or per source table,
+# model, and message_fate's revived (the upsert that brought a marked row
+# back: counted once per mark, the exact offsets at one message per
+# batch, the detail naming what the marked row held).  Then routed pipelines (a table per topic or per source table,
 # each equal to the model of its own events; a table without a mark column
 # quarantined, then replayed; create_targets making _deleted_at), and the
-# create-time refusals.
+# create-time refusals; an older change event stays stale, not revived,
+# when the recorded delete position is pruned.
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
