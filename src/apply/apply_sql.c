@@ -349,11 +349,18 @@ run_statement(KsBatch *batch, const char *sql, int *rows, int nrows, bool with_x
 	PG_END_TRY();
 }
 
+static List *revived_rows(KsBatch *batch, int *rows, int nrows, List **held);
+static void mark_revived(KsBatch *batch, List *revived, List *held);
+
 /*
  * The same for a Citus target, whose rows are written on the worker nodes,
  * so this transaction's pg_stat counters see none of them: the statements'
  * own counts (an UPDATE's are the rows it updated, an INSERT's those it
- * inserted; a batch function's are not rows).
+ * inserted; a batch function's are not rows).  delete_mode soft: the rows
+ * its UPDATE brings back, looked up just before it in the same distributed
+ * transaction (the worker nodes give each statement its own snapshot, so
+ * not the UPDATE's own as in matched_run; the pipeline's worker is the
+ * target's one writer of its keys), marked once both succeeded.
  */
 static void
 citus_counted_run(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nrows,
@@ -361,13 +368,18 @@ citus_counted_run(KsBatch *batch, const char *sql, const char *sql2, int *rows, 
 {
 	const char *sqls[2] = {sql, sql2};
 	int64		counts[2] = {0, 0};
+	List	   *revived = NIL,
+			   *held = NIL;
 
 	for (int i = 0; i < 2 && sqls[i] != NULL; i++)
 	{
 		*running = sqls[i];
+		if (batch->target->soft && strncmp(sqls[i], "UPDATE", 6) == 0)
+			revived = revived_rows(batch, rows, nrows, &held);
 		run_statement(batch, sqls[i], rows, nrows, false);
 		counts[i] = (int64) SPI_processed;
 	}
+	mark_revived(batch, revived, held);
 	for (int i = 0; i < 2 && sqls[i] != NULL; i++)
 	{
 		if (strncmp(sqls[i], "INSERT", 6) == 0)
@@ -446,8 +458,6 @@ matched_run(KsBatch *batch, const char *sql, bool with_xid, int *rows, int nrows
 	volatile int64 absent = 0;
 	List	   *volatile revived = NIL;
 	List	   *held = NIL;
-	ListCell   *lc,
-			   *lh;
 
 	if (!absent_keys && !revive)
 	{
@@ -471,6 +481,19 @@ matched_run(KsBatch *batch, const char *sql, bool with_xid, int *rows, int nrows
 	PG_END_TRY();
 	UnregisterSnapshot(snap);
 	batch->stats.skipped += absent;
+	mark_revived(batch, revived, held);
+}
+
+/*
+ * Marks the rows (indexes into batch->rows) that brought a marked row back
+ * with what it held, and counts each once, after the statement succeeded.
+ */
+static void
+mark_revived(KsBatch *batch, List *revived, List *held)
+{
+	ListCell   *lc,
+			   *lh;
+
 	forboth(lc, revived, lh, held)
 	{
 		KsRow	   *r = &batch->rows[lfirst_int(lc)];
