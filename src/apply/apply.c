@@ -154,6 +154,7 @@ stats_add_diff(KsBatchStats *to, const KsBatchStats *after, const KsBatchStats *
 	to->superseded += after->superseded - before->superseded;
 	to->soft_deleted += after->soft_deleted - before->soft_deleted;
 	to->skipped += after->skipped - before->skipped;
+	to->revived += after->revived - before->revived;
 	to->quarantined += after->quarantined - before->quarantined;
 	to->duplicates += after->duplicates - before->duplicates;
 	to->apply_rows += after->apply_rows - before->apply_rows;

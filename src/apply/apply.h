@@ -43,6 +43,8 @@ typedef struct KsBatchStats
 	int64		filtered;		/* left out by the pipeline's filter */
 	int64		soft_deleted;	/* delete_mode soft: rows marked deleted */
 	int64		skipped;		/* write_mode update_only: keys not in the target */
+	int64		revived;		/* delete_mode soft: marked rows an upsert brought
+								 * back (counted in updated too) */
 	int64		bytes;
 	/*
 	 * Merge mode: rows (winners and tombstones) handed to the target's

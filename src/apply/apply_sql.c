@@ -349,11 +349,18 @@ run_statement(KsBatch *batch, const char *sql, int *rows, int nrows, bool with_x
 	PG_END_TRY();
 }
 
+static List *revived_rows(KsBatch *batch, int *rows, int nrows, List **held);
+static void mark_revived(KsBatch *batch, List *revived, List *held);
+
 /*
  * The same for a Citus target, whose rows are written on the worker nodes,
  * so this transaction's pg_stat counters see none of them: the statements'
  * own counts (an UPDATE's are the rows it updated, an INSERT's those it
- * inserted; a batch function's are not rows).
+ * inserted; a batch function's are not rows).  delete_mode soft: the rows
+ * its UPDATE brings back, looked up just before it in the same distributed
+ * transaction (the worker nodes give each statement its own snapshot, so
+ * not the UPDATE's own as in matched_run; the pipeline's worker is the
+ * target's one writer of its keys), marked once both succeeded.
  */
 static void
 citus_counted_run(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nrows,
@@ -361,19 +368,139 @@ citus_counted_run(KsBatch *batch, const char *sql, const char *sql2, int *rows, 
 {
 	const char *sqls[2] = {sql, sql2};
 	int64		counts[2] = {0, 0};
+	List	   *revived = NIL,
+			   *held = NIL;
 
 	for (int i = 0; i < 2 && sqls[i] != NULL; i++)
 	{
 		*running = sqls[i];
+		if (batch->target->soft && strncmp(sqls[i], "UPDATE", 6) == 0)
+			revived = revived_rows(batch, rows, nrows, &held);
 		run_statement(batch, sqls[i], rows, nrows, false);
 		counts[i] = (int64) SPI_processed;
 	}
+	mark_revived(batch, revived, held);
 	for (int i = 0; i < 2 && sqls[i] != NULL; i++)
 	{
 		if (strncmp(sqls[i], "INSERT", 6) == 0)
 			batch->stats.inserted += counts[i];
 		else if (strncmp(sqls[i], "UPDATE", 6) == 0)
 			batch->stats.updated += counts[i];
+	}
+}
+
+/*
+ * write_mode update_only: how many of rows have a key the target does not
+ * hold (ks_absent_keys_sql), which the MERGE then skips.
+ */
+static int64
+count_absent(KsBatch *batch, int *rows, int nrows)
+{
+	bool		isnull;
+	Datum		d;
+
+	run_statement(batch, ks_absent_keys_sql(batch->target), rows, nrows, false);
+	if (SPI_processed != 1)
+		elog(ERROR, "kafka_sink: counting the keys not in %s returned " UINT64_FORMAT " rows",
+			 batch->target->qualified_name, (uint64) SPI_processed);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+/*
+ * delete_mode soft: the rows (indexes into batch->rows) whose key's row is
+ * marked and which the statement's guard lets through (ks_revived_sql):
+ * the ones it brings back; *held: for each, what the marked row held to
+ * order by (in the rows' memory context, for the checkpoint).
+ */
+static List *
+revived_rows(KsBatch *batch, int *rows, int nrows, List **held)
+{
+	List	   *out = NIL;
+	MemoryContext rows_cxt = GetMemoryChunkContext(batch->rows);
+
+	*held = NIL;
+	run_statement(batch, ks_revived_sql(batch->target), rows, nrows, false);
+	for (uint64 k = 0; k < SPI_processed; k++)
+	{
+		bool		isnull;
+		int			seq = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull));
+		char	   *h;
+
+		if (isnull || seq < 0 || seq >= nrows)
+			elog(ERROR, "kafka_sink: the rows brought back in %s name row %d of %d",
+				 batch->target->qualified_name, isnull ? -1 : seq, nrows);
+		h = SPI_getvalue(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 2);
+		out = lappend_int(out, rows[seq]);
+		*held = lappend(*held, MemoryContextStrdup(rows_cxt, h ? h : ""));
+	}
+	return out;
+}
+
+/*
+ * Runs the statement that writes the matched rows (the MERGE, or
+ * on_conflict's UPDATE after its INSERT) with what is counted of them in
+ * its own snapshot: update_only's winners whose key the target lacks
+ * (skipped, counted apart from stale) and delete_mode soft's winners that
+ * bring a marked row back (revived, recorded per message).  One registered
+ * snapshot for the look-ups and the statement, so that a key another
+ * session inserts or changes meanwhile is the same to both and the counts
+ * are exactly what the statement did; counted after it succeeds, in the
+ * same subtransaction, so that a failed try counts nothing.
+ */
+static void
+matched_run(KsBatch *batch, const char *sql, bool with_xid, int *rows, int nrows)
+{
+	KsTarget   *t = batch->target;
+	bool		absent_keys = t->write_mode == KS_WRITE_UPDATE_ONLY;
+	bool		revive = t->soft;
+	Snapshot	snap;
+	volatile int64 absent = 0;
+	List	   *volatile revived = NIL;
+	List	   *held = NIL;
+
+	if (!absent_keys && !revive)
+	{
+		run_statement(batch, sql, rows, nrows, with_xid);
+		return;
+	}
+	snap = RegisterSnapshot(GetTransactionSnapshot());
+	shared_snapshot = snap;
+	PG_TRY();
+	{
+		if (absent_keys)
+			absent = count_absent(batch, rows, nrows);
+		if (revive)
+			revived = revived_rows(batch, rows, nrows, &held);
+		run_statement(batch, sql, rows, nrows, with_xid);
+	}
+	PG_FINALLY();
+	{
+		shared_snapshot = InvalidSnapshot;
+	}
+	PG_END_TRY();
+	UnregisterSnapshot(snap);
+	batch->stats.skipped += absent;
+	mark_revived(batch, revived, held);
+}
+
+/*
+ * Marks the rows (indexes into batch->rows) that brought a marked row back
+ * with what it held, and counts each once, after the statement succeeded.
+ */
+static void
+mark_revived(KsBatch *batch, List *revived, List *held)
+{
+	ListCell   *lc,
+			   *lh;
+
+	forboth(lc, revived, lh, held)
+	{
+		KsRow	   *r = &batch->rows[lfirst_int(lc)];
+
+		if (r->revived == NULL)
+			batch->stats.revived++;
+		r->revived = (char *) lfirst(lh);
 	}
 }
 
@@ -399,12 +526,12 @@ counted_run(KsBatch *batch, const char *sql, const char *sql2, int *rows, int nr
 	}
 	xact_counts(batch->target->relid, &ins0, &upd0);
 	*running = sql;
-	run_statement(batch, sql, rows, nrows, false);
 	if (sql2 != NULL)
 	{
+		run_statement(batch, sql, rows, nrows, false);
 		*running = sql2;
-		run_statement(batch, sql2, rows, nrows, true);
 	}
+	matched_run(batch, sql2 != NULL ? sql2 : sql, sql2 != NULL, rows, nrows);
 	xact_counts(batch->target->relid, &ins1, &upd1);
 	batch->stats.inserted += ins1 - ins0;
 	batch->stats.updated += upd1 - upd0;
@@ -556,23 +683,6 @@ rethrow_system_error(ErrorData *edata, const char *sql)
 	ReThrowError(edata);
 }
 
-/*
- * write_mode update_only: how many of rows have a key the target does not
- * hold (ks_absent_keys_sql), which the MERGE then skips.
- */
-static int64
-count_absent(KsBatch *batch, int *rows, int nrows)
-{
-	bool		isnull;
-	Datum		d;
-
-	run_statement(batch, ks_absent_keys_sql(batch->target), rows, nrows, false);
-	if (SPI_processed != 1)
-		elog(ERROR, "kafka_sink: counting the keys not in %s returned " UINT64_FORMAT " rows",
-			 batch->target->qualified_name, (uint64) SPI_processed);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? 0 : DatumGetInt64(d);
-}
 
 /*
  * Runs sql over rows inside a subtransaction.  Returns true on success; on
@@ -619,36 +729,7 @@ statement_call(void *arg)
 	}
 	else
 	{
-		volatile int64 absent = 0;
-
-		/*
-		 * update_only: the winners whose key the target lacks are skipped
-		 * (counted apart from stale), counted before the MERGE in the same
-		 * subtransaction, so that a failed try counts nothing, and with
-		 * the MERGE's own snapshot, so that a key another session inserts
-		 * meanwhile is absent to both (skipped, not updated) and the count
-		 * is exactly the keys the MERGE found no row for
-		 */
-		if (c->batch->target != NULL && c->batch->target->write_mode == KS_WRITE_UPDATE_ONLY)
-		{
-			Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
-
-			shared_snapshot = snap;
-			PG_TRY();
-			{
-				absent = count_absent(c->batch, c->rows, c->nrows);
-				counted_run(c->batch, c->sql, c->sql2, c->rows, c->nrows, &c->running);
-			}
-			PG_FINALLY();
-			{
-				shared_snapshot = InvalidSnapshot;
-			}
-			PG_END_TRY();
-			UnregisterSnapshot(snap);
-		}
-		else
-			counted_run(c->batch, c->sql, c->sql2, c->rows, c->nrows, &c->running);
-		c->batch->stats.skipped += absent;
+		counted_run(c->batch, c->sql, c->sql2, c->rows, c->nrows, &c->running);
 	}
 	error_context_stack = cb.previous;
 }

@@ -75,9 +75,9 @@ append_target_counts(StringInfo b, const KsBatchStats *s)
 					 ",\"deleted\":" INT64_FORMAT ",\"stale\":" INT64_FORMAT
 					 ",\"superseded\":" INT64_FORMAT ",\"quarantined\":" INT64_FORMAT
 					 ",\"duplicates\":" INT64_FORMAT ",\"softDeleted\":" INT64_FORMAT
-					 ",\"skipped\":" INT64_FORMAT "}",
+					 ",\"skipped\":" INT64_FORMAT ",\"revived\":" INT64_FORMAT "}",
 					 s->inserted, s->updated, s->deleted, s->stale, s->superseded,
-					 s->quarantined, s->duplicates, s->soft_deleted, s->skipped);
+					 s->quarantined, s->duplicates, s->soft_deleted, s->skipped, s->revived);
 }
 
 /*
@@ -223,10 +223,10 @@ progress_json(KsBatch *batch)
 					 ",\"stale\":" INT64_FORMAT ",\"superseded\":" INT64_FORMAT
 					 ",\"quarantined\":" INT64_FORMAT ",\"duplicates\":" INT64_FORMAT
 					 ",\"filtered\":" INT64_FORMAT ",\"softDeleted\":" INT64_FORMAT
-					 ",\"skipped\":" INT64_FORMAT,
+					 ",\"skipped\":" INT64_FORMAT ",\"revived\":" INT64_FORMAT,
 					 s->inserted + s->updated + s->deleted + s->soft_deleted, s->inserted, s->updated,
 					 s->deleted, s->stale, s->superseded, s->quarantined, s->duplicates, s->filtered,
-					 s->soft_deleted, s->skipped);
+					 s->soft_deleted, s->skipped, s->revived);
 	/* merge mode: which strategy wrote the winners (apply_heap.c) */
 	if (p->targets.mode == KS_MODE_MERGE && target)
 		appendStringInfo(&b, ",\"applyRows\":{\"heap\":" INT64_FORMAT ",\"sql\":" INT64_FORMAT
@@ -244,24 +244,30 @@ progress_json(KsBatch *batch)
 /*
  * The offsets the filter left out (transform.c), one catalog row per
  * partition that has any, with the filter that ran, so that message_fate
- * tells them without bronze and names that filter after an alter.
+ * tells them without bronze and names that filter after an alter; with
+ * revived, the offsets whose upsert brought a marked row back (apply_sql.c)
+ * and what each marked row held to order by, so that message_fate tells
+ * them revived and names the delete's position they overrode.
  */
 static void
-record_filtered(KsBatch *batch)
+record_offsets(KsBatch *batch, bool revived)
 {
 	int		   *count;
 	int64	  **offs;
+	List	  **held;
 
-	if (batch->stats.filtered == 0 || batch->row_of == NULL || batch->nparts == 0)
+	if ((revived ? batch->stats.revived : batch->stats.filtered) == 0 || batch->row_of == NULL ||
+		batch->nparts == 0)
 		return;
 	count = palloc0(sizeof(int) * batch->nparts);
 	offs = palloc0(sizeof(int64 *) * batch->nparts);
+	held = palloc0(sizeof(List *) * batch->nparts);
 	for (int i = 0; i < batch->all_nmsgs; i++)
 	{
 		KsRow	   *r = batch->row_of[i];
 		int			p;
 
-		if (r == NULL || !r->filtered)
+		if (r == NULL || !(revived ? r->revived != NULL : r->filtered))
 			continue;
 		/* the message's partition: its part_index, checked */
 		p = r->msg->part_index;
@@ -272,14 +278,19 @@ record_filtered(KsBatch *batch)
 					&& strcmp(batch->parts[p].topic, r->msg->topic) == 0)
 					break;
 		if (p == batch->nparts)
-			elog(ERROR, "a filtered message of topic \"%s\" partition %d is in no partition of the batch",
-				 r->msg->topic, r->msg->partition);
+			elog(ERROR, "a %s message of topic \"%s\" partition %d is in no partition of the batch",
+				 revived ? "revived" : "filtered", r->msg->topic, r->msg->partition);
 		if (offs[p] == NULL)
 			offs[p] = palloc(sizeof(int64) * batch->all_nmsgs);
 		offs[p][count[p]++] = r->msg->offset;
+		if (revived)
+			held[p] = lappend(held[p], r->revived);
 	}
 	for (int p = 0; p < batch->nparts; p++)
-		if (count[p] > 0)
+		if (count[p] > 0 && revived)
+			ks_catalog_insert_revived(batch->pipeline->id, batch->batch_id, batch->parts[p].topic,
+									  batch->parts[p].partition, offs[p], held[p], count[p]);
+		else if (count[p] > 0)
 			ks_catalog_insert_filtered(batch->pipeline->id, batch->batch_id, batch->parts[p].topic,
 									   batch->parts[p].partition, offs[p], count[p],
 									   batch->pipeline->targets.filter);
@@ -315,7 +326,8 @@ ks_write_checkpoint(KsBatch *batch)
 
 	ks_catalog_insert_marker(batch->pipeline->id, batch->batch_id, batch->worker_index, ranges.data,
 							 s, batch->started_at, progress_json(batch));
-	record_filtered(batch);
+	record_offsets(batch, false);
+	record_offsets(batch, true);
 
 	for (int i = 0; i < batch->nparts; i++)
 	{

@@ -407,6 +407,38 @@ ks_absent_keys_sql(KsTarget *t)
 }
 
 /*
+ * delete_mode soft: the batch's rows (their _ks_seq) whose key's row is
+ * marked deleted and which pass the MERGE's guard, so that the MERGE (or
+ * on_conflict's UPDATE) brings the row back: the same key match, mark and
+ * guard as its WHEN MATCHED clause, run with its snapshot (apply_sql.c).
+ * Second column: what the marked row held to order by, which the upsert
+ * overrides (a change event's delete or truncate left its source position
+ * there, a tombstone kept the order value), as text ('' without an order
+ * column), as message_fate words it (_row_fate_columns).
+ */
+char *
+ks_revived_sql(KsTarget *t)
+{
+	StringInfoData b;
+	char	   *held = "''";
+
+	if (t->order_index >= 0)
+	{
+		const char *o = quote_identifier(t->columns[t->order_index].name);
+
+		held = psprintf("%s || coalesce(t.%s::text, 'NULL')",
+						quote_literal_cstr(t->cdc ? "source position " : psprintf("%s = ", o)), o);
+	}
+	initStringInfo(&b);
+	appendStringInfo(&b, "SELECT s._ks_seq, %s FROM (%s) AS s JOIN %s AS t ON ",
+					 held, ks_source_sql(t, false), t->qualified_name);
+	append_key_match(&b, t);
+	appendStringInfo(&b, " WHERE %s", soft_mark(t));
+	append_guard(&b, t, " AND ");
+	return b.data;
+}
+
+/*
  * The on_conflict strategy's two statements, run one after the other (each
  * with its own snapshot) over the same rows: the INSERT of the keys the
  * target lacks, then the UPDATE of the others, under the MERGE's guard and

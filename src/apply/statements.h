@@ -26,6 +26,7 @@ extern char *ks_batch_columns_sql(KsTarget *t);
 extern char *ks_source_sql(KsTarget *t, bool by_hand);
 extern char *ks_merge_sql(KsTarget *t, bool by_hand);
 extern char *ks_absent_keys_sql(KsTarget *t);
+extern char *ks_revived_sql(KsTarget *t);
 extern char *ks_onconflict_insert_sql(KsTarget *t, bool by_hand);
 extern char *ks_onconflict_update_sql(KsTarget *t, bool by_hand);
 extern char *ks_citus_stage_name(KsTarget *t);

@@ -710,9 +710,10 @@ void
 ks_catalog_insert_marker(int64 pipeline_id, int64 batch_id, int worker, const char *ranges,
 						 const KsBatchStats *s, TimestampTz started_at, const char *progress)
 {
-	Oid			argtypes[18] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
-	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID, INT8OID, INT8OID, INT8OID};
-	Datum		v[18];
+	Oid			argtypes[19] = {INT8OID, INT8OID, INT4OID, TEXTOID, INT8OID, INT8OID, INT8OID,
+	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID, INT8OID, INT8OID, INT8OID,
+	INT8OID};
+	Datum		v[19];
 
 	v[0] = Int64GetDatum(pipeline_id);
 	v[1] = Int64GetDatum(batch_id);
@@ -732,13 +733,14 @@ ks_catalog_insert_marker(int64 pipeline_id, int64 batch_id, int worker, const ch
 	v[15] = Int64GetDatum(s->filtered);
 	v[16] = Int64GetDatum(s->soft_deleted);
 	v[17] = Int64GetDatum(s->skipped);
+	v[18] = Int64GetDatum(s->revived);
 	ks_spi_exec("write the batch marker",
 				"INSERT INTO kafka_sink.batches (pipeline_id, batch_id, worker, ranges,"
 				" messages, inserted, updated, deleted, stale, superseded, quarantined,"
-				" bytes, started_at, duplicates, progress, filtered, soft_deleted, skipped)"
+				" bytes, started_at, duplicates, progress, filtered, soft_deleted, skipped, revived)"
 				" VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7,"
-				" $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16, $17, $18)",
-				18, argtypes, v, NULL, false, SPI_OK_INSERT);
+				" $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16, $17, $18, $19)",
+				19, argtypes, v, NULL, false, SPI_OK_INSERT);
 }
 
 void
@@ -985,7 +987,8 @@ ks_catalog_read_quarantine(int64 pipeline_id, Datum ids, int64 **qids, KsMessage
  * pipeline's filter that left it out, NULL when it applied), or failing again.
  */
 void
-ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail, const char *filter)
+ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail, const char *revived,
+					   const char *filter)
 {
 	Oid			argtypes[3] = {INT8OID, TEXTOID, TEXTOID};
 	Datum		v[3];
@@ -994,12 +997,19 @@ ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail, const 
 	v[0] = Int64GetDatum(qid);
 	if (reason == NULL)
 	{
-		/* filter: the one that left the message out (it is filtered) */
+		/*
+		 * filter: the one that left the message out (it is filtered);
+		 * revived: its upsert brought a marked row back (delete_mode soft),
+		 * what that row held to order by
+		 */
 		v[1] = filter ? CStringGetTextDatum(filter) : (Datum) 0;
 		nulls[1] = filter ? ' ' : 'n';
+		v[2] = revived ? CStringGetTextDatum(revived) : (Datum) 0;
+		nulls[2] = revived ? ' ' : 'n';
 		ks_spi_exec("mark a quarantine row replayed",
-					"UPDATE kafka_sink.quarantine SET replayed_at = now(), replay_filter = $2 WHERE id = $1",
-					2, argtypes, v, nulls, false, SPI_OK_UPDATE);
+					"UPDATE kafka_sink.quarantine SET replayed_at = now(), replay_filter = $2, replay_revived = $3"
+					" WHERE id = $1",
+					3, argtypes, v, nulls, false, SPI_OK_UPDATE);
 	}
 	else
 	{
@@ -1007,7 +1017,7 @@ ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail, const 
 		v[2] = CStringGetTextDatum(detail);
 		ks_spi_exec("record a replay's new reason",
 					"UPDATE kafka_sink.quarantine SET reason = $2, detail = $3,"
-					" replayed_at = NULL, replay_filter = NULL WHERE id = $1",
+					" replayed_at = NULL, replay_filter = NULL, replay_revived = NULL WHERE id = $1",
 					3, argtypes, v, NULL, false, SPI_OK_UPDATE);
 	}
 }
@@ -1238,6 +1248,28 @@ int8_array(int64 *v, int n)
 }
 
 /*
+ * One catalog row of a batch's offsets of one partition (filtered_offsets,
+ * revived_offsets): sql inserts $1..$5 (pipeline, batch, topic, partition,
+ * offsets) and $6, extra of type extra_type.
+ */
+static void
+insert_partition_offsets(const char *what, const char *sql, int64 pipeline_id, int64 batch_id,
+						 const char *topic, int32 partition, int64 *offsets, int n, Oid extra_type,
+						 Datum extra)
+{
+	Oid			argtypes[6] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8ARRAYOID, extra_type};
+	Datum		v[6];
+
+	v[0] = Int64GetDatum(pipeline_id);
+	v[1] = Int64GetDatum(batch_id);
+	v[2] = CStringGetTextDatum(topic);
+	v[3] = Int32GetDatum(partition);
+	v[4] = int8_array(offsets, n);
+	v[5] = extra;
+	ks_spi_exec(what, sql, 6, argtypes, v, NULL, false, SPI_OK_INSERT);
+}
+
+/*
  * Records the offsets of one partition the pipeline's filter left out of a
  * batch (kafka_sink.filtered_offsets, docs/transform.md): in the batch's
  * transaction, after its marker (the row goes with the marker when batches
@@ -1247,21 +1279,30 @@ void
 ks_catalog_insert_filtered(int64 pipeline_id, int64 batch_id, const char *topic, int32 partition,
 						   int64 *offsets, int n, const char *filter)
 {
-	Oid			argtypes[6] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT8ARRAYOID, TEXTOID};
-	Datum		v[6];
-
-	v[0] = Int64GetDatum(pipeline_id);
-	v[1] = Int64GetDatum(batch_id);
-	v[2] = CStringGetTextDatum(topic);
-	v[3] = Int32GetDatum(partition);
-	v[4] = int8_array(offsets, n);
 	if (filter == NULL)
 		elog(ERROR, "kafka_sink: filtered offsets recorded without a filter");
-	v[5] = CStringGetTextDatum(filter);
-	ks_spi_exec("record the filtered offsets",
-				"INSERT INTO kafka_sink.filtered_offsets (pipeline_id, batch_id, topic, partition, offsets, filter)"
-				" VALUES ($1, $2, $3, $4, $5, $6)",
-				6, argtypes, v, NULL, false, SPI_OK_INSERT);
+	insert_partition_offsets("record the filtered offsets",
+							 "INSERT INTO kafka_sink.filtered_offsets (pipeline_id, batch_id, topic, partition, offsets, filter)"
+							 " VALUES ($1, $2, $3, $4, $5, $6)",
+							 pipeline_id, batch_id, topic, partition, offsets, n, TEXTOID,
+							 CStringGetTextDatum(filter));
+}
+
+/*
+ * Records the offsets of one partition whose upsert brought a marked row
+ * back (kafka_sink.revived_offsets, docs/soft-deletes.md), with what each
+ * marked row held to order by (held: char *, one per offset), as the
+ * filtered ones: in the batch's transaction, after its marker.
+ */
+void
+ks_catalog_insert_revived(int64 pipeline_id, int64 batch_id, const char *topic, int32 partition,
+						  int64 *offsets, List *held, int n)
+{
+	insert_partition_offsets("record the revived offsets",
+							 "INSERT INTO kafka_sink.revived_offsets (pipeline_id, batch_id, topic, partition, offsets, held)"
+							 " VALUES ($1, $2, $3, $4, $5, $6)",
+							 pipeline_id, batch_id, topic, partition, offsets, n, TEXTARRAYOID,
+							 text_array(held));
 }
 
 static Datum

@@ -67,6 +67,8 @@ extern void ks_catalog_insert_data_loss(int64 pipeline_id, int64 batch_id, const
 extern void ks_catalog_insert_filtered(int64 pipeline_id, int64 batch_id, const char *topic,
 									   int32 partition, int64 *offsets, int n,
 									   const char *filter);
+extern void ks_catalog_insert_revived(int64 pipeline_id, int64 batch_id, const char *topic,
+									  int32 partition, int64 *offsets, List *held, int n);
 extern bool ks_catalog_advance_offset(int64 pipeline_id, const char *topic, int32 partition,
 									  int64 from, int64 to, int64 batch_id);
 extern void ks_catalog_prune_batches(int64 pipeline_id, int64 upto, int64 older_than_s);
@@ -81,7 +83,7 @@ extern void ks_catalog_insert_dead_letter(const char *topic, KsMessage *m, Datum
 										  int64 quarantine_id, int hops);
 extern int	ks_catalog_read_quarantine(int64 pipeline_id, Datum ids, int64 **qids,
 									   KsMessage ***msgs);
-extern void ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail,
+extern void ks_catalog_mark_replay(int64 qid, const char *reason, const char *detail, const char *revived,
 								   const char *filter);
 
 /* event ids (dedupe.c) */

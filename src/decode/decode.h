@@ -166,6 +166,9 @@ typedef struct KsRow
 								 * delete, an ignored truncate) */
 	bool		duplicate;		/* its event id was applied before */
 	bool		filtered;		/* the pipeline's filter left it out (transform.c) */
+	char	   *revived;		/* delete_mode soft: it brought its key's marked
+								 * row back (apply_sql.c): what that row held to
+								 * order by ("" when unknown), else NULL */
 	char	   *event_id;
 	Datum	   *values;
 	bool	   *nulls;

@@ -306,6 +306,8 @@ COMMENT ON FUNCTION kafka_sink._bronze_headers(regclass, text, integer, bigint) 
 -- batch), stale (the target already held a newer event when it arrived),
 -- overwritten (applied, then replaced by a later batch), deleted (its key's
 -- row is gone), soft_deleted (delete_mode soft: it marked its key's row),
+-- revived (soft: its upsert brought the marked row back, recorded by its
+-- batch in kafka_sink.revived_offsets),
 -- skipped (write_mode update_only: its key was not in the target; 'deleted
 -- or skipped' where the lineage cannot tell), duplicate (its event id was
 -- applied before), filtered (the pipeline's filter left it out: the worker
@@ -496,7 +498,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kafka_sink.message_fate(text, text, integer, bigint) IS
-'What happened to one message: pending, lost, quarantined, filtered, applied, soft_deleted, superseded, stale, overwritten, deleted, skipped, deleted or skipped, truncated, duplicate, appended or landed (mode history: applied as a version, or folded into history), with the batch, a detail and the table it went to (for a routed pipeline the table its routing names; for Debezium change events judged by source position; Avro keys decoded through kafka_sink.schemas).';
+'What happened to one message: pending, lost, quarantined, filtered, applied, soft_deleted, revived, superseded, stale, overwritten, deleted, skipped, deleted or skipped, truncated, duplicate, appended or landed (mode history: applied as a version, or folded into history), with the batch, a detail and the table it went to (for a routed pipeline the table its routing names; for Debezium change events judged by source position; Avro keys decoded through kafka_sink.schemas).';
 
 -- The wire format's schema id of a raw value (bronze, quarantine), or NULL.
 CREATE OR REPLACE FUNCTION kafka_sink.wire_schema_id(value bytea)

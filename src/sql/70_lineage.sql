@@ -16,7 +16,7 @@ SELECT p.name AS pipeline, b.pipeline_id, b.batch_id, b.worker, r.topic, r.parti
        r.start AS start_offset, r."end" AS end_offset, r.messages,
        b.started_at, b.committed_at,
        b.messages AS batch_messages, b.inserted, b.updated, b.deleted, b.stale, b.superseded,
-       b.quarantined, b.duplicates, b.filtered, b.soft_deleted, b.skipped
+       b.quarantined, b.duplicates, b.filtered, b.soft_deleted, b.skipped, b.revived
   FROM kafka_sink.batches b
   JOIN kafka_sink.pipeline_definitions p ON p.id = b.pipeline_id
  CROSS JOIN LATERAL pg_catalog.jsonb_to_recordset(b.ranges)
@@ -435,7 +435,7 @@ $$;
 REVOKE ALL ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) TO kafka_sink_admin;
 COMMENT ON FUNCTION kafka_sink.message_fates(text, text, integer, bigint, bigint) IS
-'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, filtered, applied, soft_deleted, superseded, stale, overwritten, deleted, skipped, deleted or skipped, truncated, appended, landed, or applied or superseded (without lineage columns and bronze), with the table each message went to (routed pipelines: the table its routing names; change events judged by source position). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message (filtered messages from kafka_sink.filtered_offsets; for a batch that recorded none, before 0.3.0, the filter asked again of each message read from bronze).';
+'The fate of every message of a pipeline in an offset range (both ends included; default: from the first checkpoint or retained batch to the last committed offset), by the rules of message_fate(): pending, lost, quarantined, filtered, applied, soft_deleted, revived, superseded, stale, overwritten, deleted, skipped, deleted or skipped, truncated, appended, landed, or applied or superseded (without lineage columns and bronze), with the table each message went to (routed pipelines: the table its routing names; change events judged by source position). Cost: linear in the messages of the range plus the retained batches of the pipeline; no statement per message (filtered messages from kafka_sink.filtered_offsets; for a batch that recorded none, before 0.3.0, the filter asked again of each message read from bronze) but, for delete_mode soft, one primary-key look-up of kafka_sink.revived_offsets per message that is its row''s source.';
 
 
 CREATE OR REPLACE FUNCTION kafka_sink.pipeline_statements(pipeline text)
@@ -563,6 +563,8 @@ COMMENT ON FUNCTION kafka_sink._row_fate_columns(kafka_sink.pipeline_definitions
 --     stale, never deleted;
 --   the row names the message: soft_deleted (delete_mode soft: a delete
 --     that marked it), truncated (soft: applied, then marked by a truncate),
+--     revived (soft: an upsert that brought the marked row back, as the
+--     batch that wrote the row recorded in kafka_sink.revived_offsets),
 --     else applied;
 --   another message: insert_only superseded (the first event won), else
 --     superseded (same batch), stale (an older batch), overwritten.
@@ -575,11 +577,12 @@ CREATE OR REPLACE FUNCTION kafka_sink._row_fate(p kafka_sink.pipeline_definition
                                                 pos numeric DEFAULT NULL, op text DEFAULT NULL,
                                                 OUT fate text, OUT detail text)
 LANGUAGE plpgsql
-IMMUTABLE
+STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cdc boolean := p.envelope = 'debezium';
+    over text;
 BEGIN
     IF NOT has_row THEN
         IF p.write_mode = 'update_only' AND NOT is_delete THEN
@@ -605,8 +608,28 @@ BEGIN
             fate := 'truncated';
             detail := format('applied, then a truncate marked the row with key %s deleted (%s; delete_mode soft), %s', k, mark, held);
         ELSE
-            fate := 'applied';
-            detail := format('the current source of the row with key %s', k);
+            -- revived: recorded by the batch that wrote the row (or, for a
+            -- row replay_quarantine wrote, _kafka_batch_id 0, on the
+            -- quarantine row), with what the marked row held to order by
+            IF p.delete_mode = 'soft' AND r_batch = 0 THEN
+                SELECT q.replay_revived INTO over FROM kafka_sink.quarantine q
+                 WHERE q.pipeline_id = p.id AND q.topic = _row_fate.topic AND q.partition = _row_fate.partition
+                   AND q.message_offset = _row_fate."offset" AND q.replayed_at IS NOT NULL;
+            ELSIF p.delete_mode = 'soft' THEN
+                SELECT ro.held[pg_catalog.array_position(ro.offsets, _row_fate."offset")] INTO over
+                  FROM kafka_sink.revived_offsets ro
+                 WHERE ro.pipeline_id = p.id AND ro.batch_id = r_batch AND ro.topic = _row_fate.topic
+                   AND ro.partition = _row_fate.partition AND _row_fate."offset" = ANY (ro.offsets);
+            END IF;
+            IF over IS NOT NULL THEN
+                fate := 'revived';
+                detail := format('brought back the row with key %s, marked deleted (delete_mode soft)%s%s: its current source',
+                                 k, CASE WHEN over <> '' THEN ' at ' || over ELSE '' END,
+                                 CASE WHEN r_batch = 0 THEN ', replayed by replay_quarantine' ELSE '' END);
+            ELSE
+                fate := 'applied';
+                detail := format('the current source of the row with key %s', k);
+            END IF;
         END IF;
     ELSIF p.write_mode = 'insert_only' THEN
         fate := 'superseded';
@@ -629,7 +652,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kafka_sink._row_fate(kafka_sink.pipeline_definitions, text, integer, bigint, bigint, jsonb, boolean, boolean, text, integer, bigint, bigint, boolean, text, text, numeric, text) IS
-'Internal: the fate and detail of one read message of a merge pipeline from its key''s row as found (applied, soft_deleted, truncated, superseded, stale, overwritten, deleted, skipped, deleted or skipped), for message_fate, message_fates and _traced_fate.';
+'Internal: the fate and detail of one read message of a merge pipeline from its key''s row as found (applied, soft_deleted, truncated, revived, superseded, stale, overwritten, deleted, skipped, deleted or skipped), for message_fate, message_fates and _traced_fate.';
 
 -- The fate of one read, not quarantined message of a merge pipeline that
 -- routes, reads change events or has Avro keys: the table it went to (or

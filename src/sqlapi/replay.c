@@ -86,13 +86,16 @@ kafka_sink_replay(PG_FUNCTION_ARGS)
 		if (r->reason == KS_OK)
 		{
 			replayed++;
-			/* a message the filter leaves out now is filtered: say so */
-			ks_catalog_mark_replay(qids[i], NULL, NULL, r->filtered ? p->targets.filter : NULL);
+			/*
+			 * a message the filter leaves out now is filtered, one whose
+			 * upsert brought a marked row back revived: say so
+			 */
+			ks_catalog_mark_replay(qids[i], NULL, NULL, r->revived, r->filtered ? p->targets.filter : NULL);
 		}
 		else
 		{
 			failing++;
-			ks_catalog_mark_replay(qids[i], ks_reason_name(r->reason), r->detail ? r->detail : "", NULL);
+			ks_catalog_mark_replay(qids[i], ks_reason_name(r->reason), r->detail ? r->detail : "", NULL, NULL);
 		}
 	}
 	SPI_finish();

@@ -132,6 +132,13 @@ for i in "${!names[@]}"; do
                              (SELECT sum(b.messages) FROM kafka_sink.batches b WHERE b.pipeline_id = p.id) || '|' ||
                              (SELECT count(*) FROM kafka_sink.quarantine q WHERE q.pipeline_id = p.id)
                         FROM kafka_sink.pipeline_definitions p WHERE p.name = '$name'")"
+    # soft: the upserts that brought a marked row back, once per mark (the
+    # model's revivals, whatever the batch split), recorded as many
+    [ "$mode" = soft ] && check "$name: batches.revived and revived_offsets count the model's revivals" \
+          "$(cat "$W/soft.$kind.revivals")|$(cat "$W/soft.$kind.revivals")" \
+          "$(sqlc -c "SELECT (SELECT coalesce(sum(b.revived), 0) FROM kafka_sink.batches b WHERE b.pipeline_id = p.id) || '|' ||
+                             (SELECT count(*) FROM kafka_sink.revived_offsets ro, unnest(ro.offsets) WHERE ro.pipeline_id = p.id)
+                        FROM kafka_sink.pipeline_definitions p WHERE p.name = '$name'")"
 done
 check "the model marked rows and deleted rows (the test can fail)" t \
       "$([ "$(cat "$W/soft.plain.marks")" -gt 0 ] && [ "$(cat "$W/soft.cdc.marks")" -gt 0 ] && echo t || echo f)"

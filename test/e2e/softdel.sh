@@ -11,10 +11,13 @@
 # in _deleted and _deleted_at or in _deleted_at alone, one whose worker is
 # killed with SIGKILL while it runs, a run with kafka_sink.apply_strategy =
 # on_conflict, and a hard one beside them; every table must equal the
-# model.  Then routed pipelines (a table per topic or per source table,
+# model, and message_fate's revived (the upsert that brought a marked row
+# back: counted once per mark, the exact offsets at one message per
+# batch, the detail naming what the marked row held).  Then routed pipelines (a table per topic or per source table,
 # each equal to the model of its own events; a table without a mark column
 # quarantined, then replayed; create_targets making _deleted_at), and the
-# create-time refusals.
+# create-time refusals; an older change event stays stale, not revived,
+# when the recorded delete position is pruned.
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
@@ -60,6 +63,24 @@ copy_sql() { # KIND NAME MARKS
     else
         echo "COPY (SELECT id, name, qty, _kafka_source_position, $mark _kafka_offset FROM e2e.$2 ORDER BY id) TO STDOUT"
     fi
+}
+
+# check_held WHAT PIPELINE TOPIC HELD_FILE [SUFFIX]: message_fate and
+# message_fates name, in the detail of each message the model says
+# revived, what the marked row held to order by ("offset<TAB>v = 3":
+# softdel_model.py), then SUFFIX (a replay's)
+check_held() {
+    local n vals
+    n="$(wc -l < "$4")"
+    [ "$n" -gt 0 ] || { check "$1 (the model has a revived message: the check can fail)" t f; return; }
+    vals="$(awk -F'\t' -v q="'" '{ printf "%s(%s::bigint, %s%s%s)", (NR > 1 ? ", " : ""), $1, q, $2, q }' "$4")"
+    check "$1" "$n/$n" \
+          "$(sql -c "SELECT count(*) FILTER (WHERE f.fate = 'revived' AND s.fate = 'revived' AND f.detail = s.detail
+                                                 AND f.detail LIKE '%marked deleted (delete_mode soft) at ' || v.h || '${5:-}: its current source')
+                             || '/' || count(*)
+                        FROM (VALUES $vals) v(o, h)
+                        CROSS JOIN LATERAL kafka_sink.message_fate('$2', '$3', 0, v.o) f
+                        JOIN kafka_sink.message_fates('$2', '$3') s ON s.partition = 0 AND s.\"offset\" = v.o")"
 }
 
 # one run: KIND SEED_INDEX SEED STRATEGY; the pipelines of the run share a topic
@@ -110,10 +131,38 @@ run() {
         if [ "${modes[$i]}" = soft ]; then
             check_fates "$what: message_fate and message_fates give every offset a fate the model allows" \
                         "$name" "$topic" "$W/soft.$kind.$s.fates"
+            check_held "$what: a revived message's detail names what the marked row held" \
+                       "$name" "$topic" "$W/soft.$kind.$s.held"
             check "$what: the batches count the model's marks as soft_deleted, none as deleted" \
                   "0 t" "$(sql -c "SELECT coalesce(sum(b.deleted), 0) || ' ' || CASE WHEN sum(b.soft_deleted) > 0 THEN 't' ELSE 'f' END
                                     FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
                                       ON p.id = b.pipeline_id WHERE p.name = '$name'")"
+            # revived: the batches record each upsert that brought a marked
+            # row back once (revived_offsets, as many as batches.revived);
+            # a marked row comes back once per mark whatever the batch
+            # split, so as many as the model's one at a time; one message
+            # per batch: the model's very offsets (an older re-sent event
+            # the guard keeps out is not one)
+            check "$what: revived_offsets holds each revived message once, as many as batches.revived counts" \
+                  "t" "$(sql -c "SELECT (SELECT count(*) FROM kafka_sink.revived_offsets ro JOIN kafka_sink.pipeline_definitions p
+                                          ON p.id = ro.pipeline_id, unnest(ro.offsets) o WHERE p.name = '$name')
+                                  = (SELECT count(DISTINCT o) FROM kafka_sink.revived_offsets ro JOIN kafka_sink.pipeline_definitions p
+                                          ON p.id = ro.pipeline_id, unnest(ro.offsets) o WHERE p.name = '$name')
+                                 AND (SELECT count(*) FROM kafka_sink.revived_offsets ro JOIN kafka_sink.pipeline_definitions p
+                                          ON p.id = ro.pipeline_id, unnest(ro.offsets) o WHERE p.name = '$name')
+                                  = (SELECT coalesce(sum(b.revived), 0) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
+                                          ON p.id = b.pipeline_id WHERE p.name = '$name')")"
+            check "$what: batches.revived sums to the model's revivals" \
+                  "$(cat "$W/soft.$kind.$s.revivals")" \
+                  "$(sql -c "SELECT coalesce(sum(b.revived), 0) FROM kafka_sink.batches b JOIN kafka_sink.pipeline_definitions p
+                              ON p.id = b.pipeline_id WHERE p.name = '$name'")"
+            if [ "${maxes[$i]}" = 1 ]; then
+                check "$what: one message per batch: revived_offsets are the model's revived offsets" \
+                      "$(cat "$W/soft.$kind.$s.revived")" \
+                      "$(sql -c "SELECT coalesce(string_agg(o::text, ' ' ORDER BY o), '') FROM kafka_sink.revived_offsets ro
+                                  JOIN kafka_sink.pipeline_definitions p ON p.id = ro.pipeline_id, unnest(ro.offsets) o
+                                 WHERE p.name = '$name'")"
+            fi
         fi
         check "$what quarantined nothing" 0 \
               "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
@@ -124,6 +173,8 @@ run() {
     # (a change event's delete may be followed by the key's next create)
     check "seed $seed ($kind): the model expects fates of marked rows (the fate check can fail)" t \
           "$(grep -qE $'\t(soft_deleted|truncated)$' "$W/soft.$kind.$s.fates" && echo t || echo f)"
+    check "seed $seed ($kind): the model expects revived messages (the revived checks can fail)" t \
+          "$(grep -qE $'\trevived$' "$W/soft.$kind.$s.fates" && [ "$(cat "$W/soft.$kind.$s.revivals")" -gt 0 ] && echo t || echo f)"
     for name in "${names[@]}"; do
         sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
     done
@@ -274,6 +325,17 @@ SQL
                   "$(sql -c "SET ROLE ks_e2e" -c "SELECT replayed || '|' || still_failing FROM kafka_sink.replay_quarantine('$p', target => 'e2e.$name')")"
             sql -c "$(copy_sql "$kind" "$name" at)" > "$W/r.$name.actual"
             check_model "$what: $name replayed equals the model of its events" "$W/r.$name.soft" "$W/r.$name.actual"
+            # the replay's revivals: on the quarantine rows, as many as the
+            # model's (once per mark, as for batches), and message_fate
+            # says revived for the replayed upsert a live row names
+            check "$what: $name replayed: the quarantine rows record the model's revivals" \
+                  "$(cat "$W/r.$name.soft.revivals")" \
+                  "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions d
+                              ON d.id = q.pipeline_id WHERE d.name = '$p' AND q.topic = '$name' AND q.replay_revived IS NOT NULL")"
+            check_fates "$what: $name replayed: message_fate gives every offset a fate the model allows" \
+                        "$p" "$name" "$W/r.$name.soft.fates"
+            check_held "$what: $name replayed: a revived message's detail names what the marked row held" \
+                       "$p" "$name" "$W/r.$name.soft.held" ", replayed by replay_quarantine"
             continue
         fi
         if [ "$t" = d ]; then
@@ -292,7 +354,13 @@ SQL
             check_model "$what: $name equals the model of its events" "$W/r.$name.soft" "$W/r.$name.actual"
             check_fates "$what: $name: message_fate gives every offset a fate the model allows" \
                         "$p" "$name" "$W/r.$name.soft.fates"
+            check_held "$what: $name: a revived message's detail names what the marked row held" \
+                       "$p" "$name" "$W/r.$name.soft.held"
         fi
+        [ "$t" = d ] || check "$what: $name: revived_offsets record the model's revivals" \
+                  "$(cat "$W/r.$name.soft.revivals")" \
+                  "$(sql -c "SELECT count(*) FROM kafka_sink.revived_offsets ro JOIN kafka_sink.pipeline_definitions d
+                              ON d.id = ro.pipeline_id, unnest(ro.offsets) o WHERE d.name = '$p' AND ro.topic = '$name'")"
         check "$what: $name quarantined nothing" 0 \
               "$(sql -c "SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions d
                           ON d.id = q.pipeline_id WHERE d.name = '$p' AND q.topic = '$name'")"
@@ -305,6 +373,57 @@ seed=$((RANDOM * 32768 + RANDOM))
 [ -z "${KS_SOFTDEL_SEED:-}" ] || seed="$KS_SOFTDEL_SEED"
 routed plain "$seed"
 routed cdc "$((seed + 1))"
+
+# revived is what the MERGE did, guard included: a change event older than
+# the delete that marked its row stays stale even when the recorded
+# delete position is gone (kafka_sink.cdc_deletions pruned, as
+# event_id_retention does), since the marked row holds the delete's
+# position; the newer create after it revives the row, and its detail
+# names that position.  One message per batch, offsets by hand: c 1@100,
+# d 1@200 (and its tombstone), then u 1@150, c 1@300.
+guarded() {
+    local topic="sd_guard_$SFX" name="sdg$SFX" id
+    "$HARNESS" topic-create "$topic" 1 >/dev/null 2>&1 || true
+    python3 - "$E2E_DIR" > "$W/guard.msgs" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from softdel_model import cdc_value
+k = json.dumps({"id": 1})
+print(k + "\t" + cdc_value("c", 1, 100, {"id": 1, "name": "n@100", "qty": 1}))
+print(k + "\t" + cdc_value("d", 1, 200, None))
+print(k + "\t")
+PY
+    kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z < "$W/guard.msgs"
+    table_sql cdc "$name" both | sql >/dev/null
+    pipeline_sql cdc "$name" "$topic" 1 soft | sql >/dev/null
+    poll "$(done_sql "$name" 3)" 120 || check "guard: the first messages consumed" t f
+    id="$(sql -c "SELECT id FROM kafka_sink.pipeline_definitions WHERE name = '$name'")"
+    check "guard: the delete recorded its position, then pruned" "1" \
+          "$(sql -c "WITH d AS (DELETE FROM kafka_sink.cdc_deletions WHERE pipeline_id = $id RETURNING 1) SELECT count(*) FROM d")"
+    produce_cdc() { # LSN NAME QTY OP
+        python3 -c "import json, sys; sys.path.insert(0, sys.argv[1]); from softdel_model import cdc_value
+print(json.dumps({'id': 1}) + '\t' + cdc_value(sys.argv[5], 1, int(sys.argv[2]), {'id': 1, 'name': sys.argv[3], 'qty': int(sys.argv[4])}))" \
+            "$E2E_DIR" "$@" | kcat -P -b "$KS_BOOTSTRAP" -t "$topic" -p 0 -K $'\t' -Z
+    }
+    produce_cdc 150 n@150 2 u
+    poll "$(done_sql "$name" 4)" 120 || check "guard: the older update consumed" t f
+    check "guard: the older update stays stale (the marked row holds the delete's position)" \
+          "stale|the row for key {\"id\": 1} (from batch N) was newer: its source position 200, this event's 150" \
+          "$(sql -c "SELECT f.fate || '|' || regexp_replace(f.detail, 'batch [0-9]+', 'batch N')
+                      FROM kafka_sink.message_fate('$name', '$topic', 0, 3) f")"
+    produce_cdc 300 n@300 3 c
+    poll "$(done_sql "$name" 5)" 120 || check "guard: all messages consumed" t f
+    check "guard: the newer create revives the row, its detail naming the delete's position" \
+          "revived|brought back the row with key {\"id\": 1}, marked deleted (delete_mode soft) at source position 200: its current source" \
+          "$(sql -c "SELECT f.fate || '|' || f.detail FROM kafka_sink.message_fate('$name', '$topic', 0, 4) f")"
+    check "guard: revived_offsets and batches.revived hold the create alone" "{4}|{\"source position 200\"}|1" \
+          "$(sql -c "SELECT (SELECT string_agg(offsets::text || '|' || held::text, ',') FROM kafka_sink.revived_offsets WHERE pipeline_id = $id)
+                             || '|' || (SELECT sum(revived) FROM kafka_sink.batches WHERE pipeline_id = $id)")"
+    check "guard: the row is the create's" "1	n@300	3	300	f" \
+          "$(sql -c "COPY (SELECT id, name, qty, _kafka_source_position, _deleted FROM e2e.$name) TO STDOUT")"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
+}
+guarded
 
 # the statements shown are the ones run: the soft delete is an UPDATE
 sql >/dev/null <<SQL

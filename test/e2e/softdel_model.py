@@ -46,7 +46,16 @@ expect also writes SOFT_FILE.fates, the fates message_fate may give each
 offset of the soft target ("0:offset<TAB>fate|fate..."), from the soft
 target above: the message a row names is applied, or soft_deleted when it
 is the delete that marked the row (a change event's upsert whose row a
-truncate marked: truncated); a truncate is truncated; a tombstone for a
+truncate marked: truncated), or revived when its upsert found the row
+marked (applied or revived when an earlier upsert revived the row since
+its last mark: the batch split decides which of the two brought it back);
+SOFT_FILE.revivals: how many upserts found their row marked and passed the
+guard, one message at a time (a marked row comes back once per mark, so
+every pipeline's batches.revived sums to it, whatever the batch split), and
+SOFT_FILE.revived their offsets (the revived_offsets of a pipeline reading
+one message per batch); SOFT_FILE.held: the offsets whose fate is revived
+and what the marked row they brought back held to order by (message_fate's
+detail names it); a truncate is truncated; a tombstone for a
 key that never had a row is deleted (change events: a delete of such a key
 deleted, an upsert the guards kept out deleted or truncated); Debezium's
 tombstone after a delete superseded; any other message did not become its
@@ -71,6 +80,8 @@ import sys
 
 N = r"\N"
 MARKS = [0]                                 # how many times a row was marked (the test can fail)
+REVIVALS = []                               # the offsets of the upserts that found their row marked (soft)
+HELD = {}                                   # of each, what the marked row held to order by
 
 
 def gen_plain(rnd, out):
@@ -92,8 +103,14 @@ def gen_plain(rnd, out):
         if len(lines) > 6 and rnd.random() < 0.08:
             i = rnd.randint(0, len(lines) - 3)
             lines.extend(lines[i:i + rnd.randint(2, 6)])
-    # a tombstone last, so that a row ends marked (its fate soft_deleted)
-    lines.append("%d\t" % rnd.randint(1, keys))
+    # a key upserted, marked and upserted again (its fate revived, the
+    # checks of revived can fail), an older copy of the first upsert
+    # re-sent after; then a tombstone last of another key, so that a row
+    # ends marked (its fate soft_deleted)
+    k = rnd.randint(1, keys)
+    first = "%d\t%s" % (k, json.dumps({"v": 5, "a": "first"}))
+    lines.extend([first, "%d\t" % k, "%d\t%s" % (k, json.dumps({"v": 6, "a": "revived"})), first])
+    lines.append("%d\t" % rnd.choice([x for x in range(1, keys + 1) if x != k]))
     out.write("\n".join(lines) + "\n")
 
 
@@ -133,6 +150,15 @@ def gen_cdc(rnd, out):
         if len(lines) > 8 and rnd.random() < 0.06:
             i = rnd.randint(0, len(lines) - 4)
             lines.extend(lines[i:i + rnd.randint(3, 10)])   # a connector restart re-sends a range
+    # a key (not 1: retable deletes it last) written, deleted and created
+    # again (revived), the first event re-sent between (older than the
+    # delete: stale, it revives nothing)
+    k = rnd.randint(2, keys)
+    key = json.dumps({"id": k})
+    first = key + "\t" + cdc_value("u" if k in alive else "c", k, lsn + 1,
+                                   {"id": k, "name": "n%d@%d" % (k, lsn + 1), "qty": 1})
+    lines.extend([first, key + "\t" + cdc_value("d", k, lsn + 2, None), key + "\t", first,
+                  key + "\t" + cdc_value("c", k, lsn + 3, {"id": k, "name": "n%d@%d" % (k, lsn + 3), "qty": 2})])
     out.write("\n".join(lines) + "\n")
 
 
@@ -147,6 +173,17 @@ def fmt(x):
 
 
 OTHER = "superseded|stale|overwritten"
+# the fate of the message a live row names, by revive()
+LIVE_FATE = {"yes": "revived", "maybe": "applied|revived", "no": "applied"}
+
+
+def write_held(path, fates):
+    """The offsets whose fate is revived, with what the row they brought
+    back held ("offset<TAB>v = 3", "offset<TAB>source position 120")."""
+    with open(path, "w") as f:
+        for off in sorted(fates):
+            if fates[off] == "revived":
+                f.write("%d\t%s\n" % (off, HELD[off]))
 
 
 def write_fates(path, fates):
@@ -170,10 +207,30 @@ def upsert_plain(rows, k, m, off):
     r = rows.get(k)
     if r is None or r["deleted"]:
         rows[k] = {"v": m["v"], "a": m.get("a"), "b": m.get("b"), "c": m.get("c"),
-                   "deleted": False, "deleted_at": None, "off": off}
+                   "deleted": False, "deleted_at": None, "off": off, "rev": revive(r, off)}
     elif r["v"] is None or m["v"] >= r["v"]:
         r.update(m)
         r["off"] = off
+        r["rev"] = after_revival(r)
+
+
+def revive(r, off):
+    """Whether an upsert that applies to row r (None: no row) revived it:
+    "yes" when r is marked (it brought the row back, whatever the batch
+    split); else "maybe" when an upsert revived r since its last mark (in
+    the same batch segment as this one, this one is the winner that brings
+    it back: revived or applied by where the batches fell), else "no"."""
+    if r is not None and r["deleted"]:
+        REVIVALS.append(off)
+        # what the marked row held to order by: a tombstone kept the order
+        # value, a change event's delete or truncate left its position
+        HELD[off] = ("v = %s" % fmt(r["v"]).replace(N, "NULL")) if "v" in r else "source position %s" % r["pos"]
+        return "yes"
+    return after_revival(r)
+
+
+def after_revival(r):
+    return "maybe" if r is not None and r.get("rev") in ("yes", "maybe") else "no"
 
 
 def expect_plain(msgs, ts, soft_out, hard_out):
@@ -203,10 +260,11 @@ def expect_plain(msgs, ts, soft_out, hard_out):
         if r is None:
             fates[off] = "deleted"
         elif r["off"] == off:
-            fates[off] = "soft_deleted" if r["deleted"] else "applied"
+            fates[off] = "soft_deleted" if r["deleted"] else LIVE_FATE[r["rev"]]
         else:
             fates[off] = OTHER
     write_fates(soft_out + ".fates", fates)
+    write_held(soft_out + ".held", fates)
 
 
 def expect_cdc(msgs, ts, soft_out, hard_out):
@@ -252,7 +310,7 @@ def expect_cdc(msgs, ts, soft_out, hard_out):
             r = rows.get(k)
             if r is None or pos >= r["pos"]:
                 rows[k] = {"name": a["name"], "qty": a["qty"], "pos": pos, "deleted": False,
-                           "deleted_at": None, "off": off}
+                           "deleted_at": None, "off": off, "rev": revive(r, off)}
     with open(soft_out, "w") as f:
         for k in sorted(soft):
             r = soft[k]
@@ -276,10 +334,11 @@ def expect_cdc(msgs, ts, soft_out, hard_out):
         if r is None:
             fates[off] = "deleted" if e["op"] == "d" else "deleted|truncated"
         elif r["off"] == off:
-            fates[off] = ("soft_deleted" if e["op"] == "d" else "truncated") if r["deleted"] else "applied"
+            fates[off] = ("soft_deleted" if e["op"] == "d" else "truncated") if r["deleted"] else LIVE_FATE[r["rev"]]
         else:
             fates[off] = OTHER
     write_fates(soft_out + ".fates", fates)
+    write_held(soft_out + ".held", fates)
 
 
 def expect_switch(msgs, ts, boundary, out):
@@ -366,6 +425,11 @@ def main():
         marks = sys.argv[5] + ".marks"
     with open(marks, "w") as f:
         f.write("%d\n" % MARKS[0])
+    if cmd == "expect":
+        with open(sys.argv[5] + ".revivals", "w") as f:
+            f.write("%d\n" % len(REVIVALS))
+        with open(sys.argv[5] + ".revived", "w") as f:
+            f.write(" ".join(str(o) for o in sorted(REVIVALS)) + "\n")
 
 
 if __name__ == "__main__":

@@ -180,6 +180,7 @@ CREATE TABLE kafka_sink.batches (
     filtered     bigint NOT NULL DEFAULT 0,
     soft_deleted bigint NOT NULL DEFAULT 0,
     skipped      bigint NOT NULL DEFAULT 0,
+    revived      bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (pipeline_id, batch_id)
 );
 
@@ -209,6 +210,7 @@ CREATE TABLE kafka_sink.quarantine (
     replayed_at    timestamptz,
     target         text,            -- the table it was routed to (or would be), quoted
     replay_filter  text,            -- replay_quarantine: the filter that left it out
+    replay_revived text, -- replay_quarantine: it brought a marked row back
     UNIQUE (pipeline_id, topic, partition, message_offset)
 );
 
@@ -236,6 +238,20 @@ CREATE TABLE kafka_sink.filtered_offsets (
     partition   integer NOT NULL CHECK (partition >= 0),
     offsets     bigint[] NOT NULL CHECK (cardinality(offsets) > 0),
     filter      text NOT NULL,
+    PRIMARY KEY (pipeline_id, batch_id, topic, partition),
+    FOREIGN KEY (pipeline_id, batch_id) REFERENCES kafka_sink.batches (pipeline_id, batch_id) ON DELETE CASCADE
+);
+
+-- revived_offsets: delete_mode soft, the offsets whose upsert brought a
+-- marked row back (docs/soft-deletes.md), as filtered_offsets: one row per
+-- batch and partition that had any, pruned with the batch's marker
+CREATE TABLE kafka_sink.revived_offsets (
+    pipeline_id bigint NOT NULL,
+    batch_id    bigint NOT NULL,
+    topic       text NOT NULL,
+    partition   integer NOT NULL CHECK (partition >= 0),
+    offsets     bigint[] NOT NULL CHECK (cardinality(offsets) > 0),
+    held        text[] NOT NULL CHECK (cardinality(held) = cardinality(offsets)),
     PRIMARY KEY (pipeline_id, batch_id, topic, partition),
     FOREIGN KEY (pipeline_id, batch_id) REFERENCES kafka_sink.batches (pipeline_id, batch_id) ON DELETE CASCADE
 );
@@ -368,6 +384,7 @@ SELECT pg_catalog.pg_extension_config_dump('kafka_sink.errors_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.schemas', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.cdc_deletions', '');
 SELECT pg_catalog.pg_extension_config_dump('kafka_sink.filtered_offsets', '');
+SELECT pg_catalog.pg_extension_config_dump('kafka_sink.revived_offsets', '');
 
 -- ---- comments ----
 COMMENT ON TABLE kafka_sink.pipeline_definitions IS
@@ -384,6 +401,12 @@ COMMENT ON TABLE kafka_sink.event_ids IS
 'Producer event ids already applied to a target, for deduplicating retries across batches and pipeline rebuilds; pruned after event_id_retention.';
 COMMENT ON TABLE kafka_sink.cdc_deletions IS
 'Change events (envelope debezium): the source position of the last delete of each key and of the last truncate (key null) per pipeline and target, so that replayed older events do not bring rows back; deleted keys are pruned after event_id_retention.';
+COMMENT ON TABLE kafka_sink.revived_offsets IS
+'delete_mode soft: the offsets of each retained batch whose upsert brought its key''s marked row back, per partition (message_fate and message_fates tell them revived); pruned with the batch''s marker.';
+COMMENT ON COLUMN kafka_sink.revived_offsets.offsets IS
+    'The offsets of the batch''s messages of this topic and partition that brought a row marked deleted back (counted in batches.revived), in the order the batch applied them';
+COMMENT ON COLUMN kafka_sink.revived_offsets.held IS
+    'For each of offsets, what the marked row held to order by when the upsert overrode it (''source position 200'' that a change event''s delete or truncate left, ''v = 5'' that a tombstone kept; empty without an order column)';
 COMMENT ON TABLE kafka_sink.filtered_offsets IS
 'The offsets the pipeline''s filter left out of each retained batch, per partition (message_fate and message_fates tell them filtered); pruned with the batch''s marker.';
 COMMENT ON COLUMN kafka_sink.cdc_deletions.source_time IS
@@ -430,6 +453,8 @@ COMMENT ON COLUMN kafka_sink.quarantine.reason IS
     'expression_error (the pipeline''s filter or a computed column raised for the message''s values)';
 COMMENT ON COLUMN kafka_sink.quarantine.target IS
     'The table the message was routed to, or would have been (quoted, schema-qualified); NULL for rows written before 0.2.0';
+COMMENT ON COLUMN kafka_sink.quarantine.replay_revived IS
+    'delete_mode soft: set when replay_quarantine replayed the message and its upsert brought its key''s marked row back (message_fate: revived): what the marked row held to order by (its delete''s source position or order value; empty without an order column); NULL otherwise';
 COMMENT ON COLUMN kafka_sink.quarantine.replay_filter IS
     'Set when replay_quarantine replayed the message and the pipeline''s filter left it out (its text then): the message is filtered, not applied (message_fate); NULL otherwise';
 COMMENT ON COLUMN kafka_sink.pipeline_definitions.target_template IS
@@ -473,6 +498,8 @@ COMMENT ON COLUMN kafka_sink.pipeline_definitions.computed IS
     'Computed columns: {"column": "<SQL expression over the decoded row>"}, each assigned to its column after decoding (NULL: none)';
 COMMENT ON COLUMN kafka_sink.batches.filtered IS
     'Messages of the batch the pipeline''s filter left out';
+COMMENT ON COLUMN kafka_sink.batches.revived IS
+    'delete_mode soft: rows of the batch''s target marked deleted that an upsert brought back (their messages in kafka_sink.revived_offsets); counted in updated too';
 COMMENT ON COLUMN kafka_sink.batches.soft_deleted IS
     'delete_mode soft: rows of the batch''s target marked deleted (by tombstones, change events'' deletes and truncates); not counted in deleted';
 COMMENT ON COLUMN kafka_sink.batches.skipped IS

@@ -17,7 +17,8 @@ DO $$
 DECLARE
     t text;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['secrets', 'offsets', 'batches', 'quarantine', 'data_loss', 'errors', 'offset_resets', 'cdc_deletions', 'filtered_offsets']
+    FOREACH t IN ARRAY ARRAY['secrets', 'offsets', 'batches', 'quarantine', 'data_loss', 'errors', 'offset_resets', 'cdc_deletions', 'filtered_offsets',
+                             'revived_offsets']
     LOOP
         EXECUTE format('ALTER TABLE kafka_sink.%I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('CREATE POLICY own_pipelines ON kafka_sink.%I

@@ -152,3 +152,35 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON kafka_sink.filtered_offsets TO kafka_sin
 ALTER TABLE kafka_sink.cdc_deletions ADD COLUMN source_time timestamptz;
 COMMENT ON COLUMN kafka_sink.cdc_deletions.source_time IS
     'Mode history: a truncate''s source commit time, which its deleted versions take as _valid_from_at (docs/history.md, "Reading by time"); NULL otherwise';
+
+-- delete_mode soft: the upserts that brought a marked row back, counted and
+-- recorded per batch (docs/soft-deletes.md)
+ALTER TABLE kafka_sink.batches ADD COLUMN revived bigint NOT NULL DEFAULT 0;
+COMMENT ON COLUMN kafka_sink.batches.revived IS
+    'delete_mode soft: rows of the batch''s target marked deleted that an upsert brought back (their messages in kafka_sink.revived_offsets); counted in updated too';
+ALTER TABLE kafka_sink.quarantine ADD COLUMN replay_revived text;
+COMMENT ON COLUMN kafka_sink.quarantine.replay_revived IS
+    'delete_mode soft: set when replay_quarantine replayed the message and its upsert brought its key''s marked row back (message_fate: revived): what the marked row held to order by (its delete''s source position or order value; empty without an order column); NULL otherwise';
+CREATE TABLE kafka_sink.revived_offsets (
+    pipeline_id bigint NOT NULL,
+    batch_id    bigint NOT NULL,
+    topic       text NOT NULL,
+    partition   integer NOT NULL CHECK (partition >= 0),
+    offsets     bigint[] NOT NULL CHECK (cardinality(offsets) > 0),
+    held        text[] NOT NULL CHECK (cardinality(held) = cardinality(offsets)),
+    PRIMARY KEY (pipeline_id, batch_id, topic, partition),
+    FOREIGN KEY (pipeline_id, batch_id) REFERENCES kafka_sink.batches (pipeline_id, batch_id) ON DELETE CASCADE
+);
+SELECT pg_catalog.pg_extension_config_dump('kafka_sink.revived_offsets', '');
+COMMENT ON TABLE kafka_sink.revived_offsets IS
+'delete_mode soft: the offsets of each retained batch whose upsert brought its key''s marked row back, per partition (message_fate and message_fates tell them revived); pruned with the batch''s marker.';
+COMMENT ON COLUMN kafka_sink.revived_offsets.offsets IS
+    'The offsets of the batch''s messages of this topic and partition that brought a row marked deleted back (counted in batches.revived), in the order the batch applied them';
+COMMENT ON COLUMN kafka_sink.revived_offsets.held IS
+    'For each of offsets, what the marked row held to order by when the upsert overrode it (''source position 200'' that a change event''s delete or truncate left, ''v = 5'' that a tombstone kept; empty without an order column)';
+ALTER TABLE kafka_sink.revived_offsets ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_pipelines ON kafka_sink.revived_offsets
+    USING (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.id = pipeline_id))
+    WITH CHECK (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.id = pipeline_id));
+REVOKE ALL ON kafka_sink.revived_offsets FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON kafka_sink.revived_offsets TO kafka_sink_admin;
