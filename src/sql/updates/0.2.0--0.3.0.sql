@@ -152,3 +152,10 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON kafka_sink.filtered_offsets TO kafka_sin
 ALTER TABLE kafka_sink.cdc_deletions ADD COLUMN source_time timestamptz;
 COMMENT ON COLUMN kafka_sink.cdc_deletions.source_time IS
     'Mode history: a truncate''s source commit time, which its deleted versions take as _valid_from_at (docs/history.md, "Reading by time"); NULL otherwise';
+
+-- change events: the deleted keys as text (jsonb's canonical form, which
+-- key::text gives), compared bytewise: the btree upsert of each delete no
+-- longer compares jsonb (docs/performance.md)
+ALTER TABLE kafka_sink.cdc_deletions ALTER COLUMN key TYPE text COLLATE "C" USING key::text;
+COMMENT ON COLUMN kafka_sink.cdc_deletions.key IS
+    'The deleted key: its key columns'' values as a JSON array of texts, in jsonb''s canonical text (collation C: compared bytewise); ''null'' for the truncate; mode history''s truncates {"truncate": position}';
