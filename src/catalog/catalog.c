@@ -1017,7 +1017,8 @@ static Datum text_array(List *texts);
 /* ---- change events: the positions of deleted keys and truncates ---- */
 
 /*
- * The recorded positions of keys (jsonb texts; "null" is the truncate) of
+ * The recorded positions of keys (their canonical JSON texts, compared
+ * bytewise; "null" is the truncate) of
  * a pipeline's target: fills *found_keys and *found_positions (texts).
  * Not read-only: it must see the truncate this batch recorded just before.
  */
