@@ -68,7 +68,12 @@ key_text(KsTarget *t, KsRow *r)
 		escape_json(&b, OidOutputFunctionCall(out, r->values[t->key_index[k]]));
 	}
 	appendStringInfoChar(&b, ']');
-	/* the text jsonb gives back: compared as jsonb anyway */
+
+	/*
+	 * jsonb's canonical text of the array (escape_json, ", "): the column is
+	 * text compared bytewise, and the 0.3.0 update converted the keys
+	 * recorded as jsonb with key::text, so both must agree byte for byte
+	 */
 	return b.data;
 }
 
@@ -259,7 +264,7 @@ ks_cdc_record_deletes(KsBatch *batch, int *dels, int ndels)
 		ks_catalog_cdc_prune(batch->pipeline->id, t->relid, batch->pipeline->contract.event_id_retention_s);
 }
 
-/* A recorded delete (cdc_deletions): its key's jsonb text and its position. */
+/* A recorded delete (cdc_deletions): its key's text and its position. */
 typedef struct FoundKey
 {
 	const char *key;
@@ -306,10 +311,7 @@ ks_cdc_drop_stale(KsBatch *batch, int *sel, int nsel)
 	{
 		KsRow	   *r = &batch->rows[sel[i]];
 
-		/*
-		 * the key as key::text gives it back: jsonb prints an array of
-		 * strings exactly as key_text writes it (escape_json both ways)
-		 */
+		/* the key as cdc_deletions holds it (key_text's canonical text) */
 		texts[i] = r->nulls[t->order_index] ? NULL : key_text(t, r);
 		if (texts[i])
 			keys = lappend(keys, texts[i]);

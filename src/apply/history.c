@@ -403,10 +403,10 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 	else
 		appendStringInfo(&b, ", m AS (SELECT %s, min(_ks_v) AS _ks_min FROM e GROUP BY %s)", keys, keys);
 	if (t->cdc)
-		appendStringInfo(&b, ", tr AS (SELECT (d.key ->> 'truncate')::numeric AS _ks_p, d.source_time AS _ks_at"
+		appendStringInfo(&b, ", tr AS (SELECT (d.key::jsonb ->> 'truncate')::numeric AS _ks_p, d.source_time AS _ks_at"
 						 " FROM kafka_sink.cdc_deletions d"
 						 " WHERE d.pipeline_id = " INT64_FORMAT " AND d.target = %u"
-						 " AND pg_catalog.jsonb_typeof(d.key) = 'object')", pipeline_id, t->relid);
+						 " AND d.key LIKE '{%%')", pipeline_id, t->relid);
 	/* o: the stored versions from the base on */
 	if (t->track)
 		append_stored_states(&b, t);

@@ -822,7 +822,7 @@ BEGIN
         EXECUTE format('SELECT to_jsonb(ARRAY[%s]) FROM jsonb_populate_record(NULL::%s, $1) kk',
                        (SELECT string_agg(format('kk.%I::text', c), ', ') FROM unnest(keycols) c), tgt)
            INTO keyarr USING k;
-        SELECT max(d.position) FILTER (WHERE d.key = keyarr), max(d.position) FILTER (WHERE d.key = 'null'::jsonb)
+        SELECT max(d.position) FILTER (WHERE d.key = keyarr::text), max(d.position) FILTER (WHERE d.key = 'null')
           INTO del_pos, trunc_pos
           FROM kafka_sink.cdc_deletions d WHERE d.pipeline_id = p.id AND d.target = tgt;
         -- the first of them at or past this event is what removed the row

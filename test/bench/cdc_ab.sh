@@ -14,7 +14,9 @@
 # the harness's PostgreSQL (KS_PGBIN's lib dir), restarts the cluster and
 # measures JSON then Avro: A B A B ... in the same session (the last build
 # stays installed; run the harness's env, so that pg-start keeps KS_PGBIN);
-# without builds, the installed build only.  Every run's tables are compared with a model of
+# without builds, the installed build only.  A build whose catalog tables
+# differ (a column's type) brings SO.sql next to it, run as superuser after
+# its restart, that puts the installed catalog into its shape.  Every run's tables are compared with a model of
 # the events computed here (the last image per key, deletes and truncates
 # applied): a run whose rows differ fails the script.  Prints one line per
 # run and the medians.  Needs a running harness (KS_KEEP_RUNNING=1 on any
@@ -126,6 +128,8 @@ swap() {  # install build $1 and restart the cluster
     cp "$1" "$LIB/kafka_sink.so.new" && mv "$LIB/kafka_sink.so.new" "$LIB/kafka_sink.so"
     "$HARNESS" pg-stop >/dev/null 2>&1
     "$HARNESS" pg-start >/dev/null 2>&1
+    # a build whose catalog differs brings it: SO.sql, run as superuser
+    [ ! -f "$1.sql" ] || sql -f "$1.sql" >/dev/null
 }
 run() {  # LABEL FORMAT -> "LABEL FORMAT cpu_s"
     local s="cab_$RUNS" name pid fmt="" got

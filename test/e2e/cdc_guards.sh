@@ -16,6 +16,18 @@ for t in "$T" "${T}_ign" "${T}_fail" "${T}_types"; do "$HARNESS" topic-create "$
 
 # ev OP ID LSN [NAME]: one change event line "key|value" (the key bare)
 ev() { cdc_event "$1" "$2" "lsn=${3:-0}" ${4+--name "$4"} --extra '{"qty": 5}' --before-extra '{"qty": 0}'; }
+# cdc_target NAME TOPIC COLUMNS: table e2e.NAME_$SFX (COLUMNS, owned by
+# ks_e2e) and its pipeline NAME_$SFX (envelope debezium) from TOPIC
+cdc_target() {
+    sql >/dev/null <<SQL
+CREATE TABLE e2e.$1_$SFX ($3);
+ALTER TABLE e2e.$1_$SFX OWNER TO ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => '$1_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$2'], target => 'e2e.$1_$SFX', starting_offsets => 'earliest',
+       envelope => 'debezium');
+SQL
+}
 rows() { sql -c "SELECT coalesce(string_agg(id || ':' || name || '@' || _kafka_source_position, ' ' ORDER BY id), '-') FROM e2e.$1"; }
 
 sql >/dev/null <<SQL
@@ -156,15 +168,8 @@ check "time connect: timestamps in ms" 0 \
                   WHERE date_trunc('milliseconds', a.created) IS DISTINCT FROM b.created OR a.price IS DISTINCT FROM b.price")"
 
 # hand-made encodings the fixtures lack: bytea, time(3)/time(6) by the column's precision, double, boolean
-sql >/dev/null <<SQL
-CREATE TABLE e2e.types_$SFX (id int PRIMARY KEY, b bytea, t3 time(3), t6 time(6), ts3 timestamp(3), d float8,
-    ok boolean, j jsonb, n numeric(8,2), _kafka_source_position numeric);
-ALTER TABLE e2e.types_$SFX OWNER TO ks_e2e;
-SET ROLE ks_e2e;
-SELECT kafka_sink.create_pipeline(name => 'types_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
-       subscribe => ARRAY['${T}_types'], target => 'e2e.types_$SFX', starting_offsets => 'earliest',
-       envelope => 'debezium');
-SQL
+cdc_target types "${T}_types" "id int PRIMARY KEY, b bytea, t3 time(3), t6 time(6), ts3 timestamp(3), d float8,
+    ok boolean, j jsonb, n numeric(8,2), _kafka_source_position numeric"
 cat <<'MSGS' | produce_batch "${T}_types"
 {"id": 1}|{"op": "c", "source": {"lsn": 1}, "after": {"id": 1, "b": "3q2+7w==", "t3": 45296789, "t6": 45296789012, "ts3": 958284369123, "d": 1.5e300, "ok": true, "j": "\"a json string\"", "n": "AMg="}}
 {"id": 2}|{"op": "c", "source": {"lsn": 2}, "after": {"id": 2, "n": "not base64!"}}
@@ -211,6 +216,37 @@ check "the placeholder is never written" 0 \
       "$(sql -c "SELECT count(*) FROM e2e.toast_$SFX WHERE doc LIKE '%unavailable%' OR tags::text LIKE '%unavailable%' OR encode(blob, 'hex') LIKE '%5f5f646562657a69756d%'")"
 check "an update of a missing row without its NOT NULL value: quarantined, not invented" "constraint_violation:3" \
       "$(sql -c "SELECT string_agg(q.reason || ':' || (convert_from(q.key, 'UTF8')::jsonb->>'id'), ',') FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name = 'toast_$SFX'")"
+
+# a composite key with a quote, a backslash, a newline and non-ASCII text:
+# its delete is recorded under the key's canonical JSON text (jsonb's, the
+# form 0.3.0's update gave the keys recorded as jsonb before), and a
+# replayed older create of that key in a later batch stays stale
+cdc_target ck "${T}_ck" "id int, tag text, name text, _kafka_source_position numeric, PRIMARY KEY (id, tag)"
+"$HARNESS" topic-create "${T}_ck" 1 >/dev/null 2>&1
+ck_events() {  # OP POSITION ...: events of keys (7, TAG) and (8, "x")
+    python3 - "$@" <<'PY'
+import json, sys
+TAG = 'a"b\\c\nd é€'
+for op, pos in zip(sys.argv[1::2], sys.argv[2::2]):
+    for i, tag in ((7, TAG), (8, "x")):
+        row = {"id": i, "tag": tag, "name": "n%d@%s" % (i, pos)}
+        v = {"op": op, "before": row if op == "d" else None, "after": None if op == "d" else row,
+             "source": {"connector": "postgresql", "lsn": int(pos), "ts_ms": 1700000000000, "table": "ck", "schema": "public"}}
+        print(json.dumps({"id": i, "tag": tag}) + "|" + json.dumps(v))
+PY
+}
+ck_events c 100 d 200 | produce_batch "${T}_ck"
+check_caught_up "ck_$SFX"
+check "composite keys: deletes recorded under the keys' canonical JSON text" \
+      "$(python3 -c '
+import json
+for k in [["7", "a\"b\\c\nd é€"], ["8", "x"]]:
+    print(json.dumps(k, ensure_ascii=False) + ":200")' | sort)" \
+      "$(sql -c "SELECT d.key || ':' || d.position FROM kafka_sink.cdc_deletions d JOIN kafka_sink.pipelines p ON p.id = d.pipeline_id WHERE p.name = 'ck_$SFX' ORDER BY d.key")"
+ck_events c 150 | produce_batch "${T}_ck"
+check_caught_up "ck_$SFX"
+check "composite keys: a replayed older create after the delete stays stale" "0|2" \
+      "$(sql -c "SELECT (SELECT count(*) FROM e2e.ck_$SFX) || '|' || sum(b.stale) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = 'ck_$SFX'")"
 
 for p in $(sql -c "SELECT name FROM kafka_sink.pipelines WHERE name LIKE '%$SFX'"); do
     sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null

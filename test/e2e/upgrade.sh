@@ -210,7 +210,23 @@ SQL
               "$(s -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'kafka_sink worker%'")"
         # ---- ALTER EXTENSION UPDATE, restart ----
         if [ "$next" = this ]; then
+            # recorded deletes of change events, keyed by jsonb before
+            # 0.3.0: the update turns each into its canonical text
+            s -c "INSERT INTO kafka_sink.cdc_deletions (pipeline_id, target, key, position)
+                  SELECT d.id, 'e2e.$up_cur'::regclass, k.key::jsonb, k.pos FROM kafka_sink.pipeline_definitions d,
+                  (VALUES ('null', 9), ('[\"1\"]', 1), ('[  \"a\\\"b\\\\c\\nd\",\"é€\"]', 2),
+                          ('[\"x\",   \"\\u0001\"]', 3), ('{\"truncate\":\"7\"}', 4)) AS k(key, pos)
+                  WHERE d.name = '$up_cur'" >/dev/null
             s -c "ALTER EXTENSION kafka_sink UPDATE" >/dev/null
+            check "[$say_path] cdc_deletions.key became text, collation C" 'text|C' \
+                  "$(s -c "SELECT format_type(a.atttypid, a.atttypmod) || '|' || c.collname FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation WHERE a.attrelid = 'kafka_sink.cdc_deletions'::regclass AND a.attname = 'key'")"
+            # the model: the keys as jsonb prints them (escape_json: \u00xx, non-ASCII as is; ", " and ": ")
+            check "[$say_path] cdc_deletions: the recorded keys converted to their canonical text" \
+                  "$(python3 -c '
+import json
+for k in [None, ["1"], ["a\"b\\c\nd", "é€"], ["x", "\x01"], {"truncate": "7"}]:
+    print(json.dumps(k, ensure_ascii=False))')" \
+                  "$(s -c "SELECT key FROM kafka_sink.cdc_deletions WHERE target = 'e2e.$up_cur'::regclass ORDER BY position DESC" | sed -n '1p' ; s -c "SELECT key FROM kafka_sink.cdc_deletions WHERE target = 'e2e.$up_cur'::regclass AND position < 9 ORDER BY position")"
             check "[$say_path] ALTER EXTENSION kafka_sink UPDATE reaches the default version" \
                   "$(s -c "SELECT default_version FROM pg_available_extensions WHERE name = 'kafka_sink'")" \
                   "$(s -c "SELECT extversion FROM pg_extension WHERE extname = 'kafka_sink'")"

@@ -257,8 +257,9 @@ CREATE TABLE kafka_sink.revived_offsets (
 );
 
 -- cdc_deletions: per pipeline and target, the source position of the last
--- delete of a key (key: the key columns' values as a JSON array of texts)
--- and of the last truncate (key JSON null), so that a replayed older create
+-- delete of a key (key: the text of the key columns' values as a JSON array
+-- of texts, in jsonb's canonical form, compared bytewise: collation C) and
+-- of the last truncate (key 'null'), so that a replayed older create
 -- or update (position <= the recorded one) is stale instead of bringing the
 -- row back (envelope debezium).  Deleted keys are pruned after the
 -- pipeline's event_id_retention; the truncate row (one per target) is kept.
@@ -268,7 +269,7 @@ CREATE TABLE kafka_sink.revived_offsets (
 CREATE TABLE kafka_sink.cdc_deletions (
     pipeline_id bigint NOT NULL REFERENCES kafka_sink.pipeline_definitions (id) ON DELETE CASCADE,
     target      regclass NOT NULL,
-    key         jsonb NOT NULL,
+    key         text COLLATE "C" NOT NULL,
     position    numeric NOT NULL,
     recorded_at timestamptz NOT NULL DEFAULT now(),
     source_time timestamptz,
@@ -409,6 +410,8 @@ COMMENT ON COLUMN kafka_sink.revived_offsets.held IS
     'For each of offsets, what the marked row held to order by when the upsert overrode it (''source position 200'' that a change event''s delete or truncate left, ''v = 5'' that a tombstone kept; empty without an order column)';
 COMMENT ON TABLE kafka_sink.filtered_offsets IS
 'The offsets the pipeline''s filter left out of each retained batch, per partition (message_fate and message_fates tell them filtered); pruned with the batch''s marker.';
+COMMENT ON COLUMN kafka_sink.cdc_deletions.key IS
+    'The deleted key: its key columns'' values as a JSON array of texts, in jsonb''s canonical text (collation C: compared bytewise); ''null'' for the truncate; mode history''s truncates {"truncate": position}';
 COMMENT ON COLUMN kafka_sink.cdc_deletions.source_time IS
     'Mode history: a truncate''s source commit time, which its deleted versions take as _valid_from_at (docs/history.md, "Reading by time"); NULL otherwise';
 COMMENT ON COLUMN kafka_sink.filtered_offsets.offsets IS

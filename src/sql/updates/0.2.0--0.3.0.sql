@@ -184,3 +184,10 @@ CREATE POLICY own_pipelines ON kafka_sink.revived_offsets
     WITH CHECK (EXISTS (SELECT 1 FROM kafka_sink.pipeline_definitions p WHERE p.id = pipeline_id));
 REVOKE ALL ON kafka_sink.revived_offsets FROM PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kafka_sink.revived_offsets TO kafka_sink_admin;
+
+-- change events: the deleted keys as text (jsonb's canonical form, which
+-- key::text gives), compared bytewise: the btree upsert of each delete no
+-- longer compares jsonb (docs/performance.md)
+ALTER TABLE kafka_sink.cdc_deletions ALTER COLUMN key TYPE text COLLATE "C" USING key::text;
+COMMENT ON COLUMN kafka_sink.cdc_deletions.key IS
+    'The deleted key: its key columns'' values as a JSON array of texts, in jsonb''s canonical text (collation C: compared bytewise); ''null'' for the truncate; mode history''s truncates {"truncate": position}';
