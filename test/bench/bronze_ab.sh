@@ -54,10 +54,9 @@ ROUNDS="${BENCH_BRONZE_AB_ROUNDS:-3}"
 CONFIGS="${BENCH_BRONZE_AB_CONFIGS:-baseline off pk narrow}"
 WAL_MODE="${BENCH_BRONZE_AB_WAL:-warm}"
 PERF_DIR="${BENCH_BRONZE_AB_PERF:-}"
-LIB="$(dirname "$KS_PGBIN")/lib"
-SOS=("$@")
-[ ${#SOS[@]} -gt 0 ] || SOS=("")
-for so in "${SOS[@]}"; do [ -z "$so" ] || [ -f "$so" ] || { echo "no build $so"; exit 2; }; done
+# shellcheck source=ab_lib.sh
+. "$(dirname "$0")/ab_lib.sh"
+ab_builds "$@"
 W="$KS_RUN/bronze_ab_$SFX"
 TOPIC="bronze_ab_$SFX"
 mkdir -p "$W/csv"
@@ -96,15 +95,7 @@ wal_reset() {
 at_exit wal_reset
 
 now() { date +%s.%N; }
-rows_md5() { sql -c "SELECT md5(string_agg(order_id || ',' || event_ts || ',' || amount || ',' || schema_version, ';' ORDER BY order_id)) FROM $1"; }
-proc_cpu() { sed 's/^.*) //' "/proc/$1/stat" | awk -v t="$(getconf CLK_TCK)" '{printf "%.2f", ($12 + $13) / t}'; }
 wal_state() { sql -c "SELECT pg_current_wal_lsn() || ' ' || (SELECT count(*) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$')"; }
-swap() {  # install build $1 and restart the cluster
-    [ -n "$1" ] || return 0
-    cp "$1" "$LIB/kafka_sink.so.new" && mv "$LIB/kafka_sink.so.new" "$LIB/kafka_sink.so"
-    "$HARNESS" pg-stop >/dev/null 2>&1
-    "$HARNESS" pg-start >/dev/null 2>&1
-}
 
 BASE_MD5=
 declare -A SECS CPU WALMB SEGS
@@ -185,7 +176,6 @@ run() { # CONFIG ROUND LABEL
     printf 'round %s %-12s %6.2f s  cpu %s  WAL %s MB, %s new segments  (load %s)\n' "$2" "$label" "$secs" \
         "$cpu" "$walmb" "$segs" "$(cut -d' ' -f1 /proc/loadavg)"
 }
-median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 # the baseline first (the runs compare with its rows), then interleaved
 swap "${SOS[0]}"
 run baseline 0 baseline

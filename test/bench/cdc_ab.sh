@@ -30,10 +30,9 @@ N="${BENCH_CDC_AB_EVENTS:-30000}"
 ROUNDS="${BENCH_CDC_AB_ROUNDS:-3}"
 FORMATS="${BENCH_CDC_AB_FORMATS:-json avro}"
 FIX="$REPO/test/fixtures/debezium/json_schema/accounts.c.json"
-LIB="$(dirname "$KS_PGBIN")/lib"
-SOS=("$@")
-[ ${#SOS[@]} -gt 0 ] || SOS=("")
-for so in "${SOS[@]}"; do [ -z "$so" ] || [ -f "$so" ] || { echo "no build $so"; exit 2; }; done
+# shellcheck source=ab_lib.sh
+. "$(dirname "$0")/ab_lib.sh"
+ab_builds "$@"
 
 PY_HOME="${KS_AVRO_VENV:-$KS_RUN/venv}"
 if [[ " $FORMATS " == *" avro "* ]] && { [ ! -x "$PY_HOME/bin/python" ] ||
@@ -123,14 +122,6 @@ PY
 [[ " $FORMATS " != *" avro "* ]] || "$PY_HOME/bin/python" "$E2E_DIR/cdc_avro_produce.py" "$KS_BOOTSTRAP" "$REG" "$USERINFO" "cdcab_avro_$SFX" < "$EV" >/dev/null
 echo "# $total messages (change events and their tombstones), $(du -m "$EV" | cut -f1) MB as JSON"
 
-swap() {  # install build $1 and restart the cluster
-    [ -n "$1" ] || return 0
-    cp "$1" "$LIB/kafka_sink.so.new" && mv "$LIB/kafka_sink.so.new" "$LIB/kafka_sink.so"
-    "$HARNESS" pg-stop >/dev/null 2>&1
-    "$HARNESS" pg-start >/dev/null 2>&1
-    # a build whose catalog differs brings it: SO.sql, run as superuser
-    [ ! -f "$1.sql" ] || sql -f "$1.sql" >/dev/null
-}
 run() {  # LABEL FORMAT -> "LABEL FORMAT cpu_s"
     local s="cab_$RUNS" name pid fmt="" got
     RUNS=$((RUNS + 1))

@@ -35,10 +35,9 @@ ROUNDS="${BENCH_TEXT_AB_ROUNDS:-4}"
 KEYS="${BENCH_TEXT_AB_KEYS:-text bigint}"
 WORKERS="${BENCH_TEXT_AB_WORKERS:-1 2}"
 COLL="${BENCH_TEXT_AB_COLLATE:-}"
-LIB="$(dirname "$KS_PGBIN")/lib"
-SOS=("$@")
-[ ${#SOS[@]} -gt 0 ] || SOS=("")
-for so in "${SOS[@]}"; do [ -z "$so" ] || [ -f "$so" ] || { echo "no build $so"; exit 2; }; done
+# shellcheck source=ab_lib.sh
+. "$(dirname "$0")/ab_lib.sh"
+ab_builds "$@"
 W="$KS_RUN/text_ab_$SFX"
 TOPIC="text_ab_$SFX"
 mkdir -p "$W/csv"
@@ -76,8 +75,6 @@ key_def() {  # KEYTYPE
     if [ "$1" = text ]; then echo "order_id text${COLL:+ COLLATE \"$COLL\"} PRIMARY KEY"; else echo "order_id bigint PRIMARY KEY"; fi
 }
 orders() { echo "$(key_def "$1"), event_ts timestamptz NOT NULL, amount numeric(18,2), schema_version int"; }
-rows_md5() { sql -c "SELECT md5(string_agg(order_id || ',' || event_ts || ',' || amount || ',' || schema_version, ';' ORDER BY order_id)) FROM $1"; }
-proc_cpu() { sed 's/^.*) //' "/proc/$1/stat" | awk -v t="$(getconf CLK_TCK)" '{printf "%.2f", ($12 + $13) / t}'; }
 
 # the rows PostgreSQL's own MERGE gives, per key type
 # shellcheck source=baseline_sql.sh
@@ -98,12 +95,6 @@ for k in $KEYS; do
 done
 sql -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench.orders_base, bench.baseline_offsets"
 
-swap() {  # install build $1 and restart the cluster
-    [ -n "$1" ] || return 0
-    cp "$1" "$LIB/kafka_sink.so.new" && mv "$LIB/kafka_sink.so.new" "$LIB/kafka_sink.so"
-    "$HARNESS" pg-stop >/dev/null 2>&1
-    "$HARNESS" pg-start >/dev/null 2>&1
-}
 RUNS=0
 run() {  # LABEL KEYTYPE WORKERS -> "LABEL KEYTYPE wWORKERS cpu_s"
     local name cpu=0 pids p
