@@ -36,6 +36,11 @@
  * exception, a RAISE of the owner's function), that row is quarantined
  * as expression_error and the evaluation goes on after it in a new
  * subtransaction: one subtransaction per batch, plus one per failing row.
+ * The expressions are planned in the first of them: planning folds
+ * constants, so an expression whose constant part raises (1/0) raises
+ * there, for every row alike, and every row is quarantined as
+ * expression_error (the check at create/alter runs nothing, so it passes
+ * such an expression).
  * Any other error (a permission denied, ...) is not the message's fault
  * and propagates: the pipeline retries or fails with it.
  *
@@ -365,6 +370,7 @@ typedef struct Transform
 	bool	   *typbyval;
 	ExprContext *econtext;
 	ParamListInfo params;
+	bool		compiled;		/* compile() went through */
 } Transform;
 
 /* the columns of target t as the expressions of p see them */
@@ -407,11 +413,16 @@ ks_transform_check_target(KsPipeline *p, KsTarget *t)
 	ks_transform_check(c.target, c.cols, c.ncols, p->targets.filter, p->targets.computed);
 }
 
-static Transform *
-compile(KsPipeline *p, KsTarget *t)
+/*
+ * p's expressions analyzed against t and planned into tf (zeroed by the
+ * caller; tf->ctx.what names the expression being compiled, for an error).
+ * Planning folds constants, so an expression whose constant part raises
+ * (1/0, 'x'::text::integer) raises here, for every row alike.
+ */
+static void
+compile(KsPipeline *p, KsTarget *t, Transform *tf)
 {
 	KsTargets  *tg = &p->targets;
-	Transform  *tf = palloc0(sizeof(Transform));
 	int			n = 0;
 	ListCell   *lc;
 
@@ -447,7 +458,8 @@ compile(KsPipeline *p, KsTarget *t)
 		tf->params->params[i].pflags = PARAM_FLAG_CONST;
 	}
 	tf->econtext->ecxt_param_list_info = tf->params;
-	return tf;
+	tf->ctx.what = NULL;
+	tf->compiled = true;
 }
 
 /* One row: the filter, then each computed column (values in out_cxt). */
@@ -510,7 +522,8 @@ ks_transform_filters_out(KsPipeline *p, KsTarget *t, KsRow *r)
 
 	if (p->targets.filter == NULL)
 		return false;
-	tf = compile(p, t);
+	tf = palloc0(sizeof(Transform));
+	compile(p, t, tf);
 	cb.previous = error_context_stack;
 	cb.callback = expr_error_context;
 	cb.arg = &tf->ctx;
@@ -561,7 +574,7 @@ ks_transform_batch(KsBatch *batch, KsBatchTarget *bt)
 	}
 	if (n == 0)
 		return;
-	tf = compile(p, bt->target);
+	tf = palloc0(sizeof(Transform));
 	cb.previous = error_context_stack;
 	cb.callback = expr_error_context;
 	cb.arg = &tf->ctx;
@@ -574,6 +587,9 @@ ks_transform_batch(KsBatch *batch, KsBatchTarget *bt)
 		PG_TRY();
 		{
 			error_context_stack = &cb;
+			/* compiled in the first subtransaction: planning may raise too */
+			if (!tf->compiled)
+				compile(p, bt->target, tf);
 			for (; cur < n; cur++)
 				eval_row(tf, &bt->rows[sel[cur]], cxt);
 			error_context_stack = cb.previous;
@@ -585,8 +601,7 @@ ks_transform_batch(KsBatch *batch, KsBatchTarget *bt)
 		PG_CATCH();
 		{
 			ErrorData  *ed;
-			KsRow	   *r = &bt->rows[sel[cur]];
-			const char *what = tf->ctx.what;
+			const char *what = tf->ctx.what ? tf->ctx.what : "an expression";
 
 			error_context_stack = cb.previous;
 			MemoryContextSwitchTo(cxt);
@@ -597,9 +612,31 @@ ks_transform_batch(KsBatch *batch, KsBatchTarget *bt)
 			CurrentResourceOwner = owner;
 			if (!row_fault(ed->sqlerrcode))
 				ReThrowError(ed);
-			r->reason = KS_EXPRESSION_ERROR;
-			r->detail = psprintf("%s raised: %s", what ? what : "an expression", ed->message);
-			r->filtered = r->skipped = false;
+			if (!tf->compiled)
+			{
+				/*
+				 * A constant part raised as PostgreSQL folded it (1/0): the
+				 * expression raises for every row, as each one's would have.
+				 * Every row is quarantined, replayable once the pipeline's
+				 * expression is altered; the pipeline goes on.
+				 */
+				char	   *detail = psprintf("%s raised when planned (a constant part of it raises for every message): %s",
+											  what, ed->message);
+
+				for (int i = 0; i < n; i++)
+				{
+					KsRow	   *r = &bt->rows[sel[i]];
+
+					r->reason = KS_EXPRESSION_ERROR;
+					r->detail = detail;
+					r->filtered = r->skipped = false;
+				}
+				FreeErrorData(ed);
+				return;
+			}
+			bt->rows[sel[cur]].reason = KS_EXPRESSION_ERROR;
+			bt->rows[sel[cur]].detail = psprintf("%s raised: %s", what, ed->message);
+			bt->rows[sel[cur]].filtered = bt->rows[sel[cur]].skipped = false;
 			FreeErrorData(ed);
 			start = cur + 1;
 		}

@@ -20,6 +20,10 @@
 #  - Debezium change events: a filtered update leaves the row as it was, a
 #    delete passes whatever the filter, a filtered create inserts nothing,
 #    a computed column from the after image;
+#  - an expression whose constant part raises when planned (1/0, a cast of
+#    a constant, a constant CASE branch; plain and routed): every message
+#    quarantined as expression_error, the pipeline running; after the alter,
+#    replay_quarantine applies them and the next batch applies;
 #  - the expression runs as the owner: an owner's function that reads a
 #    table of another role passes create_pipeline and fails the pipeline
 #    with permission denied when it runs (nothing quarantined, nothing
@@ -262,6 +266,78 @@ for rb in raw none; do
           "$(sql -c "SELECT detail FROM kafka_sink.message_fates('$rn', '$RT', 0, 1, 1)")"
     sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$rn')" > /dev/null
 done
+
+# an expression whose constant part raises when PostgreSQL plans it (1/0,
+# ('x' || '')::integer, a CASE branch that is constant): create_pipeline's
+# check runs nothing, so it passes; in the worker it raises for every row
+# alike, so every message of the batch is quarantined as expression_error
+# (the detail says so), the pipeline goes on, and after alter_pipeline
+# fixes the expression replay_quarantine applies them; plain and routed
+FT="xffold_$SFX"
+"$HARNESS" topic-create "$FT" 1 >/dev/null 2>&1 || true
+fold_kinds=(plain_computed routed_filter plain_case)
+fold_bad=("computed => '{\"w\": \"v + 1/0\"}'"
+          "filter => 'v > (''x'' || '''')::integer'"
+          "filter => 'CASE WHEN v > 100 THEN 1/0 = 1 ELSE true END'")
+fold_fix=("computed => '{\"w\": \"v + 1\"}'"
+          "filter => 'v > 0'"
+          "filter => 'v > 0'")
+fold_why=('division by zero' 'invalid input syntax for type integer' 'division by zero')
+fold_table() { if [ "$1" = routed_filter ]; then echo "e2e.$FT"; else echo "e2e.xffold_${1}_$SFX"; fi; }
+for i in "${!fold_kinds[@]}"; do
+    fn="xffold_${fold_kinds[$i]}_$SFX"
+    target="$(fold_table "${fold_kinds[$i]}")"
+    [ "${fold_kinds[$i]}" = routed_filter ] && target="e2e.{topic}"
+    sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE TABLE $(fold_table "${fold_kinds[$i]}") (id int PRIMARY KEY, v int, w int);
+SELECT kafka_sink.create_pipeline(name => '$fn', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$FT'], target => '$target', starting_offsets => 'earliest', key_format => 'string',
+       trigger_interval => '0', ${fold_bad[$i]});
+SQL
+done
+printf '%s\n' '1|{"id": 1, "v": 1}' '2|{"id": 2, "v": 2}' '3|{"id": 3, "v": 3}' | produce "$FT"
+for i in "${!fold_kinds[@]}"; do
+    fn="xffold_${fold_kinds[$i]}_$SFX"
+    table="$(fold_table "${fold_kinds[$i]}")"
+    check_caught_up "$fn"
+    check "$fn: a constant part that raises when planned: running, every message quarantined as expression_error, nothing written" \
+          "running:3:3:0" \
+          "$(sql -c "SELECT s.state || ':'
+                         || (SELECT count(*) FROM kafka_sink.quarantine q WHERE q.pipeline_id = p.id
+                              AND q.reason = 'expression_error' AND q.detail LIKE '%raised when planned%${fold_why[$i]}%') || ':'
+                         || (SELECT sum(o.next_offset) FROM kafka_sink.offsets o WHERE o.pipeline_id = p.id) || ':'
+                         || (SELECT count(*) FROM $table)
+                       FROM kafka_sink.status s JOIN kafka_sink.pipeline_definitions p ON p.name = s.name
+                      WHERE s.name = '$fn'")"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.alter_pipeline('$fn', ${fold_fix[$i]})" > /dev/null
+    check "$fn: after alter_pipeline, replay_quarantine applies the three" "3:0" \
+          "$(sql -c "SET ROLE ks_e2e; SELECT replayed || ':' || still_failing FROM kafka_sink.replay_quarantine('$fn')")"
+    want="1: 2: 3:"
+    [ "${fold_kinds[$i]}" = plain_computed ] && want="1:2 2:3 3:4"
+    check "$fn: the replayed rows" "$want" \
+          "$(sql -c "SELECT string_agg(id || ':' || coalesce(w::text, ''), ' ' ORDER BY id) FROM $table")"
+    sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('$fn')" > /dev/null
+done
+# a pipeline goes on after the alter: the next batch applies with the new expression
+echo '4|{"id": 4, "v": 4}' | produce "$FT"
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => 'xffold_after_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$FT'], target => '$(fold_table plain_computed)', starting_offsets => 'earliest',
+       key_format => 'string', trigger_interval => '0', computed => '{"w": "v + 1/0"}');
+SQL
+check_caught_up "xffold_after_$SFX"
+sql -c "SET ROLE ks_e2e; SELECT kafka_sink.alter_pipeline('xffold_after_$SFX', computed => '{\"w\": \"v * 10\"}')" > /dev/null
+echo '5|{"id": 5, "v": 5}' | produce "$FT"
+check_caught_up "xffold_after_$SFX"
+check "after the alter, the next batch applies with the new expression (the four quarantined stay until replayed)" \
+      "1:2 2:3 3:4 5:50|4" \
+      "$(sql -c "SELECT string_agg(id || ':' || w, ' ' ORDER BY id) || '|'
+                     || (SELECT count(*) FROM kafka_sink.quarantine q JOIN kafka_sink.pipeline_definitions p
+                          ON p.id = q.pipeline_id WHERE p.name = 'xffold_after_$SFX')
+                   FROM $(fold_table plain_computed)")"
+sql -c "SET ROLE ks_e2e; SELECT kafka_sink.drop_pipeline('xffold_after_$SFX')" > /dev/null
 
 # the expression runs as the owner and nothing else: another role's table
 # read through the owner's own (SECURITY INVOKER) function fails the pipeline
