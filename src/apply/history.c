@@ -501,8 +501,14 @@ ks_history_sql(KsTarget *t, bool by_hand, int64 pipeline_id, const char *truncat
 		if (i == t->order_index)
 			appendStringInfo(&b, ", _ks_v AS %s", name);
 		else if (is_data(c))
+		{
+			/* no event before it in its segment carries it: the column's default if a constant */
 			appendStringInfo(&b, ", CASE WHEN _ks_g%d > 0 THEN first_value(%s) OVER (%s, _ks_seg, _ks_g%d"
-							 " ORDER BY _ks_v, _ks_ord) END AS %s", i, name, pk, i, name);
+							 " ORDER BY _ks_v, _ks_ord)", i, name, pk, i);
+			if (c->default_immutable)
+				appendStringInfo(&b, " ELSE (%s)::%s", c->default_sql, c->type_sql);
+			appendStringInfo(&b, " END AS %s", name);
+		}
 		else if (c->lineage && !c->history)
 			appendStringInfo(&b, ", %s", name);
 		if (is_data(c) && (fields >= 0 || t->track))

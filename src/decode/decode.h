@@ -36,6 +36,7 @@ typedef struct KsColumn
 	bool		is_key;
 	bool		is_order;
 	char	   *default_sql;	/* deparsed default, or NULL */
+	bool		default_immutable;	/* ... an immutable one (a constant) */
 	char	   *type_sql;		/* format_type_with_typemod */
 	bool		is_json;		/* json/jsonb: take the raw JSON text */
 	bool		is_numeric;

@@ -36,6 +36,8 @@
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
@@ -309,6 +311,11 @@ ks_target_open_rel(KsPipeline *p, Oid relid, List *key_columns)
 									  2, argtypes, values, NULL, true, 1) == SPI_OK_SELECT &&
 				SPI_processed == 1)
 				c->default_sql = pstrdup(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+			{
+				Node	   *d = build_column_default(rel, att->attnum);
+
+				c->default_immutable = d != NULL && !contain_mutable_functions(d);
+			}
 		}
 		else if (att->attidentity == ATTRIBUTE_IDENTITY_BY_DEFAULT)
 		{
