@@ -14,7 +14,8 @@
 # table with a partition of another column order and a dropped column
 # attached, a row trigger that rewrites a value, forced row level security
 # with a policy for the owner, an unlogged table, a text key, a numeric
-# key, a domain with a check.
+# key, a domain with a check, quoted names (a space, upper case, reserved
+# words) through a columns map.
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
@@ -50,7 +51,7 @@ kcat -P -b "$KS_BOOTSTRAP" -t "$T" -p 0 -K $'\t' -Z < "$W/p0"
 kcat -P -b "$KS_BOOTSTRAP" -t "$T" -p 1 -K $'\t' -Z < "$W/p1"
 
 # KS_TABLE_SHAPES_SHAPES, KS_TABLE_SHAPES_MODES: a subset (plain first)
-read -r -a shapes <<< "${KS_TABLE_SHAPES_SHAPES:-plain gen ident dflt dropped reorder part partx trig rls unlogged idtext idnum domain}"
+read -r -a shapes <<< "${KS_TABLE_SHAPES_SHAPES:-plain gen ident dflt dropped reorder part partx trig rls unlogged idtext idnum domain quoted}"
 
 # the columns a mode needs beside id, ts, name, qty, and its key
 mode_cols() {
@@ -91,6 +92,9 @@ create_shape() {
                   ALTER TABLE $t DROP COLUMN junk1, DROP COLUMN junk2, DROP COLUMN junk3;" ;;
         reorder)
             echo "CREATE TABLE $t (qty int, name text${extra}, ts bigint, id bigint, PRIMARY KEY ($pk));" ;;
+        quoted)
+            echo "CREATE TABLE $t (\"Id\" bigint, \"order\" bigint, \"Na me\" text, \"select\" int$extra,
+                  PRIMARY KEY (${pk/id/\"Id\"}));" ;;
         unlogged)
             echo "CREATE UNLOGGED TABLE $t (id bigint, ts bigint, name text, qty int$extra, PRIMARY KEY ($pk));" ;;
         part)
@@ -116,14 +120,21 @@ create_shape() {
     esac
 }
 
-# what the comparison reads of a table in mode $1
+# the columns id, ts, name, qty of shape $1
+shape_cols() {
+    if [ "$1" = quoted ]; then echo '"Id" AS id, "order" AS ts, "Na me" AS name, "select" AS qty'
+    else echo "id, ts, name, qty"; fi
+}
+
+# what the comparison reads of table $3 of shape $2 in mode $1
 read_sql() {
-    local mode="$1" t="$2"
+    local mode="$1" cols extra="" by=""
+    cols="$(shape_cols "$2")"
     case "$mode" in
-        history) echo "SELECT id::text, ts, name, qty, _valid_from, _valid_to, _deleted FROM $t ORDER BY id::text COLLATE \"C\", _valid_from" ;;
-        soft) echo "SELECT id::text, ts, name, qty, _deleted_at IS NOT NULL FROM $t ORDER BY id::text COLLATE \"C\"" ;;
-        *) echo "SELECT id::text, ts, name, qty FROM $t ORDER BY id::text COLLATE \"C\"" ;;
+        history) extra=", _valid_from, _valid_to, _deleted"; by=", _valid_from" ;;
+        soft) extra=", _deleted_at IS NOT NULL" ;;
     esac
+    echo "SELECT * FROM (SELECT $cols$extra FROM $3) AS s ORDER BY id::text COLLATE \"C\"$by"
 }
 
 sql -c "CREATE DOMAIN e2e.shapes_qty_$SFX AS int CHECK (VALUE >= 0)" >/dev/null
@@ -146,10 +157,13 @@ for mode in ${KS_TABLE_SHAPES_MODES:-merge history soft insert_only update_only}
             create_shape "$shape" "$t" "$mode"
             # update_only: the even keys are there before
             [ "$mode" != update_only ] ||
-                echo "INSERT INTO $t (id, ts, name, qty) SELECT g, 0, 'seed', 0 FROM generate_series(2, 24, 2) g;"
+                echo "INSERT INTO $t ($(shape_cols "$shape" | sed 's/ AS [a-z]*//g')) SELECT g, 0, 'seed', 0 FROM generate_series(2, 24, 2) g;"
+            sopts="$opts"
+            [ "$shape" != quoted ] ||
+                sopts="${opts/order_column => \'ts\'/order_column => \'order\'}, columns => '{\"Id\": \"id\", \"order\": \"ts\", \"Na me\": \"name\", \"select\": \"qty\"}'"
             echo "SELECT kafka_sink.create_pipeline(name => '$p', bootstrap_servers => '$KS_BOOTSTRAP',
                   subscribe => ARRAY['$T'], target => '$t', starting_offsets => 'earliest',
-                  max_offsets_per_batch => $batch, trigger_interval => '0', $opts);"
+                  max_offsets_per_batch => $batch, trigger_interval => '0', $sopts);"
         } > "$W/create.$mode.$shape.sql"
         out="$(sql -f "$W/create.$mode.$shape.sql" 2>&1 >/dev/null || true)"
         check "$mode/$shape: the table and its pipeline are created" "" "$out"
@@ -159,7 +173,7 @@ for mode in ${KS_TABLE_SHAPES_MODES:-merge history soft insert_only update_only}
               "$(sql -c "SELECT kafka_sink.wait('sh_${mode:0:4}_${shape}_$SFX', '90 s')" 2>&1)"
     done
     ref="e2e.sh_${mode}_plain_$SFX"
-    sql -c "$(read_sql "$mode" "$ref")" > "$W/rows.$mode.plain"
+    sql -c "$(read_sql "$mode" plain "$ref")" > "$W/rows.$mode.plain"
     qsql() {
         sql -c "SELECT coalesce(string_agg(q.partition || ':' || q.message_offset || ':' || q.reason, ' '
                                            ORDER BY q.partition, q.message_offset), '')
@@ -176,7 +190,7 @@ for mode in ${KS_TABLE_SHAPES_MODES:-merge history soft insert_only update_only}
         [ "$shape" = plain ] && continue
         t="e2e.sh_${mode}_${shape}_$SFX"
         p="sh_${mode:0:4}_${shape}_$SFX"
-        sql -c "$(read_sql "$mode" "$t")" > "$W/rows.$mode.$shape" 2>&1
+        sql -c "$(read_sql "$mode" "$shape" "$t")" > "$W/rows.$mode.$shape" 2>&1
         check "$mode/$shape: the same rows as the plain table" same \
               "$(cmp -s "$W/rows.$mode.plain" "$W/rows.$mode.$shape" && echo same || diff "$W/rows.$mode.plain" "$W/rows.$mode.$shape" | head -5)"
         check "$mode/$shape: the same messages quarantined" "$(cat "$W/quar.$mode.plain")" "$(qsql "$p")"
