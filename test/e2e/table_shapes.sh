@@ -3,7 +3,9 @@
 # writing (docs/targets.md): the same random messages (ties of the order
 # value, partial messages, tombstones) into a plain table and into tables
 # of other shapes, for merge mode, history mode, delete_mode soft,
-# write_mode insert_only and update_only.  Each shape's table must hold
+# write_mode insert_only and update_only, and the same for Debezium change
+# events (merge, history, soft; creates, updates, deletes with their
+# tombstones, re-sent and late copies, a truncate).  Each shape's table must hold
 # what the plain one holds (the plain shape is the one the model-based
 # tests check against their models: history.sh, softdel.sh,
 # write_modes.sh, determinism.sh), quarantine the same messages, and its
@@ -55,14 +57,16 @@ read -r -a shapes <<< "${KS_TABLE_SHAPES_SHAPES:-plain gen ident dflt dropped re
 
 # the columns a mode needs beside id, ts, name, qty, and its key
 mode_cols() {
-    case "$1" in
+    # change events: every row keeps its last change's source position
+    [ "${1#cdc_}" = "$1" ] || printf '%s' ", _kafka_source_position numeric"
+    case "${1#cdc_}" in
         # _fields: partial messages fold along time whatever the batch split
         # (without it the result depends on arrival order: docs/history.md)
-        history) echo ", _valid_from bigint NOT NULL, _valid_to bigint, _deleted boolean NOT NULL, _fields text[]" ;;
+        history) echo ", _valid_from $VT NOT NULL, _valid_to $VT, _deleted boolean NOT NULL, _fields text[]" ;;
         soft) echo ", _deleted_at timestamptz" ;;
     esac
 }
-mode_pk() { if [ "$1" = history ]; then echo "id, _valid_from"; else echo "id"; fi; }
+mode_pk() { if [ "${1#cdc_}" = history ]; then echo "id, _valid_from"; else echo "id"; fi; }
 
 # CREATE statements of table $2 of shape $1 for mode $3
 create_shape() {
@@ -130,23 +134,82 @@ shape_cols() {
 read_sql() {
     local mode="$1" cols extra="" by=""
     cols="$(shape_cols "$2")"
-    case "$mode" in
+    case "${mode#cdc_}" in
         history) extra=", _valid_from, _valid_to, _deleted"; by=", _valid_from" ;;
         soft) extra=", _deleted_at IS NOT NULL" ;;
     esac
     echo "SELECT * FROM (SELECT $cols$extra FROM $3) AS s ORDER BY id::text COLLATE \"C\"$by"
 }
 
+# change events over 16 keys (a key stays in its partition): creates,
+# updates, deletes with their tombstones, re-sent copies and late ones
+# (an older position after a newer), and a truncate; qty never negative
+cdc_events() {
+    python3 - "$1" "$KS_LIB_DIR" <<'PY'
+import json, random, sys
+sys.path.insert(0, sys.argv[2])
+from cdc_event import source_block
+rnd = random.Random(int(sys.argv[1]) + 1)
+alive, out, lsn = set(), [], 1000
+def event(op, k, lsn, row=None):
+    src, _ = source_block("lsn=%d" % lsn, "t")
+    v = {"before": None, "after": row, "source": src, "op": op, "ts_ms": src["ts_ms"] + 1}
+    if op == "d":
+        v["before"], v["after"] = {"id": k, "name": None, "qty": None}, None
+    return json.dumps({"id": k}) + "|" + json.dumps(v, ensure_ascii=False)
+for i in range(300):
+    lsn += 10
+    if i == 150:
+        src, _ = source_block("lsn=%d" % lsn, "t")
+        out.append("|" + json.dumps({"before": None, "after": None, "source": src, "op": "t", "ts_ms": 1}))
+        alive.clear()
+        continue
+    k = rnd.randrange(1, 17)
+    if k not in alive:
+        op = "c"
+    else:
+        op = "d" if rnd.random() < 0.15 else "u"
+    row = {"id": k, "name": rnd.choice(["a", "O'Brien", "zoë", "多", ""]) + str(i), "qty": rnd.randrange(0, 100)}
+    line = event(op, k, lsn, None if op == "d" else row)
+    out.append(line)
+    if op == "d":
+        alive.discard(k)
+        out.append(json.dumps({"id": k}) + "|")
+    else:
+        alive.add(k)
+    r = rnd.random()
+    if r < 0.08:
+        out.insert(rnd.randrange(max(0, len(out) - 20), len(out) + 1), line)   # a re-sent copy, around here
+    elif r < 0.12 and len(out) > 2:
+        out[-1], out[-2] = out[-2], out[-1]                                    # late by one
+print("\n".join(out))
+PY
+}
+
 sql -c "CREATE DOMAIN e2e.shapes_qty_$SFX AS int CHECK (VALUE >= 0)" >/dev/null
 sql -c "ALTER DOMAIN e2e.shapes_qty_$SFX OWNER TO ks_e2e" >/dev/null
 
-for mode in ${KS_TABLE_SHAPES_MODES:-merge history soft insert_only update_only}; do
+# plain messages (T, order column ts) or Debezium change events (CT, the
+# source position): the modes each takes
+VT=bigint
+kind=plain
+for mode in ${KS_TABLE_SHAPES_MODES:-merge history soft insert_only update_only cdc_merge cdc_history cdc_soft}; do
+    if [ "${mode#cdc_}" != "$mode" ] && [ "$kind" = plain ]; then
+        kind=cdc VT=numeric T="shapes_cdc_$SFX"
+        "$HARNESS" topic-create "$T" 2 >/dev/null 2>&1 || true
+        cdc_events "$seed" | produce "$T" -Z
+        # the shapes without a name the events could fill (quoted needs a map of the after image)
+        read -r -a shapes <<< "$(printf '%s\n' "${shapes[@]}" | grep -vx quoted | tr '\n' ' ')"
+    fi
     opts="order_column => 'ts', key_format => 'string', delete_on_tombstone => true"
     case "$mode" in
         history) opts="$opts, mode => 'history'" ;;
         soft) opts="$opts, delete_mode => 'soft'" ;;
         insert_only) opts="order_column => 'ts', key_format => 'string', write_mode => '$mode'" ;;
         update_only) opts="$opts, write_mode => '$mode'" ;;
+        cdc_merge) opts="envelope => 'debezium'" ;;
+        cdc_history) opts="envelope => 'debezium', mode => 'history'" ;;
+        cdc_soft) opts="envelope => 'debezium', delete_mode => 'soft'" ;;
     esac
     batch=$((RANDOM % 40 + 7))
     for shape in "${shapes[@]}"; do
@@ -184,6 +247,7 @@ for mode in ${KS_TABLE_SHAPES_MODES:-merge history soft insert_only update_only}
     # not a vacuous comparison (update_only: a deleted key stays away)
     least=12
     [ "$mode" = update_only ] && least=1
+    [ "$kind" = cdc ] && least=3
     check "$mode/plain: rows written ($(wc -l < "$W/rows.$mode.plain"))" t \
           "$([ "$(wc -l < "$W/rows.$mode.plain")" -ge $least ] && echo t || echo f)"
     for shape in "${shapes[@]}"; do
