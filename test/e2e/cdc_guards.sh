@@ -248,6 +248,45 @@ check_caught_up "ck_$SFX"
 check "composite keys: a replayed older create after the delete stays stale" "0|2" \
       "$(sql -c "SELECT (SELECT count(*) FROM e2e.ck_$SFX) || '|' || sum(b.stale) FROM kafka_sink.batches b JOIN kafka_sink.pipelines p ON p.id = b.pipeline_id WHERE p.name = 'ck_$SFX'")"
 
+# retention: every 64th batch that records deletes prunes those older
+# than event_id_retention (the truncate's row stays); an older create for
+# a pruned key then applies (docs/cdc.md).  Keys 1 and 2 are aged by hand
+# (as the catalog's superuser) past the 7 days; key 3's delete is recent;
+# then 70 deletes of other keys, each a batch of its own, past a multiple
+# of 64
+"$HARNESS" topic-create "${T}_pr" 1 >/dev/null 2>&1
+sql >/dev/null <<SQL
+CREATE TABLE e2e.pr_$SFX (id int PRIMARY KEY, name text, qty int, _kafka_source_position numeric);
+ALTER TABLE e2e.pr_$SFX OWNER TO ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => 'pr_$SFX', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['${T}_pr'], target => 'e2e.pr_$SFX', starting_offsets => 'earliest',
+       envelope => 'debezium', max_offsets_per_batch => 1, trigger_interval => '0');
+SQL
+pr_deletes() {  # the recorded deletes of keys 1-3 and the truncate
+    sql -c "SELECT coalesce(string_agg(d.key || ':' || d.position, ' ' ORDER BY d.key), '-')
+              FROM kafka_sink.cdc_deletions d JOIN kafka_sink.pipelines p ON p.id = d.pipeline_id
+             WHERE p.name = 'pr_$SFX' AND d.key IN ('[\"1\"]', '[\"2\"]', '[\"3\"]', 'null')"
+}
+{ ev t 0 50; ev c 1 100; ev c 2 110; ev c 3 120; ev d 1 200; ev d 2 210; } | produce_batch "${T}_pr"
+check_caught_up "pr_$SFX"
+check "retention: the deletes and the truncate recorded" '["1"]:200 ["2"]:210 null:50' "$(pr_deletes)"
+sql -c "UPDATE kafka_sink.cdc_deletions d SET recorded_at = now() - interval '8 days'
+          FROM kafka_sink.pipelines p WHERE p.id = d.pipeline_id AND p.name = 'pr_$SFX'" >/dev/null
+{ ev c 3 300; ev d 3 310; } | produce_batch "${T}_pr"
+check_caught_up "pr_$SFX"
+for i in $(seq 1 70); do ev d $((100 + i)) $((400 + i)); done | produce_batch "${T}_pr"
+check_caught_up "pr_$SFX"
+check "retention: past a 64th batch, the deletes older than event_id_retention are pruned, the recent one and the truncate stay" \
+      '["3"]:310 null:50' "$(pr_deletes)"
+check "retention: the 70 recent deletes stay" 70 \
+      "$(sql -c "SELECT count(*) FROM kafka_sink.cdc_deletions d JOIN kafka_sink.pipelines p ON p.id = d.pipeline_id
+                  WHERE p.name = 'pr_$SFX' AND d.position >= 401")"
+{ ev c 1 150; ev c 3 305; } | produce_batch "${T}_pr"
+check_caught_up "pr_$SFX"
+check "retention: a create older than a pruned delete applies (the guard forgot it); one older than a kept delete stays stale" \
+      "1:n1@150@150" "$(rows "pr_$SFX")"
+
 for p in $(sql -c "SELECT name FROM kafka_sink.pipelines WHERE name LIKE '%$SFX'"); do
     sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null
 done
