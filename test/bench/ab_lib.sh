@@ -6,6 +6,7 @@
 #                    lib dir, KS_PRIVATE_PG=1), restarts the cluster and
 #                    runs SO.sql if there is one; nothing for ""
 #   proc_cpu PID     utime + stime of a process, in seconds
+#   thread_cpu PID   "NAME CPU_S" for each of its threads
 #   median           the median of the numbers on stdin (spaces or lines)
 #   rows_md5 TABLE   one md5 over bench.orders-shaped rows, by order_id
 # shellcheck shell=bash
@@ -23,6 +24,13 @@ swap() {
     "$HARNESS" pg-start >/dev/null 2>&1
     # a build whose catalog differs brings it: SO.sql, run as superuser
     [ ! -f "$1.sql" ] || sql -f "$1.sql" >/dev/null
+}
+# thread_cpu PID: "NAME CPU_S" per thread of a process (librdkafka names its own)
+thread_cpu() {
+    local t
+    for t in /proc/"$1"/task/*; do
+        sed 's/^[0-9]* (\(.*\)) /\1 /' "$t/stat" | awk -v t="$(getconf CLK_TCK)" '{n = NF - 51; printf "%s %.2f minflt %d\n", $1, ($(13 + n) + $(14 + n)) / t, $(9 + n)}'
+    done
 }
 proc_cpu() { sed 's/^.*) //' "/proc/$1/stat" | awk -v t="$(getconf CLK_TCK)" '{printf "%.2f", ($12 + $13) / t}'; }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }

@@ -5,7 +5,8 @@
 # from DISTINCT ON (order_id) ... ORDER BY order_id, event_ts DESC, seq
 # DESC into bench.orders_base and an update of bench.baseline_offsets; the
 # backend's pid goes to WORKDIR/baseline.pid at the start and its CPU
-# seconds (utime + stime, all of the run) to WORKDIR/baseline.cpu at the end.
+# seconds (utime + stime, all of the run) to WORKDIR/baseline.cpu at the end,
+# its minor page faults to WORKDIR/baseline.minflt.
 baseline_sql() {
     local w="$1" csv="$2" n="$3" batch="$4" i=0 f lines next
     # the backend's pid, so that its CPU (utime + stime) is read at the end
@@ -32,4 +33,6 @@ SQL
     done
     # still connected: the backend's CPU seconds (utime + stime, all of the run)
     echo "\\! sed 's/^.*) //' /proc/\$(cat '$w/baseline.pid')/stat | awk -v t=\$(getconf CLK_TCK) '{printf \"%.2f\", (\$12 + \$13) / t}' > '$w/baseline.cpu'"
+    # and its minor page faults (pages it touched first), beside the workers' (text_ab.sh)
+    echo "\\! sed 's/^.*) //' /proc/\$(cat '$w/baseline.pid')/stat | awk '{print \$8}' > '$w/baseline.minflt'"
 }

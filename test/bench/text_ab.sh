@@ -25,7 +25,9 @@
 #   collation, e.g. und-x-icu; empty: the database's),
 #   BENCH_TEXT_AB_KEYFORM (number: the JSON number's text; mixed: 6 letters
 #   of mixed case per order id, text keys only),
-#   BENCH_TEXT_AB_PERF (a directory: perf record -g of each run's workers into it)
+#   BENCH_TEXT_AB_PERF (a directory: perf record -g of each run's workers into it),
+#   BENCH_TEXT_AB_THREADS (non-empty: each worker thread's CPU s on stderr,
+#   the backend's own thread and librdkafka's by name)
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
@@ -91,7 +93,7 @@ for k in $KEYS; do
     sed -e "s/^CREATE TEMP TABLE stage (order_id bigint,/CREATE TEMP TABLE stage ($stage_key,/" "$W/baseline.sql" > "$W/baseline_$k.sql"
     sql -f "$W/baseline_$k.sql" > /dev/null
     BASE_MD5[$k]="$(rows_md5 bench.orders_base)"
-    echo "# baseline $k: $(cat "$W/baseline.cpu") backend CPU s"
+    echo "# baseline $k: $(cat "$W/baseline.cpu") backend CPU s, minflt $(cat "$W/baseline.minflt" 2>/dev/null)"
 done
 sql -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench.orders_base, bench.baseline_offsets"
 
@@ -115,6 +117,7 @@ run() {  # LABEL KEYTYPE WORKERS -> "LABEL KEYTYPE wWORKERS cpu_s"
     [ -z "${PERF_PID:-}" ] || { kill -INT "$PERF_PID"; wait "$PERF_PID" 2>/dev/null || true; PERF_PID=""; }
     pids="$(worker_pids "$name")"
     for p in $pids; do cpu="$(awk -v a="$cpu" -v b="$(proc_cpu "$p")" 'BEGIN {printf "%.2f", a + b}')"; done
+    [ -z "${BENCH_TEXT_AB_THREADS:-}" ] || for p in $pids; do thread_cpu "$p" | sed "s/^/# $1 $2 w$3 thread /" >&2; done
     [ "$(rows_md5 bench.orders)" = "${BASE_MD5[$2]}" ] || { echo "$name: rows differ from the baseline's"; exit 1; }
     sql -c "SELECT kafka_sink.drop_pipeline('$name')" > /dev/null
     echo "$1 $2 w$3 $cpu (load $(cut -d' ' -f1 /proc/loadavg))"
