@@ -129,7 +129,8 @@ for r in $(seq "$ROUNDS"); do
         # each round starts one build later: none always runs after the same other
         b=$(( (i + r - 1) % ${#SOS[@]} ))
         swap "${SOS[$b]}"
-        for k in $KEYS; do for w in $WORKERS; do run "build$b" "$k" "$w" | tee -a "$RES"; done; done
+        # not through a pipe: run counts the runs (each perf file its own)
+        for k in $KEYS; do for w in $WORKERS; do run "build$b" "$k" "$w" >> "$RES"; tail -n 1 "$RES"; done; done
     done
 done
 sql -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench.orders"
