@@ -4,7 +4,8 @@
  *		Routing: one pipeline writing many tables.  Each message of a batch
  *		is sent to one target table, named by the pipeline's targets map or
  *		by its target template expanded for the message; each table is
- *		opened and checked once per batch, where it is first used.
+ *		opened once per batch, where it is first used, and checked once per
+ *		table and catalog state (open_checked).
  *
  * Which table a message goes to, in this order:
  *   1. targets map, by the message's topic;
@@ -79,9 +80,12 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "storage/lmgr.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
 #include "utils/varlena.h"
 
 typedef enum KsPieceKind
@@ -751,6 +755,157 @@ mode_name(KsMode mode)
 	return mode == KS_MODE_MERGE ? "merge" : mode == KS_MODE_HISTORY ? "history" : "append";
 }
 
+/*
+ * The checks' outcome, per routed table: a table that passed them passes
+ * them again until something they read changes, so a worker checks it
+ * once, not once per batch.  Kept per (pipeline, generation of its
+ * definition, table, user): only a pass (a refusal is checked again in
+ * every batch, as it is replayed).  Forgotten on an invalidation of that
+ * table's relcache entry (ALTER TABLE, GRANT/REVOKE on it or its columns,
+ * an index, a policy, a trigger, its drop), of any role or membership
+ * (pg_authid, pg_auth_members: privileges through a role), of any schema
+ * (its USAGE) or function (the EXECUTE the filter and computed columns
+ * need), and after
+ * KS_CHECKED_TTL_MS in any case (what sends no invalidation: a type or a
+ * domain a column uses).  A change committed before the batch's lock of
+ * the table is seen by it (the lock processes the invalidations).
+ */
+#define KS_CHECKED_TTL_MS 10000
+
+typedef struct CheckedKey
+{
+	int64		pipeline_id;
+	Oid			relid;
+	Oid			userid;
+	int32		generation;
+	int32		pad;			/* zeroed: the key is hashed as bytes */
+} CheckedKey;
+
+typedef struct CheckedEntry
+{
+	CheckedKey	key;
+	TimestampTz checked_at;
+	int			nkeys;
+	char	  **keys;			/* _check_target's key columns, in checked_cxt */
+} CheckedEntry;
+
+static HTAB *checked = NULL;
+static MemoryContext checked_cxt = NULL;
+
+static void
+checked_forget(Oid relid)
+{
+	HASH_SEQ_STATUS hs;
+	CheckedEntry *c;
+
+	if (checked == NULL)
+		return;
+	hash_seq_init(&hs, checked);
+	while ((c = hash_seq_search(&hs)) != NULL)
+		if (!OidIsValid(relid) || c->key.relid == relid)
+		{
+			for (int i = 0; i < c->nkeys; i++)
+				pfree(c->keys[i]);
+			if (c->keys)
+				pfree(c->keys);
+			(void) hash_search(checked, &c->key, HASH_REMOVE, NULL);
+		}
+}
+
+static void
+checked_relcache_cb(Datum arg, Oid relid)
+{
+	(void) arg;
+	checked_forget(relid);
+}
+
+static void
+checked_syscache_cb(Datum arg, int cacheid, uint32 hashvalue)
+{
+	(void) arg;
+	(void) cacheid;
+	(void) hashvalue;
+	checked_forget(InvalidOid);
+}
+
+static void
+checked_key(KsPipeline *p, Oid relid, CheckedKey *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->pipeline_id = p->id;
+	k->relid = relid;
+	k->userid = GetUserId();
+	k->generation = p->generation;
+}
+
+/* the key columns of a table that passed its checks, as a List; false: check it */
+static bool
+checked_lookup(KsPipeline *p, Oid relid, List **keys)
+{
+	CheckedKey	k;
+	CheckedEntry *c;
+
+	if (checked == NULL)
+		return false;
+	checked_key(p, relid, &k);
+	c = hash_search(checked, &k, HASH_FIND, NULL);
+	if (c == NULL)
+		return false;
+	if (TimestampDifferenceExceeds(c->checked_at, GetCurrentTimestamp(), KS_CHECKED_TTL_MS))
+	{
+		checked_forget(relid);
+		return false;
+	}
+	*keys = NIL;
+	for (int i = 0; i < c->nkeys; i++)
+		*keys = lappend(*keys, pstrdup(c->keys[i]));
+	return true;
+}
+
+static void
+checked_remember(KsPipeline *p, Oid relid, List *keys)
+{
+	CheckedKey	k;
+	CheckedEntry *c;
+	bool		found;
+	ListCell   *lc;
+	int			i = 0;
+
+	if (checked == NULL)
+	{
+		HASHCTL		ctl;
+
+		checked_cxt = AllocSetContextCreate(TopMemoryContext, "kafka_sink checked targets",
+											ALLOCSET_SMALL_SIZES);
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(CheckedKey);
+		ctl.entrysize = sizeof(CheckedEntry);
+		ctl.hcxt = checked_cxt;
+		checked = hash_create("kafka_sink checked targets", 16, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		CacheRegisterRelcacheCallback(checked_relcache_cb, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, checked_syscache_cb, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, checked_syscache_cb, (Datum) 0);
+		/* a schema's USAGE; a function's EXECUTE (filter, computed) */
+		CacheRegisterSyscacheCallback(NAMESPACEOID, checked_syscache_cb, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, checked_syscache_cb, (Datum) 0);
+	}
+	checked_key(p, relid, &k);
+	c = hash_search(checked, &k, HASH_ENTER, &found);
+	if (found)
+	{
+		for (int j = 0; j < c->nkeys; j++)
+			pfree(c->keys[j]);
+		if (c->keys)
+			pfree(c->keys);
+	}
+	c->checked_at = GetCurrentTimestamp();
+	c->nkeys = list_length(keys);
+	c->keys = c->nkeys > 0 ? MemoryContextAlloc(checked_cxt, sizeof(char *) * c->nkeys) : NULL;
+	foreach(lc, keys)
+		c->keys[i++] = MemoryContextStrdup(checked_cxt, lfirst(lc));
+}
+
 static void
 open_checked(void *arg)
 {
@@ -761,6 +916,14 @@ open_checked(void *arg)
 	List	   *keys = NIL;
 	bool		isnull;
 	Datum		d;
+
+	/* the lock first: a change committed before it is invalidated by then */
+	LockRelationOid(a->relid, AccessShareLock);
+	if (checked_lookup(a->p, a->relid, &keys))
+	{
+		a->t = ks_target_open_rel(a->p, a->relid, keys);
+		return;
+	}
 
 	values[0] = ObjectIdGetDatum(a->relid);
 	key_columns_arg(a->p, &values[1], &nulls[1]);
@@ -816,6 +979,7 @@ open_checked(void *arg)
 	 * the table does not fit, its messages are quarantined)
 	 */
 	ks_transform_check_target(a->p, a->t);
+	checked_remember(a->p, a->relid, keys);
 }
 
 /* create_targets: kafka_sink._create_target from one message */

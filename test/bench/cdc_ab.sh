@@ -22,6 +22,7 @@
 # run and the medians.  Needs a running harness (KS_KEEP_RUNNING=1 on any
 # e2e run leaves one up; KS_PRIVATE_PG=1 for the build swap).
 #   BENCH_CDC_AB_EVENTS (30000), BENCH_CDC_AB_ROUNDS (3), BENCH_CDC_AB_FORMATS ("json avro"),
+#   BENCH_CDC_AB_BATCH (max_offsets_per_batch, 50000: one batch; smaller: the per-batch costs),
 #   BENCH_CDC_AB_PERF (a directory: perf record -g of each run's worker into it)
 # shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
@@ -137,7 +138,7 @@ CHECKPOINT;
 SET ROLE ks_e2e;
 SELECT kafka_sink.create_pipeline(name => '$name', bootstrap_servers => '$KS_BOOTSTRAP',
     subscribe => ARRAY['cdcab_${2}_$SFX'], target => '$s.{source.table}', envelope => 'debezium',
-    starting_offsets => 'earliest', max_offsets_per_batch => 50000$fmt);
+    starting_offsets => 'earliest', max_offsets_per_batch => ${BENCH_CDC_AB_BATCH:-50000}$fmt);
 SQL
     if [ -n "${BENCH_CDC_AB_PERF:-}" ]; then  # a profile of each run: perf.data in this dir
         for _ in $(seq 100); do pid="$(worker_pid "$name")"; [ -n "$pid" ] && break; sleep 0.1; done

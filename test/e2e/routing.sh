@@ -24,6 +24,11 @@
 #    two workers creating the same tables at once both land their rows;
 #    the recorded Debezium events (test/fixtures/debezium/json_schema)
 #    create tables whose column types are the source's (cdc_workload.py).
+#  - a table's checks are kept between batches (route.c): a table that
+#    fits, then is altered (a mapped column dropped, INSERT revoked, the
+#    role it wrote through revoked), is refused as target_refused by the
+#    very next batch, and lands again once fixed (model: each message's
+#    fate from the table's state when it was produced).
 . "$(dirname "$0")/../lib/common.sh"
 setup_owner
 S="rt_$SFX"
@@ -382,5 +387,57 @@ check "create_lineage_view of one table of a routed pipeline: its 50 rows, each 
       "$(sql -c "SET ROLE ks_e2e" -c "SELECT kafka_sink.create_lineage_view('$P1', target => '$S.$TA') IS NOT NULL" >/dev/null;
          sql -c "SELECT count(*) || '|' || count(*) FILTER (WHERE _kafka_batch_id IS NOT NULL) FROM $S.${TA}_lineage")"
 
-for p in "$P1" "$P2" "$P3" "$P4" "$P5" "$P6"; do sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null 2>&1 || true; done
+# ---- the checks kept between batches: a change of the table is seen by the next batch ----
+TI="rt_i_$SFX"; P7="rt7_$SFX"; RW="rt_writer_$SFX"
+"$HARNESS" topic-create "$TI" 1 >/dev/null 2>&1
+sql >/dev/null <<SQL
+CREATE ROLE $RW NOLOGIN;
+-- the superuser's table: ks_e2e writes it through grants
+CREATE TABLE $S.$TI (id bigint PRIMARY KEY, v text, w text);
+GRANT SELECT, INSERT, UPDATE ON $S.$TI TO ks_e2e;
+SET ROLE ks_e2e;
+SELECT kafka_sink.create_pipeline(name => '$P7', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$TI'], target => '$S.{topic}', key_format => 'string',
+       columns => '{"id": "id", "v": "v", "w": "w"}', starting_offsets => 'earliest');
+SQL
+# one message, one batch: wait until it is checkpointed
+step() {
+    echo "$1|{\"id\": $1, \"v\": \"v$1\", \"w\": \"w$1\"}" | produce "$TI"
+    poll "SELECT count(*) > 0 FROM $S.$TI WHERE id = $1
+          UNION ALL SELECT true FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id
+           WHERE p.name = '$P7' AND convert_from(q.key, 'UTF8') = '$1' ORDER BY 1 DESC LIMIT 1" 60 || true
+}
+step 1; step 2
+sql -c "ALTER TABLE $S.$TI DROP COLUMN w" >/dev/null
+step 3
+sql -c "ALTER TABLE $S.$TI ADD COLUMN w text" >/dev/null
+step 4; step 5
+sql -c "REVOKE INSERT ON $S.$TI FROM ks_e2e" >/dev/null
+step 6
+sql -c "GRANT INSERT ON $S.$TI TO $RW" -c "GRANT $RW TO ks_e2e" >/dev/null
+step 7; step 8
+sql -c "REVOKE $RW FROM ks_e2e" >/dev/null
+step 9
+sql -c "GRANT $RW TO ks_e2e" >/dev/null
+step 10
+# the model: each message's fate from the table's state when it was produced
+model="1|true;2|true;3|target_refused;4|true;5|true;6|target_refused;7|true;8|true;9|target_refused;10|true"
+check "a table that fits, then is altered (a mapped column dropped, INSERT revoked, its writer role revoked): the very next batch refuses it, the one after the fix lands" \
+      "$model" \
+      "$(sql -c "SELECT string_agg(k || '|' || coalesce(q.reason, (t.id IS NOT NULL)::text), ';' ORDER BY k)
+                   FROM generate_series(1, 10) k
+                   LEFT JOIN $S.$TI t ON t.id = k
+                   LEFT JOIN (SELECT convert_from(q.key, 'UTF8')::int AS key, q.reason
+                                FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id
+                               WHERE p.name = '$P7') q ON q.key = k")"
+check "those refusals name what no longer fits" "3|true;6|true;9|true" \
+      "$(sql -c "SELECT string_agg(convert_from(q.key, 'UTF8') || '|' || (q.detail ~ CASE convert_from(q.key, 'UTF8')
+                          WHEN '3' THEN 'maps column \"w\"' ELSE 'permission|privilege|may not|INSERT' END)::text, ';'
+                          ORDER BY convert_from(q.key, 'UTF8'))
+                   FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id WHERE p.name = '$P7'")"
+check "the pipeline goes on (running, no error)" "running|" \
+      "$(sql -c "SELECT state, coalesce(last_error, '') FROM kafka_sink.status WHERE name = '$P7'")"
+
+for p in "$P1" "$P2" "$P3" "$P4" "$P5" "$P6" "$P7"; do sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null 2>&1 || true; done
+sql -c "DROP OWNED BY $RW" -c "DROP ROLE $RW" >/dev/null 2>&1 || true
 finish
