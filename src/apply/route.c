@@ -764,8 +764,8 @@ mode_name(KsMode mode)
  * table's relcache entry (ALTER TABLE, GRANT/REVOKE on it or its columns,
  * an index, a policy, a trigger, its drop), of any role or membership
  * (pg_authid, pg_auth_members: privileges through a role), of any schema
- * (its USAGE) or function (the EXECUTE the filter and computed columns
- * need), and after
+ * or function (the EXECUTE the filter and computed columns need), and
+ * after
  * KS_CHECKED_TTL_MS in any case (what sends no invalidation: a type or a
  * domain a column uses).  A change committed before the batch's lock of
  * the table is seen by it (the lock processes the invalidations).
@@ -886,7 +886,7 @@ checked_remember(KsPipeline *p, Oid relid, List *keys)
 		CacheRegisterRelcacheCallback(checked_relcache_cb, (Datum) 0);
 		CacheRegisterSyscacheCallback(AUTHOID, checked_syscache_cb, (Datum) 0);
 		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, checked_syscache_cb, (Datum) 0);
-		/* a schema's USAGE; a function's EXECUTE (filter, computed) */
+		/* a schema, a function's EXECUTE (filter, computed) */
 		CacheRegisterSyscacheCallback(NAMESPACEOID, checked_syscache_cb, (Datum) 0);
 		CacheRegisterSyscacheCallback(PROCOID, checked_syscache_cb, (Datum) 0);
 	}

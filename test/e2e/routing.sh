@@ -438,6 +438,40 @@ check "those refusals name what no longer fits" "3|true;6|true;9|true" \
 check "the pipeline goes on (running, no error)" "running|" \
       "$(sql -c "SELECT state, coalesce(last_error, '') FROM kafka_sink.status WHERE name = '$P7'")"
 
-for p in "$P1" "$P2" "$P3" "$P4" "$P5" "$P6" "$P7"; do sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null 2>&1 || true; done
+# ... and a function the computed column calls losing its EXECUTE: the
+# next batch refuses the table (not the apply failing the pipeline), and
+# lands again once it is granted back
+TJ="rt_j_$SFX"; P8="rt8_$SFX"
+"$HARNESS" topic-create "$TJ" 1 >/dev/null 2>&1
+sql >/dev/null <<SQL
+SET ROLE ks_e2e;
+CREATE FUNCTION $S.up(text) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT upper(\$1)';
+CREATE TABLE $S.$TJ (id bigint PRIMARY KEY, v text, u text);
+SELECT kafka_sink.create_pipeline(name => '$P8', bootstrap_servers => '$KS_BOOTSTRAP',
+       subscribe => ARRAY['$TJ'], target => '$S.{topic}', key_format => 'string',
+       starting_offsets => 'earliest', computed => '{"u": "$S.up(v)"}');
+SQL
+step8() {
+    echo "$1|{\"id\": $1, \"v\": \"v$1\"}" | produce "$TJ"
+    poll "SELECT count(*) > 0 FROM $S.$TJ WHERE id = $1
+          UNION ALL SELECT true FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id
+           WHERE p.name = '$P8' AND convert_from(q.key, 'UTF8') = '$1' ORDER BY 1 DESC LIMIT 1" 60 || true
+}
+step8 1; step8 2
+sql -c "SET ROLE ks_e2e" -c "REVOKE EXECUTE ON FUNCTION $S.up(text) FROM PUBLIC, ks_e2e" >/dev/null
+step8 3
+sql -c "SET ROLE ks_e2e" -c "GRANT EXECUTE ON FUNCTION $S.up(text) TO ks_e2e" >/dev/null
+step8 4
+check "a computed column's function losing EXECUTE: the next batch refuses the table, the one after the grant lands; the pipeline runs" \
+      "1|V1;2|V2;3|target_refused;4|V4|running" \
+      "$(sql -c "SELECT string_agg(k || '|' || coalesce(q.reason, t.u, '?'), ';' ORDER BY k)
+                        || '|' || (SELECT state FROM kafka_sink.status WHERE name = '$P8')
+                   FROM generate_series(1, 4) k
+                   LEFT JOIN $S.$TJ t ON t.id = k
+                   LEFT JOIN (SELECT convert_from(q.key, 'UTF8')::int AS key, q.reason
+                                FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id
+                               WHERE p.name = '$P8') q ON q.key = k")"
+
+for p in "$P1" "$P2" "$P3" "$P4" "$P5" "$P6" "$P7" "$P8"; do sql -c "SELECT kafka_sink.drop_pipeline('$p')" >/dev/null 2>&1 || true; done
 sql -c "DROP OWNED BY $RW" -c "DROP ROLE $RW" >/dev/null 2>&1 || true
 finish
