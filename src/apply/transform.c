@@ -543,6 +543,15 @@ row_fault(int sqlerrcode)
 	return k == KS_ERR_BAD_VALUE || k == KS_ERR_TOO_LARGE || k == KS_ERR_REJECTED;
 }
 
+/* row r quarantined as expression_error (neither filtered nor skipped) */
+static void
+expression_fault(KsRow *r, char *detail)
+{
+	r->reason = KS_EXPRESSION_ERROR;
+	r->detail = detail;
+	r->filtered = r->skipped = false;
+}
+
 /*
  * The target's decoded upserts through the pipeline's filter and computed
  * columns: a row the filter leaves out is marked filtered (counted, not
@@ -624,19 +633,11 @@ ks_transform_batch(KsBatch *batch, KsBatchTarget *bt)
 											  what, ed->message);
 
 				for (int i = 0; i < n; i++)
-				{
-					KsRow	   *r = &bt->rows[sel[i]];
-
-					r->reason = KS_EXPRESSION_ERROR;
-					r->detail = detail;
-					r->filtered = r->skipped = false;
-				}
+					expression_fault(&bt->rows[sel[i]], detail);
 				FreeErrorData(ed);
 				return;
 			}
-			bt->rows[sel[cur]].reason = KS_EXPRESSION_ERROR;
-			bt->rows[sel[cur]].detail = psprintf("%s raised: %s", what, ed->message);
-			bt->rows[sel[cur]].filtered = bt->rows[sel[cur]].skipped = false;
+			expression_fault(&bt->rows[sel[cur]], psprintf("%s raised: %s", what, ed->message));
 			FreeErrorData(ed);
 			start = cur + 1;
 		}

@@ -400,13 +400,15 @@ SELECT kafka_sink.create_pipeline(name => '$P7', bootstrap_servers => '$KS_BOOTS
        subscribe => ARRAY['$TI'], target => '$S.{topic}', key_format => 'string',
        columns => '{"id": "id", "v": "v", "w": "w"}', starting_offsets => 'earliest');
 SQL
-# one message, one batch: wait until it is checkpointed
-step() {
-    echo "$1|{\"id\": $1, \"v\": \"v$1\", \"w\": \"w$1\"}" | produce "$TI"
-    poll "SELECT count(*) > 0 FROM $S.$TI WHERE id = $1
+# one message, one batch: wait until it lands or is quarantined
+# (TOPIC PIPELINE ID VALUE; the table is named by the topic)
+one_message() {
+    echo "$3|$4" | produce "$1"
+    poll "SELECT count(*) > 0 FROM $S.$1 WHERE id = $3
           UNION ALL SELECT true FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id
-           WHERE p.name = '$P7' AND convert_from(q.key, 'UTF8') = '$1' ORDER BY 1 DESC LIMIT 1" 60 || true
+           WHERE p.name = '$2' AND convert_from(q.key, 'UTF8') = '$3' ORDER BY 1 DESC LIMIT 1" 60 || true
 }
+step() { one_message "$TI" "$P7" "$1" "{\"id\": $1, \"v\": \"v$1\", \"w\": \"w$1\"}"; }
 step 1; step 2
 sql -c "ALTER TABLE $S.$TI DROP COLUMN w" >/dev/null
 step 3
@@ -451,12 +453,7 @@ SELECT kafka_sink.create_pipeline(name => '$P8', bootstrap_servers => '$KS_BOOTS
        subscribe => ARRAY['$TJ'], target => '$S.{topic}', key_format => 'string',
        starting_offsets => 'earliest', computed => '{"u": "$S.up(v)"}');
 SQL
-step8() {
-    echo "$1|{\"id\": $1, \"v\": \"v$1\"}" | produce "$TJ"
-    poll "SELECT count(*) > 0 FROM $S.$TJ WHERE id = $1
-          UNION ALL SELECT true FROM kafka_sink.quarantine q JOIN kafka_sink.pipelines p ON p.id = q.pipeline_id
-           WHERE p.name = '$P8' AND convert_from(q.key, 'UTF8') = '$1' ORDER BY 1 DESC LIMIT 1" 60 || true
-}
+step8() { one_message "$TJ" "$P8" "$1" "{\"id\": $1, \"v\": \"v$1\"}"; }
 step8 1; step8 2
 sql -c "SET ROLE ks_e2e" -c "REVOKE EXECUTE ON FUNCTION $S.up(text) FROM PUBLIC, ks_e2e" >/dev/null
 step8 3
